@@ -1,0 +1,81 @@
+// Bundles src/main.ts into dist/coffer.cjs: one CommonJS file, no dynamic requires, with
+// better-sqlite3's prebuilt addon copied beside it (loaded through the `nativeBinding` option).
+// `--if-stale` skips the work when dist/ is newer than every source file and the lock file.
+import fs from 'node:fs'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { createRequire } from 'node:module'
+import * as esbuild from 'esbuild'
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
+const outFile = path.join(root, 'dist', 'coffer.cjs')
+const addonOut = path.join(root, 'dist', 'better_sqlite3.node')
+const require = createRequire(import.meta.url)
+
+function newestInput() {
+  let newest = 0
+  const walk = (dir) => {
+    for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+      const p = path.join(dir, e.name)
+      if (e.isDirectory()) walk(p)
+      else newest = Math.max(newest, fs.statSync(p).mtimeMs)
+    }
+  }
+  walk(path.join(root, 'src'))
+  for (const f of ['package.json', 'package-lock.json', 'scripts/build.mjs']) {
+    if (fs.existsSync(path.join(root, f))) newest = Math.max(newest, fs.statSync(path.join(root, f)).mtimeMs)
+  }
+  return newest
+}
+
+function isFresh() {
+  if (!fs.existsSync(outFile) || !fs.existsSync(addonOut)) return false
+  return fs.statSync(outFile).mtimeMs >= newestInput()
+}
+
+/** better-sqlite3's lib/binding.js finds its addon with computed require() paths; we always pass
+ * the loaded addon through `nativeBinding`, so the bundle gets a loader that only accepts that. */
+const sqliteBindingPlugin = {
+  name: 'better-sqlite3-binding',
+  setup(build) {
+    build.onResolve({ filter: /^\.\/binding$/ }, (args) =>
+      args.importer.includes(`${path.sep}better-sqlite3${path.sep}`) ? { path: 'better-sqlite3-binding', namespace: 'coffer' } : undefined,
+    )
+    build.onLoad({ filter: /.*/, namespace: 'coffer' }, () => ({
+      contents: `exports.getBinding = function (nativeBinding) {
+        if (typeof nativeBinding === 'object' && nativeBinding !== null) return nativeBinding;
+        throw new Error('coffer: the bundled better-sqlite3 needs its addon passed as nativeBinding');
+      };`,
+      loader: 'js',
+    }))
+  },
+}
+
+export async function build() {
+  fs.mkdirSync(path.dirname(outFile), { recursive: true })
+  const result = await esbuild.build({
+    entryPoints: [path.join(root, 'src', 'main.ts')],
+    outfile: outFile,
+    bundle: true,
+    platform: 'node',
+    target: 'node24',
+    format: 'cjs',
+    minifySyntax: true,
+    legalComments: 'none',
+    sourcemap: false,
+    define: { __COFFER_BUNDLE__: 'true' },
+    plugins: [sqliteBindingPlugin],
+    logLevel: 'warning',
+    metafile: true,
+  })
+  const prebuild = path.join(path.dirname(require.resolve('better-sqlite3/package.json')), 'prebuilds', `${process.platform}-${process.arch}.node`)
+  fs.copyFileSync(prebuild, addonOut)
+  const size = fs.statSync(outFile).size
+  console.error(`built ${path.relative(root, outFile)} (${(size / 1024).toFixed(0)} KiB) and ${path.relative(root, addonOut)}`)
+  return result
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  if (process.argv.includes('--if-stale') && isFresh()) process.exit(0)
+  await build()
+}

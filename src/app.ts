@@ -1,0 +1,68 @@
+import { randomUUID } from 'node:crypto'
+import Fastify, { LogController, type FastifyBaseLogger } from 'fastify'
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import type { Core } from './core'
+import type { App } from './http/types'
+import { registerErrorHandling } from './http/error-handler'
+import { validatorCompiler } from './http/validation'
+import { ErrorResponse } from './http/schemas/common'
+import { tenantAuth } from './http/auth'
+import { healthRoutes } from './http/routes/health'
+import { adminRoutes } from './http/routes/admin'
+import { tenantRoutes } from './http/routes/tenant'
+import { redactUrl } from './lib/logger'
+
+export interface BuildAppOptions {
+  logger: FastifyBaseLogger
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
+
+/** Builds the HTTP application on a core. Never listens: main.ts does, tests use inject(). */
+export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> {
+  const app = Fastify({
+    loggerInstance: opts.logger,
+    // One line per request, written by the onResponse hook below, instead of Fastify's two.
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: 1024 * 1024,
+    trustProxy: core.config.trustProxy,
+    // Accept a caller's X-Request-Id when it is sane, so a request can be followed across systems.
+    requestIdHeader: false,
+    genReqId: (req) => {
+      const given = req.headers['x-request-id']
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID()
+    },
+    routerOptions: { maxParamLength: 1000 },
+  }).withTypeProvider<TypeBoxTypeProvider>()
+
+  app.setValidatorCompiler(validatorCompiler)
+  // The API speaks JSON only; a text/plain body is answered as a wrong Content-Type, not as a wrong shape.
+  app.removeContentTypeParser('text/plain')
+  app.addSchema(ErrorResponse)
+  app.decorateRequest('tenant', null)
+  registerErrorHandling(app)
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id)
+  })
+  app.addHook('onResponse', async (request, reply) => {
+    request.log.info(
+      {
+        method: request.method,
+        url: redactUrl(request.url),
+        statusCode: reply.statusCode,
+        responseTimeMs: Math.round(reply.elapsedTime * 100) / 100,
+        tenantId: request.tenant?.id,
+      },
+      'request completed',
+    )
+  })
+
+  await app.register(async (scope) => healthRoutes(scope, core))
+  await app.register(async (scope) => adminRoutes(scope, core))
+  await app.register(async (scope) => {
+    scope.addHook('onRequest', tenantAuth(core.tenants))
+    await tenantRoutes(scope, core)
+  })
+  return app
+}

@@ -1,0 +1,80 @@
+import path from 'node:path'
+import { Type, type Static, type TSchema } from '@sinclair/typebox'
+import { Value } from '@sinclair/typebox/value'
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
+
+/** Every setting, with its env name, optional flag, default, schema and one line of help. */
+const OPTIONS = {
+  port: { env: 'COFFER_PORT', flag: 'port', def: '8080', schema: Type.Integer({ minimum: 0, maximum: 65535 }), hint: 'an integer from 0 to 65535', help: 'TCP port to listen on (0 picks a free one)' },
+  host: { env: 'COFFER_HOST', flag: 'host', def: '127.0.0.1', schema: Type.String({ minLength: 1, maxLength: 255 }), hint: 'a host name or IP address', help: 'Address to bind' },
+  dataDir: { env: 'COFFER_DATA_DIR', flag: 'data-dir', def: './data', schema: Type.String({ minLength: 1 }), hint: 'a directory path', help: 'Where the database, blobs and secret live' },
+  adminApiKey: { env: 'COFFER_ADMIN_API_KEY', flag: undefined, def: undefined, schema: Type.String({ minLength: 16, maxLength: 512 }), hint: 'at least 16 characters', help: 'Admin API key; admin routes answer 401 while unset' },
+  publicUrl: { env: 'COFFER_PUBLIC_URL', flag: undefined, def: undefined, schema: Type.String({ pattern: '^https?://[^\\s/?#]+(/[^\\s?#]*)?$' }), hint: 'an absolute http(s) URL without query', help: 'Base of signed download URLs (default: the request\'s scheme and Host)' },
+  secret: { env: 'COFFER_SECRET', flag: undefined, def: undefined, schema: Type.String({ minLength: 32 }), hint: 'at least 32 characters', help: 'Server secret for signed tokens (default: generated once into <data-dir>/secret)' },
+  logLevel: { env: 'COFFER_LOG_LEVEL', flag: 'log-level', def: 'info', schema: Type.Union(LOG_LEVELS.map((l) => Type.Literal(l))), hint: LOG_LEVELS.join('|'), help: 'pino log level' },
+  uploadUrlTtlSeconds: { env: 'COFFER_UPLOAD_URL_TTL_SECONDS', flag: undefined, def: '900', schema: Type.Integer({ minimum: 60, maximum: 86400 }), hint: 'an integer from 60 to 86400', help: 'Lifetime of presigned upload URLs' },
+  deletedRetentionSeconds: { env: 'COFFER_DELETED_RETENTION_SECONDS', flag: undefined, def: '604800', schema: Type.Integer({ minimum: 0 }), hint: 'a non-negative integer', help: 'How long soft-deleted files are kept before garbage collection' },
+  trustProxy: { env: 'COFFER_TRUST_PROXY', flag: undefined, def: 'false', schema: Type.Boolean(), hint: 'true or false', help: 'Trust X-Forwarded-* headers (behind a reverse proxy)' },
+} satisfies Record<string, { env: string; flag: string | undefined; def: string | undefined; schema: TSchema; hint: string; help: string }>
+
+type Options = typeof OPTIONS
+type Key = keyof Options
+type Required_<K extends Key> = Options[K]['def'] extends string ? K : never
+type RequiredKeys = { [K in Key]: Required_<K> }[Key]
+
+/** The validated, frozen configuration. Read once at the edge (main.ts) and passed down. */
+export type Config = Readonly<
+  { [K in RequiredKeys]: Static<Options[K]['schema']> } & {
+    [K in Exclude<Key, RequiredKeys>]?: Static<Options[K]['schema']>
+  }
+>
+
+export class ConfigError extends Error {
+  override name = 'ConfigError'
+}
+
+function convert(schema: TSchema, raw: string): unknown {
+  if (schema.type === 'integer') return /^-?\d+$/.test(raw.trim()) ? Number(raw.trim()) : raw
+  if (schema.type === 'boolean') {
+    const v = raw.trim().toLowerCase()
+    if (['true', '1', 'yes', 'on'].includes(v)) return true
+    if (['false', '0', 'no', 'off', ''].includes(v)) return false
+    return raw
+  }
+  return raw
+}
+
+/**
+ * Flags override `COFFER_*` environment variables, which override defaults. Throws ConfigError
+ * with one line naming the offending setting when a value is invalid.
+ */
+export function loadConfig(env: Record<string, string | undefined>, flags: Record<string, string | undefined> = {}): Config {
+  const out: Record<string, unknown> = {}
+  for (const [key, opt] of Object.entries(OPTIONS) as [Key, Options[Key]][]) {
+    const fromFlag = opt.flag === undefined ? undefined : flags[opt.flag]
+    const fromEnv = env[opt.env] === '' ? undefined : env[opt.env]
+    const raw = fromFlag ?? fromEnv ?? opt.def
+    if (raw === undefined) continue
+    const value = convert(opt.schema, raw)
+    if (!Value.Check(opt.schema, value)) {
+      const source = fromFlag !== undefined ? `--${opt.flag}` : fromEnv !== undefined ? opt.env : `default of ${opt.env}`
+      const shown = key === 'adminApiKey' || key === 'secret' ? '(hidden)' : JSON.stringify(raw)
+      throw new ConfigError(`invalid configuration: ${source}=${shown} must be ${opt.hint}`)
+    }
+    out[key] = value
+  }
+  out.dataDir = path.resolve(out.dataDir as string)
+  if (typeof out.publicUrl === 'string') out.publicUrl = out.publicUrl.replace(/\/+$/, '')
+  return Object.freeze(out) as Config
+}
+
+/** Rows for `--help` and the README configuration table. */
+export function configHelp(): { env: string; flag?: string; def?: string; help: string }[] {
+  return Object.values(OPTIONS).map((o) => ({
+    env: o.env,
+    ...(o.flag ? { flag: `--${o.flag}` } : {}),
+    ...(o.def !== undefined ? { def: o.def } : {}),
+    help: o.help,
+  }))
+}

@@ -1,0 +1,59 @@
+import Database from 'better-sqlite3'
+import { MIGRATIONS, type Migration } from './migrations'
+import { loadSqliteAddon } from './sqlite-addon'
+
+export type DB = Database.Database
+
+let addon: object | undefined
+let addonLoaded = false
+
+/**
+ * Opens (creating if needed) the SQLite database at `file` and brings its schema up to date.
+ * `dataDir` is where the single executable may unpack its SQLite addon.
+ */
+export function openDatabase(file: string, dataDir: string, migrations: readonly Migration[] = MIGRATIONS): DB {
+  if (!addonLoaded) {
+    addon = loadSqliteAddon(dataDir)
+    addonLoaded = true
+  }
+  // better-sqlite3 accepts the loaded addon object; its type declarations only know the path form.
+  const db = new Database(file, addon ? { nativeBinding: addon as unknown as string } : {})
+  // WAL: readers never block the writer and the writer never blocks readers; one fsync per commit.
+  db.pragma('journal_mode = WAL')
+  // FULL: in WAL mode every COMMIT fsyncs the WAL before returning, so a row we acknowledged
+  // (an upload's 200, a tenant's 201) survives a crash or power loss. NORMAL could lose the
+  // last transactions on power loss, which would break "nothing acknowledged is ever lost".
+  db.pragma('synchronous = FULL')
+  // SQLite leaves foreign keys off by default; tenant/workspace/blob references must hold.
+  db.pragma('foreign_keys = ON')
+  // The CLI may write while the server runs: wait for the lock instead of failing with SQLITE_BUSY.
+  db.pragma('busy_timeout = 5000')
+  migrate(db, migrations)
+  return db
+}
+
+/** Applies every migration newer than the recorded version, each in its own transaction. */
+export function migrate(db: DB, migrations: readonly Migration[]): void {
+  db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT NOT NULL,
+    applied_at INTEGER NOT NULL
+  ) STRICT`)
+  const applied = db.prepare('SELECT max(version) AS v FROM schema_migrations').get() as { v: number | null }
+  const current = applied.v ?? 0
+  const newest = migrations.at(-1)?.version ?? 0
+  if (current > newest) {
+    throw new Error(`database schema version ${current} is newer than this build knows (${newest}); upgrade coffer`)
+  }
+  const record = db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)')
+  const isApplied = db.prepare('SELECT 1 FROM schema_migrations WHERE version = ?').pluck()
+  for (const m of migrations) {
+    if (m.version <= current) continue
+    // Re-checked under the write lock: another process (the CLI, a second start) may have won the race.
+    db.transaction(() => {
+      if (isApplied.get(m.version)) return
+      db.exec(m.sql)
+      record.run(m.version, m.name, Date.now())
+    }).immediate()
+  }
+}

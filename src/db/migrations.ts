@@ -1,0 +1,123 @@
+/**
+ * Ordered, embedded schema migrations. Never edit one that has shipped: append a new one.
+ * The SQL lives here rather than in .sql files because the single executable carries no files.
+ */
+export interface Migration {
+  version: number
+  name: string
+  sql: string
+}
+
+/** Bytes a file row holds against its quotas: pending and completed files count, failed and deleted ones do not. */
+const charge = (row: 'NEW' | 'OLD') =>
+  `(CASE WHEN ${row}.deleted_at IS NULL AND ${row}.status != 'failed' THEN ${row}.size_bytes ELSE 0 END)`
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    name: 'tenants, workspaces, blobs, files',
+    sql: `
+CREATE TABLE tenants (
+  id             TEXT PRIMARY KEY,
+  name           TEXT NOT NULL UNIQUE COLLATE NOCASE,
+  key_hash       BLOB NOT NULL UNIQUE,
+  key_kind       TEXT NOT NULL CHECK (key_kind IN ('live', 'test')),
+  webhook_secret TEXT NOT NULL,
+  quota_bytes    INTEGER NOT NULL CHECK (quota_bytes >= 0),
+  used_bytes     INTEGER NOT NULL DEFAULT 0 CHECK (used_bytes >= 0),
+  allowed_types  TEXT NOT NULL,
+  created_at     INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE workspaces (
+  id          TEXT PRIMARY KEY,
+  tenant_id   TEXT NOT NULL REFERENCES tenants(id),
+  name        TEXT NOT NULL,
+  slug        TEXT NOT NULL,
+  quota_bytes INTEGER CHECK (quota_bytes IS NULL OR quota_bytes >= 0),
+  used_bytes  INTEGER NOT NULL DEFAULT 0 CHECK (used_bytes >= 0),
+  metadata    TEXT,
+  created_at  INTEGER NOT NULL,
+  updated_at  INTEGER NOT NULL,
+  deleted_at  INTEGER
+) STRICT;
+-- A deleted workspace keeps its row (its files still point at it) but frees its slug.
+CREATE UNIQUE INDEX workspaces_slug ON workspaces (tenant_id, slug) WHERE deleted_at IS NULL;
+
+-- One row per stored content; a blob may be removed only when no file row references it.
+CREATE TABLE blobs (
+  sha256     TEXT PRIMARY KEY,
+  size_bytes INTEGER NOT NULL CHECK (size_bytes >= 0),
+  created_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE files (
+  id                TEXT PRIMARY KEY,
+  tenant_id         TEXT NOT NULL REFERENCES tenants(id),
+  workspace_id      TEXT REFERENCES workspaces(id),
+  original_name     TEXT NOT NULL,
+  file_type         TEXT NOT NULL,
+  status            TEXT NOT NULL CHECK (status IN ('pending', 'completed', 'failed')),
+  size_bytes        INTEGER NOT NULL CHECK (size_bytes >= 0),
+  declared_size     INTEGER,
+  sha256            TEXT REFERENCES blobs(sha256),
+  context           TEXT,
+  tags              TEXT NOT NULL DEFAULT '{}',
+  metadata          TEXT,
+  webhook_url       TEXT,
+  upload_expires_at INTEGER NOT NULL,
+  created_at        INTEGER NOT NULL,
+  completed_at      INTEGER,
+  deleted_at        INTEGER,
+  CHECK ((status = 'completed') = (sha256 IS NOT NULL))
+) STRICT;
+-- Keyset listing, newest first, one index per filter so no page scans more than it returns.
+CREATE INDEX files_list ON files (tenant_id, created_at DESC, id DESC) WHERE deleted_at IS NULL;
+CREATE INDEX files_by_workspace ON files (workspace_id, created_at DESC, id DESC) WHERE deleted_at IS NULL;
+CREATE INDEX files_by_type ON files (tenant_id, file_type, created_at DESC, id DESC) WHERE deleted_at IS NULL;
+CREATE INDEX files_by_context ON files (tenant_id, context, created_at DESC, id DESC) WHERE deleted_at IS NULL;
+CREATE INDEX files_pending ON files (upload_expires_at) WHERE status = 'pending' AND deleted_at IS NULL;
+CREATE INDEX files_deleted ON files (deleted_at) WHERE deleted_at IS NOT NULL;
+CREATE INDEX files_sha256 ON files (sha256) WHERE sha256 IS NOT NULL;
+
+-- Live-file counts per filter combination, so a listing's total costs the same with 1M files as with 1k.
+CREATE TABLE file_counts (
+  tenant_id    TEXT NOT NULL,
+  workspace_id TEXT NOT NULL,
+  file_type    TEXT NOT NULL,
+  context      TEXT NOT NULL,
+  n            INTEGER NOT NULL CHECK (n >= 0),
+  PRIMARY KEY (tenant_id, workspace_id, file_type, context)
+) STRICT, WITHOUT ROWID;
+
+-- Quota usage and counts are maintained here, in the same statement as every change to a file row,
+-- so no code path can forget to charge or release bytes, or release them twice.
+CREATE TRIGGER files_after_insert AFTER INSERT ON files BEGIN
+  UPDATE tenants SET used_bytes = used_bytes + ${charge('NEW')} WHERE id = NEW.tenant_id;
+  UPDATE workspaces SET used_bytes = used_bytes + ${charge('NEW')} WHERE id = NEW.workspace_id;
+  INSERT INTO file_counts (tenant_id, workspace_id, file_type, context, n)
+    SELECT NEW.tenant_id, coalesce(NEW.workspace_id, ''), NEW.file_type, coalesce(NEW.context, ''), 1
+    WHERE NEW.deleted_at IS NULL
+    ON CONFLICT DO UPDATE SET n = n + 1;
+END;
+
+CREATE TRIGGER files_after_update AFTER UPDATE OF status, size_bytes, deleted_at ON files BEGIN
+  UPDATE tenants SET used_bytes = used_bytes - ${charge('OLD')} + ${charge('NEW')} WHERE id = NEW.tenant_id;
+  UPDATE workspaces SET used_bytes = used_bytes - ${charge('OLD')} + ${charge('NEW')} WHERE id = NEW.workspace_id;
+  UPDATE file_counts SET n = n - 1
+    WHERE OLD.deleted_at IS NULL AND NEW.deleted_at IS NOT NULL
+      AND tenant_id = OLD.tenant_id AND workspace_id = coalesce(OLD.workspace_id, '')
+      AND file_type = OLD.file_type AND context = coalesce(OLD.context, '');
+END;
+
+CREATE TRIGGER files_after_delete AFTER DELETE ON files BEGIN
+  UPDATE tenants SET used_bytes = used_bytes - ${charge('OLD')} WHERE id = OLD.tenant_id;
+  UPDATE workspaces SET used_bytes = used_bytes - ${charge('OLD')} WHERE id = OLD.workspace_id;
+  UPDATE file_counts SET n = n - 1
+    WHERE OLD.deleted_at IS NULL
+      AND tenant_id = OLD.tenant_id AND workspace_id = coalesce(OLD.workspace_id, '')
+      AND file_type = OLD.file_type AND context = coalesce(OLD.context, '');
+END;
+`,
+  },
+]

@@ -1,0 +1,49 @@
+import type { FastifyRequest } from 'fastify'
+import { AppError } from '../errors'
+import type { Tenant } from '../db/repos/tenants'
+import type { TenantsService } from '../services/tenants'
+import { safeEqual } from '../lib/secrets'
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The authenticated tenant; set by the tenant auth hook, absent elsewhere. */
+    tenant: Tenant | null
+  }
+}
+
+/** The token of an `Authorization: Bearer <token>` header, or undefined. */
+export function bearerToken(request: FastifyRequest): string | undefined {
+  const header = request.headers.authorization
+  if (typeof header !== 'string') return undefined
+  const m = /^Bearer[ ]+([^\s]+)\s*$/i.exec(header)
+  return m?.[1]
+}
+
+const unauthorized = (message: string) => new AppError('UNAUTHORIZED', message)
+
+/** onRequest hook for tenant routes: a valid tenant key, or 401. */
+export function tenantAuth(tenants: TenantsService) {
+  return async (request: FastifyRequest): Promise<void> => {
+    request.tenant = authenticateTenant(tenants, request)
+  }
+}
+
+export function authenticateTenant(tenants: TenantsService, request: FastifyRequest): Tenant {
+  const token = bearerToken(request)
+  if (token === undefined) throw unauthorized('Missing Authorization: Bearer <API key> header')
+  const tenant = tenants.authenticate(token)
+  if (!tenant) throw unauthorized('Invalid or revoked API key')
+  return tenant
+}
+
+/** onRequest hook for admin routes: the configured admin key (compared in constant time), or 401. */
+export function adminAuth(adminApiKey: string | undefined) {
+  return async (request: FastifyRequest): Promise<void> => {
+    if (adminApiKey === undefined) {
+      throw unauthorized('The admin API is disabled: set COFFER_ADMIN_API_KEY (at least 16 characters) and restart coffer')
+    }
+    const token = bearerToken(request)
+    if (token === undefined) throw unauthorized('Missing Authorization: Bearer <admin API key> header')
+    if (!safeEqual(token, adminApiKey)) throw unauthorized('Invalid admin API key')
+  }
+}

@@ -1,0 +1,78 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { AppError, isDiskFull, type ErrorCode } from '../errors'
+import { formatValidationErrors } from './validation'
+
+/** The one code → HTTP status table. */
+export const STATUS: Record<ErrorCode, number> = {
+  UNAUTHORIZED: 401,
+  VALIDATION_ERROR: 400,
+  INVALID_FILE_TYPE: 400,
+  FILE_TOO_LARGE: 400,
+  QUOTA_EXCEEDED: 403,
+  FILE_NOT_FOUND: 404,
+  WORKSPACE_NOT_FOUND: 404,
+  TENANT_NOT_FOUND: 404,
+  CONFLICT: 409,
+  PAYLOAD_TOO_LARGE: 413,
+  RATE_LIMITED: 429,
+  INSUFFICIENT_STORAGE: 507,
+  NOT_FOUND: 404,
+  NOT_READY: 503,
+  INTERNAL_ERROR: 500,
+}
+
+export function sendError(reply: FastifyReply, err: AppError): FastifyReply {
+  return reply
+    .code(err.statusOverride ?? STATUS[err.code])
+    .type('application/json; charset=utf-8')
+    .send({ error: { code: err.code, message: err.message, details: err.details } })
+}
+
+/** Turns whatever was thrown into a contract error; anything unrecognised becomes a bare 500. */
+export function toAppError(err: FastifyError | Error, request: FastifyRequest): AppError {
+  if (err instanceof AppError) return err
+  const fe = err as FastifyError
+  if (fe.validation) {
+    const errors = formatValidationErrors(fe.validation as never, fe.validationContext)
+    const first = errors[0]
+    return new AppError('VALIDATION_ERROR', first ? `${first.path}: ${first.message}` : 'Request validation failed', { errors })
+  }
+  switch (fe.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new AppError('PAYLOAD_TOO_LARGE', 'Request body is larger than 1 MiB', { maxBytes: request.routeOptions.bodyLimit ?? 1048576 })
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return new AppError('VALIDATION_ERROR', 'Body is not valid JSON', { errors: [{ path: '/', message: 'is not valid JSON' }] })
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return new AppError('VALIDATION_ERROR', 'Body must be a JSON object', { errors: [{ path: '/', message: 'is empty' }] })
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return new AppError('VALIDATION_ERROR', 'Content-Type must be application/json', {
+        errors: [{ path: '/headers/content-type', message: 'must be application/json' }],
+      })
+  }
+  if (isDiskFull(err)) return new AppError('INSUFFICIENT_STORAGE', 'The server is out of storage space; nothing was stored')
+  // Fastify's own 4xx (malformed URL, bad header, …): the client's fault, said plainly.
+  const status = fe.statusCode ?? 500
+  if (status >= 400 && status < 500) {
+    if (status === 404) return new AppError('NOT_FOUND', 'Not found')
+    if (status === 413) return new AppError('PAYLOAD_TOO_LARGE', 'Request body is too large')
+    return new AppError('VALIDATION_ERROR', fe.message || 'Bad request', { errors: [] })
+  }
+  return new AppError('INTERNAL_ERROR', 'Internal server error', { requestId: request.id })
+}
+
+export function registerErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((err: FastifyError, request, reply) => {
+    const appErr = toAppError(err, request)
+    const status = appErr.statusOverride ?? STATUS[appErr.code]
+    if (status >= 500 && appErr.code !== 'INSUFFICIENT_STORAGE') {
+      request.log.error({ err }, 'request failed')
+    } else if (status >= 500) {
+      request.log.warn({ errCode: (err as NodeJS.ErrnoException).code }, 'disk full')
+    }
+    return sendError(reply, appErr)
+  })
+  app.setNotFoundHandler((request, reply) =>
+    sendError(reply, new AppError('NOT_FOUND', `No route ${request.method} ${(request.url.split('?')[0] ?? '').slice(0, 200)}`)),
+  )
+}

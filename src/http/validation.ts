@@ -1,0 +1,71 @@
+import Ajv, { type ErrorObject } from 'ajv'
+import addFormats from 'ajv-formats'
+import type { FastifySchemaCompiler } from 'fastify'
+
+/**
+ * Two validators: JSON bodies are checked strictly (a string "5" is not the number 5, unknown
+ * fields are errors), while query strings, params and headers arrive as text and are coerced.
+ */
+function makeAjv(coerceTypes: boolean | 'array'): Ajv {
+  const ajv = new Ajv({
+    coerceTypes,
+    useDefaults: true,
+    removeAdditional: false,
+    allErrors: true,
+    verbose: true,
+    strict: false,
+  })
+  addFormats(ajv)
+  // Annotation only: a human message for a schema whose generic ajv message would be cryptic.
+  ajv.addKeyword({ keyword: 'x-message', schemaType: 'string' })
+  return ajv
+}
+
+const bodyAjv = makeAjv(false)
+const textAjv = makeAjv('array')
+
+export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, httpPart }) =>
+  (httpPart === 'body' ? bodyAjv : textAjv).compile(schema as object)
+
+const PART_PREFIX: Record<string, string> = { body: '', querystring: '/query', params: '/params', headers: '/headers' }
+
+/** ajv errors → the contract's `[{ path, message }]`, `path` a JSON pointer. */
+export function formatValidationErrors(errors: ErrorObject[], context: string | undefined): { path: string; message: string }[] {
+  const prefix = PART_PREFIX[context ?? 'body'] ?? ''
+  const seen = new Set<string>()
+  const out: { path: string; message: string }[] = []
+  for (const e of errors) {
+    let path = e.instancePath
+    let message: string
+    const custom = (e.parentSchema as Record<string, unknown> | undefined)?.['x-message']
+    switch (e.keyword) {
+      case 'required':
+        path += `/${(e.params as { missingProperty: string }).missingProperty}`
+        message = 'is required'
+        break
+      case 'additionalProperties':
+        path += `/${(e.params as { additionalProperty: string }).additionalProperty}`
+        message = 'is not a known field'
+        break
+      case 'enum':
+        message = `must be one of: ${((e.params as { allowedValues: unknown[] }).allowedValues).join(', ')}`
+        break
+      case 'format':
+        message = typeof custom === 'string' ? custom : `must be a valid ${(e.params as { format: string }).format}`
+        break
+      case 'anyOf':
+        // Each branch already reported why it failed; the summary adds nothing.
+        if (errors.length > 1) continue
+        message = typeof custom === 'string' ? custom : 'has an invalid value'
+        break
+      default:
+        message = e.keyword === 'pattern' && typeof custom === 'string' ? custom : (e.message ?? 'is invalid')
+    }
+    const full = `${prefix}${path}` || '/'
+    const key = `${full}\u0000${message}`
+    if (seen.has(key)) continue
+    seen.add(key)
+    out.push({ path: full, message })
+  }
+  return out
+}

@@ -1,0 +1,52 @@
+import t from 'tap'
+import path from 'node:path'
+import { loadConfig, ConfigError } from '../src/config'
+
+t.test('defaults', async (t) => {
+  const c = loadConfig({})
+  t.equal(c.port, 8080)
+  t.equal(c.host, '127.0.0.1')
+  t.equal(c.dataDir, path.resolve('./data'))
+  t.equal(c.adminApiKey, undefined)
+  t.equal(c.logLevel, 'info')
+  t.equal(c.uploadUrlTtlSeconds, 900)
+  t.equal(c.deletedRetentionSeconds, 604800)
+  t.ok(Object.isFrozen(c))
+})
+
+t.test('flags override env, env overrides defaults', async (t) => {
+  const env = { COFFER_PORT: '9000', COFFER_HOST: '0.0.0.0', COFFER_DATA_DIR: '/srv/coffer', COFFER_PUBLIC_URL: 'https://files.example.com/' }
+  const fromEnv = loadConfig(env)
+  t.equal(fromEnv.port, 9000)
+  t.equal(fromEnv.host, '0.0.0.0')
+  t.equal(fromEnv.dataDir, '/srv/coffer')
+  t.equal(fromEnv.publicUrl, 'https://files.example.com', 'trailing slash dropped')
+  const fromFlags = loadConfig(env, { port: '9100', host: '::1', 'data-dir': 'rel/dir' })
+  t.equal(fromFlags.port, 9100)
+  t.equal(fromFlags.host, '::1')
+  t.equal(fromFlags.dataDir, path.resolve('rel/dir'))
+  t.equal(loadConfig({ COFFER_PORT: '' }).port, 8080, 'an empty variable counts as unset')
+})
+
+t.test('invalid values throw one clear line naming the setting', async (t) => {
+  const cases: [Record<string, string>, Record<string, string>, RegExp][] = [
+    [{ COFFER_PORT: 'abc' }, {}, /COFFER_PORT="abc" must be an integer from 0 to 65535/],
+    [{}, { port: '70000' }, /--port="70000" must be an integer from 0 to 65535/],
+    [{ COFFER_ADMIN_API_KEY: 'short' }, {}, /COFFER_ADMIN_API_KEY=\(hidden\) must be at least 16 characters/],
+    [{ COFFER_LOG_LEVEL: 'loud' }, {}, /COFFER_LOG_LEVEL="loud" must be fatal\|error/],
+    [{ COFFER_TRUST_PROXY: 'maybe' }, {}, /COFFER_TRUST_PROXY="maybe" must be true or false/],
+    [{ COFFER_PUBLIC_URL: 'ftp://x' }, {}, /COFFER_PUBLIC_URL/],
+    [{ COFFER_UPLOAD_URL_TTL_SECONDS: '10' }, {}, /COFFER_UPLOAD_URL_TTL_SECONDS="10" must be an integer from 60 to 86400/],
+    [{ COFFER_SECRET: 'too-short' }, {}, /COFFER_SECRET=\(hidden\)/],
+  ]
+  for (const [env, flags, re] of cases) {
+    t.throws(() => loadConfig(env, flags), re)
+    try {
+      loadConfig(env, flags)
+    } catch (err) {
+      t.type(err, ConfigError)
+      t.notMatch((err as Error).message, /\n/, 'one line')
+      t.notMatch((err as Error).message, /short|too-short/, 'secrets are not echoed')
+    }
+  }
+})

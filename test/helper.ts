@@ -1,0 +1,82 @@
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { Writable } from 'node:stream'
+import type { Test } from 'tap'
+import { buildApp } from '../src/app'
+import { loadConfig, type Config } from '../src/config'
+import { createCore, type Core } from '../src/core'
+import { ManualClock } from '../src/lib/clock'
+import { createLogger } from '../src/lib/logger'
+import type { App } from '../src/http/types'
+
+export const ADMIN_KEY = 'test-admin-key-0123456789abcdef'
+
+/** Every log line of every test process is appended here, so the run can be scanned for secrets. */
+export const TEST_LOG_DIR = path.join(os.tmpdir(), 'coffer-test-logs')
+
+export interface TestContext {
+  app: App
+  core: Core
+  clock: ManualClock
+  dir: string
+  config: Config
+  /** Log lines written so far, parsed. */
+  logs: Record<string, unknown>[]
+}
+
+export function tempDir(t: Test, prefix = 'coffer-test-'): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  return dir
+}
+
+/** A logger sink that keeps parsed lines and mirrors them into TEST_LOG_DIR. */
+export function captureLogs(): { stream: Writable; lines: Record<string, unknown>[] } {
+  fs.mkdirSync(TEST_LOG_DIR, { recursive: true })
+  const file = path.join(TEST_LOG_DIR, `${process.pid}.log`)
+  const lines: Record<string, unknown>[] = []
+  const stream = new Writable({
+    write(chunk: Buffer, _enc, cb) {
+      const text = chunk.toString('utf8')
+      fs.appendFileSync(file, text)
+      for (const line of text.split('\n')) if (line) lines.push(JSON.parse(line) as Record<string, unknown>)
+      cb()
+    },
+  })
+  return { stream, lines }
+}
+
+/** An app on a fresh temp data dir with a manual clock; closed and removed when the test ends. */
+export async function makeApp(t: Test, env: Record<string, string> = {}): Promise<TestContext> {
+  const dir = tempDir(t)
+  const config = loadConfig({ COFFER_ADMIN_API_KEY: ADMIN_KEY, COFFER_LOG_LEVEL: 'debug', ...env }, { 'data-dir': dir })
+  const clock = new ManualClock()
+  const core = createCore(config, clock)
+  const { stream, lines } = captureLogs()
+  const app = await buildApp(core, { logger: createLogger(config.logLevel, stream) })
+  t.teardown(async () => {
+    await app.close()
+    core.close()
+  })
+  return { app, core, clock, dir, config, logs: lines }
+}
+
+export const admin = { authorization: `Bearer ${ADMIN_KEY}` }
+export const bearer = (key: string) => ({ authorization: `Bearer ${key}` })
+
+/** Creates a tenant through the admin API and returns its id, key and webhook secret. */
+export async function createTenant(
+  app: App,
+  body: { name?: string; quotaBytes?: number; allowedFileTypes?: string[] } = {},
+): Promise<{ id: string; apiKey: string; webhookSecret: string; headers: { authorization: string } }> {
+  const res = await app.inject({
+    method: 'POST',
+    url: '/api/v1/admin/tenants',
+    headers: admin,
+    payload: { name: body.name ?? `tenant-${Math.random().toString(36).slice(2)}`, ...body },
+  })
+  if (res.statusCode !== 201) throw new Error(`tenant creation failed: ${res.statusCode} ${res.body}`)
+  const json = res.json() as { id: string; apiKey: string; webhookSecret: string }
+  return { ...json, headers: bearer(json.apiKey) }
+}

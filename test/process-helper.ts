@@ -1,0 +1,64 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import path from 'node:path'
+import readline from 'node:readline'
+
+export const ROOT = path.resolve(__dirname, '..')
+export const BUNDLE = path.join(ROOT, 'dist', 'coffer.cjs')
+
+/** Builds dist/coffer.cjs unless it is newer than every source. */
+export function buildBundle(): void {
+  const r = spawnSync(process.execPath, [path.join(ROOT, 'scripts', 'build.mjs'), '--if-stale'], { cwd: ROOT, encoding: 'utf8' })
+  if (r.status !== 0) throw new Error(`build failed: ${r.stderr}`)
+}
+
+export interface Running {
+  child: ChildProcess
+  url: string
+  /** Every stdout/stderr line seen so far. */
+  lines: string[]
+  /** Resolves with the exit code (or signal name) once the process ends. */
+  exited: Promise<number | string>
+}
+
+/**
+ * Starts `command args…` (default: node dist/coffer.cjs) and waits for the "coffer listening on"
+ * log line; rejects if the process exits first or `timeoutMs` passes.
+ */
+export function startCoffer(
+  args: string[],
+  opts: { cwd: string; env?: Record<string, string>; command?: string; timeoutMs?: number; ready?: RegExp },
+): Promise<Running> {
+  const command = opts.command ?? process.execPath
+  const fullArgs = opts.command ? args : [BUNDLE, ...args]
+  const child = spawn(command, fullArgs, { cwd: opts.cwd, env: { PATH: process.env.PATH ?? '', ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const lines: string[] = []
+  const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)))
+  const ready = opts.ready ?? /coffer listening on (http:\/\/[^\s"]+)/
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL')
+      reject(new Error(`coffer did not start within ${opts.timeoutMs ?? 15000} ms:\n${lines.join('\n')}`))
+    }, opts.timeoutMs ?? 15000)
+    const onLine = (line: string) => {
+      lines.push(line)
+      const m = ready.exec(line)
+      if (m) {
+        clearTimeout(timer)
+        resolve({ child, url: m[1] ?? '', lines, exited })
+      }
+    }
+    readline.createInterface({ input: child.stdout! }).on('line', onLine)
+    readline.createInterface({ input: child.stderr! }).on('line', onLine)
+    void exited.then((code) => {
+      clearTimeout(timer)
+      reject(new Error(`coffer exited (${code}) before it was ready:\n${lines.join('\n')}`))
+    })
+  })
+}
+
+/** Runs the bundle (or `command`) to completion. */
+export function runCoffer(args: string[], opts: { cwd: string; env?: Record<string, string>; command?: string }) {
+  const command = opts.command ?? process.execPath
+  const fullArgs = opts.command ? args : [BUNDLE, ...args]
+  return spawnSync(command, fullArgs, { cwd: opts.cwd, env: { PATH: process.env.PATH ?? '', ...opts.env }, encoding: 'utf8', timeout: 30000 })
+}
