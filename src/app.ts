@@ -10,6 +10,8 @@ import { tenantAuth } from './http/auth'
 import { healthRoutes } from './http/routes/health'
 import { adminRoutes } from './http/routes/admin'
 import { tenantRoutes } from './http/routes/tenant'
+import { uploadContentRoutes, uploadRequestRoutes } from './http/routes/upload'
+import { downloadRoutes, filesRoutes } from './http/routes/files'
 import { redactUrl } from './lib/logger'
 
 export interface BuildAppOptions {
@@ -60,9 +62,14 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
 
   await app.register(async (scope) => healthRoutes(scope, core))
   await app.register(async (scope) => adminRoutes(scope, core))
+  // Token-authorised routes (presigned PUT, signed download) do their own authentication.
+  await app.register(async (scope) => uploadContentRoutes(scope, core))
+  await app.register(async (scope) => downloadRoutes(scope, core))
   await app.register(async (scope) => {
     scope.addHook('onRequest', tenantAuth(core.tenants))
     await tenantRoutes(scope, core)
+    await uploadRequestRoutes(scope, core)
+    await filesRoutes(scope, core)
   })
   return app
 }

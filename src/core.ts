@@ -2,7 +2,16 @@ import type { Config } from './config'
 import { openDatabase, type DB } from './db/database'
 import { systemClock, type Clock } from './lib/clock'
 import { ensureDataDir, loadSecret, type DataDir } from './lib/data-dir'
+import { TokenSigner } from './lib/tokens'
+import { DiskBlobStore } from './blobs/disk-blob-store'
+import type { BlobStore } from './blobs/blob-store'
+import { FilesRepo } from './db/repos/files'
+import { BlobsRepo } from './db/repos/blobs'
+import { WorkspacesRepo } from './db/repos/workspaces'
 import { TenantsService } from './services/tenants'
+import { FilesService } from './services/files'
+import { UploadsService } from './services/uploads'
+import { GarbageCollector } from './services/gc'
 
 /** Everything the HTTP layer and the CLI work with, built from one config. */
 export interface Core {
@@ -10,8 +19,11 @@ export interface Core {
   readonly clock: Clock
   readonly dataDir: DataDir
   readonly db: DB
-  readonly secret: Buffer
+  readonly store: BlobStore
   readonly tenants: TenantsService
+  readonly files: FilesService
+  readonly uploads: UploadsService
+  readonly gc: GarbageCollector
   close(): void
 }
 
@@ -19,16 +31,37 @@ export interface Core {
 export function createCore(config: Config, clock: Clock = systemClock): Core {
   const dataDir = ensureDataDir(config.dataDir)
   const db = openDatabase(dataDir.db, dataDir.root)
-  const secret = loadSecret(dataDir, config.secret)
+  const signer = new TokenSigner(loadSecret(dataDir, config.secret))
+  const store = new DiskBlobStore(dataDir.blobs, dataDir.tmp)
+  const filesRepo = new FilesRepo(db)
+  const blobsRepo = new BlobsRepo(db)
+  const workspacesRepo = new WorkspacesRepo(db)
   const tenants = new TenantsService(db, clock)
+  const files = new FilesService(db, filesRepo, workspacesRepo, signer, clock)
+  const uploads = new UploadsService({
+    db,
+    clock,
+    files: filesRepo,
+    tenants: tenants.repo,
+    workspaces: workspacesRepo,
+    blobs: blobsRepo,
+    store,
+    signer,
+    filesService: files,
+    uploadUrlTtlMs: config.uploadUrlTtlSeconds * 1000,
+  })
+  const gc = new GarbageCollector({ db, clock, files: filesRepo, blobs: blobsRepo, store, retentionMs: config.deletedRetentionSeconds * 1000 })
   let closed = false
   return {
     config,
     clock,
     dataDir,
     db,
-    secret,
+    store,
     tenants,
+    files,
+    uploads,
+    gc,
     close() {
       if (closed) return
       closed = true

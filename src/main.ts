@@ -2,6 +2,7 @@ import { loadConfig, configHelp, ConfigError } from './config'
 import { createLogger } from './lib/logger'
 import { startServer, SERVE_HELP } from './cli/serve'
 import { tenantCommand } from './cli/tenant'
+import { gcCommand, verifyCommand } from './cli/maintenance'
 import { parse, println, UsageError, type CliIO } from './cli/io'
 import { version } from '../package.json'
 
@@ -13,6 +14,8 @@ Commands:
   serve                    run the HTTP API (coffer serve --help)
   tenant create|list|regenerate-key
                            manage tenants offline on the data dir (coffer tenant --help)
+  gc                       purge deleted files past retention and unreferenced blobs
+  verify                   re-hash every blob and report missing or corrupt content
   version                  print the version
 
 Configuration (flags override environment variables, which override defaults):
@@ -40,6 +43,10 @@ async function main(argv: string[]): Promise<number> {
       return serve(args)
     case 'tenant':
       return tenantCommand(args, io)
+    case 'gc':
+      return gcCommand(args, io)
+    case 'verify':
+      return verifyCommand(args, io)
     default:
       throw new UsageError(`unknown command: ${command}`)
   }

@@ -80,3 +80,56 @@ export async function createTenant(
   const json = res.json() as { id: string; apiKey: string; webhookSecret: string }
   return { ...json, headers: bearer(json.apiKey) }
 }
+
+const SIGNATURES: Record<string, Buffer> = {
+  'image/png': Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+  'image/jpeg': Buffer.from([0xff, 0xd8, 0xff, 0xe0]),
+  'image/gif': Buffer.from('GIF89a', 'latin1'),
+  'image/webp': Buffer.concat([Buffer.from('RIFF'), Buffer.from([0x10, 0, 0, 0]), Buffer.from('WEBPVP8 ')]),
+  'image/avif': Buffer.concat([Buffer.from([0, 0, 0, 0x1c]), Buffer.from('ftypavif'), Buffer.from([0, 0, 0, 0]), Buffer.from('avifmif1miaf')]),
+  'application/pdf': Buffer.from('%PDF-1.7\n', 'latin1'),
+}
+
+/** `size` bytes that start with the signature of `type` and continue with a deterministic pattern. */
+export function fileBytes(type: string, size: number, seed = 1): Buffer {
+  const sig = SIGNATURES[type]!
+  const out = Buffer.alloc(size)
+  let x = seed * 2654435761
+  for (let i = 0; i < size; i++) {
+    x = (x * 1103515245 + 12345) >>> 0
+    out[i] = x >>> 24
+  }
+  sig.copy(out, 0, 0, Math.min(sig.length, size))
+  return out
+}
+
+export interface Handshake {
+  fileId: string
+  presignedUrl: string
+  expiresAt: string
+  uploadMetadata: { maxSizeBytes: number; allowedTypes: string[] }
+}
+
+export async function handshake(app: App, headers: Record<string, string>, body: Record<string, unknown>) {
+  return app.inject({ method: 'POST', url: '/api/v1/upload/request', headers, payload: body })
+}
+
+/** Handshake + PUT; returns both responses. */
+export async function upload(
+  app: App,
+  headers: Record<string, string>,
+  opts: { type?: string; name?: string; bytes?: Buffer; declare?: boolean; extra?: Record<string, unknown> } = {},
+) {
+  const type = opts.type ?? 'image/png'
+  const bytes = opts.bytes ?? fileBytes(type, 1024)
+  const hs = await handshake(app, headers, {
+    fileType: type,
+    fileName: opts.name ?? 'photo.png',
+    ...(opts.declare === false ? {} : { fileSizeBytes: bytes.length }),
+    ...opts.extra,
+  })
+  if (hs.statusCode !== 200) throw new Error(`handshake failed: ${hs.statusCode} ${hs.body}`)
+  const h = hs.json() as Handshake
+  const put = await app.inject({ method: 'PUT', url: h.presignedUrl, headers: { 'content-type': type }, payload: bytes })
+  return { handshake: h, put, fileId: h.fileId }
+}

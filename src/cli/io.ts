@@ -1,4 +1,7 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util'
+import { loadConfig } from '../config'
+import { createCore, type Core } from '../core'
+import { AppError } from '../errors'
 
 /** What a CLI command may touch: its environment and two output streams. */
 export interface CliIO {
@@ -27,4 +30,23 @@ export const DATA_DIR_OPTION = { 'data-dir': { type: 'string' } } as const
 
 export function println(stream: NodeJS.WritableStream, text = ''): void {
   stream.write(`${text}\n`)
+}
+
+/**
+ * Runs `fn` on a core opened on the configured data dir and closes it after. `fn` returns the exit
+ * code (0 when it returns nothing); a contract error becomes one line on stderr and exit code 1.
+ */
+export async function withCore(io: CliIO, dataDir: string | undefined, fn: (core: Core) => void | number | Promise<void | number>): Promise<number> {
+  const core = createCore(loadConfig(io.env, dataDir === undefined ? {} : { 'data-dir': dataDir }))
+  try {
+    return (await fn(core)) ?? 0
+  } catch (err) {
+    if (err instanceof AppError) {
+      println(io.stderr, `coffer: ${err.message}`)
+      return 1
+    }
+    throw err
+  } finally {
+    core.close()
+  }
 }

@@ -4,6 +4,7 @@ import type { Config } from '../config'
 import { createCore, type Core } from '../core'
 import { emptyTmp } from '../lib/data-dir'
 import type { App } from '../http/types'
+import { Periodic } from '../lib/periodic'
 
 export const SERVE_HELP = `Usage: coffer serve [--port PORT] [--host HOST] [--data-dir DIR] [--log-level LEVEL]
 
@@ -22,9 +23,20 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
   const leftovers = emptyTmp(core.dataDir)
   if (leftovers > 0) logger.info({ removed: leftovers }, 'removed partial uploads left by a previous run')
   const app = await buildApp(core, { logger })
+  const tasks = [
+    new Periodic('sweep-expired-uploads', 30_000, () => {
+      const swept = core.uploads.sweepExpired()
+      if (swept > 0) logger.info({ swept }, 'abandoned uploads marked failed')
+    }, logger),
+    new Periodic('gc', 10 * 60_000, () => {
+      const r = core.gc.collect()
+      if (r.filesPurged + r.blobsRemoved > 0) logger.info(r, 'garbage collected')
+    }, logger),
+  ]
   let closing: Promise<void> | undefined
   const close = () =>
     (closing ??= (async () => {
+      await Promise.all(tasks.map((t) => t.stop()))
       await app.close()
       core.close()
     })())
@@ -35,6 +47,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
     await close()
     throw err
   }
+  for (const t of tasks) t.start()
   const addr = app.server.address()
   const port = typeof addr === 'object' && addr ? addr.port : config.port
   const host = config.host.includes(':') ? `[${config.host}]` : config.host

@@ -1,10 +1,7 @@
 import { Value } from '@sinclair/typebox/value'
-import { loadConfig } from '../config'
-import { createCore } from '../core'
 import { CreateTenantBody } from '../http/schemas/tenants'
 import { isoTime } from '../lib/clock'
-import { AppError } from '../errors'
-import { DATA_DIR_OPTION, parse, println, UsageError, type CliIO } from './io'
+import { DATA_DIR_OPTION, parse, println, UsageError, withCore, type CliIO } from './io'
 
 export const TENANT_HELP = `Usage:
   coffer tenant create --name NAME [--quota-bytes BYTES] [--types TYPE,…] [--json]
@@ -89,22 +86,4 @@ export async function tenantCommand(args: string[], io: CliIO): Promise<number> 
     })
   }
   throw new UsageError(`unknown tenant command: ${sub}`)
-}
-
-/** Runs `fn` on a core opened on the configured data dir; contract errors become one line and exit 1. */
-export function withCore(io: CliIO, dataDir: string | undefined, fn: (core: ReturnType<typeof createCore>) => void): number {
-  const config = loadConfig(io.env, dataDir === undefined ? {} : { 'data-dir': dataDir })
-  const core = createCore(config)
-  try {
-    fn(core)
-    return 0
-  } catch (err) {
-    if (err instanceof AppError) {
-      println(io.stderr, `coffer: ${err.message}`)
-      return 1
-    }
-    throw err
-  } finally {
-    core.close()
-  }
 }

@@ -61,7 +61,7 @@ CREATE TABLE files (
   size_bytes        INTEGER NOT NULL CHECK (size_bytes >= 0),
   declared_size     INTEGER,
   sha256            TEXT REFERENCES blobs(sha256),
-  context           TEXT,
+  context           TEXT NOT NULL DEFAULT '',
   tags              TEXT NOT NULL DEFAULT '{}',
   metadata          TEXT,
   webhook_url       TEXT,
@@ -96,7 +96,7 @@ CREATE TRIGGER files_after_insert AFTER INSERT ON files BEGIN
   UPDATE tenants SET used_bytes = used_bytes + ${charge('NEW')} WHERE id = NEW.tenant_id;
   UPDATE workspaces SET used_bytes = used_bytes + ${charge('NEW')} WHERE id = NEW.workspace_id;
   INSERT INTO file_counts (tenant_id, workspace_id, file_type, context, n)
-    SELECT NEW.tenant_id, coalesce(NEW.workspace_id, ''), NEW.file_type, coalesce(NEW.context, ''), 1
+    SELECT NEW.tenant_id, coalesce(NEW.workspace_id, ''), NEW.file_type, NEW.context, 1
     WHERE NEW.deleted_at IS NULL
     ON CONFLICT DO UPDATE SET n = n + 1;
 END;
@@ -107,7 +107,7 @@ CREATE TRIGGER files_after_update AFTER UPDATE OF status, size_bytes, deleted_at
   UPDATE file_counts SET n = n - 1
     WHERE OLD.deleted_at IS NULL AND NEW.deleted_at IS NOT NULL
       AND tenant_id = OLD.tenant_id AND workspace_id = coalesce(OLD.workspace_id, '')
-      AND file_type = OLD.file_type AND context = coalesce(OLD.context, '');
+      AND file_type = OLD.file_type AND context = OLD.context;
 END;
 
 CREATE TRIGGER files_after_delete AFTER DELETE ON files BEGIN
@@ -116,7 +116,7 @@ CREATE TRIGGER files_after_delete AFTER DELETE ON files BEGIN
   UPDATE file_counts SET n = n - 1
     WHERE OLD.deleted_at IS NULL
       AND tenant_id = OLD.tenant_id AND workspace_id = coalesce(OLD.workspace_id, '')
-      AND file_type = OLD.file_type AND context = coalesce(OLD.context, '');
+      AND file_type = OLD.file_type AND context = OLD.context;
 END;
 `,
   },

@@ -1,0 +1,187 @@
+import fs from 'node:fs'
+import path from 'node:path'
+import { createHash, randomUUID } from 'node:crypto'
+import { Transform, type Readable } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
+import { fsyncDir } from '../lib/data-dir'
+import { noteStreamed } from '../lib/gc-pacer'
+import type { BlobStore, StagedBlob, StageGuard } from './blob-store'
+
+const SHA256_RE = /^[0-9a-f]{64}$/
+const HEAD_BYTES = 64
+
+/** Hashes, counts and inspects bytes on their way to disk. */
+class Inspector extends Transform {
+  readonly hash = createHash('sha256')
+  size = 0
+  private head: Buffer[] = []
+  private headLength = 0
+  private headChecked = false
+
+  constructor(private readonly guard: StageGuard) {
+    super()
+  }
+
+  override _transform(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null, data?: Buffer) => void): void {
+    this.size += chunk.length
+    noteStreamed(chunk.length)
+    if (this.size > this.guard.maxBytes) return cb(this.guard.onOverflow())
+    try {
+      if (!this.headChecked) {
+        this.head.push(chunk)
+        this.headLength += chunk.length
+        if (this.headLength >= HEAD_BYTES) this.checkHead()
+      }
+    } catch (err) {
+      return cb(err as Error)
+    }
+    this.hash.update(chunk)
+    cb(null, chunk)
+  }
+
+  override _flush(cb: (err?: Error | null) => void): void {
+    try {
+      if (!this.headChecked) this.checkHead()
+      cb()
+    } catch (err) {
+      cb(err as Error)
+    }
+  }
+
+  private checkHead(): void {
+    this.headChecked = true
+    const head = Buffer.concat(this.head).subarray(0, HEAD_BYTES)
+    this.head = []
+    this.guard.checkHead?.(head)
+  }
+}
+
+/** Blobs under `<root>/<aa>/<bb>/<sha256>`; staging files under `tmpDir` on the same filesystem. */
+export class DiskBlobStore implements BlobStore {
+  constructor(
+    private readonly root: string,
+    private readonly tmpDir: string,
+  ) {}
+
+  async stage(source: Readable, guard: StageGuard): Promise<StagedBlob> {
+    const tmpPath = path.join(this.tmpDir, `upload-${randomUUID()}`)
+    const inspector = new Inspector(guard)
+    // The source is piped rather than handed to pipeline(): on a refusal it must stay open, so the
+    // caller can still answer on the same connection (pipeline would destroy the socket with it).
+    const onSourceError = (err: Error) => inspector.destroy(err)
+    const onSourceClose = () => {
+      if (!source.readableEnded) inspector.destroy(Object.assign(new Error('the request body was cut off'), { code: 'ERR_STREAM_PREMATURE_CLOSE' }))
+    }
+    source.once('error', onSourceError)
+    source.once('close', onSourceClose)
+    source.pipe(inspector)
+    try {
+      // flush: the file is fsynced before the stream closes, so staged content is durable.
+      await pipeline(inspector, fs.createWriteStream(tmpPath, { flags: 'wx', mode: 0o600, flush: true, highWaterMark: 1024 * 1024 }))
+    } catch (err) {
+      source.unpipe(inspector)
+      await fs.promises.rm(tmpPath, { force: true })
+      throw err
+    } finally {
+      source.off('error', onSourceError)
+      source.off('close', onSourceClose)
+    }
+    return { sha256: inspector.hash.digest('hex'), size: inspector.size, tmpPath }
+  }
+
+  async place(staged: StagedBlob): Promise<void> {
+    const final = this.pathOf(staged.sha256)
+    await this.mkdirDurable(path.dirname(final))
+    try {
+      await fs.promises.link(staged.tmpPath, final)
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'EEXIST') return // identical content is stored already
+      throw err
+    }
+    await fsyncDirAsync(path.dirname(final))
+  }
+
+  ensurePlaced(staged: StagedBlob): void {
+    const final = this.pathOf(staged.sha256)
+    if (fs.existsSync(final)) return
+    fs.mkdirSync(path.dirname(final), { recursive: true })
+    fs.linkSync(staged.tmpPath, final)
+    fsyncDir(path.dirname(final))
+  }
+
+  async discard(staged: StagedBlob): Promise<void> {
+    await fs.promises.rm(staged.tmpPath, { force: true })
+  }
+
+  pathOf(sha256: string): string {
+    if (!SHA256_RE.test(sha256)) throw new Error(`not a sha256: ${JSON.stringify(sha256).slice(0, 80)}`)
+    const p = path.join(this.root, sha256.slice(0, 2), sha256.slice(2, 4), sha256)
+    // Defence in depth: whatever reaches here must resolve inside the blob root.
+    if (!p.startsWith(this.root + path.sep)) throw new Error('blob path escapes the store')
+    return p
+  }
+
+  exists(sha256: string): boolean {
+    return fs.existsSync(this.pathOf(sha256))
+  }
+
+  removeSync(sha256: string): void {
+    fs.rmSync(this.pathOf(sha256), { force: true })
+  }
+
+  async *list(): AsyncIterable<{ sha256: string; mtimeMs: number }> {
+    for (const a of await readdirOrEmpty(this.root)) {
+      for (const b of await readdirOrEmpty(path.join(this.root, a))) {
+        const dir = path.join(this.root, a, b)
+        for (const name of await readdirOrEmpty(dir)) {
+          if (!SHA256_RE.test(name)) continue
+          const st = await fs.promises.stat(path.join(dir, name)).catch(() => undefined)
+          if (st) yield { sha256: name, mtimeMs: st.mtimeMs }
+        }
+      }
+    }
+  }
+
+  async hash(sha256: string): Promise<string | undefined> {
+    const h = createHash('sha256')
+    try {
+      await pipeline(fs.createReadStream(this.pathOf(sha256)), h)
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined
+      throw err
+    }
+    return h.digest('hex')
+  }
+
+  /** mkdir -p, fsyncing each parent whose entry list changed so the new directories survive a crash. */
+  private async mkdirDurable(dir: string): Promise<void> {
+    if (fs.existsSync(dir)) return
+    const parent = path.dirname(dir)
+    await this.mkdirDurable(parent)
+    try {
+      await fs.promises.mkdir(dir, { mode: 0o700 })
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
+      return
+    }
+    await fsyncDirAsync(parent)
+  }
+}
+
+async function fsyncDirAsync(dir: string): Promise<void> {
+  const fh = await fs.promises.open(dir, 'r')
+  try {
+    await fh.sync()
+  } finally {
+    await fh.close()
+  }
+}
+
+async function readdirOrEmpty(dir: string): Promise<string[]> {
+  try {
+    return await fs.promises.readdir(dir)
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return []
+    throw err
+  }
+}

@@ -1,0 +1,45 @@
+import type { DB } from '../database'
+
+/** SQL for the blobs table: one row per stored content, removable only when no file row references it. */
+export class BlobsRepo {
+  private readonly stmts
+
+  constructor(db: DB) {
+    this.stmts = {
+      insert: db.prepare('INSERT INTO blobs (sha256, size_bytes, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING'),
+      exists: db.prepare<[string], number>('SELECT 1 FROM blobs WHERE sha256 = ?').pluck(),
+      sizeIfUnreferenced: db.prepare<[string], number>(
+        'SELECT b.size_bytes FROM blobs b WHERE b.sha256 = ? AND NOT EXISTS (SELECT 1 FROM files f WHERE f.sha256 = b.sha256)',
+      ).pluck(),
+      shasAfter: db.prepare<[string, number], string>('SELECT sha256 FROM blobs WHERE sha256 > ? ORDER BY sha256 LIMIT ?').pluck(),
+      delete: db.prepare('DELETE FROM blobs WHERE sha256 = ?'),
+      totalBytes: db.prepare<[], number>('SELECT coalesce(sum(size_bytes), 0) FROM blobs').pluck(),
+    }
+  }
+
+  insertIfMissing(sha256: string, size: number, now: number): void {
+    this.stmts.insert.run(sha256, size, now)
+  }
+
+  exists(sha256: string): boolean {
+    return this.stmts.exists.get(sha256) === 1
+  }
+
+  /** The blob's size when it exists and no file row (live, deleted or failed) references it. */
+  sizeIfUnreferenced(sha256: string): number | undefined {
+    return this.stmts.sizeIfUnreferenced.get(sha256) as number | undefined
+  }
+
+  /** Keyset walk over every blob, in hash order. */
+  shasAfter(after: string, limit: number): string[] {
+    return this.stmts.shasAfter.all(after, limit)
+  }
+
+  delete(sha256: string): void {
+    this.stmts.delete.run(sha256)
+  }
+
+  totalBytes(): number {
+    return this.stmts.totalBytes.get() as number
+  }
+}

@@ -1,0 +1,102 @@
+import { Type } from '@sinclair/typebox'
+import { FileTypeSchema, IsoTime, NO_CONTROL, Uuid } from './common'
+
+/**
+ * fileName (contract): 1–255 characters; no control characters, none of / \ < > : " | ? *, not
+ * `.` or `..`. Also refused: Unicode bidirectional overrides, which can disguise an extension
+ * (`invoice\u202Efdp.exe`), and lone surrogates, which are not text.
+ */
+export const FILE_NAME_PATTERN = '^(?!\\.{1,2}$)[^\\u0000-\\u001f\\u007f-\\u009f/\\\\<>:"|?*\\u202a-\\u202e\\u2066-\\u2069\\ud800-\\udfff]+$'
+
+export const Tags = Type.Unsafe<Record<string, string>>({
+  type: 'object',
+  maxProperties: 50,
+  propertyNames: { minLength: 1, maxLength: 100, pattern: NO_CONTROL },
+  additionalProperties: { type: 'string', maxLength: 500 },
+  description: 'String-to-string pairs: at most 50, keys 1–100 characters, values at most 500',
+})
+
+export const HandshakeBody = Type.Object(
+  {
+    fileType: Type.String({ maxLength: 255, description: 'One of the supported MIME types that the tenant allows' }),
+    fileName: Type.String({
+      minLength: 1,
+      maxLength: 255,
+      pattern: FILE_NAME_PATTERN,
+      'x-message': 'must not be "." or "..", nor contain control characters or any of / \\ < > : " | ? *',
+    }),
+    fileSizeBytes: Type.Optional(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'Declared size; reserved against the quota' })),
+    context: Type.Optional(Type.String({ maxLength: 100, pattern: NO_CONTROL, 'x-message': 'must contain no control characters' })),
+    tags: Type.Optional(Tags),
+    webhookUrl: Type.Optional(Type.String({ maxLength: 2048, description: 'Absolute http(s) URL notified when the upload ends' })),
+    workspaceId: Type.Optional(Uuid),
+  },
+  { additionalProperties: false },
+)
+
+export const HandshakeResponse = Type.Object({
+  fileId: Uuid,
+  presignedUrl: Type.String({ description: 'Relative path to PUT the content to' }),
+  expiresAt: IsoTime,
+  uploadMetadata: Type.Object({ maxSizeBytes: Type.Integer(), allowedTypes: Type.Array(Type.String()) }),
+})
+
+export const FileSchema = Type.Object({
+  id: Uuid,
+  url: Type.String(),
+  originalName: Type.String(),
+  fileType: Type.String(),
+  sizeBytes: Type.Integer(),
+  context: Type.String(),
+  tags: Type.Record(Type.String(), Type.String()),
+  metadata: Type.Union([Type.Object({}, { additionalProperties: true }), Type.Null()]),
+  processingStatus: Type.Union([Type.Literal('pending'), Type.Literal('completed'), Type.Literal('failed')]),
+  workspaceId: Type.Union([Uuid, Type.Null()]),
+  createdAt: IsoTime,
+})
+
+export const WorkspaceHeader = Type.Object({ 'x-workspace-id': Type.Optional(Uuid) })
+
+export const ListQuery = Type.Object(
+  {
+    limit: Type.Integer({ minimum: 1, maximum: 100, default: 20 }),
+    cursor: Type.Optional(Type.String({ maxLength: 200 })),
+    context: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+    fileType: Type.Optional(FileTypeSchema),
+    workspaceId: Type.Optional(Uuid),
+  },
+  { additionalProperties: false },
+)
+
+export const ListResponse = Type.Object({
+  files: Type.Array(FileSchema),
+  nextCursor: Type.Union([Type.String(), Type.Null()]),
+  total: Type.Integer(),
+})
+
+export const SignedUrlQuery = Type.Object(
+  { expiresIn: Type.Integer({ minimum: 60, maximum: 86400, default: 3600 }) },
+  { additionalProperties: false },
+)
+
+export const SignedUrlResponse = Type.Object({
+  fileId: Uuid,
+  url: Type.String({ description: 'Absolute download URL carrying expires (epoch ms) and token' }),
+  expiresAt: IsoTime,
+  expiresIn: Type.Integer(),
+})
+
+/** Download query: unknown parameters are tolerated, as shared links collect tracking parameters. */
+export const DownloadQuery = Type.Object(
+  {
+    expires: Type.Optional(Type.String({ maxLength: 20 })),
+    token: Type.Optional(Type.String({ maxLength: 200 })),
+    disposition: Type.Optional(Type.Union([Type.Literal('attachment'), Type.Literal('inline')])),
+  },
+  { additionalProperties: true },
+)
+
+export const UploadQuery = Type.Object(
+  { expires: Type.Optional(Type.String({ maxLength: 20 })), token: Type.Optional(Type.String({ maxLength: 200 })) },
+  { additionalProperties: true },
+)

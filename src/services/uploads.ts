@@ -1,0 +1,273 @@
+import type { Readable } from 'node:stream'
+import { AppError, isDiskFull, notFound } from '../errors'
+import type { DB } from '../db/database'
+import type { FileRecord, FilesRepo } from '../db/repos/files'
+import type { Tenant, TenantsRepo } from '../db/repos/tenants'
+import type { WorkspacesRepo } from '../db/repos/workspaces'
+import type { BlobsRepo } from '../db/repos/blobs'
+import type { BlobStore, StagedBlob } from '../blobs/blob-store'
+import type { TokenSigner } from '../lib/tokens'
+import type { FilesService } from './files'
+import { isoTime, type Clock } from '../lib/clock'
+import { isUuid, uuidv7 } from '../lib/ids'
+import { FILE_TYPES, MAX_FILE_SIZE, type FileType } from '../lib/file-types'
+import { hasSignature } from '../lib/sniff'
+import { parseWebhookUrl } from '../webhooks/url'
+
+export interface HandshakeInput {
+  fileType: string
+  fileName: string
+  fileSizeBytes?: number
+  context?: string
+  tags?: Record<string, string>
+  webhookUrl?: string
+  workspaceId?: string
+}
+
+export interface ReceiveInput {
+  fileId: string
+  expires: string | undefined
+  token: string | undefined
+  contentType: string | undefined
+  contentLength: number | undefined
+  body: Readable
+}
+
+/** How long past its URL's expiry an abandoned pending upload keeps its reservation. */
+export const SWEEP_GRACE_MS = 5 * 60_000
+
+/** The two-step upload: a handshake that reserves quota, then a streamed PUT that settles it. */
+export class UploadsService {
+  /** Uploads whose body is streaming right now: a second PUT is refused, the sweeper skips them. */
+  private readonly inFlight = new Set<string>()
+
+  constructor(
+    private readonly deps: {
+      db: DB
+      clock: Clock
+      files: FilesRepo
+      tenants: TenantsRepo
+      workspaces: WorkspacesRepo
+      blobs: BlobsRepo
+      store: BlobStore
+      signer: TokenSigner
+      filesService: FilesService
+      uploadUrlTtlMs: number
+    },
+  ) {}
+
+  handshake(tenant: Tenant, input: HandshakeInput, headerWorkspaceId: string | undefined) {
+    const { db, clock, files, signer } = this.deps
+    if (!(FILE_TYPES as readonly string[]).includes(input.fileType) || !tenant.allowedFileTypes.includes(input.fileType)) {
+      throw new AppError('INVALID_FILE_TYPE', `File type ${JSON.stringify(input.fileType)} is not allowed`, {
+        fileType: input.fileType,
+        allowedTypes: tenant.allowedFileTypes,
+      })
+    }
+    if (input.fileSizeBytes !== undefined && input.fileSizeBytes > MAX_FILE_SIZE) {
+      throw new AppError('FILE_TOO_LARGE', `File exceeds the ${MAX_FILE_SIZE}-byte limit`, { fileSize: input.fileSizeBytes, maxSize: MAX_FILE_SIZE })
+    }
+    if (input.webhookUrl !== undefined) parseWebhookUrl(input.webhookUrl)
+    const workspaceId = this.deps.filesService.resolveWorkspace(tenant.id, headerWorkspaceId, input.workspaceId, '/workspaceId') ?? null
+    const now = clock.now()
+    const declared = input.fileSizeBytes ?? null
+    const record = {
+      id: uuidv7(now),
+      tenantId: tenant.id,
+      workspaceId,
+      originalName: input.fileName,
+      fileType: input.fileType,
+      sizeBytes: declared ?? 0,
+      declaredSize: declared,
+      context: input.context ?? '',
+      tags: input.tags ?? {},
+      webhookUrl: input.webhookUrl ?? null,
+      uploadExpiresAt: now + this.deps.uploadUrlTtlMs,
+      createdAt: now,
+    }
+    // Check and reserve in one write transaction: concurrent handshakes cannot both fit.
+    db.transaction(() => {
+      if (declared !== null) this.assertFits(tenant.id, workspaceId, declared)
+      files.insertPending(record)
+    }).immediate()
+    const token = signer.sign('upload', tenant.id, record.id, record.uploadExpiresAt)
+    return {
+      fileId: record.id,
+      presignedUrl: `/api/v1/upload/${record.id}?expires=${record.uploadExpiresAt}&token=${token}`,
+      expiresAt: isoTime(record.uploadExpiresAt),
+      uploadMetadata: { maxSizeBytes: Math.min(declared ?? MAX_FILE_SIZE, MAX_FILE_SIZE), allowedTypes: tenant.allowedFileTypes },
+    }
+  }
+
+  /** The PUT: authorise by token, stream to disk while hashing, then settle in one transaction. */
+  async receive(input: ReceiveInput): Promise<FileRecord> {
+    const file = this.authorize(input)
+    if (this.inFlight.has(file.id)) throw new AppError('CONFLICT', 'An upload to this file is already in progress', { field: 'upload' })
+    this.inFlight.add(file.id)
+    try {
+      return await this.receiveAuthorized(file, input)
+    } finally {
+      this.inFlight.delete(file.id)
+    }
+  }
+
+  /** Abandoned pending uploads (URL expired more than the grace period ago) become failed. */
+  sweepExpired(): number {
+    const { db, clock, files } = this.deps
+    const now = clock.now()
+    let swept = 0
+    for (const f of files.expiredPending(now - SWEEP_GRACE_MS, 500)) {
+      if (this.inFlight.has(f.id)) continue
+      if (db.transaction(() => this.failInTx(f.id, 'UPLOAD_EXPIRED', 'The upload URL expired before any content arrived')).immediate()) swept++
+    }
+    return swept
+  }
+
+  private authorize(input: ReceiveInput): FileRecord {
+    const { files, signer, clock } = this.deps
+    const unauthorized = (why: string) => new AppError('UNAUTHORIZED', why)
+    if (input.expires === undefined || input.token === undefined) throw unauthorized('Missing upload URL parameters (expires, token)')
+    if (!/^\d{1,15}$/.test(input.expires) || !isUuid(input.fileId)) throw unauthorized('Invalid upload URL')
+    const expires = Number(input.expires)
+    const file = files.get(input.fileId.toLowerCase())
+    if (!file || !signer.verify('upload', file.tenantId, file.id, expires, input.token)) throw unauthorized('Invalid upload URL')
+    if (file.deletedAt !== null) throw notFound.file()
+    if (file.status !== 'pending') {
+      throw new AppError('CONFLICT', `This upload is already ${file.status}; request a new upload`, { field: 'upload', processingStatus: file.status })
+    }
+    if (expires <= clock.now()) throw unauthorized('Upload URL expired; request a new upload')
+    return file
+  }
+
+  private async receiveAuthorized(file: FileRecord, input: ReceiveInput): Promise<FileRecord> {
+    const type = file.fileType as FileType
+    const sent = input.contentType?.split(';')[0]?.trim().toLowerCase()
+    if (sent !== undefined && sent !== '' && sent !== type) {
+      this.failWith(file, new AppError('INVALID_FILE_TYPE', `Content-Type ${JSON.stringify(sent)} does not match the declared ${type}`, { fileType: sent, allowedTypes: [type] }))
+    }
+    const limit = this.limitFor(file)
+    if (input.contentLength !== undefined && input.contentLength > limit.maxBytes) this.failWith(file, limit.overflow(input.contentLength))
+    let staged: StagedBlob
+    try {
+      staged = await this.deps.store.stage(input.body, {
+        maxBytes: limit.maxBytes,
+        onOverflow: () => limit.overflow(input.contentLength ?? null),
+        checkHead: (head) => {
+          if (head.length > 0 && !hasSignature(type, head)) {
+            throw new AppError('INVALID_FILE_TYPE', `The content is not a valid ${type} file`, { fileType: type, allowedTypes: [type] })
+          }
+        },
+      })
+    } catch (err) {
+      this.failWith(file, err)
+    }
+    try {
+      if (staged.size === 0) throw new AppError('VALIDATION_ERROR', 'The upload body is empty', { errors: [{ path: '/body', message: 'is empty' }] })
+      await this.deps.store.place(staged)
+      return this.commit(file, staged)
+    } catch (err) {
+      if (staged.size > 0) this.removeIfOrphan(staged.sha256)
+      // A row deleted or settled meanwhile is reported as such, not failed a second time.
+      if (err instanceof AppError && (err.code === 'FILE_NOT_FOUND' || err.code === 'CONFLICT')) throw err
+      this.failWith(file, err)
+    } finally {
+      await this.deps.store.discard(staged)
+    }
+  }
+
+  /** The transaction that turns a staged blob into a completed file. */
+  private commit(file: FileRecord, staged: StagedBlob): FileRecord {
+    const { db, clock, files, blobs, store } = this.deps
+    return db
+      .transaction(() => {
+        const current = files.get(file.id)
+        if (!current || current.deletedAt !== null) throw notFound.file()
+        if (current.status !== 'pending') throw new AppError('CONFLICT', `This upload is already ${current.status}`, { field: 'upload' })
+        // Without a declared size nothing was reserved: the real size must fit now, atomically.
+        if (current.declaredSize === null) this.assertFits(current.tenantId, current.workspaceId, staged.size)
+        store.ensurePlaced(staged)
+        blobs.insertIfMissing(staged.sha256, staged.size, clock.now())
+        files.complete(file.id, staged.size, staged.sha256, clock.now())
+        return files.get(file.id)!
+      })
+      .immediate()
+  }
+
+  /**
+   * Marks the upload failed (releasing its reservation exactly once: the row leaves `pending`
+   * in the same statement) and throws the client-facing error, or the original one when it was
+   * unexpected (the error handler then answers 500 and logs it).
+   */
+  private failWith(file: FileRecord, err: unknown): never {
+    const appErr = toUploadError(err)
+    this.deps.db.transaction(() => this.failInTx(file.id, appErr?.code ?? 'INTERNAL_ERROR', appErr?.message ?? 'The upload failed')).immediate()
+    throw appErr ?? err
+  }
+
+  private failInTx(fileId: string, _code: string, _message: string): boolean {
+    return this.deps.files.fail(fileId, this.deps.clock.now())
+  }
+
+  /** A placed blob that no row references (its commit failed) is removed under the write lock. */
+  private removeIfOrphan(sha256: string): void {
+    const { db, blobs, store } = this.deps
+    try {
+      db.transaction(() => {
+        if (!blobs.exists(sha256)) store.removeSync(sha256)
+      }).immediate()
+    } catch {
+      // Best effort: `coffer gc` removes orphans it finds later.
+    }
+  }
+
+  /** The most this upload may send and the error for going past it. */
+  private limitFor(file: FileRecord): { maxBytes: number; overflow: (size: number | null) => AppError } {
+    if (file.declaredSize !== null) {
+      return {
+        maxBytes: file.declaredSize,
+        overflow: (size) => new AppError('FILE_TOO_LARGE', `The body is larger than the declared ${file.declaredSize} bytes`, { fileSize: size, maxSize: file.declaredSize }, 413),
+      }
+    }
+    const room = this.room(file.tenantId, file.workspaceId)
+    if (room.bytes >= MAX_FILE_SIZE) {
+      return { maxBytes: MAX_FILE_SIZE, overflow: (size) => new AppError('FILE_TOO_LARGE', `File exceeds the ${MAX_FILE_SIZE}-byte limit`, { fileSize: size, maxSize: MAX_FILE_SIZE }, 413) }
+    }
+    return { maxBytes: room.bytes, overflow: (size) => room.error(size ?? room.bytes + 1) }
+  }
+
+  /** Bytes still free under the tenant and workspace quotas, and the error naming the tighter one. */
+  private room(tenantId: string, workspaceId: string | null): { bytes: number; error: (requested: number) => AppError } {
+    const tenant = this.deps.tenants.get(tenantId)!
+    const ws = workspaceId === null ? undefined : this.deps.workspaces.getLive(tenantId, workspaceId)
+    const tenantRoom = tenant.quotaBytes - tenant.usedBytes
+    const wsRoom = ws && ws.quotaBytes !== null ? ws.quotaBytes - ws.usedBytes : Infinity
+    const scope = wsRoom < tenantRoom && ws ? { name: 'workspace' as const, quota: ws.quotaBytes!, used: ws.usedBytes } : { name: 'tenant' as const, quota: tenant.quotaBytes, used: tenant.usedBytes }
+    return {
+      bytes: Math.max(0, Math.min(tenantRoom, wsRoom)),
+      error: (requested) =>
+        new AppError('QUOTA_EXCEEDED', `The ${scope.name} storage quota is exceeded`, {
+          scope: scope.name,
+          quotaBytes: scope.quota,
+          usedBytes: scope.used,
+          requestedBytes: requested,
+        }),
+    }
+  }
+
+  /** Throws QUOTA_EXCEEDED unless `bytes` more fit under both quotas. Call inside a write transaction. */
+  private assertFits(tenantId: string, workspaceId: string | null, bytes: number): void {
+    const room = this.room(tenantId, workspaceId)
+    if (bytes > room.bytes) throw room.error(bytes)
+  }
+}
+
+/** The client-facing error for a failure while receiving content; undefined when unexpected. */
+function toUploadError(err: unknown): AppError | undefined {
+  if (err instanceof AppError) return err
+  if (isDiskFull(err)) return new AppError('INSUFFICIENT_STORAGE', 'The server is out of storage space; nothing was stored')
+  const code = (err as NodeJS.ErrnoException | undefined)?.code
+  if (code === 'ERR_STREAM_PREMATURE_CLOSE' || code === 'ECONNRESET' || code === 'ECONNABORTED' || (err as Error | undefined)?.name === 'AbortError') {
+    return new AppError('VALIDATION_ERROR', 'The upload was cut off before the body ended', { errors: [{ path: '/body', message: 'was cut off' }] })
+  }
+  return undefined
+}

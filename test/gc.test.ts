@@ -1,0 +1,110 @@
+import t from 'tap'
+import fs from 'node:fs'
+import path from 'node:path'
+import { PassThrough, Readable } from 'node:stream'
+import { createTenant, fileBytes, makeApp, upload } from './helper'
+import { gcCommand, verifyCommand } from '../src/cli/maintenance'
+import { ORPHAN_MIN_AGE_MS } from '../src/services/gc'
+
+const blobFiles = (dir: string) => fs.readdirSync(dir, { recursive: true }).map(String).filter((p) => /^[0-9a-f]{64}$/.test(path.basename(p)))
+
+t.test('identical content is stored once and survives deleting one of the two files', async (t) => {
+  const { app, core, clock } = await makeApp(t, { COFFER_DELETED_RETENTION_SECONDS: '3600' })
+  const tenant = await createTenant(app)
+  const other = await createTenant(app)
+  const bytes = fileBytes('image/png', 4096)
+  const one = await upload(app, tenant.headers, { bytes, name: 'one.png' })
+  const two = await upload(app, tenant.headers, { bytes, name: 'two.png' })
+  const three = await upload(app, other.headers, { bytes, name: 'three.png' })
+  t.equal(blobFiles(core.dataDir.blobs).length, 1, 'one blob on disk for three files')
+  t.equal(core.db.prepare('SELECT count(*) FROM blobs').pluck().get(), 1)
+  t.equal((await app.inject({ url: '/api/v1/tenant/quota', headers: tenant.headers })).json().usedBytes, 8192, 'each file counts against its quota')
+  await app.inject({ method: 'DELETE', url: `/api/v1/files/${one.fileId}`, headers: tenant.headers })
+  clock.advance(3600_000 + 1)
+  t.same(core.gc.collect(), { filesPurged: 1, blobsRemoved: 0, bytesFreed: 0 }, 'the deleted row is purged, the shared blob stays')
+  for (const [id, headers] of [[two.fileId, tenant.headers], [three.fileId, other.headers]] as const) {
+    const res = await app.inject({ url: `/api/v1/files/${id}/download`, headers })
+    t.equal(res.statusCode, 200)
+    t.ok(res.rawPayload.equals(bytes))
+  }
+  await app.inject({ method: 'DELETE', url: `/api/v1/files/${two.fileId}`, headers: tenant.headers })
+  await app.inject({ method: 'DELETE', url: `/api/v1/files/${three.fileId}`, headers: other.headers })
+  t.same(core.gc.collect(), { filesPurged: 0, blobsRemoved: 0, bytesFreed: 0 }, 'nothing before the retention has passed')
+  clock.advance(3600_000 + 1)
+  t.same(core.gc.collect(), { filesPurged: 2, blobsRemoved: 1, bytesFreed: 4096 })
+  t.same(blobFiles(core.dataDir.blobs), [], 'the blob file is gone with its last reference')
+  t.equal(core.db.prepare('SELECT count(*) FROM files').pluck().get(), 0)
+})
+
+t.test('a blob collected while an upload of the same content commits is re-linked, not lost', async (t) => {
+  const { app, core, clock } = await makeApp(t, { COFFER_DELETED_RETENTION_SECONDS: '0' })
+  const tenant = await createTenant(app)
+  const bytes = fileBytes('image/png', 2048)
+  const first = await upload(app, tenant.headers, { bytes })
+  await app.inject({ method: 'DELETE', url: `/api/v1/files/${first.fileId}`, headers: tenant.headers })
+  clock.advance(1)
+  // The second upload streams while the collector removes the only (now unreferenced) copy.
+  const hs = (await app.inject({ method: 'POST', url: '/api/v1/upload/request', headers: tenant.headers, payload: { fileType: 'image/png', fileName: 'b.png' } })).json()
+  const body = new PassThrough()
+  const put = app.inject({ method: 'PUT', url: hs.presignedUrl, headers: { 'content-type': 'image/png' }, payload: body })
+  body.write(bytes.subarray(0, 1000))
+  await new Promise((r) => setTimeout(r, 30))
+  t.equal(core.gc.collect().blobsRemoved, 1)
+  body.end(bytes.subarray(1000))
+  t.equal((await put).statusCode, 200)
+  const res = await app.inject({ url: `/api/v1/files/${hs.fileId}/download`, headers: tenant.headers })
+  t.equal(res.statusCode, 200)
+  t.ok(res.rawPayload.equals(bytes))
+})
+
+t.test('BlobStore.ensurePlaced re-links content removed between place and commit', async (t) => {
+  const { core } = await makeApp(t)
+  const staged = await core.store.stage(Readable.from([fileBytes('image/png', 100)]), { maxBytes: 1000, onOverflow: () => new Error('x') })
+  await core.store.place(staged)
+  core.store.removeSync(staged.sha256)
+  t.notOk(core.store.exists(staged.sha256))
+  core.store.ensurePlaced(staged)
+  t.ok(core.store.exists(staged.sha256))
+  await core.store.discard(staged)
+  t.notOk(fs.existsSync(staged.tmpPath))
+})
+
+t.test('coffer gc and coffer verify', async (t) => {
+  const { app, core, dir } = await makeApp(t)
+  const tenant = await createTenant(app)
+  const a = await upload(app, tenant.headers, { bytes: fileBytes('image/png', 3000, 1) })
+  const b = await upload(app, tenant.headers, { bytes: fileBytes('image/png', 3000, 2) })
+  const io = () => {
+    const out: string[] = []
+    const sink = (arr: string[]) => ({ write: (s: string) => (arr.push(s), true) }) as unknown as NodeJS.WritableStream
+    return { io: { env: { COFFER_DATA_DIR: dir }, stdout: sink(out), stderr: sink([]) }, out }
+  }
+  let run = io()
+  t.equal(await verifyCommand(['--json'], run.io), 0)
+  t.match(JSON.parse(run.out.join('')), { ok: true, checked: 2, missing: [], corrupt: [], orphans: [] })
+  const shaA = core.db.prepare('SELECT sha256 FROM files WHERE id = ?').pluck().get(a.fileId) as string
+  const shaB = core.db.prepare('SELECT sha256 FROM files WHERE id = ?').pluck().get(b.fileId) as string
+  fs.chmodSync(core.store.pathOf(shaA), 0o600)
+  fs.appendFileSync(core.store.pathOf(shaA), 'bit rot')
+  fs.rmSync(core.store.pathOf(shaB))
+  const orphan = 'f'.repeat(64)
+  fs.mkdirSync(path.dirname(core.store.pathOf(orphan)), { recursive: true })
+  fs.writeFileSync(core.store.pathOf(orphan), 'left by a crash')
+  run = io()
+  t.equal(await verifyCommand([], run.io), 1, 'exit 1 when content is missing or corrupt')
+  const text = run.out.join('')
+  t.match(text, /checked 2 blob\(s\): 1 missing, 1 corrupt, 1 orphaned/)
+  t.match(text, new RegExp(`corrupt  ${shaA}`))
+  t.match(text, new RegExp(`missing  ${shaB}`))
+  t.match(text, new RegExp(`orphan   ${orphan}`))
+  // gc: a young orphan may be mid-commit and is kept; an old one goes.
+  run = io()
+  t.equal(await gcCommand(['--json'], run.io), 0)
+  t.match(JSON.parse(run.out.join('')), { orphansRemoved: 0 })
+  const old = new Date(Date.now() - ORPHAN_MIN_AGE_MS - 60_000)
+  fs.utimesSync(core.store.pathOf(orphan), old, old)
+  run = io()
+  t.equal(await gcCommand([], run.io), 0)
+  t.match(run.out.join(''), /and 1 orphaned blob file/)
+  t.notOk(fs.existsSync(core.store.pathOf(orphan)))
+})

@@ -1,0 +1,39 @@
+import t from 'tap'
+import { contentDisposition } from '../src/lib/content-disposition'
+import { etagMatches, parseRange } from '../src/lib/http-range'
+import { redactUrl } from '../src/lib/logger'
+
+t.test('contentDisposition neutralises quotes, backslashes, CR and LF in the fallback and encodes filename*', async (t) => {
+  const v = contentDisposition('a"b\\c\r\nSet-Cookie: x=1.pdf')
+  t.notMatch(v, /[\r\n]/)
+  t.equal(v, `attachment; filename="a_b_c__Set-Cookie: x=1.pdf"; filename*=UTF-8''a%22b%5Cc%0D%0ASet-Cookie%3A%20x%3D1.pdf`)
+  t.equal(contentDisposition('日本.png', 'inline'), `inline; filename="__.png"; filename*=UTF-8''%E6%97%A5%E6%9C%AC.png`)
+  t.equal(contentDisposition(''), `attachment; filename="download"; filename*=UTF-8''`)
+})
+
+t.test('parseRange', async (t) => {
+  t.same(parseRange(undefined, 10), { kind: 'full' })
+  t.same(parseRange('bytes=2-4', 10), { kind: 'partial', start: 2, end: 4 })
+  t.same(parseRange('bytes=8-', 10), { kind: 'partial', start: 8, end: 9 })
+  t.same(parseRange('bytes=-3', 10), { kind: 'partial', start: 7, end: 9 })
+  t.same(parseRange('bytes=10-', 10), { kind: 'unsatisfiable' })
+  t.same(parseRange('bytes=-0', 10), { kind: 'unsatisfiable' })
+  t.same(parseRange('bytes=1-2,4-5', 10), { kind: 'full' })
+  t.same(parseRange('bytes=5-1', 10), { kind: 'full' })
+  t.same(parseRange('bytes=-', 10), { kind: 'full' })
+})
+
+t.test('etagMatches', async (t) => {
+  t.ok(etagMatches('"a"', '"a"'))
+  t.ok(etagMatches('W/"a"', '"a"'))
+  t.ok(etagMatches('"b", "a"', '"a"'))
+  t.ok(etagMatches('*', '"a"'))
+  t.notOk(etagMatches('"b"', '"a"'))
+  t.notOk(etagMatches(undefined, '"a"'))
+})
+
+t.test('redactUrl hides credential query values', async (t) => {
+  t.equal(redactUrl('/api/v1/upload/x?expires=1&token=abc'), '/api/v1/upload/x?expires=1&token=[REDACTED]')
+  t.equal(redactUrl('/d?token=abc&x=1&apiKey=k'), '/d?token=[REDACTED]&x=1&apiKey=[REDACTED]')
+  t.equal(redactUrl('/health'), '/health')
+})

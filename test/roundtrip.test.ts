@@ -1,0 +1,136 @@
+import t from 'tap'
+import fs from 'node:fs'
+import http from 'node:http'
+import { createHash } from 'node:crypto'
+import { Readable } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
+import { buildBundle, startCoffer } from './process-helper'
+import { fileBytes, tempDir } from './helper'
+
+buildBundle()
+
+const ADMIN = 'roundtrip-admin-key-0123456789'
+const MiB = 1024 * 1024
+
+/** `size` bytes of a PDF-looking stream, generated on the fly (never held whole), with its SHA-256. */
+function generated(size: number): { stream: Readable; digest: () => string } {
+  const hash = createHash('sha256')
+  const block = fileBytes('application/pdf', MiB, size)
+  let sent = 0
+  const stream = new Readable({
+    read() {
+      if (sent >= size) return void this.push(null)
+      const n = Math.min(block.length, size - sent)
+      const chunk = Buffer.from(block.subarray(0, n))
+      if (sent > 0 && n >= 4) chunk.writeUInt32BE(sent, 0) // every MiB differs
+      hash.update(chunk)
+      sent += n
+      this.push(chunk)
+    },
+  })
+  return { stream, digest: () => hash.digest('hex') }
+}
+
+function put(url: string, body: Readable, size: number): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, { method: 'PUT', headers: { 'content-type': 'application/pdf', 'content-length': size } }, (res) => {
+      let text = ''
+      res.setEncoding('utf8')
+      res.on('data', (d: string) => (text += d))
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }))
+    })
+    req.on('error', reject)
+    body.pipe(req)
+  })
+}
+
+async function downloadDigest(url: string, headers: Record<string, string> = {}): Promise<{ status: number; digest: string; length: number }> {
+  const res = await fetch(url, { headers })
+  const hash = createHash('sha256')
+  let length = 0
+  await pipeline(Readable.fromWeb(res.body as never), async function* (src) {
+    for await (const chunk of src) {
+      hash.update(chunk as Buffer)
+      length += (chunk as Buffer).length
+    }
+  })
+  return { status: res.status, digest: hash.digest('hex'), length }
+}
+
+/** Peak resident set size of a process, in bytes (Linux). */
+function peakRss(pid: number): number {
+  const m = /VmHWM:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))
+  return Number(m?.[1] ?? 0) * 1024
+}
+
+t.test('1 KiB, 20 MiB and 100 MiB round-trip byte for byte over HTTP, by key and by signed URL; memory stays flat', async (t) => {
+  const cwd = tempDir(t)
+  const server = await startCoffer(['serve', '--port', '0', '--data-dir', 'data'], { cwd, env: { COFFER_ADMIN_API_KEY: ADMIN } })
+  t.teardown(() => void server.child.kill('SIGKILL'))
+  const created = await fetch(`${server.url}/api/v1/admin/tenants`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'big', quotaBytes: 1024 * MiB }),
+  })
+  const { apiKey } = (await created.json()) as { apiKey: string }
+  const auth = { authorization: `Bearer ${apiKey}` }
+  for (const size of [1024, 20 * MiB, 100 * MiB]) {
+    const hs = await fetch(`${server.url}/api/v1/upload/request`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ fileType: 'application/pdf', fileName: `big-${size}.pdf`, fileSizeBytes: size }),
+    })
+    t.equal(hs.status, 200)
+    const { fileId, presignedUrl } = (await hs.json()) as { fileId: string; presignedUrl: string }
+    const source = generated(size)
+    const res = await put(`${server.url}${presignedUrl}`, source.stream, size)
+    t.equal(res.status, 200, `${size}: PUT answered ${res.status}`)
+    t.equal((JSON.parse(res.body) as { sizeBytes: number }).sizeBytes, size)
+    const expected = source.digest()
+    const byKey = await downloadDigest(`${server.url}/api/v1/files/${fileId}/download`, auth)
+    t.same(byKey, { status: 200, digest: expected, length: size }, `${size}: bearer download`)
+    const signed = (await (await fetch(`${server.url}/api/v1/files/${fileId}/signed-url`, { headers: auth })).json()) as { url: string }
+    const bySignedUrl = await downloadDigest(signed.url)
+    t.same(bySignedUrl, { status: 200, digest: expected, length: size }, `${size}: signed URL download`)
+  }
+  const peak = peakRss(server.child.pid!)
+  t.ok(peak < 150 * MiB, `peak RSS of the server stayed under 150 MB: ${(peak / MiB).toFixed(1)} MiB`)
+})
+
+t.test('a body that outgrows the 100 MiB limit is cut off with 413 and nothing stays on disk', async (t) => {
+  const cwd = tempDir(t)
+  const server = await startCoffer(['serve', '--port', '0', '--data-dir', 'data'], { cwd, env: { COFFER_ADMIN_API_KEY: ADMIN } })
+  t.teardown(() => void server.child.kill('SIGKILL'))
+  const created = await fetch(`${server.url}/api/v1/admin/tenants`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'big', quotaBytes: 1024 * MiB }),
+  })
+  const { apiKey } = (await created.json()) as { apiKey: string }
+  const auth = { authorization: `Bearer ${apiKey}` }
+  const hs = await fetch(`${server.url}/api/v1/upload/request`, {
+    method: 'POST',
+    headers: { ...auth, 'content-type': 'application/json' },
+    body: JSON.stringify({ fileType: 'application/pdf', fileName: 'huge.pdf' }),
+  })
+  const { presignedUrl, fileId } = (await hs.json()) as { presignedUrl: string; fileId: string }
+  // Chunked (no Content-Length), so the limit is enforced while streaming, not from a header.
+  const res = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const req = http.request(`${server.url}${presignedUrl}`, { method: 'PUT', headers: { 'content-type': 'application/pdf' } }, (r) => {
+      let text = ''
+      r.setEncoding('utf8')
+      r.on('data', (d: string) => (text += d))
+      r.on('end', () => resolve({ status: r.statusCode ?? 0, body: text }))
+    })
+    req.on('error', reject)
+    generated(100 * MiB + 1).stream.pipe(req)
+  })
+  t.equal(res.status, 413)
+  t.same(JSON.parse(res.body).error.details, { fileSize: null, maxSize: 104857600 })
+  const file = (await (await fetch(`${server.url}/api/v1/files/${fileId}`, { headers: auth })).json()) as { processingStatus: string }
+  t.equal(file.processingStatus, 'failed')
+  t.same(fs.readdirSync(`${cwd}/data/tmp`), [], 'no partial temp file')
+  t.same(fs.readdirSync(`${cwd}/data/blobs/sha256`), [], 'no blob')
+  const quota = (await (await fetch(`${server.url}/api/v1/tenant/quota`, { headers: auth })).json()) as { usedBytes: number }
+  t.equal(quota.usedBytes, 0)
+})
