@@ -12,6 +12,7 @@ import { adminRoutes } from './http/routes/admin'
 import { tenantRoutes } from './http/routes/tenant'
 import { uploadContentRoutes, uploadRequestRoutes } from './http/routes/upload'
 import { downloadRoutes, filesRoutes } from './http/routes/files'
+import { workspacesRoutes } from './http/routes/workspaces'
 import { redactUrl } from './lib/logger'
 
 export interface BuildAppOptions {
@@ -70,6 +71,7 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
     await tenantRoutes(scope, core)
     await uploadRequestRoutes(scope, core)
     await filesRoutes(scope, core)
+    await workspacesRoutes(scope, core)
   })
   return app
 }

@@ -12,6 +12,7 @@ import { TenantsService } from './services/tenants'
 import { FilesService } from './services/files'
 import { UploadsService } from './services/uploads'
 import { GarbageCollector } from './services/gc'
+import { WorkspacesService } from './services/workspaces'
 
 /** Everything the HTTP layer and the CLI work with, built from one config. */
 export interface Core {
@@ -23,6 +24,7 @@ export interface Core {
   readonly tenants: TenantsService
   readonly files: FilesService
   readonly uploads: UploadsService
+  readonly workspaces: WorkspacesService
   readonly gc: GarbageCollector
   close(): void
 }
@@ -50,6 +52,7 @@ export function createCore(config: Config, clock: Clock = systemClock): Core {
     filesService: files,
     uploadUrlTtlMs: config.uploadUrlTtlSeconds * 1000,
   })
+  const workspaces = new WorkspacesService(db, workspacesRepo, clock)
   const gc = new GarbageCollector({ db, clock, files: filesRepo, blobs: blobsRepo, store, retentionMs: config.deletedRetentionSeconds * 1000 })
   let closed = false
   return {
@@ -61,6 +64,7 @@ export function createCore(config: Config, clock: Clock = systemClock): Core {
     tenants,
     files,
     uploads,
+    workspaces,
     gc,
     close() {
       if (closed) return

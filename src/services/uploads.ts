@@ -85,8 +85,10 @@ export class UploadsService {
       uploadExpiresAt: now + this.deps.uploadUrlTtlMs,
       createdAt: now,
     }
-    // Check and reserve in one write transaction: concurrent handshakes cannot both fit.
+    // Check and reserve in one write transaction: concurrent handshakes cannot both fit, and a
+    // workspace deleted meanwhile cannot receive a file.
     db.transaction(() => {
+      if (workspaceId !== null && !this.deps.workspaces.getLive(tenant.id, workspaceId)) throw notFound.workspace()
       if (declared !== null) this.assertFits(tenant.id, workspaceId, declared)
       files.insertPending(record)
     }).immediate()

@@ -37,13 +37,33 @@ const toWorkspace = (r: Row): Workspace => ({
   updatedAt: r.updated_at,
 })
 
-/** SQL for the workspaces table; no rules here. */
+const COLUMNS = 'id, tenant_id, name, slug, quota_bytes, used_bytes, metadata, created_at, updated_at'
+
+/** SQL for the workspaces table; no rules here. Deleted workspaces keep their row (files point at it). */
 export class WorkspacesRepo {
   private readonly stmts
 
   constructor(db: DB) {
     this.stmts = {
-      getLive: db.prepare<[string, string], Row>('SELECT * FROM workspaces WHERE id = ? AND tenant_id = ? AND deleted_at IS NULL'),
+      getLive: db.prepare<[string, string], Row>(`SELECT ${COLUMNS} FROM workspaces WHERE id = ? AND tenant_id = ? AND deleted_at IS NULL`),
+      bySlug: db.prepare<[string, string], Row>(`SELECT ${COLUMNS} FROM workspaces WHERE tenant_id = ? AND slug = ? AND deleted_at IS NULL`),
+      list: db.prepare<[string], Row>(`SELECT ${COLUMNS} FROM workspaces WHERE tenant_id = ? AND deleted_at IS NULL ORDER BY created_at, id`),
+      insert: db.prepare(
+        `INSERT INTO workspaces (id, tenant_id, name, slug, quota_bytes, metadata, created_at, updated_at)
+         VALUES (@id, @tenantId, @name, @slug, @quotaBytes, @metadata, @now, @now)`,
+      ),
+      update: db.prepare(
+        `UPDATE workspaces SET name = @name, quota_bytes = @quotaBytes, metadata = @metadata, updated_at = @now
+         WHERE id = @id AND tenant_id = @tenantId AND deleted_at IS NULL`,
+      ),
+      deleteFiles: db.prepare(
+        `UPDATE files SET deleted_at = @now,
+           size_bytes = CASE WHEN status = 'pending' THEN 0 ELSE size_bytes END,
+           completed_at = CASE WHEN status = 'pending' THEN @now ELSE completed_at END,
+           status = CASE WHEN status = 'pending' THEN 'failed' ELSE status END
+         WHERE workspace_id = @id AND deleted_at IS NULL`,
+      ),
+      softDelete: db.prepare('UPDATE workspaces SET deleted_at = @now WHERE id = @id AND tenant_id = @tenantId AND deleted_at IS NULL'),
     }
   }
 
@@ -51,5 +71,31 @@ export class WorkspacesRepo {
   getLive(tenantId: string, id: string): Workspace | undefined {
     const r = this.stmts.getLive.get(id, tenantId)
     return r && toWorkspace(r)
+  }
+
+  getBySlug(tenantId: string, slug: string): Workspace | undefined {
+    const r = this.stmts.bySlug.get(tenantId, slug)
+    return r && toWorkspace(r)
+  }
+
+  list(tenantId: string): Workspace[] {
+    return this.stmts.list.all(tenantId).map(toWorkspace)
+  }
+
+  insert(w: { id: string; tenantId: string; name: string; slug: string; quotaBytes: number | null; metadata: Record<string, unknown> | null; now: number }): void {
+    this.stmts.insert.run({ ...w, metadata: w.metadata === null ? null : JSON.stringify(w.metadata) })
+  }
+
+  update(w: { id: string; tenantId: string; name: string; quotaBytes: number | null; metadata: Record<string, unknown> | null; now: number }): boolean {
+    return this.stmts.update.run({ ...w, metadata: w.metadata === null ? null : JSON.stringify(w.metadata) }).changes === 1
+  }
+
+  /**
+   * Soft-deletes every live file of the workspace (pending uploads become failed) and then the
+   * workspace; the files triggers release the bytes at both levels. Call inside a write transaction.
+   */
+  softDeleteWithFiles(tenantId: string, id: string, now: number): boolean {
+    this.stmts.deleteFiles.run({ id, now })
+    return this.stmts.softDelete.run({ id, tenantId, now }).changes === 1
   }
 }

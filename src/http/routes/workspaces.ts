@@ -1,0 +1,57 @@
+import { Type } from '@sinclair/typebox'
+import type { App } from '../types'
+import type { Core } from '../../core'
+import { PathId, SuccessResponse, withErrors } from '../schemas/common'
+import { CreateWorkspaceBody, UpdateWorkspaceBody, WorkspaceList, WorkspaceSchema } from '../schemas/workspaces'
+import { workspaceView } from '../../services/workspaces'
+
+const Params = Type.Object({ workspaceId: PathId })
+
+/** Workspace CRUD (registered in the tenant-key scope). */
+export async function workspacesRoutes(app: App, core: Core): Promise<void> {
+  app.get('/api/v1/workspaces', { schema: { tags: ['workspaces'], summary: 'List workspaces, oldest first', response: withErrors({ 200: WorkspaceList }) } }, async (request) => ({
+    workspaces: core.workspaces.list(request.tenant!).map(workspaceView),
+  }))
+
+  app.post(
+    '/api/v1/workspaces',
+    { schema: { tags: ['workspaces'], summary: 'Create a workspace', body: CreateWorkspaceBody, response: withErrors({ 201: WorkspaceSchema }, 409, 413) } },
+    async (request, reply) => reply.code(201).send(workspaceView(core.workspaces.create(request.tenant!, request.body))),
+  )
+
+  app.get(
+    '/api/v1/workspaces/:workspaceId',
+    { schema: { tags: ['workspaces'], summary: 'One workspace', params: Params, response: withErrors({ 200: WorkspaceSchema }, 404) } },
+    async (request) => workspaceView(core.workspaces.get(request.tenant!, request.params.workspaceId)),
+  )
+
+  app.patch(
+    '/api/v1/workspaces/:workspaceId',
+    {
+      schema: {
+        tags: ['workspaces'],
+        summary: 'Rename, change or remove the quota, replace the metadata',
+        params: Params,
+        body: UpdateWorkspaceBody,
+        response: withErrors({ 200: WorkspaceSchema }, 404, 413),
+      },
+    },
+    async (request) => workspaceView(core.workspaces.update(request.tenant!, request.params.workspaceId, request.body)),
+  )
+
+  app.delete(
+    '/api/v1/workspaces/:workspaceId',
+    {
+      schema: {
+        tags: ['workspaces'],
+        summary: 'Delete a workspace: soft-deletes its files and releases their quota',
+        params: Params,
+        response: withErrors({ 200: SuccessResponse }, 404),
+      },
+    },
+    async (request) => {
+      core.workspaces.delete(request.tenant!, request.params.workspaceId)
+      return { success: true }
+    },
+  )
+}

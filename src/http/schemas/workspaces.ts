@@ -1,0 +1,45 @@
+import { Type } from '@sinclair/typebox'
+import { NO_CONTROL, Uuid } from './common'
+
+const Name = Type.String({ minLength: 1, maxLength: 255, pattern: NO_CONTROL, 'x-message': 'must contain no control characters' })
+export const Slug = Type.String({
+  minLength: 1,
+  maxLength: 63,
+  pattern: '^[a-z0-9]+(?:-[a-z0-9]+)*$',
+  'x-message': 'must be lowercase letters, digits and single hyphens between them (1-63 characters)',
+})
+const Quota = Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER })
+const Metadata = Type.Object({}, { additionalProperties: true, description: 'Arbitrary JSON object, at most 16 KiB serialized' })
+
+export const CreateWorkspaceBody = Type.Object(
+  {
+    name: Name,
+    slug: Slug,
+    quotaBytes: Type.Optional(Type.Union([Quota, Type.Null()])),
+    metadata: Type.Optional(Type.Union([Metadata, Type.Null()])),
+  },
+  { additionalProperties: false },
+)
+
+export const UpdateWorkspaceBody = Type.Object(
+  {
+    name: Type.Optional(Name),
+    slug: Type.Optional(Type.String({ description: 'Immutable: accepted only when unchanged' })),
+    quotaBytes: Type.Optional(Type.Union([Quota, Type.Null()], { description: 'null removes the limit' })),
+    metadata: Type.Optional(Type.Union([Metadata, Type.Null()], { description: 'Replaces the existing metadata' })),
+  },
+  { additionalProperties: false },
+)
+
+export const WorkspaceSchema = Type.Object({
+  id: Uuid,
+  name: Type.String(),
+  slug: Type.String(),
+  quotaBytes: Type.Union([Type.Integer(), Type.Null()]),
+  usedBytes: Type.Integer(),
+  metadata: Type.Union([Type.Object({}, { additionalProperties: true }), Type.Null()]),
+  createdAt: Type.Integer({ description: 'Unix time in seconds' }),
+  updatedAt: Type.Integer({ description: 'Unix time in seconds' }),
+})
+
+export const WorkspaceList = Type.Object({ workspaces: Type.Array(WorkspaceSchema) })

@@ -1,0 +1,109 @@
+import { AppError, notFound, validationError } from '../errors'
+import type { DB } from '../db/database'
+import type { Workspace, WorkspacesRepo } from '../db/repos/workspaces'
+import type { Tenant } from '../db/repos/tenants'
+import { unixSeconds, type Clock } from '../lib/clock'
+import { isUuid, uuidv7 } from '../lib/ids'
+
+export const MAX_METADATA_BYTES = 16 * 1024
+
+export interface CreateWorkspaceInput {
+  name: string
+  slug: string
+  quotaBytes?: number | null
+  metadata?: Record<string, unknown> | null
+}
+
+export interface UpdateWorkspaceInput {
+  name?: string
+  slug?: string
+  quotaBytes?: number | null
+  metadata?: Record<string, unknown> | null
+}
+
+/** The Workspace resource as the API shows it (spec part 2): times in Unix seconds. */
+export function workspaceView(w: Workspace) {
+  return {
+    id: w.id,
+    name: w.name,
+    slug: w.slug,
+    quotaBytes: w.quotaBytes,
+    usedBytes: w.usedBytes,
+    metadata: w.metadata,
+    createdAt: unixSeconds(w.createdAt),
+    updatedAt: unixSeconds(w.updatedAt),
+  }
+}
+
+function checkMetadata(metadata: Record<string, unknown> | null | undefined): void {
+  if (metadata && Buffer.byteLength(JSON.stringify(metadata)) > MAX_METADATA_BYTES) {
+    throw validationError('/metadata', `must be at most ${MAX_METADATA_BYTES} bytes as JSON`)
+  }
+}
+
+/** Workspaces partition a tenant's files, each with an optional quota of its own. */
+export class WorkspacesService {
+  constructor(
+    private readonly db: DB,
+    private readonly repo: WorkspacesRepo,
+    private readonly clock: Clock,
+  ) {}
+
+  list(tenant: Tenant): Workspace[] {
+    return this.repo.list(tenant.id)
+  }
+
+  get(tenant: Tenant, id: string): Workspace {
+    const w = isUuid(id) ? this.repo.getLive(tenant.id, id.toLowerCase()) : undefined
+    if (!w) throw notFound.workspace()
+    return w
+  }
+
+  create(tenant: Tenant, input: CreateWorkspaceInput): Workspace {
+    checkMetadata(input.metadata)
+    const now = this.clock.now()
+    const id = uuidv7(now)
+    this.db
+      .transaction(() => {
+        if (this.repo.getBySlug(tenant.id, input.slug)) {
+          throw new AppError('CONFLICT', `A workspace with slug "${input.slug}" already exists`, { field: 'slug' })
+        }
+        this.repo.insert({ id, tenantId: tenant.id, name: input.name, slug: input.slug, quotaBytes: input.quotaBytes ?? null, metadata: input.metadata ?? null, now })
+      })
+      .immediate()
+    return this.repo.getLive(tenant.id, id)!
+  }
+
+  /** `metadata` replaces; `quotaBytes: null` removes the limit; the slug never changes. */
+  update(tenant: Tenant, id: string, input: UpdateWorkspaceInput): Workspace {
+    checkMetadata(input.metadata)
+    return this.db
+      .transaction(() => {
+        const w = this.get(tenant, id)
+        if (input.slug !== undefined && input.slug !== w.slug) throw validationError('/slug', 'cannot be changed')
+        this.repo.update({
+          id: w.id,
+          tenantId: tenant.id,
+          name: input.name ?? w.name,
+          quotaBytes: input.quotaBytes === undefined ? w.quotaBytes : input.quotaBytes,
+          metadata: input.metadata === undefined ? w.metadata : input.metadata,
+          now: this.clock.now(),
+        })
+        return this.repo.getLive(tenant.id, w.id)!
+      })
+      .immediate()
+  }
+
+  /**
+   * One transaction: soft-deletes the workspace's files, fails its pending uploads, releases their
+   * bytes at workspace and tenant level, and removes the workspace (its slug becomes reusable).
+   */
+  delete(tenant: Tenant, id: string): void {
+    this.db
+      .transaction(() => {
+        const w = this.get(tenant, id)
+        this.repo.softDeleteWithFiles(tenant.id, w.id, this.clock.now())
+      })
+      .immediate()
+  }
+}
