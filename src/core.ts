@@ -13,6 +13,13 @@ import { FilesService } from './services/files'
 import { UploadsService } from './services/uploads'
 import { GarbageCollector } from './services/gc'
 import { WorkspacesService } from './services/workspaces'
+import { OutboxRepo } from './db/repos/outbox'
+import { FileEvents } from './webhooks/events'
+import { WebhookScheduler } from './webhooks/scheduler'
+import { deliver } from './webhooks/deliver'
+import { systemResolver, type Resolver } from './webhooks/ssrf'
+import type { FastifyBaseLogger } from 'fastify'
+import { createLogger } from './lib/logger'
 
 /** Everything the HTTP layer and the CLI work with, built from one config. */
 export interface Core {
@@ -26,11 +33,25 @@ export interface Core {
   readonly uploads: UploadsService
   readonly workspaces: WorkspacesService
   readonly gc: GarbageCollector
+  readonly outbox: OutboxRepo
+  readonly webhooks: WebhookScheduler
   close(): void
 }
 
-/** Opens the data dir (creating it if needed), its database and the services on top of it. */
-export function createCore(config: Config, clock: Clock = systemClock): Core {
+export interface CoreOptions {
+  clock?: Clock
+  /** Where background components (the webhook scheduler) log; silent by default (CLI). */
+  log?: FastifyBaseLogger
+  /** DNS for webhook deliveries; tests inject one. */
+  resolve?: Resolver
+}
+
+/**
+ * Opens the data dir (creating it if needed), its database and the services on top of it.
+ * Nothing is started: `serve` starts the webhook scheduler, the CLI never does.
+ */
+export function createCore(config: Config, options: CoreOptions = {}): Core {
+  const clock = options.clock ?? systemClock
   const dataDir = ensureDataDir(config.dataDir)
   const db = openDatabase(dataDir.db, dataDir.root)
   const signer = new TokenSigner(loadSecret(dataDir, config.secret))
@@ -38,8 +59,10 @@ export function createCore(config: Config, clock: Clock = systemClock): Core {
   const filesRepo = new FilesRepo(db)
   const blobsRepo = new BlobsRepo(db)
   const workspacesRepo = new WorkspacesRepo(db)
+  const outbox = new OutboxRepo(db)
+  const events = new FileEvents(outbox, filesRepo, clock)
   const tenants = new TenantsService(db, clock)
-  const files = new FilesService(db, filesRepo, workspacesRepo, signer, clock)
+  const files = new FilesService(db, filesRepo, workspacesRepo, signer, clock, events)
   const uploads = new UploadsService({
     db,
     clock,
@@ -50,9 +73,20 @@ export function createCore(config: Config, clock: Clock = systemClock): Core {
     store,
     signer,
     filesService: files,
+    events,
     uploadUrlTtlMs: config.uploadUrlTtlSeconds * 1000,
+    webhookAllowPrivate: config.webhookAllowPrivate,
   })
-  const workspaces = new WorkspacesService(db, workspacesRepo, clock)
+  const workspaces = new WorkspacesService(db, workspacesRepo, clock, events)
+  const resolve = options.resolve ?? systemResolver
+  const webhooks = new WebhookScheduler({
+    outbox,
+    tenants: tenants.repo,
+    clock,
+    log: options.log ?? createLogger('silent'),
+    send: (delivery, signal) => deliver(delivery, { allowPrivate: config.webhookAllowPrivate, resolve, signal }),
+  })
+  events.onEnqueued(() => webhooks.notify())
   const gc = new GarbageCollector({ db, clock, files: filesRepo, blobs: blobsRepo, store, retentionMs: config.deletedRetentionSeconds * 1000 })
   let closed = false
   return {
@@ -66,6 +100,8 @@ export function createCore(config: Config, clock: Clock = systemClock): Core {
     uploads,
     workspaces,
     gc,
+    outbox,
+    webhooks,
     close() {
       if (closed) return
       closed = true
@@ -73,3 +109,4 @@ export function createCore(config: Config, clock: Clock = systemClock): Core {
     },
   }
 }
+

@@ -3,6 +3,7 @@ import { createLogger } from './lib/logger'
 import { startServer, SERVE_HELP } from './cli/serve'
 import { tenantCommand } from './cli/tenant'
 import { gcCommand, verifyCommand } from './cli/maintenance'
+import { webhooksCommand } from './cli/webhooks'
 import { parse, println, UsageError, type CliIO } from './cli/io'
 import { version } from '../package.json'
 
@@ -14,6 +15,7 @@ Commands:
   serve                    run the HTTP API (coffer serve --help)
   tenant create|list|regenerate-key
                            manage tenants offline on the data dir (coffer tenant --help)
+  webhooks list|retry      inspect and re-drive webhook deliveries (coffer webhooks --help)
   gc                       purge deleted files past retention and unreferenced blobs
   verify                   re-hash every blob and report missing or corrupt content
   version                  print the version
@@ -43,6 +45,8 @@ async function main(argv: string[]): Promise<number> {
       return serve(args)
     case 'tenant':
       return tenantCommand(args, io)
+    case 'webhooks':
+      return webhooksCommand(args, io)
     case 'gc':
       return gcCommand(args, io)
     case 'verify':

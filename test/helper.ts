@@ -9,6 +9,7 @@ import { createCore, type Core } from '../src/core'
 import { ManualClock } from '../src/lib/clock'
 import { createLogger } from '../src/lib/logger'
 import type { App } from '../src/http/types'
+import type { Resolver } from '../src/webhooks/ssrf'
 
 export const ADMIN_KEY = 'test-admin-key-0123456789abcdef'
 
@@ -48,14 +49,16 @@ export function captureLogs(): { stream: Writable; lines: Record<string, unknown
 }
 
 /** An app on a fresh temp data dir with a manual clock; closed and removed when the test ends. */
-export async function makeApp(t: Test, env: Record<string, string> = {}): Promise<TestContext> {
+export async function makeApp(t: Test, env: Record<string, string> = {}, opts: { resolve?: Resolver } = {}): Promise<TestContext> {
   const dir = tempDir(t)
   const config = loadConfig({ COFFER_ADMIN_API_KEY: ADMIN_KEY, COFFER_LOG_LEVEL: 'debug', ...env }, { 'data-dir': dir })
   const clock = new ManualClock()
-  const core = createCore(config, clock)
   const { stream, lines } = captureLogs()
-  const app = await buildApp(core, { logger: createLogger(config.logLevel, stream) })
+  const logger = createLogger(config.logLevel, stream)
+  const core = createCore(config, { clock, log: logger, ...(opts.resolve ? { resolve: opts.resolve } : {}) })
+  const app = await buildApp(core, { logger })
   t.teardown(async () => {
+    await core.webhooks.stop()
     await app.close()
     core.close()
   })

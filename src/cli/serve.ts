@@ -19,11 +19,13 @@ export interface Server {
 }
 
 export async function startServer(config: Config, logger: Logger): Promise<Server> {
-  const core = createCore(config)
+  const core = createCore(config, { log: logger })
   const leftovers = emptyTmp(core.dataDir)
   if (leftovers > 0) logger.info({ removed: leftovers }, 'removed partial uploads left by a previous run')
   const app = await buildApp(core, { logger })
-  const tasks = [
+  // Background components: each has idempotent start()/stop().
+  const tasks: { start(): void; stop(): Promise<void> }[] = [
+    core.webhooks,
     new Periodic('sweep-expired-uploads', 30_000, () => {
       const swept = core.uploads.sweepExpired()
       if (swept > 0) logger.info({ swept }, 'abandoned uploads marked failed')

@@ -120,4 +120,30 @@ CREATE TRIGGER files_after_delete AFTER DELETE ON files BEGIN
 END;
 `,
   },
+  {
+    version: 2,
+    name: 'webhook outbox',
+    sql: `
+-- Events are written here in the same transaction as the change they report (completed or failed
+-- upload); the in-process scheduler delivers them. A row ends delivered or dead, never deleted by
+-- delivery, so the CLI can list and re-drive it.
+CREATE TABLE outbox (
+  id              TEXT PRIMARY KEY,
+  tenant_id       TEXT NOT NULL REFERENCES tenants(id),
+  file_id         TEXT NOT NULL,
+  event           TEXT NOT NULL CHECK (event IN ('file.uploaded', 'file.failed')),
+  url             TEXT NOT NULL,
+  payload         TEXT NOT NULL,
+  status          TEXT NOT NULL CHECK (status IN ('pending', 'delivered', 'dead')),
+  attempts        INTEGER NOT NULL DEFAULT 0,
+  next_attempt_at INTEGER NOT NULL,
+  last_error      TEXT,
+  created_at      INTEGER NOT NULL,
+  updated_at      INTEGER NOT NULL,
+  delivered_at    INTEGER
+) STRICT;
+CREATE INDEX outbox_due ON outbox (next_attempt_at) WHERE status = 'pending';
+CREATE INDEX outbox_by_status ON outbox (status, created_at);
+`,
+  },
 ]

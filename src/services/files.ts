@@ -6,6 +6,7 @@ import type { Tenant } from '../db/repos/tenants'
 import type { TokenSigner } from '../lib/tokens'
 import { isoTime, type Clock } from '../lib/clock'
 import { isUuid } from '../lib/ids'
+import type { FileEvents } from '../webhooks/events'
 
 /** The File resource as the API and webhooks show it (spec part 2). */
 export function fileView(f: FileRecord) {
@@ -51,6 +52,7 @@ export class FilesService {
     private readonly workspaces: WorkspacesRepo,
     private readonly signer: TokenSigner,
     private readonly clock: Clock,
+    private readonly events: FileEvents,
   ) {}
 
   /**
@@ -90,9 +92,18 @@ export class FilesService {
     return f
   }
 
-  /** Soft delete: the row stays (for retention) but leaves every listing and releases its quota. */
+  /**
+   * Soft delete: the row stays (for retention) but leaves every listing and releases its quota.
+   * Deleting a pending upload ends it: it becomes failed and its `file.failed` event is written.
+   */
   delete(tenant: Tenant, fileId: string): void {
-    if (!isUuid(fileId) || !this.files.softDelete(tenant.id, fileId.toLowerCase(), this.clock.now())) throw notFound.file()
+    const f = this.get(tenant, fileId)
+    this.db
+      .transaction(() => {
+        if (!this.files.softDelete(tenant.id, f.id, this.clock.now())) throw notFound.file()
+        if (f.status === 'pending') this.events.settled(f.id, { code: 'FILE_DELETED', message: 'The file was deleted before its upload completed' })
+      })
+      .immediate()
   }
 
   /** A file whose content can be downloaded; pending and failed uploads have none. */

@@ -13,6 +13,7 @@ import { isUuid, uuidv7 } from '../lib/ids'
 import { FILE_TYPES, MAX_FILE_SIZE, type FileType } from '../lib/file-types'
 import { hasSignature } from '../lib/sniff'
 import { parseWebhookUrl } from '../webhooks/url'
+import type { FileEvents } from '../webhooks/events'
 
 export interface HandshakeInput {
   fileType: string
@@ -52,7 +53,9 @@ export class UploadsService {
       store: BlobStore
       signer: TokenSigner
       filesService: FilesService
+      events: FileEvents
       uploadUrlTtlMs: number
+      webhookAllowPrivate: boolean
     },
   ) {}
 
@@ -67,7 +70,7 @@ export class UploadsService {
     if (input.fileSizeBytes !== undefined && input.fileSizeBytes > MAX_FILE_SIZE) {
       throw new AppError('FILE_TOO_LARGE', `File exceeds the ${MAX_FILE_SIZE}-byte limit`, { fileSize: input.fileSizeBytes, maxSize: MAX_FILE_SIZE })
     }
-    if (input.webhookUrl !== undefined) parseWebhookUrl(input.webhookUrl)
+    if (input.webhookUrl !== undefined) parseWebhookUrl(input.webhookUrl, this.deps.webhookAllowPrivate)
     const workspaceId = this.deps.filesService.resolveWorkspace(tenant.id, headerWorkspaceId, input.workspaceId, '/workspaceId') ?? null
     const now = clock.now()
     const declared = input.fileSizeBytes ?? null
@@ -190,6 +193,7 @@ export class UploadsService {
         store.ensurePlaced(staged)
         blobs.insertIfMissing(staged.sha256, staged.size, clock.now())
         files.complete(file.id, staged.size, staged.sha256, clock.now())
+        this.deps.events.settled(file.id)
         return files.get(file.id)!
       })
       .immediate()
@@ -206,8 +210,11 @@ export class UploadsService {
     throw appErr ?? err
   }
 
-  private failInTx(fileId: string, _code: string, _message: string): boolean {
-    return this.deps.files.fail(fileId, this.deps.clock.now())
+  /** pending → failed, with its `file.failed` event in the same transaction. */
+  private failInTx(fileId: string, code: string, message: string): boolean {
+    if (!this.deps.files.fail(fileId, this.deps.clock.now())) return false
+    this.deps.events.settled(fileId, { code, message })
+    return true
   }
 
   /** A placed blob that no row references (its commit failed) is removed under the write lock. */

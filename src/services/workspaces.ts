@@ -4,6 +4,7 @@ import type { Workspace, WorkspacesRepo } from '../db/repos/workspaces'
 import type { Tenant } from '../db/repos/tenants'
 import { unixSeconds, type Clock } from '../lib/clock'
 import { isUuid, uuidv7 } from '../lib/ids'
+import type { FileEvents } from '../webhooks/events'
 
 export const MAX_METADATA_BYTES = 16 * 1024
 
@@ -47,6 +48,7 @@ export class WorkspacesService {
     private readonly db: DB,
     private readonly repo: WorkspacesRepo,
     private readonly clock: Clock,
+    private readonly events: FileEvents,
   ) {}
 
   list(tenant: Tenant): Workspace[] {
@@ -102,7 +104,9 @@ export class WorkspacesService {
     this.db
       .transaction(() => {
         const w = this.get(tenant, id)
+        const pending = this.repo.pendingFileIds(w.id)
         this.repo.softDeleteWithFiles(tenant.id, w.id, this.clock.now())
+        for (const fileId of pending) this.events.settled(fileId, { code: 'WORKSPACE_DELETED', message: 'The workspace was deleted before the upload completed' })
       })
       .immediate()
   }

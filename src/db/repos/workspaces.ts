@@ -63,6 +63,7 @@ export class WorkspacesRepo {
            status = CASE WHEN status = 'pending' THEN 'failed' ELSE status END
          WHERE workspace_id = @id AND deleted_at IS NULL`,
       ),
+      pendingFileIds: db.prepare<[string], string>(`SELECT id FROM files WHERE workspace_id = ? AND status = 'pending' AND deleted_at IS NULL`).pluck(),
       softDelete: db.prepare('UPDATE workspaces SET deleted_at = @now WHERE id = @id AND tenant_id = @tenantId AND deleted_at IS NULL'),
     }
   }
@@ -88,6 +89,11 @@ export class WorkspacesRepo {
 
   update(w: { id: string; tenantId: string; name: string; quotaBytes: number | null; metadata: Record<string, unknown> | null; now: number }): boolean {
     return this.stmts.update.run({ ...w, metadata: w.metadata === null ? null : JSON.stringify(w.metadata) }).changes === 1
+  }
+
+  /** Ids of the uploads still pending in a workspace. */
+  pendingFileIds(id: string): string[] {
+    return this.stmts.pendingFileIds.all(id)
   }
 
   /**

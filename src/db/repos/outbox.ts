@@ -1,0 +1,128 @@
+import type { DB } from '../database'
+
+export type OutboxStatus = 'pending' | 'delivered' | 'dead'
+export type FileEventName = 'file.uploaded' | 'file.failed'
+
+/** One webhook event. `id` is the Standard Webhooks `webhook-id`, stable across attempts. */
+export interface OutboxEvent {
+  id: string
+  tenantId: string
+  fileId: string
+  event: FileEventName
+  url: string
+  /** The exact JSON body sent on every attempt. */
+  payload: string
+  status: OutboxStatus
+  attempts: number
+  nextAttemptAt: number
+  lastError: string | null
+  createdAt: number
+  updatedAt: number
+  deliveredAt: number | null
+}
+
+interface Row {
+  id: string
+  tenant_id: string
+  file_id: string
+  event: FileEventName
+  url: string
+  payload: string
+  status: OutboxStatus
+  attempts: number
+  next_attempt_at: number
+  last_error: string | null
+  created_at: number
+  updated_at: number
+  delivered_at: number | null
+}
+
+const toEvent = (r: Row): OutboxEvent => ({
+  id: r.id,
+  tenantId: r.tenant_id,
+  fileId: r.file_id,
+  event: r.event,
+  url: r.url,
+  payload: r.payload,
+  status: r.status,
+  attempts: r.attempts,
+  nextAttemptAt: r.next_attempt_at,
+  lastError: r.last_error,
+  createdAt: r.created_at,
+  updatedAt: r.updated_at,
+  deliveredAt: r.delivered_at,
+})
+
+/** SQL for the outbox table; no rules here. */
+export class OutboxRepo {
+  private readonly stmts
+
+  constructor(db: DB) {
+    this.stmts = {
+      insert: db.prepare(
+        `INSERT INTO outbox (id, tenant_id, file_id, event, url, payload, status, next_attempt_at, created_at, updated_at)
+         VALUES (@id, @tenantId, @fileId, @event, @url, @payload, 'pending', @now, @now, @now)`,
+      ),
+      get: db.prepare<[string], Row>('SELECT * FROM outbox WHERE id = ?'),
+      due: db.prepare<[number, number], Row>(`SELECT * FROM outbox WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?`),
+      nextDueAt: db.prepare<[], number | null>(`SELECT min(next_attempt_at) FROM outbox WHERE status = 'pending'`).pluck(),
+      delivered: db.prepare(`UPDATE outbox SET status = 'delivered', attempts = attempts + 1, last_error = NULL, delivered_at = @now, updated_at = @now WHERE id = @id AND status = 'pending'`),
+      failed: db.prepare(
+        `UPDATE outbox SET attempts = attempts + 1, last_error = @error, updated_at = @now,
+           status = CASE WHEN attempts + 1 >= @maxAttempts THEN 'dead' ELSE 'pending' END,
+           next_attempt_at = @nextAttemptAt
+         WHERE id = @id AND status = 'pending'`,
+      ),
+      list: db.prepare<[{ status: string | null; limit: number }], Row>(`SELECT * FROM outbox WHERE (@status IS NULL OR status = @status) ORDER BY created_at DESC, id DESC LIMIT @limit`),
+      retry: db.prepare(`UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = @now, updated_at = @now WHERE id = @id AND status != 'pending'`),
+      retryAllDead: db.prepare(`UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = @now, updated_at = @now WHERE status = 'dead'`),
+      countByStatus: db.prepare<[], { status: OutboxStatus; n: number }>('SELECT status, count(*) AS n FROM outbox GROUP BY status'),
+    }
+  }
+
+  insert(e: { id: string; tenantId: string; fileId: string; event: FileEventName; url: string; payload: string; now: number }): void {
+    this.stmts.insert.run(e)
+  }
+
+  get(id: string): OutboxEvent | undefined {
+    const r = this.stmts.get.get(id)
+    return r && toEvent(r)
+  }
+
+  due(now: number, limit: number): OutboxEvent[] {
+    return this.stmts.due.all(now, limit).map(toEvent)
+  }
+
+  /** When the earliest pending event is due, or null when none is pending. */
+  nextDueAt(): number | null {
+    return this.stmts.nextDueAt.get() as number | null
+  }
+
+  markDelivered(id: string, now: number): void {
+    this.stmts.delivered.run({ id, now })
+  }
+
+  /** Records a failed attempt: the event waits until `nextAttemptAt`, or is dead after `maxAttempts`. */
+  markFailed(id: string, error: string, now: number, nextAttemptAt: number, maxAttempts: number): void {
+    this.stmts.failed.run({ id, error: error.slice(0, 500), now, nextAttemptAt, maxAttempts })
+  }
+
+  list(status: OutboxStatus | null, limit: number): OutboxEvent[] {
+    return this.stmts.list.all({ status, limit }).map(toEvent)
+  }
+
+  /** Re-drives a delivered or dead event with a fresh set of attempts; false when unknown or already pending. */
+  retry(id: string, now: number): boolean {
+    return this.stmts.retry.run({ id, now }).changes === 1
+  }
+
+  retryAllDead(now: number): number {
+    return this.stmts.retryAllDead.run({ now }).changes
+  }
+
+  counts(): Record<OutboxStatus, number> {
+    const out: Record<OutboxStatus, number> = { pending: 0, delivered: 0, dead: 0 }
+    for (const r of this.stmts.countByStatus.all()) out[r.status] = r.n
+    return out
+  }
+}

@@ -1,0 +1,128 @@
+import type { FastifyBaseLogger } from 'fastify'
+import type { OutboxEvent, OutboxRepo } from '../db/repos/outbox'
+import type { TenantsRepo } from '../db/repos/tenants'
+import type { Clock } from '../lib/clock'
+import type { Delivery, DeliveryResult } from './deliver'
+
+/** 3 attempts in all: the second 1 s after the first fails, the third 2 s after that (contract). */
+export const MAX_ATTEMPTS = 3
+export const RETRY_DELAYS_MS = [1000, 2000] as const
+
+export interface SchedulerDeps {
+  outbox: OutboxRepo
+  tenants: TenantsRepo
+  clock: Clock
+  log: FastifyBaseLogger
+  send: (delivery: Delivery, signal: AbortSignal) => Promise<DeliveryResult>
+  /** How often the outbox is polled for events written by other processes (`coffer webhooks retry`). */
+  pollMs?: number
+  /** Deliveries in flight at once. */
+  concurrency?: number
+}
+
+/**
+ * Delivers outbox events. start()/stop() are idempotent; stop() aborts deliveries in flight (they
+ * stay pending and are sent again after a restart: at-least-once). runOnce() is the same work
+ * without timers, for tests with an injected clock.
+ */
+export class WebhookScheduler {
+  private started = false
+  private timer: NodeJS.Timeout | undefined
+  private wakeQueued = false
+  private readonly inFlight = new Map<string, { controller: AbortController; done: Promise<void> }>()
+  private readonly pollMs: number
+  private readonly concurrency: number
+
+  constructor(private readonly deps: SchedulerDeps) {
+    this.pollMs = deps.pollMs ?? 1000
+    this.concurrency = deps.concurrency ?? 16
+  }
+
+  start(): void {
+    if (this.started) return
+    this.started = true
+    this.tick()
+  }
+
+  async stop(): Promise<void> {
+    this.started = false
+    clearTimeout(this.timer)
+    this.timer = undefined
+    const running = [...this.inFlight.values()]
+    for (const r of running) r.controller.abort()
+    await Promise.all(running.map((r) => r.done))
+  }
+
+  /** Something was enqueued: look now rather than at the next poll. */
+  notify(): void {
+    if (!this.started || this.wakeQueued) return
+    this.wakeQueued = true
+    setImmediate(() => {
+      this.wakeQueued = false
+      if (this.started) this.tick()
+    })
+  }
+
+  /** Starts every due delivery and resolves when they have all been recorded. */
+  async runOnce(): Promise<number> {
+    const started = this.claim()
+    await Promise.all(started)
+    return started.length
+  }
+
+  private tick(): void {
+    this.claim()
+    clearTimeout(this.timer)
+    const next = this.deps.outbox.nextDueAt()
+    const now = this.deps.clock.now()
+    const delay = next !== null && next > now ? Math.min(next - now, this.pollMs) : this.pollMs
+    this.timer = setTimeout(() => this.tick(), delay)
+  }
+
+  private claim(): Promise<void>[] {
+    const room = this.concurrency - this.inFlight.size
+    if (room <= 0) return []
+    const due = this.deps.outbox.due(this.deps.clock.now(), room + this.inFlight.size).filter((e) => !this.inFlight.has(e.id))
+    return due.slice(0, room).map((e) => this.attempt(e))
+  }
+
+  private attempt(e: OutboxEvent): Promise<void> {
+    const controller = new AbortController()
+    const done = (async () => {
+      const { outbox, tenants, clock, log, send } = this.deps
+      const secret = tenants.get(e.tenantId)?.webhookSecret
+      const now = clock.now()
+      const result: DeliveryResult = secret
+        ? await send({ id: e.id, url: e.url, body: e.payload, secret, timestampSeconds: Math.floor(now / 1000) }, controller.signal)
+        : { ok: false, error: 'tenant not found' }
+      if (controller.signal.aborted) return // shutting down: the event stays pending for the next start
+      const attempt = e.attempts + 1
+      const target = safeHost(e.url)
+      if (result.ok) {
+        outbox.markDelivered(e.id, clock.now())
+        log.info({ eventId: e.id, fileId: e.fileId, event: e.event, host: target, attempt, status: result.status }, 'webhook delivered')
+      } else {
+        const delay = RETRY_DELAYS_MS[attempt - 1] ?? 0
+        outbox.markFailed(e.id, result.error, clock.now(), clock.now() + delay, MAX_ATTEMPTS)
+        const dead = attempt >= MAX_ATTEMPTS
+        log.warn({ eventId: e.id, fileId: e.fileId, event: e.event, host: target, attempt, status: result.status, error: result.error, dead }, dead ? 'webhook dead after the last attempt' : 'webhook attempt failed')
+      }
+    })()
+      .catch((err: unknown) => this.deps.log.error({ err, eventId: e.id }, 'webhook attempt crashed'))
+      .finally(() => {
+        this.inFlight.delete(e.id)
+        this.notify()
+      })
+    this.inFlight.set(e.id, { controller, done })
+    return done
+  }
+}
+
+/** The host of a webhook URL, for logs: the path and query may carry the receiver's secrets. */
+function safeHost(url: string): string {
+  try {
+    return new URL(url).host
+  } catch {
+    return 'invalid'
+  }
+}

@@ -1,0 +1,51 @@
+import t from 'tap'
+import { buildBundle, runCoffer, startCoffer } from './process-helper'
+import { fileBytes, tempDir } from './helper'
+import { startReceiver } from './webhook-receiver'
+
+buildBundle()
+
+const ADMIN = 'restart-admin-key-0123456789'
+
+t.test('an event whose delivery was interrupted by SIGKILL is delivered after a restart, with the same webhook-id', async (t) => {
+  const cwd = tempDir(t)
+  const env = { COFFER_ADMIN_API_KEY: ADMIN, COFFER_WEBHOOK_ALLOW_PRIVATE: 'true' }
+  // The receiver fails the first attempt; the process is killed before the retry (due 1 s later).
+  const receiver = await startReceiver(t, [503, 200])
+  let server = await startCoffer(['serve', '--port', '0', '--data-dir', 'data'], { cwd, env })
+  t.teardown(() => void server.child.kill('SIGKILL'))
+  const tenant = (await (
+    await fetch(`${server.url}/api/v1/admin/tenants`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'hooks' }),
+    })
+  ).json()) as { apiKey: string }
+  const auth = { authorization: `Bearer ${tenant.apiKey}` }
+  const hs = (await (
+    await fetch(`${server.url}/api/v1/upload/request`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ fileType: 'image/png', fileName: 'a.png', webhookUrl: receiver.url }),
+    })
+  ).json()) as { presignedUrl: string; fileId: string }
+  const put = await fetch(`${server.url}${hs.presignedUrl}`, { method: 'PUT', headers: { 'content-type': 'image/png' }, body: new Uint8Array(fileBytes('image/png', 500)) })
+  t.equal(put.status, 200)
+  await receiver.waitFor(1)
+  server.child.kill('SIGKILL')
+  t.equal(await server.exited, 'SIGKILL')
+  const pendingAfterKill = JSON.parse(runCoffer(['webhooks', 'list', '--json', '--data-dir', 'data'], { cwd }).stdout) as { status: string; attempts: number }[]
+  t.match(pendingAfterKill, [{ status: 'pending', attempts: 1 }], 'undelivered after the kill')
+  t.equal(receiver.received.length, 1, 'the retry had not happened before the kill')
+
+  server = await startCoffer(['serve', '--port', '0', '--data-dir', 'data'], { cwd, env })
+  await receiver.waitFor(2, 10_000)
+  const [first, second] = receiver.received
+  t.equal(second!.headers['webhook-id'], first!.headers['webhook-id'], 'the same webhook-id, so the receiver can deduplicate')
+  t.equal(JSON.parse(second!.body).fileId, hs.fileId)
+  await new Promise((r) => setTimeout(r, 200))
+  const after = JSON.parse(runCoffer(['webhooks', 'list', '--json', '--data-dir', 'data'], { cwd }).stdout) as { status: string; attempts: number }[]
+  t.match(after, [{ status: 'delivered', attempts: 2 }])
+  server.child.kill('SIGTERM')
+  t.equal(await server.exited, 0)
+})
