@@ -3,7 +3,8 @@ import Fastify, { LogController, type FastifyBaseLogger } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { Core } from './core'
 import type { App } from './http/types'
-import { registerErrorHandling } from './http/error-handler'
+import { registerErrorHandling, sendError } from './http/error-handler'
+import { AppError } from './errors'
 import { validatorCompiler } from './http/validation'
 import { ErrorResponse } from './http/schemas/common'
 import { tenantAuth } from './http/auth'
@@ -14,6 +15,7 @@ import { uploadContentRoutes, uploadRequestRoutes } from './http/routes/upload'
 import { downloadRoutes, filesRoutes } from './http/routes/files'
 import { workspacesRoutes } from './http/routes/workspaces'
 import { redactUrl } from './lib/logger'
+import { registerRateLimit } from './http/rate-limit'
 
 export interface BuildAppOptions {
   logger: FastifyBaseLogger
@@ -36,6 +38,16 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID()
     },
     routerOptions: { maxParamLength: 1000 },
+    // Errors the router raises before any route runs (a malformed URL, an over-long path segment)
+    // get the contract's envelope too.
+    frameworkErrors: (error, request, reply) => {
+      const appErr =
+        error.code === 'FST_ERR_MAX_PARAM_LENGTH'
+          ? new AppError('NOT_FOUND', 'Not found: a path segment is longer than any id')
+          : new AppError('VALIDATION_ERROR', 'The URL is malformed', { errors: [{ path: '/url', message: 'is not a valid URL' }] })
+      reply.header('x-request-id', request.id)
+      return sendError(reply, appErr)
+    },
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   app.setValidatorCompiler(validatorCompiler)
@@ -61,6 +73,7 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
     )
   })
 
+  await registerRateLimit(app, core)
   await app.register(async (scope) => healthRoutes(scope, core))
   await app.register(async (scope) => adminRoutes(scope, core))
   // Token-authorised routes (presigned PUT, signed download) do their own authentication.

@@ -16,6 +16,8 @@ const OPTIONS = {
   webhookAllowPrivate: { env: 'COFFER_WEBHOOK_ALLOW_PRIVATE', flag: undefined, def: 'false', schema: Type.Boolean(), hint: 'true or false', help: 'Allow webhooks to loopback/private/link-local addresses' },
   uploadUrlTtlSeconds: { env: 'COFFER_UPLOAD_URL_TTL_SECONDS', flag: undefined, def: '900', schema: Type.Integer({ minimum: 60, maximum: 86400 }), hint: 'an integer from 60 to 86400', help: 'Lifetime of presigned upload URLs' },
   deletedRetentionSeconds: { env: 'COFFER_DELETED_RETENTION_SECONDS', flag: undefined, def: '604800', schema: Type.Integer({ minimum: 0 }), hint: 'a non-negative integer', help: 'How long soft-deleted files are kept before garbage collection' },
+  rateLimitMax: { env: 'COFFER_RATE_LIMIT_MAX', flag: undefined, def: '0', schema: Type.Integer({ minimum: 0, maximum: 1_000_000_000 }), hint: 'a non-negative integer', help: 'Requests per window per tenant; 0 turns rate limiting off' },
+  rateLimitWindowSeconds: { env: 'COFFER_RATE_LIMIT_WINDOW_SECONDS', flag: undefined, def: '60', schema: Type.Integer({ minimum: 1, maximum: 86400 }), hint: 'an integer from 1 to 86400', help: 'Rate-limit window in seconds' },
   trustProxy: { env: 'COFFER_TRUST_PROXY', flag: undefined, def: 'false', schema: Type.Boolean(), hint: 'true or false', help: 'Trust X-Forwarded-* headers (behind a reverse proxy)' },
 } satisfies Record<string, { env: string; flag: string | undefined; def: string | undefined; schema: TSchema; hint: string; help: string }>
 

@@ -44,6 +44,8 @@ export interface CoreOptions {
   log?: FastifyBaseLogger
   /** DNS for webhook deliveries; tests inject one. */
   resolve?: Resolver
+  /** Wraps the blob store; tests inject faults (a full disk) this way. */
+  store?: (disk: BlobStore) => BlobStore
 }
 
 /**
@@ -55,7 +57,8 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const dataDir = ensureDataDir(config.dataDir)
   const db = openDatabase(dataDir.db, dataDir.root)
   const signer = new TokenSigner(loadSecret(dataDir, config.secret))
-  const store = new DiskBlobStore(dataDir.blobs, dataDir.tmp)
+  const disk = new DiskBlobStore(dataDir.blobs, dataDir.tmp)
+  const store = options.store ? options.store(disk) : disk
   const filesRepo = new FilesRepo(db)
   const blobsRepo = new BlobsRepo(db)
   const workspacesRepo = new WorkspacesRepo(db)

@@ -5,16 +5,15 @@ import { Writable } from 'node:stream'
 import type { Test } from 'tap'
 import { buildApp } from '../src/app'
 import { loadConfig, type Config } from '../src/config'
-import { createCore, type Core } from '../src/core'
+import { createCore, type Core, type CoreOptions } from '../src/core'
 import { ManualClock } from '../src/lib/clock'
 import { createLogger } from '../src/lib/logger'
 import type { App } from '../src/http/types'
 import type { Resolver } from '../src/webhooks/ssrf'
+import { TEST_LOG_DIR } from './log-scan/secrets'
 
 export const ADMIN_KEY = 'test-admin-key-0123456789abcdef'
 
-/** Every log line of every test process is appended here, so the run can be scanned for secrets. */
-export const TEST_LOG_DIR = path.join(os.tmpdir(), 'coffer-test-logs')
 
 export interface TestContext {
   app: App
@@ -49,13 +48,17 @@ export function captureLogs(): { stream: Writable; lines: Record<string, unknown
 }
 
 /** An app on a fresh temp data dir with a manual clock; closed and removed when the test ends. */
-export async function makeApp(t: Test, env: Record<string, string> = {}, opts: { resolve?: Resolver } = {}): Promise<TestContext> {
-  const dir = tempDir(t)
+export async function makeApp(
+  t: Test,
+  env: Record<string, string> = {},
+  opts: { resolve?: Resolver; dir?: string; store?: CoreOptions['store'] } = {},
+): Promise<TestContext> {
+  const dir = opts.dir ?? tempDir(t)
   const config = loadConfig({ COFFER_ADMIN_API_KEY: ADMIN_KEY, COFFER_LOG_LEVEL: 'debug', ...env }, { 'data-dir': dir })
   const clock = new ManualClock()
   const { stream, lines } = captureLogs()
   const logger = createLogger(config.logLevel, stream)
-  const core = createCore(config, { clock, log: logger, ...(opts.resolve ? { resolve: opts.resolve } : {}) })
+  const core = createCore(config, { clock, log: logger, ...(opts.resolve ? { resolve: opts.resolve } : {}), ...(opts.store ? { store: opts.store } : {}) })
   const app = await buildApp(core, { logger })
   t.teardown(async () => {
     await core.webhooks.stop()

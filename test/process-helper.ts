@@ -1,6 +1,8 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import path from 'node:path'
 import readline from 'node:readline'
+import fs from 'node:fs'
+import { TEST_LOG_DIR } from './log-scan/secrets'
 
 export const ROOT = path.resolve(__dirname, '..')
 export const BUNDLE = path.join(ROOT, 'dist', 'coffer.cjs')
@@ -34,6 +36,8 @@ export function startCoffer(
   const lines: string[] = []
   const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)))
   const ready = opts.ready ?? /coffer listening on (http:\/\/[^\s"]+)/
+  fs.mkdirSync(TEST_LOG_DIR, { recursive: true })
+  const logFile = path.join(TEST_LOG_DIR, `server-${child.pid}.log`)
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL')
@@ -41,6 +45,9 @@ export function startCoffer(
     }, opts.timeoutMs ?? 15000)
     const onLine = (line: string) => {
       lines.push(line)
+      // pino lines go to the log mirror scanned for secrets after the run (other output, such as
+      // the ephemeral mode's credentials line, is meant to carry keys).
+      if (line.startsWith('{"level":')) fs.appendFileSync(logFile, `${line}\n`)
       const m = ready.exec(line)
       if (m) {
         clearTimeout(timer)

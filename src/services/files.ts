@@ -106,6 +106,11 @@ export class FilesService {
       .immediate()
   }
 
+  /** The tenant owning a file id (any state), for per-tenant accounting of token-authorised requests. */
+  tenantOf(fileId: string): string | undefined {
+    return isUuid(fileId) ? this.files.get(fileId.toLowerCase())?.tenantId : undefined
+  }
+
   /** A file whose content can be downloaded; pending and failed uploads have none. */
   downloadable(tenant: Tenant, fileId: string): FileRecord {
     const f = this.get(tenant, fileId)

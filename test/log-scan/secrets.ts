@@ -1,0 +1,18 @@
+import path from 'node:path'
+
+/** Where every test process mirrors its log lines (pino JSON), for the scan after the run. */
+export const TEST_LOG_DIR = path.join(__dirname, '..', '..', '.tap', 'coffer-logs')
+
+/** What a credential looks like in a log line. */
+const PATTERNS: [string, RegExp][] = [
+  ['tenant API key', /sk_(?:live|test)_[A-Za-z0-9_-]{20,}/],
+  ['webhook secret', /whsec_[A-Za-z0-9+/]{20,}/],
+  ['signed URL or upload token', /token=(?!\[REDACTED\])[0-9a-fA-F]{16,}/],
+  ['admin key used by the tests', /[a-z]+-admin-key-[0-9a-z]{6,}/],
+  ['Authorization header value', /Bearer\s+[A-Za-z0-9._~+/-]{8,}/],
+]
+
+/** The kinds of credential found in `line`; empty when it is clean. */
+export function findSecrets(line: string): string[] {
+  return PATTERNS.filter(([, re]) => re.test(line)).map(([name]) => name)
+}

@@ -1,0 +1,151 @@
+import t from 'tap'
+import crypto from 'node:crypto'
+import fs from 'node:fs'
+import fc from 'fast-check'
+import { admin, createTenant, fileBytes, handshake, makeApp, upload, type Handshake } from './helper'
+
+t.test('tenant isolation matrix: every route with an id, called with another tenant\'s ids → 404', async (t) => {
+  const { app } = await makeApp(t)
+  const alice = await createTenant(app)
+  const bob = await createTenant(app)
+  const ws = (await app.inject({ method: 'POST', url: '/api/v1/workspaces', headers: alice.headers, payload: { name: 'A', slug: 'a' } })).json()
+  const done = await upload(app, { ...alice.headers, 'x-workspace-id': ws.id })
+  const pending = (await handshake(app, alice.headers, { fileType: 'image/png', fileName: 'p.png' })).json() as Handshake
+  const matrix: [string, string, unknown?][] = [
+    ['GET', `/api/v1/files/${done.fileId}`],
+    ['GET', `/api/v1/files/${pending.fileId}`],
+    ['DELETE', `/api/v1/files/${done.fileId}`],
+    ['DELETE', `/api/v1/files/${pending.fileId}`],
+    ['GET', `/api/v1/files/${done.fileId}/download`],
+    ['HEAD', `/api/v1/files/${done.fileId}/download`],
+    ['GET', `/api/v1/files/${done.fileId}/signed-url`],
+    ['GET', `/api/v1/workspaces/${ws.id}`],
+    ['PATCH', `/api/v1/workspaces/${ws.id}`, { name: 'mine now' }],
+    ['DELETE', `/api/v1/workspaces/${ws.id}`],
+    ['GET', `/api/v1/files?workspaceId=${ws.id}`],
+    ['POST', '/api/v1/upload/request', { fileType: 'image/png', fileName: 'x.png', workspaceId: ws.id }],
+  ]
+  // Every parametric route the app serves must appear in the matrix (or be admin/token-only).
+  const parametric = routePaths(app.printRoutes({ commonPrefix: false })).filter((p) => p.includes(':'))
+  t.ok(parametric.length >= 6, `found the parametric routes: ${parametric.join(', ')}`)
+  const covered = ['/api/v1/files/:fileId', '/api/v1/files/:fileId/download', '/api/v1/files/:fileId/signed-url', '/api/v1/workspaces/:workspaceId']
+  const exempt = ['/api/v1/upload/:fileId', '/api/v1/admin/tenants/:tenantId/regenerate-key']
+  for (const r of parametric) t.ok(covered.includes(r) || exempt.includes(r), `route ${r} is in the isolation matrix`)
+  for (const [method, url, payload] of matrix) {
+    const res = await app.inject({ method: method as 'GET', url, headers: bob.headers, ...(payload ? { payload: payload as object } : {}) })
+    t.equal(res.statusCode, 404, `${method} ${url}`)
+    if (method !== 'HEAD') t.match(res.json().error.code, /^(FILE|WORKSPACE)_NOT_FOUND$/)
+  }
+  // Nothing changed for the owner.
+  t.equal((await app.inject({ url: `/api/v1/files/${done.fileId}`, headers: alice.headers })).statusCode, 200)
+  t.equal((await app.inject({ url: `/api/v1/workspaces/${ws.id}`, headers: alice.headers })).json().name, 'A')
+  t.equal((await app.inject({ url: '/api/v1/files', headers: alice.headers })).json().total, 2)
+  // The token routes: a token minted for one tenant's file never opens another's.
+  const bobFile = await upload(app, bob.headers)
+  const signed = new URL((await app.inject({ url: `/api/v1/files/${done.fileId}/signed-url`, headers: alice.headers })).json().url)
+  const res = await app.inject({ url: `/api/v1/files/${bobFile.fileId}/download${signed.search}` })
+  t.equal(res.statusCode, 401)
+})
+
+/** Full paths from Fastify's route tree (each level indented by four characters). */
+function routePaths(tree: string): string[] {
+  const stack: string[] = []
+  const out: string[] = []
+  for (const line of tree.split('\n')) {
+    const m = /^([\s│├└─]*)(\/\S*) \(/.exec(line)
+    if (!m) continue
+    const depth = m[1]!.length / 4
+    stack.length = depth
+    stack.push(m[2]!)
+    out.push(stack.join(''))
+  }
+  return out
+}
+
+t.test('tampering with any character of an upload or download token, its expiry or its file id → 401', async (t) => {
+  const { app } = await makeApp(t)
+  const tenant = await createTenant(app)
+  const done = await upload(app, tenant.headers)
+  const signed = new URL((await app.inject({ url: `/api/v1/files/${done.fileId}/signed-url`, headers: tenant.headers })).json().url)
+  const pending = (await handshake(app, tenant.headers, { fileType: 'image/png', fileName: 'p.png' })).json() as Handshake
+  const presigned = new URL(pending.presignedUrl, 'http://x')
+  const cases = [
+    { method: 'GET' as const, path: `/api/v1/files/${done.fileId}/download`, id: done.fileId, expires: signed.searchParams.get('expires')!, token: signed.searchParams.get('token')! },
+    { method: 'PUT' as const, path: `/api/v1/upload/${pending.fileId}`, id: pending.fileId, expires: presigned.searchParams.get('expires')!, token: presigned.searchParams.get('token')! },
+  ]
+  const hex = '0123456789abcdef'
+  await fc.assert(
+    fc.asyncProperty(fc.constantFrom(...cases), fc.constantFrom('id', 'expires', 'token'), fc.nat(), fc.nat(), async (c, field, pos, pick) => {
+      const original = c[field]
+      const i = pos % original.length
+      const alphabet = field === 'expires' ? '0123456789' : hex
+      const replacement = alphabet.replace(original[i]!, '')[pick % (alphabet.length - 1)]!
+      const mutated = original.slice(0, i) + replacement + original.slice(i + 1)
+      const id = field === 'id' ? mutated : c.id
+      const expires = field === 'expires' ? mutated : c.expires
+      const token = field === 'token' ? mutated : c.token
+      const url = `${c.path.replace(c.id, id)}?expires=${expires}&token=${token}`
+      const res = await app.inject({ method: c.method, url, ...(c.method === 'PUT' ? { headers: { 'content-type': 'image/png' }, payload: fileBytes('image/png', 10) } : {}) })
+      return res.statusCode === 401 && res.json().error.code === 'UNAUTHORIZED'
+    }),
+    { numRuns: 300 },
+  )
+  t.equal((await app.inject({ url: `/api/v1/files/${done.fileId}/download${signed.search}` })).statusCode, 200, 'the untouched token still works')
+})
+
+t.test('keys and tokens are compared in constant time', async (t) => {
+  const { app } = await makeApp(t)
+  const tenant = await createTenant(app)
+  const done = await upload(app, tenant.headers)
+  const signed = new URL((await app.inject({ url: `/api/v1/files/${done.fileId}/signed-url`, headers: tenant.headers })).json().url)
+  const pending = (await handshake(app, tenant.headers, { fileType: 'image/png', fileName: 'p.png' })).json() as Handshake
+  const calls = t.capture(crypto, 'timingSafeEqual', crypto.timingSafeEqual)
+  const check = async (label: string, run: () => Promise<unknown>) => {
+    const before = calls.args().length
+    await run()
+    t.ok(calls.args().length > before, `${label} goes through crypto.timingSafeEqual`)
+  }
+  await check('a tenant key', () => app.inject({ url: '/api/v1/tenant/info', headers: tenant.headers }))
+  await check('the admin key', () => app.inject({ method: 'POST', url: '/api/v1/admin/tenants', headers: admin, payload: { name: 'x' } }))
+  await check('a wrong admin key', () => app.inject({ method: 'POST', url: '/api/v1/admin/tenants', headers: { authorization: 'Bearer wrong-wrong-wrong-wrong' }, payload: { name: 'y' } }))
+  await check('a signed download token', () => app.inject({ url: `/api/v1/files/${done.fileId}/download${signed.search}` }))
+  await check('an upload token', () => app.inject({ method: 'PUT', url: pending.presignedUrl, headers: { 'content-type': 'image/png' }, payload: fileBytes('image/png', 10) }))
+})
+
+t.test('file names cannot traverse paths or inject headers; content never lands where a name says', async (t) => {
+  const { app, core } = await makeApp(t)
+  const tenant = await createTenant(app)
+  for (const fileName of ['../../etc/passwd', '..\\..\\boot.ini', 'a\r\nSet-Cookie: x=1', 'a"; filename="evil.exe', '/abs.png', 'C:evil']) {
+    const res = await handshake(app, tenant.headers, { fileType: 'image/png', fileName })
+    t.equal(res.statusCode, 400, JSON.stringify(fileName))
+  }
+  // Names that look like paths but are legal are stored as names only.
+  const r = await upload(app, tenant.headers, { name: '....png' })
+  t.equal(r.put.statusCode, 200)
+  const onDisk = fs.readdirSync(core.dataDir.root, { recursive: true }).map(String)
+  t.notOk(onDisk.some((p) => p.includes('....png')), 'no file on disk is named after the upload')
+  t.ok(onDisk.every((p) => /^(coffer\.db(-wal|-shm)?|secret|tmp|blobs|blobs\/sha256(\/[0-9a-f]{2}(\/[0-9a-f]{2}(\/[0-9a-f]{64})?)?)?)$/.test(p)), `only the data-dir layout: ${onDisk.join(', ')}`)
+  const dl = await app.inject({ url: `/api/v1/files/${r.fileId}/download`, headers: tenant.headers })
+  t.equal(dl.headers['content-disposition'], `attachment; filename="....png"; filename*=UTF-8''....png`)
+})
+
+t.test('a stored file is never served as text/html, whatever the client asks or sends', async (t) => {
+  const { app } = await makeApp(t)
+  const tenant = await createTenant(app)
+  t.equal((await handshake(app, tenant.headers, { fileType: 'text/html', fileName: 'x.html' })).statusCode, 400)
+  const hs = (await handshake(app, tenant.headers, { fileType: 'image/png', fileName: 'x.html' })).json() as Handshake
+  const htmlAsPng = await app.inject({ method: 'PUT', url: hs.presignedUrl, headers: { 'content-type': 'text/html' }, payload: '<html><script>alert(1)</script></html>' })
+  t.equal(htmlAsPng.statusCode, 400, 'a text/html body is refused')
+  // HTML behind a PNG signature is stored, and served only as image/png, unsniffable and sandboxed.
+  const polyglot = Buffer.concat([fileBytes('image/png', 8), Buffer.from('<html><script>alert(document.cookie)</script></html>')])
+  const r = await upload(app, tenant.headers, { bytes: polyglot, name: 'x.html' })
+  t.equal(r.put.statusCode, 200)
+  for (const headers of [tenant.headers, { ...tenant.headers, accept: 'text/html' }]) {
+    for (const q of ['', '?disposition=inline']) {
+      const dl = await app.inject({ url: `/api/v1/files/${r.fileId}/download${q}`, headers })
+      t.equal(dl.headers['content-type'], 'image/png')
+      t.equal(dl.headers['x-content-type-options'], 'nosniff')
+      t.match(dl.headers['content-security-policy'], /sandbox/)
+    }
+  }
+})
