@@ -30,6 +30,11 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
     // One line per request, written by the onResponse hook below, instead of Fastify's two.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: 1024 * 1024,
+    // A whole request (a 100 MiB upload on a slow link included) must arrive within an hour, and
+    // a connection that moves no byte for five minutes is dropped: a client cannot hold an upload
+    // (and its reservation) open forever. Node's defaults would disable the first.
+    requestTimeout: 60 * 60_000,
+    connectionTimeout: 5 * 60_000,
     trustProxy: core.config.trustProxy,
     // Accept a caller's X-Request-Id when it is sane, so a request can be followed across systems.
     requestIdHeader: false,
