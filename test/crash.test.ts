@@ -3,7 +3,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { createHash } from 'node:crypto'
 import Database from 'better-sqlite3'
-import { buildBundle, runCoffer, startCoffer, type Running } from './process-helper'
+import { buildBundle, createTenantOverHttp, runCoffer, startCoffer, type Running } from './process-helper'
 import { fileBytes, tempDir } from './helper'
 import { startReceiver } from './webhook-receiver'
 
@@ -41,13 +41,8 @@ t.test(`SIGKILL at random moments (${KILLS} kills): nothing acknowledged is lost
 
   const tenants: Tenant[] = []
   for (const name of ['crash-a', 'crash-b']) {
-    const res = await fetch(`${server.url}/api/v1/admin/tenants`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ name, quotaBytes: 64 * 1024 * 1024 }),
-    })
-    const body = (await res.json()) as { id: string; apiKey: string }
-    tenants.push({ id: body.id, auth: { authorization: `Bearer ${body.apiKey}` }, workspaces: [] })
+    const created = await createTenantOverHttp(server.url, ADMIN, { name, quotaBytes: 64 * 1024 * 1024 })
+    tenants.push({ id: created.id, auth: created.auth, workspaces: [] })
   }
 
   const acked = new Map<string, Acked>() // 2xx PUT seen

@@ -69,3 +69,15 @@ export function runCoffer(args: string[], opts: { cwd: string; env?: Record<stri
   const fullArgs = opts.command ? args : [BUNDLE, ...args]
   return spawnSync(command, fullArgs, { cwd: opts.cwd, env: { PATH: process.env.PATH ?? '', ...opts.env }, encoding: 'utf8', timeout: 30000 })
 }
+
+/** Creates a tenant through a running server's admin API. */
+export async function createTenantOverHttp(url: string, adminKey: string, body: { name: string; quotaBytes?: number }): Promise<{ id: string; apiKey: string; auth: { authorization: string } }> {
+  const res = await fetch(`${url}/api/v1/admin/tenants`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  })
+  if (res.status !== 201) throw new Error(`tenant creation failed: ${res.status} ${await res.text()}`)
+  const created = (await res.json()) as { id: string; apiKey: string }
+  return { ...created, auth: { authorization: `Bearer ${created.apiKey}` } }
+}

@@ -1,10 +1,10 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import fs from 'node:fs'
 import http from 'node:http'
 import { createHash } from 'node:crypto'
 import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
-import { buildBundle, startCoffer } from './process-helper'
+import { buildBundle, createTenantOverHttp, startCoffer } from './process-helper'
 import { fileBytes, tempDir } from './helper'
 
 buildBundle()
@@ -57,6 +57,14 @@ async function downloadDigest(url: string, headers: Record<string, string> = {})
   return { status: res.status, digest: hash.digest('hex'), length }
 }
 
+/** A server on a fresh data dir under `cwd`, with one tenant of 1 GiB quota. */
+async function startWithTenant(t: Test, cwd: string) {
+  const server = await startCoffer(['serve', '--port', '0', '--data-dir', 'data'], { cwd, env: { COFFER_ADMIN_API_KEY: ADMIN } })
+  t.teardown(() => void server.child.kill('SIGKILL'))
+  const { auth } = await createTenantOverHttp(server.url, ADMIN, { name: 'big', quotaBytes: 1024 * MiB })
+  return { server, auth }
+}
+
 /** Peak resident set size of a process, in bytes (Linux). */
 function peakRss(pid: number): number {
   const m = /VmHWM:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))
@@ -65,15 +73,7 @@ function peakRss(pid: number): number {
 
 t.test('1 KiB, 20 MiB and 100 MiB round-trip byte for byte over HTTP, by key and by signed URL; memory stays flat', async (t) => {
   const cwd = tempDir(t)
-  const server = await startCoffer(['serve', '--port', '0', '--data-dir', 'data'], { cwd, env: { COFFER_ADMIN_API_KEY: ADMIN } })
-  t.teardown(() => void server.child.kill('SIGKILL'))
-  const created = await fetch(`${server.url}/api/v1/admin/tenants`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ name: 'big', quotaBytes: 1024 * MiB }),
-  })
-  const { apiKey } = (await created.json()) as { apiKey: string }
-  const auth = { authorization: `Bearer ${apiKey}` }
+  const { server, auth } = await startWithTenant(t, cwd)
   for (const size of [1024, 20 * MiB, 100 * MiB]) {
     const hs = await fetch(`${server.url}/api/v1/upload/request`, {
       method: 'POST',
@@ -99,15 +99,7 @@ t.test('1 KiB, 20 MiB and 100 MiB round-trip byte for byte over HTTP, by key and
 
 t.test('a body that outgrows the 100 MiB limit is cut off with 413 and nothing stays on disk', async (t) => {
   const cwd = tempDir(t)
-  const server = await startCoffer(['serve', '--port', '0', '--data-dir', 'data'], { cwd, env: { COFFER_ADMIN_API_KEY: ADMIN } })
-  t.teardown(() => void server.child.kill('SIGKILL'))
-  const created = await fetch(`${server.url}/api/v1/admin/tenants`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ name: 'big', quotaBytes: 1024 * MiB }),
-  })
-  const { apiKey } = (await created.json()) as { apiKey: string }
-  const auth = { authorization: `Bearer ${apiKey}` }
+  const { server, auth } = await startWithTenant(t, cwd)
   const hs = await fetch(`${server.url}/api/v1/upload/request`, {
     method: 'POST',
     headers: { ...auth, 'content-type': 'application/json' },

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { buildBundle, runCoffer, startCoffer } from './process-helper'
+import { buildBundle, createTenantOverHttp, runCoffer, startCoffer } from './process-helper'
 import { fileBytes, tempDir } from './helper'
 import { startReceiver } from './webhook-receiver'
 
@@ -14,14 +14,7 @@ t.test('an event whose delivery was interrupted by SIGKILL is delivered after a 
   const receiver = await startReceiver(t, [503, 200])
   let server = await startCoffer(['serve', '--port', '0', '--data-dir', 'data'], { cwd, env })
   t.teardown(() => void server.child.kill('SIGKILL'))
-  const tenant = (await (
-    await fetch(`${server.url}/api/v1/admin/tenants`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ name: 'hooks' }),
-    })
-  ).json()) as { apiKey: string }
-  const auth = { authorization: `Bearer ${tenant.apiKey}` }
+  const { auth } = await createTenantOverHttp(server.url, ADMIN, { name: 'hooks' })
   const hs = (await (
     await fetch(`${server.url}/api/v1/upload/request`, {
       method: 'POST',

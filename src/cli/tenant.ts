@@ -1,5 +1,6 @@
 import { Value } from '@sinclair/typebox/value'
 import { CreateTenantBody } from '../http/schemas/tenants'
+import { createdTenantView } from '../services/tenants'
 import { isoTime } from '../lib/clock'
 import { DATA_DIR_OPTION, parse, println, UsageError, withCore, type CliIO } from './io'
 
@@ -34,15 +35,7 @@ export async function tenantCommand(args: string[], io: CliIO): Promise<number> 
     }
     return withCore(io, values['data-dir'], (core) => {
       const { tenant, apiKey } = core.tenants.create(input as CreateTenantBody)
-      const out = {
-        id: tenant.id,
-        name: tenant.name,
-        apiKey,
-        webhookSecret: tenant.webhookSecret,
-        quotaBytes: tenant.quotaBytes,
-        allowedFileTypes: tenant.allowedFileTypes,
-        createdAt: isoTime(tenant.createdAt),
-      }
+      const out = createdTenantView(tenant, apiKey)
       if (values.json) return println(io.stdout, JSON.stringify(out))
       println(io.stdout, `Created tenant "${out.name}"`)
       println(io.stdout, `  id:             ${out.id}`)

@@ -1,7 +1,7 @@
 import { AppError, notFound } from '../errors'
 import type { DB } from '../db/database'
 import { TenantsRepo, type Tenant } from '../db/repos/tenants'
-import type { Clock } from '../lib/clock'
+import { isoTime, type Clock } from '../lib/clock'
 import { uuidv7, isUuid } from '../lib/ids'
 import { newApiKey, newWebhookSecret, sha256 } from '../lib/secrets'
 import { DEFAULT_TENANT_QUOTA, FILE_TYPES } from '../lib/file-types'
@@ -20,6 +20,19 @@ export interface QuotaInfo {
   usedBytes: number
   availableBytes: number
   usagePercent: number
+}
+
+/** A just-created tenant as the admin API and the CLI show it: the only time its key is shown. */
+export function createdTenantView(tenant: Tenant, apiKey: string) {
+  return {
+    id: tenant.id,
+    name: tenant.name,
+    apiKey,
+    webhookSecret: tenant.webhookSecret,
+    quotaBytes: tenant.quotaBytes,
+    allowedFileTypes: tenant.allowedFileTypes,
+    createdAt: isoTime(tenant.createdAt),
+  }
 }
 
 /** Tenant lifecycle and API-key authentication. */

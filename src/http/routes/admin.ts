@@ -4,7 +4,7 @@ import { adminAuth } from '../auth'
 import { CreateTenantBody, CreatedTenant, RegeneratedKey } from '../schemas/tenants'
 import { PathId, withErrors } from '../schemas/common'
 import { Type } from '@sinclair/typebox'
-import { isoTime } from '../../lib/clock'
+import { createdTenantView } from '../../services/tenants'
 
 /** Admin API: tenant creation and key rotation, behind the admin key. */
 export async function adminRoutes(app: App, core: Core): Promise<void> {
@@ -16,15 +16,7 @@ export async function adminRoutes(app: App, core: Core): Promise<void> {
     async (request, reply) => {
       const { tenant, apiKey } = core.tenants.create(request.body)
       request.log.info({ tenantId: tenant.id }, 'tenant created')
-      return reply.code(201).send({
-        id: tenant.id,
-        name: tenant.name,
-        apiKey,
-        webhookSecret: tenant.webhookSecret,
-        quotaBytes: tenant.quotaBytes,
-        allowedFileTypes: tenant.allowedFileTypes,
-        createdAt: isoTime(tenant.createdAt),
-      })
+      return reply.code(201).send(createdTenantView(tenant, apiKey))
     },
   )
 
