@@ -14,6 +14,8 @@ import { uploadContentRoutes, uploadRequestRoutes } from './http/routes/upload'
 import { downloadRoutes, filesRoutes } from './http/routes/files'
 import { workspacesRoutes } from './http/routes/workspaces'
 import { redactUrl } from './lib/logger'
+import { registerRequestMetrics } from './http/request-metrics'
+import { metricsRoutes } from './http/routes/metrics'
 
 export interface BuildAppOptions {
   logger: FastifyBaseLogger
@@ -44,6 +46,7 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
   app.addSchema(ErrorResponse)
   app.decorateRequest('tenant', null)
   registerErrorHandling(app)
+  registerRequestMetrics(app, core.metrics)
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id)
@@ -62,6 +65,7 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
   })
 
   await app.register(async (scope) => healthRoutes(scope, core))
+  await app.register(async (scope) => metricsRoutes(scope, core))
   await app.register(async (scope) => adminRoutes(scope, core))
   // Token-authorised routes (presigned PUT, signed download) do their own authentication.
   await app.register(async (scope) => uploadContentRoutes(scope, core))

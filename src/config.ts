@@ -16,7 +16,11 @@ const OPTIONS = {
   uploadUrlTtlSeconds: { env: 'COFFER_UPLOAD_URL_TTL_SECONDS', flag: undefined, def: '900', schema: Type.Integer({ minimum: 60, maximum: 86400 }), hint: 'an integer from 60 to 86400', help: 'Lifetime of presigned upload URLs' },
   deletedRetentionSeconds: { env: 'COFFER_DELETED_RETENTION_SECONDS', flag: undefined, def: '604800', schema: Type.Integer({ minimum: 0 }), hint: 'a non-negative integer', help: 'How long soft-deleted files are kept before garbage collection' },
   trustProxy: { env: 'COFFER_TRUST_PROXY', flag: undefined, def: 'false', schema: Type.Boolean(), hint: 'true or false', help: 'Trust X-Forwarded-* headers (behind a reverse proxy)' },
+  metricsToken: { env: 'COFFER_METRICS_TOKEN', flag: undefined, def: undefined, schema: Type.String({ minLength: 16, maxLength: 512 }), hint: 'at least 16 characters', help: 'Bearer token GET /metrics requires (default: /metrics is open, like /health)' },
 } satisfies Record<string, { env: string; flag: string | undefined; def: string | undefined; schema: TSchema; hint: string; help: string }>
+
+/** Settings whose values are credentials: never echoed in an error message. */
+const SECRET_KEYS: ReadonlySet<string> = new Set(['adminApiKey', 'secret', 'metricsToken'])
 
 type Options = typeof OPTIONS
 type Key = keyof Options
@@ -59,7 +63,7 @@ export function loadConfig(env: Record<string, string | undefined>, flags: Recor
     const value = convert(opt.schema, raw)
     if (!Value.Check(opt.schema, value)) {
       const source = fromFlag !== undefined ? `--${opt.flag}` : fromEnv !== undefined ? opt.env : `default of ${opt.env}`
-      const shown = key === 'adminApiKey' || key === 'secret' ? '(hidden)' : JSON.stringify(raw)
+      const shown = SECRET_KEYS.has(key) ? '(hidden)' : JSON.stringify(raw)
       throw new ConfigError(`invalid configuration: ${source}=${shown} must be ${opt.hint}`)
     }
     out[key] = value

@@ -13,6 +13,10 @@ import { FilesService } from './services/files'
 import { UploadsService } from './services/uploads'
 import { GarbageCollector } from './services/gc'
 import { WorkspacesService } from './services/workspaces'
+import { cachedFor, Metrics } from './lib/metrics'
+
+/** How stale the blob gauges may be; the sum behind them scans the blobs table. */
+const BLOB_STATS_MAX_AGE_MS = 30_000
 
 /** Everything the HTTP layer and the CLI work with, built from one config. */
 export interface Core {
@@ -26,6 +30,8 @@ export interface Core {
   readonly uploads: UploadsService
   readonly workspaces: WorkspacesService
   readonly gc: GarbageCollector
+  /** Prometheus metrics; the HTTP layer records requests, the services what they see. */
+  readonly metrics: Metrics
   close(): void
 }
 
@@ -39,6 +45,7 @@ export function createCore(config: Config, clock: Clock = systemClock): Core {
   const blobsRepo = new BlobsRepo(db)
   const workspacesRepo = new WorkspacesRepo(db)
   const tenants = new TenantsService(db, clock)
+  const metrics = new Metrics({ blobs: cachedFor(BLOB_STATS_MAX_AGE_MS, clock, () => blobsRepo.stats()) })
   const files = new FilesService(db, filesRepo, workspacesRepo, signer, clock)
   const uploads = new UploadsService({
     db,
@@ -51,6 +58,7 @@ export function createCore(config: Config, clock: Clock = systemClock): Core {
     signer,
     filesService: files,
     uploadUrlTtlMs: config.uploadUrlTtlSeconds * 1000,
+    meter: metrics,
   })
   const workspaces = new WorkspacesService(db, workspacesRepo, clock)
   const gc = new GarbageCollector({ db, clock, files: filesRepo, blobs: blobsRepo, store, retentionMs: config.deletedRetentionSeconds * 1000 })
@@ -66,6 +74,7 @@ export function createCore(config: Config, clock: Clock = systemClock): Core {
     uploads,
     workspaces,
     gc,
+    metrics,
     close() {
       if (closed) return
       closed = true

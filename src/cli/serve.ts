@@ -22,6 +22,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
   const core = createCore(config)
   const leftovers = emptyTmp(core.dataDir)
   if (leftovers > 0) logger.info({ removed: leftovers }, 'removed partial uploads left by a previous run')
+  core.metrics.collectProcessMetrics()
   const app = await buildApp(core, { logger })
   const tasks = [
     new Periodic('sweep-expired-uploads', 30_000, () => {

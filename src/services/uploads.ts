@@ -13,6 +13,7 @@ import { isUuid, uuidv7 } from '../lib/ids'
 import { FILE_TYPES, MAX_FILE_SIZE, type FileType } from '../lib/file-types'
 import { hasSignature } from '../lib/sniff'
 import { parseWebhookUrl } from '../webhooks/url'
+import type { UploadMeter, UploadOutcome } from '../lib/metrics'
 
 export interface HandshakeInput {
   fileType: string
@@ -53,6 +54,8 @@ export class UploadsService {
       signer: TokenSigner
       filesService: FilesService
       uploadUrlTtlMs: number
+      /** Metrics; absent in the CLI. */
+      meter?: UploadMeter
     },
   ) {}
 
@@ -107,7 +110,9 @@ export class UploadsService {
     if (this.inFlight.has(file.id)) throw new AppError('CONFLICT', 'An upload to this file is already in progress', { field: 'upload' })
     this.inFlight.add(file.id)
     try {
-      return await this.receiveAuthorized(file, input)
+      const done = await this.receiveAuthorized(file, input)
+      this.deps.meter?.finished('completed')
+      return done
     } finally {
       this.inFlight.delete(file.id)
     }
@@ -120,7 +125,10 @@ export class UploadsService {
     let swept = 0
     for (const f of files.expiredPending(now - SWEEP_GRACE_MS, 500)) {
       if (this.inFlight.has(f.id)) continue
-      if (db.transaction(() => this.failInTx(f.id, 'UPLOAD_EXPIRED', 'The upload URL expired before any content arrived')).immediate()) swept++
+      if (db.transaction(() => this.failInTx(f.id, 'UPLOAD_EXPIRED', 'The upload URL expired before any content arrived')).immediate()) {
+        swept++
+        this.deps.meter?.finished('expired')
+      }
     }
     return swept
   }
@@ -153,6 +161,7 @@ export class UploadsService {
     try {
       staged = await this.deps.store.stage(input.body, {
         maxBytes: limit.maxBytes,
+        onChunk: this.deps.meter && ((bytes) => this.deps.meter!.received(bytes)),
         onOverflow: () => limit.overflow(input.contentLength ?? null),
         checkHead: (head) => {
           if (head.length > 0 && !hasSignature(type, head)) {
@@ -202,7 +211,8 @@ export class UploadsService {
    */
   private failWith(file: FileRecord, err: unknown): never {
     const appErr = toUploadError(err)
-    this.deps.db.transaction(() => this.failInTx(file.id, appErr?.code ?? 'INTERNAL_ERROR', appErr?.message ?? 'The upload failed')).immediate()
+    const failed = this.deps.db.transaction(() => this.failInTx(file.id, appErr?.code ?? 'INTERNAL_ERROR', appErr?.message ?? 'The upload failed')).immediate()
+    if (failed) this.deps.meter?.finished(outcomeOf(appErr))
     throw appErr ?? err
   }
 
@@ -261,6 +271,14 @@ export class UploadsService {
     const room = this.room(tenantId, workspaceId)
     if (bytes > room.bytes) throw room.error(bytes)
   }
+}
+
+const FAILURE_OUTCOMES: ReadonlySet<string> = new Set(['invalid_file_type', 'file_too_large', 'quota_exceeded', 'validation_error', 'insufficient_storage'])
+
+/** The metrics outcome of a failed upload: a bounded label set, whatever was thrown. */
+function outcomeOf(err: AppError | undefined): UploadOutcome {
+  const code = err?.code.toLowerCase() ?? ''
+  return (FAILURE_OUTCOMES.has(code) ? code : 'internal_error') as UploadOutcome
 }
 
 /** The client-facing error for a failure while receiving content; undefined when unexpected. */
