@@ -14,7 +14,7 @@ import { uploadContentRoutes, uploadRequestRoutes } from './http/routes/upload'
 import { downloadRoutes, filesRoutes } from './http/routes/files'
 import { workspacesRoutes } from './http/routes/workspaces'
 import { redactUrl } from './lib/logger'
-import { registerRequestMetrics } from './http/request-metrics'
+import { registerRequestLifecycle } from './http/request-lifecycle'
 import { metricsRoutes } from './http/routes/metrics'
 
 export interface BuildAppOptions {
@@ -38,6 +38,8 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID()
     },
     routerOptions: { maxParamLength: 1000 },
+    // Requests arriving during close are refused by request-lifecycle.ts, in the contract's error shape.
+    return503OnClosing: false,
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   app.setValidatorCompiler(validatorCompiler)
@@ -46,7 +48,7 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
   app.addSchema(ErrorResponse)
   app.decorateRequest('tenant', null)
   registerErrorHandling(app)
-  registerRequestMetrics(app, core.metrics)
+  registerRequestLifecycle(app, core.metrics)
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id)

@@ -52,6 +52,9 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
+/** Signals that shut the server down: SIGTERM (systemd, CI runners), SIGINT (Ctrl-C), SIGHUP (terminal closed). */
+const STOP_SIGNALS: NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP']
+
 async function serve(args: string[]): Promise<number> {
   const { values } = parse(args, {
     port: { type: 'string' },
@@ -66,21 +69,29 @@ async function serve(args: string[]): Promise<number> {
   }
   const config = loadConfig(process.env, flags)
   const logger = createLogger(config.logLevel)
-  const server = await startServer(config, logger)
-  return new Promise<number>((resolve) => {
-    const stop = (signal: NodeJS.Signals) => {
-      logger.info({ signal }, 'shutting down')
-      server.close().then(
-        () => resolve(0),
-        (err: unknown) => {
-          logger.error({ err }, 'shutdown failed')
-          resolve(1)
-        },
-      )
+  // Listening for signals from the start: one that arrives while starting still shuts down cleanly.
+  const stopSignal = new Promise<NodeJS.Signals>((resolve) => {
+    let received = false
+    const onSignal = (signal: NodeJS.Signals) => {
+      if (!received) {
+        received = true
+        return resolve(signal)
+      }
+      logger.warn({ signal }, 'second signal: exiting without waiting for in-flight requests')
+      process.exit(1)
     }
-    process.once('SIGTERM', stop)
-    process.once('SIGINT', stop)
+    for (const s of STOP_SIGNALS) process.on(s, onSignal)
   })
+  const server = await startServer(config, logger)
+  const signal = await stopSignal
+  logger.info({ signal }, 'signal received')
+  try {
+    await server.close()
+    return 0
+  } catch (err) {
+    logger.error({ err }, 'shutdown failed')
+    return 1
+  }
 }
 
 main(process.argv.slice(2)).then(

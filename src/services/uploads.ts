@@ -39,8 +39,11 @@ export const SWEEP_GRACE_MS = 5 * 60_000
 
 /** The two-step upload: a handshake that reserves quota, then a streamed PUT that settles it. */
 export class UploadsService {
-  /** Uploads whose body is streaming right now: a second PUT is refused, the sweeper skips them. */
-  private readonly inFlight = new Set<string>()
+  /**
+   * Uploads whose body is streaming right now, with the work receiving them: a second PUT is
+   * refused, the sweeper skips them, and shutdown waits for them (settled()).
+   */
+  private readonly inFlight = new Map<string, Promise<FileRecord>>()
 
   constructor(
     private readonly deps: {
@@ -108,14 +111,24 @@ export class UploadsService {
   async receive(input: ReceiveInput): Promise<FileRecord> {
     const file = this.authorize(input)
     if (this.inFlight.has(file.id)) throw new AppError('CONFLICT', 'An upload to this file is already in progress', { field: 'upload' })
-    this.inFlight.add(file.id)
+    const work = this.receiveAuthorized(file, input)
+    this.inFlight.set(file.id, work)
     try {
-      const done = await this.receiveAuthorized(file, input)
+      const done = await work
       this.deps.meter?.finished('completed')
       return done
     } finally {
       this.inFlight.delete(file.id)
     }
+  }
+
+  /**
+   * Resolves once every upload being received has finished, whichever way. Shutdown awaits it
+   * after cutting connections: a cut-off upload still has to mark its file failed, release its
+   * reservation and remove its temp file, and the database must stay open until it has.
+   */
+  async settled(): Promise<void> {
+    while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight.values()])
   }
 
   /** Abandoned pending uploads (URL expired more than the grace period ago) become failed. */
