@@ -15,6 +15,7 @@ import { downloadRoutes, filesRoutes } from './http/routes/files'
 import { workspacesRoutes } from './http/routes/workspaces'
 import { redactUrl } from './lib/logger'
 import { registerRequestLifecycle } from './http/request-lifecycle'
+import { documentSecurity, registerOpenApi } from './http/openapi'
 import { metricsRoutes } from './http/routes/metrics'
 
 export interface BuildAppOptions {
@@ -48,6 +49,7 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
   app.addSchema(ErrorResponse)
   app.decorateRequest('tenant', null)
   registerErrorHandling(app)
+  await registerOpenApi(app)
   registerRequestLifecycle(app, core.metrics)
 
   app.addHook('onRequest', async (request, reply) => {
@@ -68,11 +70,21 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
 
   await app.register(async (scope) => healthRoutes(scope, core))
   await app.register(async (scope) => metricsRoutes(scope, core))
-  await app.register(async (scope) => adminRoutes(scope, core))
-  // Token-authorised routes (presigned PUT, signed download) do their own authentication.
-  await app.register(async (scope) => uploadContentRoutes(scope, core))
-  await app.register(async (scope) => downloadRoutes(scope, core))
   await app.register(async (scope) => {
+    scope.addHook('onRoute', documentSecurity('adminKey'))
+    await adminRoutes(scope, core)
+  })
+  // Token-authorised routes (presigned PUT, signed download) do their own authentication.
+  await app.register(async (scope) => {
+    scope.addHook('onRoute', documentSecurity('signedToken'))
+    await uploadContentRoutes(scope, core)
+  })
+  await app.register(async (scope) => {
+    scope.addHook('onRoute', documentSecurity('tenantKey', 'signedToken'))
+    await downloadRoutes(scope, core)
+  })
+  await app.register(async (scope) => {
+    scope.addHook('onRoute', documentSecurity('tenantKey'))
     scope.addHook('onRequest', tenantAuth(core.tenants))
     await tenantRoutes(scope, core)
     await uploadRequestRoutes(scope, core)

@@ -11,7 +11,7 @@ import { safeEqual } from '../../lib/secrets'
  */
 export async function metricsRoutes(app: App, core: Core): Promise<void> {
   const token = core.config.metricsToken
-  app.get('/metrics', async (request, reply) => {
+  app.get('/metrics', { schema: { hide: true } }, async (request, reply) => {
     if (token !== undefined) {
       const given = bearerToken(request)
       if (given === undefined) throw new AppError('UNAUTHORIZED', 'Missing Authorization: Bearer <COFFER_METRICS_TOKEN> header')
