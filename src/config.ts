@@ -16,6 +16,7 @@ const OPTIONS = {
   uploadUrlTtlSeconds: { env: 'COFFER_UPLOAD_URL_TTL_SECONDS', flag: undefined, def: '900', schema: Type.Integer({ minimum: 60, maximum: 86400 }), hint: 'an integer from 60 to 86400', help: 'Lifetime of presigned upload URLs' },
   deletedRetentionSeconds: { env: 'COFFER_DELETED_RETENTION_SECONDS', flag: undefined, def: '604800', schema: Type.Integer({ minimum: 0 }), hint: 'a non-negative integer', help: 'How long soft-deleted files are kept before garbage collection' },
   trustProxy: { env: 'COFFER_TRUST_PROXY', flag: undefined, def: 'false', schema: Type.Boolean(), hint: 'true or false', help: 'Trust X-Forwarded-* headers (behind a reverse proxy)' },
+  webhookAllowPrivate: { env: 'COFFER_WEBHOOK_ALLOW_PRIVATE', flag: undefined, def: 'false', schema: Type.Boolean(), hint: 'true or false', help: 'Allow webhooks to loopback/private/link-local addresses' },
   shutdownTimeoutSeconds: { env: 'COFFER_SHUTDOWN_TIMEOUT_SECONDS', flag: undefined, def: '10', schema: Type.Integer({ minimum: 1, maximum: 3600 }), hint: 'an integer from 1 to 3600', help: 'How long shutdown lets in-flight requests finish before cutting them off' },
   metricsToken: { env: 'COFFER_METRICS_TOKEN', flag: undefined, def: undefined, schema: Type.String({ minLength: 16, maxLength: 512 }), hint: 'at least 16 characters', help: 'Bearer token GET /metrics requires (default: /metrics is open, like /health)' },
 } satisfies Record<string, { env: string; flag: string | undefined; def: string | undefined; schema: TSchema; hint: string; help: string }>

@@ -4,6 +4,7 @@ import { startServer, SERVE_HELP } from './cli/serve'
 import { tenantCommand } from './cli/tenant'
 import { gcCommand, verifyCommand } from './cli/maintenance'
 import { parse, println, UsageError, type CliIO } from './cli/io'
+import { announceEphemeral, prepareEphemeral } from './cli/ephemeral'
 import { version } from '../package.json'
 
 const HELP = `coffer ${version}: multi-tenant file storage in one executable
@@ -61,14 +62,19 @@ async function serve(args: string[]): Promise<number> {
     host: { type: 'string' },
     'data-dir': { type: 'string' },
     'log-level': { type: 'string' },
+    ephemeral: { type: 'boolean' },
   })
-  const { help, ...flags } = values
+  const { help, ephemeral, ...flags } = values
   if (help) {
     println(process.stdout, SERVE_HELP)
     return 0
   }
-  const config = loadConfig(process.env, flags)
-  const logger = createLogger(config.logLevel)
+  const eph = ephemeral ? prepareEphemeral(process.env, flags) : undefined
+  // However the process ends (clean exit, a crash, a forced exit), the temporary data dir goes too.
+  if (eph) process.once('exit', eph.remove)
+  const config = eph?.config ?? loadConfig(process.env, flags)
+  // Ephemeral mode keeps stdout for its one JSON line; the logs go to stderr.
+  const logger = createLogger(config.logLevel, eph ? process.stderr : process.stdout)
   // Listening for signals from the start: one that arrives while starting still shuts down cleanly.
   const stopSignal = new Promise<NodeJS.Signals>((resolve) => {
     let received = false
@@ -83,6 +89,14 @@ async function serve(args: string[]): Promise<number> {
     for (const s of STOP_SIGNALS) process.on(s, onSignal)
   })
   const server = await startServer(config, logger)
+  if (eph) {
+    try {
+      announceEphemeral(server, eph, process.stdout)
+    } catch (err) {
+      await server.close()
+      throw err
+    }
+  }
   const signal = await stopSignal
   logger.info({ signal }, 'signal received')
   try {

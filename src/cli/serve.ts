@@ -9,8 +9,14 @@ import type { Background } from '../lib/background'
 import { Periodic } from '../lib/periodic'
 
 export const SERVE_HELP = `Usage: coffer serve [--port PORT] [--host HOST] [--data-dir DIR] [--log-level LEVEL]
+       coffer serve --ephemeral [--port PORT] [--host HOST] [--log-level LEVEL]
 
 Runs the HTTP API. Flags override COFFER_* environment variables (see coffer --help).
+
+--ephemeral  A throwaway instance for CI: a temporary data dir (under TMPDIR) removed on exit,
+             a generated admin key and one tenant with an sk_test_ key, webhooks to loopback
+             and private addresses allowed. Once listening it prints exactly one JSON line on
+             stdout, {"url","adminApiKey","tenant":{"id","apiKey"}}; logs go to stderr.
 
 SIGTERM or SIGINT shuts down gracefully: no new requests, in-flight ones get up to
 COFFER_SHUTDOWN_TIMEOUT_SECONDS to finish, then the database closes and the exit code is 0.`
