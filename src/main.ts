@@ -3,6 +3,7 @@ import { createLogger } from './lib/logger'
 import { startServer, SERVE_HELP } from './cli/serve'
 import { tenantCommand } from './cli/tenant'
 import { gcCommand, verifyCommand } from './cli/maintenance'
+import { backupCommand } from './cli/backup'
 import { parse, println, UsageError, type CliIO } from './cli/io'
 import { announceEphemeral, prepareEphemeral } from './cli/ephemeral'
 import { version } from '../package.json'
@@ -17,6 +18,7 @@ Commands:
                            manage tenants offline on the data dir (coffer tenant --help)
   gc                       purge deleted files past retention and unreferenced blobs
   verify                   re-hash every blob and report missing or corrupt content
+  backup DEST              consistent online copy of the data dir into DEST (coffer backup --help)
   version                  print the version
 
 Configuration (flags override environment variables, which override defaults):
@@ -48,6 +50,8 @@ async function main(argv: string[]): Promise<number> {
       return gcCommand(args, io)
     case 'verify':
       return verifyCommand(args, io)
+    case 'backup':
+      return backupCommand(args, io)
     default:
       throw new UsageError(`unknown command: ${command}`)
   }
