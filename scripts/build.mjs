@@ -7,9 +7,9 @@ import { fileURLToPath } from 'node:url'
 import { createRequire } from 'node:module'
 import * as esbuild from 'esbuild'
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
-const outFile = path.join(root, 'dist', 'coffer.cjs')
-const addonOut = path.join(root, 'dist', 'better_sqlite3.node')
+export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
+export const outFile = path.join(root, 'dist', 'coffer.cjs')
+export const addonOut = path.join(root, 'dist', 'better_sqlite3.node')
 const require = createRequire(import.meta.url)
 
 function newestInput() {
@@ -28,7 +28,7 @@ function newestInput() {
   return newest
 }
 
-function isFresh() {
+export function isFresh() {
   if (!fs.existsSync(outFile) || !fs.existsSync(addonOut)) return false
   return fs.statSync(outFile).mtimeMs >= newestInput()
 }
@@ -51,11 +51,20 @@ const sqliteBindingPlugin = {
   },
 }
 
+/** Temp file + rename: a reader sees the old file or the new one, never a mix. */
+function replaceAtomically(file, bytes) {
+  const tmp = `${file}.${process.pid}.tmp`
+  fs.writeFileSync(tmp, bytes)
+  fs.renameSync(tmp, file)
+}
+
 export async function build() {
   fs.mkdirSync(path.dirname(outFile), { recursive: true })
   const result = await esbuild.build({
     entryPoints: [path.join(root, 'src', 'main.ts')],
     outfile: outFile,
+    // Written by hand below: test files build concurrently, and none may read half a bundle.
+    write: false,
     bundle: true,
     platform: 'node',
     target: 'node24',
@@ -69,7 +78,8 @@ export async function build() {
     metafile: true,
   })
   const prebuild = path.join(path.dirname(require.resolve('better-sqlite3/package.json')), 'prebuilds', `${process.platform}-${process.arch}.node`)
-  fs.copyFileSync(prebuild, addonOut)
+  replaceAtomically(addonOut, fs.readFileSync(prebuild))
+  replaceAtomically(outFile, result.outputFiles.find((f) => f.path === outFile).contents)
   const size = fs.statSync(outFile).size
   console.error(`built ${path.relative(root, outFile)} (${(size / 1024).toFixed(0)} KiB) and ${path.relative(root, addonOut)}`)
   return result

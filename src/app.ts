@@ -16,6 +16,9 @@ import { downloadRoutes, filesRoutes } from './http/routes/files'
 import { workspacesRoutes } from './http/routes/workspaces'
 import { redactUrl } from './lib/logger'
 import { registerRateLimit } from './http/rate-limit'
+import { registerRequestLifecycle } from './http/request-lifecycle'
+import { documentSecurity, registerOpenApi } from './http/openapi'
+import { metricsRoutes } from './http/routes/metrics'
 
 export interface BuildAppOptions {
   logger: FastifyBaseLogger
@@ -53,6 +56,8 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
       reply.header('x-request-id', request.id)
       return sendError(reply, appErr)
     },
+    // Requests arriving during close are refused by request-lifecycle.ts, in the contract's error shape.
+    return503OnClosing: false,
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   app.setValidatorCompiler(validatorCompiler)
@@ -61,6 +66,8 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
   app.addSchema(ErrorResponse)
   app.decorateRequest('tenant', null)
   registerErrorHandling(app)
+  await registerOpenApi(app)
+  registerRequestLifecycle(app, core.metrics)
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id)
@@ -80,11 +87,22 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
 
   await registerRateLimit(app, core)
   await app.register(async (scope) => healthRoutes(scope, core))
-  await app.register(async (scope) => adminRoutes(scope, core))
-  // Token-authorised routes (presigned PUT, signed download) do their own authentication.
-  await app.register(async (scope) => uploadContentRoutes(scope, core))
-  await app.register(async (scope) => downloadRoutes(scope, core))
+  await app.register(async (scope) => metricsRoutes(scope, core))
   await app.register(async (scope) => {
+    scope.addHook('onRoute', documentSecurity('adminKey'))
+    await adminRoutes(scope, core)
+  })
+  // Token-authorised routes (presigned PUT, signed download) do their own authentication.
+  await app.register(async (scope) => {
+    scope.addHook('onRoute', documentSecurity('signedToken'))
+    await uploadContentRoutes(scope, core)
+  })
+  await app.register(async (scope) => {
+    scope.addHook('onRoute', documentSecurity('tenantKey', 'signedToken'))
+    await downloadRoutes(scope, core)
+  })
+  await app.register(async (scope) => {
+    scope.addHook('onRoute', documentSecurity('tenantKey'))
     scope.addHook('onRequest', tenantAuth(core.tenants))
     await tenantRoutes(scope, core)
     await uploadRequestRoutes(scope, core)

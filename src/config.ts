@@ -19,7 +19,12 @@ const OPTIONS = {
   rateLimitMax: { env: 'COFFER_RATE_LIMIT_MAX', flag: undefined, def: '0', schema: Type.Integer({ minimum: 0, maximum: 1_000_000_000 }), hint: 'a non-negative integer', help: 'Requests per window per tenant; 0 turns rate limiting off' },
   rateLimitWindowSeconds: { env: 'COFFER_RATE_LIMIT_WINDOW_SECONDS', flag: undefined, def: '60', schema: Type.Integer({ minimum: 1, maximum: 86400 }), hint: 'an integer from 1 to 86400', help: 'Rate-limit window in seconds' },
   trustProxy: { env: 'COFFER_TRUST_PROXY', flag: undefined, def: 'false', schema: Type.Boolean(), hint: 'true or false', help: 'Trust X-Forwarded-* headers (behind a reverse proxy)' },
+  shutdownTimeoutSeconds: { env: 'COFFER_SHUTDOWN_TIMEOUT_SECONDS', flag: undefined, def: '10', schema: Type.Integer({ minimum: 1, maximum: 3600 }), hint: 'an integer from 1 to 3600', help: 'How long shutdown lets in-flight requests finish before cutting them off' },
+  metricsToken: { env: 'COFFER_METRICS_TOKEN', flag: undefined, def: undefined, schema: Type.String({ minLength: 16, maxLength: 512 }), hint: 'at least 16 characters', help: 'Bearer token GET /metrics requires (default: /metrics is open, like /health)' },
 } satisfies Record<string, { env: string; flag: string | undefined; def: string | undefined; schema: TSchema; hint: string; help: string }>
+
+/** Settings whose values are credentials: never echoed in an error message. */
+const SECRET_KEYS: ReadonlySet<string> = new Set(['adminApiKey', 'secret', 'metricsToken'])
 
 type Options = typeof OPTIONS
 type Key = keyof Options
@@ -62,7 +67,7 @@ export function loadConfig(env: Record<string, string | undefined>, flags: Recor
     const value = convert(opt.schema, raw)
     if (!Value.Check(opt.schema, value)) {
       const source = fromFlag !== undefined ? `--${opt.flag}` : fromEnv !== undefined ? opt.env : `default of ${opt.env}`
-      const shown = key === 'adminApiKey' || key === 'secret' ? '(hidden)' : JSON.stringify(raw)
+      const shown = SECRET_KEYS.has(key) ? '(hidden)' : JSON.stringify(raw)
       throw new ConfigError(`invalid configuration: ${source}=${shown} must be ${opt.hint}`)
     }
     out[key] = value

@@ -20,6 +20,10 @@ import { deliver } from './webhooks/deliver'
 import { systemResolver, type Resolver } from './webhooks/ssrf'
 import type { FastifyBaseLogger } from 'fastify'
 import { createLogger } from './lib/logger'
+import { cachedFor, Metrics } from './lib/metrics'
+
+/** How stale the blob gauges may be; the sum behind them scans the blobs table. */
+const BLOB_STATS_MAX_AGE_MS = 30_000
 
 /** Everything the HTTP layer and the CLI work with, built from one config. */
 export interface Core {
@@ -35,6 +39,8 @@ export interface Core {
   readonly gc: GarbageCollector
   readonly outbox: OutboxRepo
   readonly webhooks: WebhookScheduler
+  /** Prometheus metrics; the HTTP layer records requests, the services what they see. */
+  readonly metrics: Metrics
   close(): void
 }
 
@@ -65,6 +71,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const outbox = new OutboxRepo(db)
   const events = new FileEvents(outbox, filesRepo, clock)
   const tenants = new TenantsService(db, clock)
+  const metrics = new Metrics({ blobs: cachedFor(BLOB_STATS_MAX_AGE_MS, clock, () => blobsRepo.stats()), outbox: () => outbox.counts() })
   const files = new FilesService(db, filesRepo, workspacesRepo, signer, clock, events)
   const uploads = new UploadsService({
     db,
@@ -79,6 +86,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     events,
     uploadUrlTtlMs: config.uploadUrlTtlSeconds * 1000,
     webhookAllowPrivate: config.webhookAllowPrivate,
+    meter: metrics,
   })
   const workspaces = new WorkspacesService(db, workspacesRepo, clock, events)
   const resolve = options.resolve ?? systemResolver
@@ -105,6 +113,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     gc,
     outbox,
     webhooks,
+    metrics,
     close() {
       if (closed) return
       closed = true

@@ -4,7 +4,9 @@ import { startServer, SERVE_HELP } from './cli/serve'
 import { tenantCommand } from './cli/tenant'
 import { gcCommand, verifyCommand } from './cli/maintenance'
 import { webhooksCommand } from './cli/webhooks'
+import { backupCommand } from './cli/backup'
 import { parse, println, UsageError, type CliIO } from './cli/io'
+import { announceEphemeral, prepareEphemeral } from './cli/ephemeral'
 import { version } from '../package.json'
 
 const HELP = `coffer ${version}: multi-tenant file storage in one executable
@@ -18,6 +20,7 @@ Commands:
   webhooks list|retry      inspect and re-drive webhook deliveries (coffer webhooks --help)
   gc                       purge deleted files past retention and unreferenced blobs
   verify                   re-hash every blob and report missing or corrupt content
+  backup DEST              consistent online copy of the data dir into DEST (coffer backup --help)
   version                  print the version
 
 Configuration (flags override environment variables, which override defaults):
@@ -51,10 +54,15 @@ async function main(argv: string[]): Promise<number> {
       return gcCommand(args, io)
     case 'verify':
       return verifyCommand(args, io)
+    case 'backup':
+      return backupCommand(args, io)
     default:
       throw new UsageError(`unknown command: ${command}`)
   }
 }
+
+/** Signals that shut the server down: SIGTERM (systemd, CI runners), SIGINT (Ctrl-C), SIGHUP (terminal closed). */
+const STOP_SIGNALS: NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP']
 
 async function serve(args: string[]): Promise<number> {
   const { values } = parse(args, {
@@ -62,29 +70,50 @@ async function serve(args: string[]): Promise<number> {
     host: { type: 'string' },
     'data-dir': { type: 'string' },
     'log-level': { type: 'string' },
+    ephemeral: { type: 'boolean' },
   })
-  const { help, ...flags } = values
+  const { help, ephemeral, ...flags } = values
   if (help) {
     println(process.stdout, SERVE_HELP)
     return 0
   }
-  const config = loadConfig(process.env, flags)
-  const logger = createLogger(config.logLevel)
-  const server = await startServer(config, logger)
-  return new Promise<number>((resolve) => {
-    const stop = (signal: NodeJS.Signals) => {
-      logger.info({ signal }, 'shutting down')
-      server.close().then(
-        () => resolve(0),
-        (err: unknown) => {
-          logger.error({ err }, 'shutdown failed')
-          resolve(1)
-        },
-      )
+  const eph = ephemeral ? prepareEphemeral(process.env, flags) : undefined
+  // However the process ends (clean exit, a crash, a forced exit), the temporary data dir goes too.
+  if (eph) process.once('exit', eph.remove)
+  const config = eph?.config ?? loadConfig(process.env, flags)
+  // Ephemeral mode keeps stdout for its one JSON line; the logs go to stderr.
+  const logger = createLogger(config.logLevel, eph ? process.stderr : process.stdout)
+  // Listening for signals from the start: one that arrives while starting still shuts down cleanly.
+  const stopSignal = new Promise<NodeJS.Signals>((resolve) => {
+    let received = false
+    const onSignal = (signal: NodeJS.Signals) => {
+      if (!received) {
+        received = true
+        return resolve(signal)
+      }
+      logger.warn({ signal }, 'second signal: exiting without waiting for in-flight requests')
+      process.exit(1)
     }
-    process.once('SIGTERM', stop)
-    process.once('SIGINT', stop)
+    for (const s of STOP_SIGNALS) process.on(s, onSignal)
   })
+  const server = await startServer(config, logger)
+  if (eph) {
+    try {
+      announceEphemeral(server, eph, process.stdout)
+    } catch (err) {
+      await server.close()
+      throw err
+    }
+  }
+  const signal = await stopSignal
+  logger.info({ signal }, 'signal received')
+  try {
+    await server.close()
+    return 0
+  } catch (err) {
+    logger.error({ err }, 'shutdown failed')
+    return 1
+  }
 }
 
 main(process.argv.slice(2)).then(

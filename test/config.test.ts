@@ -1,6 +1,7 @@
 import t from 'tap'
 import path from 'node:path'
-import { loadConfig, ConfigError } from '../src/config'
+import fs from 'node:fs'
+import { loadConfig, ConfigError, configHelp } from '../src/config'
 
 t.test('defaults', async (t) => {
   const c = loadConfig({})
@@ -48,5 +49,29 @@ t.test('invalid values throw one clear line naming the setting', async (t) => {
       t.notMatch((err as Error).message, /\n/, 'one line')
       t.notMatch((err as Error).message, /short|too-short/, 'secrets are not echoed')
     }
+  }
+})
+
+t.test('operations settings: shutdown bound, private webhooks, metrics token', async (t) => {
+  const c = loadConfig({})
+  t.equal(c.shutdownTimeoutSeconds, 10)
+  t.equal(c.webhookAllowPrivate, false)
+  t.equal(c.metricsToken, undefined)
+  const set = loadConfig({ COFFER_SHUTDOWN_TIMEOUT_SECONDS: '3600', COFFER_WEBHOOK_ALLOW_PRIVATE: 'true', COFFER_METRICS_TOKEN: 'scrape-token-0123456789' })
+  t.equal(set.shutdownTimeoutSeconds, 3600)
+  t.equal(set.webhookAllowPrivate, true)
+  t.equal(set.metricsToken, 'scrape-token-0123456789')
+  t.throws(() => loadConfig({ COFFER_SHUTDOWN_TIMEOUT_SECONDS: '0' }), /COFFER_SHUTDOWN_TIMEOUT_SECONDS="0" must be an integer from 1 to 3600/)
+  t.throws(() => loadConfig({ COFFER_SHUTDOWN_TIMEOUT_SECONDS: '3601' }), /from 1 to 3600/)
+  t.throws(() => loadConfig({ COFFER_WEBHOOK_ALLOW_PRIVATE: 'sometimes' }), /COFFER_WEBHOOK_ALLOW_PRIVATE="sometimes" must be true or false/)
+  t.throws(() => loadConfig({ COFFER_METRICS_TOKEN: 'short-token' }), /^invalid configuration: COFFER_METRICS_TOKEN=\(hidden\) must be at least 16 characters$/)
+})
+
+t.test('the README configuration table lists every setting with its default', async (t) => {
+  const readme = fs.readFileSync(path.join(__dirname, '..', 'README.md'), 'utf8')
+  for (const o of configHelp()) {
+    const row = readme.split('\n').find((l) => l.startsWith(`| \`${o.env}\` |`))
+    t.ok(row, `${o.env} has a row`)
+    if (o.def !== undefined) t.ok(row?.includes(`| \`${o.def}\` |`), `${o.env} shows its default ${o.def}`)
   }
 })

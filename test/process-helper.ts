@@ -18,6 +18,8 @@ export interface Running {
   url: string
   /** Every stdout/stderr line seen so far. */
   lines: string[]
+  /** The stdout lines alone. */
+  stdout: string[]
   /** Resolves with the exit code (or signal name) once the process ends. */
   exited: Promise<number | string>
 }
@@ -34,6 +36,7 @@ export function startCoffer(
   const fullArgs = opts.command ? args : [BUNDLE, ...args]
   const child = spawn(command, fullArgs, { cwd: opts.cwd, env: { PATH: process.env.PATH ?? '', ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] })
   const lines: string[] = []
+  const stdout: string[] = []
   const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)))
   const ready = opts.ready ?? /coffer listening on (http:\/\/[^\s"]+)/
   fs.mkdirSync(TEST_LOG_DIR, { recursive: true })
@@ -51,10 +54,13 @@ export function startCoffer(
       const m = ready.exec(line)
       if (m) {
         clearTimeout(timer)
-        resolve({ child, url: m[1] ?? '', lines, exited })
+        resolve({ child, url: m[1] ?? '', lines, stdout, exited })
       }
     }
-    readline.createInterface({ input: child.stdout! }).on('line', onLine)
+    readline.createInterface({ input: child.stdout! }).on('line', (line) => {
+      stdout.push(line)
+      onLine(line)
+    })
     readline.createInterface({ input: child.stderr! }).on('line', onLine)
     void exited.then((code) => {
       clearTimeout(timer)

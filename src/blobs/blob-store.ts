@@ -14,6 +14,8 @@ export interface StageGuard {
   /** Largest size accepted; `onOverflow` is thrown as soon as the stream passes it. */
   maxBytes: number
   onOverflow: () => Error
+  /** Called with the size of every chunk as it arrives (metrics), before any check. */
+  onChunk?: (bytes: number) => void
   /** Called once with the first bytes (up to 64, fewer if the content is shorter); may throw. */
   checkHead?: (head: Buffer) => void
 }

@@ -4,27 +4,40 @@ import type { Config } from '../config'
 import { createCore, type Core } from '../core'
 import { emptyTmp } from '../lib/data-dir'
 import type { App } from '../http/types'
+import { closeGracefully } from '../http/request-lifecycle'
+import type { Background } from '../lib/background'
 import { Periodic } from '../lib/periodic'
 
 export const SERVE_HELP = `Usage: coffer serve [--port PORT] [--host HOST] [--data-dir DIR] [--log-level LEVEL]
+       coffer serve --ephemeral [--port PORT] [--host HOST] [--log-level LEVEL]
 
-Runs the HTTP API. Flags override COFFER_* environment variables (see coffer --help).`
+Runs the HTTP API. Flags override COFFER_* environment variables (see coffer --help).
+
+--ephemeral  A throwaway instance for CI: a temporary data dir (under TMPDIR) removed on exit,
+             a generated admin key and one tenant with an sk_test_ key, webhooks to loopback
+             and private addresses allowed. Once listening it prints exactly one JSON line on
+             stdout, {"url","adminApiKey","tenant":{"id","apiKey"}}; logs go to stderr.
+
+SIGTERM or SIGINT shuts down gracefully: no new requests, in-flight ones get up to
+COFFER_SHUTDOWN_TIMEOUT_SECONDS to finish, then the database closes and the exit code is 0.`
 
 /** A running server. close() stops accepting, drains in-flight requests and closes the database. */
 export interface Server {
   url: string
   app: App
   core: Core
+  /** Started once listening, stopped by close(). */
+  background: readonly Background[]
+  /** Idempotent; resolves once everything is stopped and the database is closed. */
   close(): Promise<void>
 }
 
-export async function startServer(config: Config, logger: Logger): Promise<Server> {
-  const core = createCore(config, { log: logger })
-  const leftovers = emptyTmp(core.dataDir)
-  if (leftovers > 0) logger.info({ removed: leftovers }, 'removed partial uploads left by a previous run')
-  const app = await buildApp(core, { logger })
-  // Background components: each has idempotent start()/stop().
-  const tasks: { start(): void; stop(): Promise<void> }[] = [
+/**
+ * The components that run beside the HTTP server. Each is started once the server listens and
+ * stopped on shutdown, before the database closes.
+ */
+export function backgroundComponents(core: Core, logger: Logger): Background[] {
+  return [
     core.webhooks,
     new Periodic('sweep-expired-uploads', 30_000, () => {
       const swept = core.uploads.sweepExpired()
@@ -35,12 +48,31 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
       if (r.filesPurged + r.blobsRemoved > 0) logger.info(r, 'garbage collected')
     }, logger),
   ]
+}
+
+export async function startServer(config: Config, logger: Logger): Promise<Server> {
+  const core = createCore(config, { log: logger })
+  const leftovers = emptyTmp(core.dataDir)
+  if (leftovers > 0) logger.info({ removed: leftovers }, 'removed partial uploads left by a previous run')
+  core.metrics.collectProcessMetrics()
+  const app = await buildApp(core, { logger })
+  const background = backgroundComponents(core, logger)
   let closing: Promise<void> | undefined
   const close = () =>
     (closing ??= (async () => {
-      await Promise.all(tasks.map((t) => t.stop()))
-      await app.close()
-      core.close()
+      const timeoutMs = config.shutdownTimeoutSeconds * 1000
+      logger.info({ inFlight: app.inFlightRequests(), timeoutMs }, 'shutting down: refusing new requests, finishing those in flight')
+      // Background work stops while the requests in flight finish; both before the database closes.
+      const stopped = Promise.allSettled(background.map((b) => b.stop()))
+      try {
+        await closeGracefully(app, timeoutMs, logger)
+        // Uploads cut off at the timeout still mark their file failed and remove their temp file.
+        await core.uploads.settled()
+        for (const r of await stopped) if (r.status === 'rejected') logger.error({ err: r.reason }, 'a background component failed to stop')
+      } finally {
+        core.close()
+      }
+      logger.info('shutdown complete')
     })())
   logger.info({ dataDir: config.dataDir }, 'coffer starting')
   try {
@@ -49,7 +81,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
     await close()
     throw err
   }
-  for (const t of tasks) t.start()
+  for (const b of background) b.start()
   const addr = app.server.address()
   const port = typeof addr === 'object' && addr ? addr.port : config.port
   const host = config.host.includes(':') ? `[${config.host}]` : config.host
@@ -60,5 +92,5 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
         `or create a tenant offline with: coffer tenant create --name NAME --data-dir ${config.dataDir}`,
     )
   }
-  return { url, app, core, close }
+  return { url, app, core, background, close }
 }

@@ -12,12 +12,7 @@ let addonLoaded = false
  * `dataDir` is where the single executable may unpack its SQLite addon.
  */
 export function openDatabase(file: string, dataDir: string, migrations: readonly Migration[] = MIGRATIONS): DB {
-  if (!addonLoaded) {
-    addon = loadSqliteAddon(dataDir)
-    addonLoaded = true
-  }
-  // better-sqlite3 accepts the loaded addon object; its type declarations only know the path form.
-  const db = new Database(file, addon ? { nativeBinding: addon as unknown as string } : {})
+  const db = openConnection(file, dataDir)
   // WAL: readers never block the writer and the writer never blocks readers; one fsync per commit.
   db.pragma('journal_mode = WAL')
   // FULL: in WAL mode every COMMIT fsyncs the WAL before returning, so a row we acknowledged
@@ -30,6 +25,19 @@ export function openDatabase(file: string, dataDir: string, migrations: readonly
   db.pragma('busy_timeout = 5000')
   migrate(db, migrations)
   return db
+}
+
+/**
+ * A bare connection: no pragmas, no migrations. For a second connection to a database that
+ * openDatabase already prepared (the backup's snapshot reader) and for checking a copy.
+ */
+export function openConnection(file: string, dataDir: string, options: Database.Options = {}): DB {
+  if (!addonLoaded) {
+    addon = loadSqliteAddon(dataDir)
+    addonLoaded = true
+  }
+  // better-sqlite3 accepts the loaded addon object; its type declarations only know the path form.
+  return new Database(file, addon ? { ...options, nativeBinding: addon as unknown as string } : options)
 }
 
 /** Applies every migration newer than the recorded version, each in its own transaction. */

@@ -2,6 +2,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { createHash } from 'node:crypto'
 import sea from 'node:sea'
+import { ConfigError } from '../config'
 
 /** Set by scripts/build.mjs through esbuild's `define`; undefined when running from TypeScript sources. */
 declare const __COFFER_BUNDLE__: boolean | undefined
@@ -28,12 +29,28 @@ export function loadSqliteAddon(dataDir: string): object | undefined {
     const dir = path.join(dataDir, '.cache')
     const file = path.join(dir, `better_sqlite3-${digest}.node`)
     if (!fs.existsSync(file)) {
-      fs.mkdirSync(dir, { recursive: true })
+      fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
       const tmp = `${file}.${process.pid}.tmp`
-      fs.writeFileSync(tmp, bytes, { mode: 0o755 })
+      const fd = fs.openSync(tmp, 'w', 0o755)
+      try {
+        fs.writeFileSync(fd, bytes)
+        // Synced before the rename: after a power cut the name must not point at an empty file,
+        // which every later start would then fail to load.
+        fs.fsyncSync(fd)
+      } finally {
+        fs.closeSync(fd)
+      }
       fs.renameSync(tmp, file)
     }
-    return dlopen(file)
+    try {
+      return dlopen(file)
+    } catch (err) {
+      // A setup problem, not a bug: one line and exit code 2, which no restart would fix.
+      throw new ConfigError(
+        `cannot load the SQLite addon unpacked at ${file} (${(err as Error).message.split(': ').at(-1)}): ` +
+          'if that filesystem is mounted noexec, use a data dir on another one (for --ephemeral, point TMPDIR elsewhere)',
+      )
+    }
   }
   if (typeof __COFFER_BUNDLE__ !== 'undefined' && __COFFER_BUNDLE__) {
     return dlopen(path.join(__dirname, ADDON_ASSET))

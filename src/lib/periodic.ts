@@ -1,10 +1,11 @@
 import type { FastifyBaseLogger } from 'fastify'
+import type { Background } from './background'
 
 /**
  * Runs `task` every `intervalMs` until stopped. start() and stop() are idempotent; a tick that is
  * running when stop() is called is awaited. Errors are logged and the schedule goes on.
  */
-export class Periodic {
+export class Periodic implements Background {
   private timer: NodeJS.Timeout | undefined
   private running: Promise<void> | undefined
   private started = false

@@ -14,6 +14,7 @@ import { FILE_TYPES, MAX_FILE_SIZE, type FileType } from '../lib/file-types'
 import { hasSignature } from '../lib/sniff'
 import { parseWebhookUrl } from '../webhooks/url'
 import type { FileEvents } from '../webhooks/events'
+import type { UploadMeter, UploadOutcome } from '../lib/metrics'
 
 export interface HandshakeInput {
   fileType: string
@@ -39,8 +40,11 @@ export const SWEEP_GRACE_MS = 5 * 60_000
 
 /** The two-step upload: a handshake that reserves quota, then a streamed PUT that settles it. */
 export class UploadsService {
-  /** Uploads whose body is streaming right now: a second PUT is refused, the sweeper skips them. */
-  private readonly inFlight = new Set<string>()
+  /**
+   * Uploads whose body is streaming right now, with the work receiving them: a second PUT is
+   * refused, the sweeper skips them, and shutdown waits for them (settled()).
+   */
+  private readonly inFlight = new Map<string, Promise<FileRecord>>()
 
   constructor(
     private readonly deps: {
@@ -56,6 +60,8 @@ export class UploadsService {
       events: FileEvents
       uploadUrlTtlMs: number
       webhookAllowPrivate: boolean
+      /** Metrics; absent in the CLI. */
+      meter?: UploadMeter
     },
   ) {}
 
@@ -108,12 +114,24 @@ export class UploadsService {
   async receive(input: ReceiveInput): Promise<FileRecord> {
     const file = this.authorize(input)
     if (this.inFlight.has(file.id)) throw new AppError('CONFLICT', 'An upload to this file is already in progress', { field: 'upload' })
-    this.inFlight.add(file.id)
+    const work = this.receiveAuthorized(file, input)
+    this.inFlight.set(file.id, work)
     try {
-      return await this.receiveAuthorized(file, input)
+      const done = await work
+      this.deps.meter?.finished('completed')
+      return done
     } finally {
       this.inFlight.delete(file.id)
     }
+  }
+
+  /**
+   * Resolves once every upload being received has finished, whichever way. Shutdown awaits it
+   * after cutting connections: a cut-off upload still has to mark its file failed, release its
+   * reservation and remove its temp file, and the database must stay open until it has.
+   */
+  async settled(): Promise<void> {
+    while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight.values()])
   }
 
   /** Abandoned pending uploads (URL expired more than the grace period ago) become failed. */
@@ -123,7 +141,10 @@ export class UploadsService {
     let swept = 0
     for (const f of files.expiredPending(now - SWEEP_GRACE_MS, 500)) {
       if (this.inFlight.has(f.id)) continue
-      if (db.transaction(() => this.failInTx(f.id, 'UPLOAD_EXPIRED', 'The upload URL expired before any content arrived')).immediate()) swept++
+      if (db.transaction(() => this.failInTx(f.id, 'UPLOAD_EXPIRED', 'The upload URL expired before any content arrived')).immediate()) {
+        swept++
+        this.deps.meter?.finished('expired')
+      }
     }
     return swept
   }
@@ -156,6 +177,7 @@ export class UploadsService {
     try {
       staged = await this.deps.store.stage(input.body, {
         maxBytes: limit.maxBytes,
+        onChunk: this.deps.meter && ((bytes) => this.deps.meter!.received(bytes)),
         onOverflow: () => limit.overflow(input.contentLength ?? null),
         checkHead: (head) => {
           if (head.length > 0 && !hasSignature(type, head)) {
@@ -206,7 +228,8 @@ export class UploadsService {
    */
   private failWith(file: FileRecord, err: unknown): never {
     const appErr = toUploadError(err)
-    this.deps.db.transaction(() => this.failInTx(file.id, appErr?.code ?? 'INTERNAL_ERROR', appErr?.message ?? 'The upload failed')).immediate()
+    const failed = this.deps.db.transaction(() => this.failInTx(file.id, appErr?.code ?? 'INTERNAL_ERROR', appErr?.message ?? 'The upload failed')).immediate()
+    if (failed) this.deps.meter?.finished(outcomeOf(appErr))
     throw appErr ?? err
   }
 
@@ -268,6 +291,14 @@ export class UploadsService {
     const room = this.room(tenantId, workspaceId)
     if (bytes > room.bytes) throw room.error(bytes)
   }
+}
+
+const FAILURE_OUTCOMES: ReadonlySet<string> = new Set(['invalid_file_type', 'file_too_large', 'quota_exceeded', 'validation_error', 'insufficient_storage'])
+
+/** The metrics outcome of a failed upload: a bounded label set, whatever was thrown. */
+function outcomeOf(err: AppError | undefined): UploadOutcome {
+  const code = err?.code.toLowerCase() ?? ''
+  return (FAILURE_OUTCOMES.has(code) ? code : 'internal_error') as UploadOutcome
 }
 
 /** The client-facing error for a failure while receiving content; undefined when unexpected. */

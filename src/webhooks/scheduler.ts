@@ -3,6 +3,7 @@ import type { OutboxEvent, OutboxRepo } from '../db/repos/outbox'
 import type { TenantsRepo } from '../db/repos/tenants'
 import type { Clock } from '../lib/clock'
 import type { Delivery, DeliveryResult } from './deliver'
+import type { Background } from '../lib/background'
 
 /** 3 attempts in all: the second 1 s after the first fails, the third 2 s after that (contract). */
 export const MAX_ATTEMPTS = 3
@@ -25,7 +26,8 @@ export interface SchedulerDeps {
  * stay pending and are sent again after a restart: at-least-once). runOnce() is the same work
  * without timers, for tests with an injected clock.
  */
-export class WebhookScheduler {
+export class WebhookScheduler implements Background {
+  readonly name = 'webhooks'
   private started = false
   private timer: NodeJS.Timeout | undefined
   private wakeQueued = false

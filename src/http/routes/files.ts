@@ -122,7 +122,10 @@ export async function downloadRoutes(app: App, core: Core): Promise<void> {
         return reply.send()
       }
       const stream = fh.createReadStream({ start, end, highWaterMark: 256 * 1024 })
-      stream.on('data', (chunk: string | Buffer) => noteStreamed(chunk.length))
+      stream.on('data', (chunk: string | Buffer) => {
+        noteStreamed(chunk.length)
+        core.metrics.downloadBytes.inc(chunk.length)
+      })
       return reply.send(stream)
     },
   })

@@ -1,0 +1,142 @@
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
+import type { Clock } from './clock'
+
+/** How an upload ended: `completed`, or the lower-cased error code that failed it, or `expired` (swept). */
+export type UploadOutcome =
+  | 'completed'
+  | 'invalid_file_type'
+  | 'file_too_large'
+  | 'quota_exceeded'
+  | 'validation_error'
+  | 'insufficient_storage'
+  | 'internal_error'
+  | 'expired'
+
+/** What the upload service reports; an interface so services stay free of prom-client. */
+export interface UploadMeter {
+  /** Content bytes read from an upload body, counted as they stream (whatever the outcome). */
+  received(bytes: number): void
+  finished(outcome: UploadOutcome): void
+}
+
+/** What the gauges read at scrape time. */
+export interface MetricSources {
+  /** Deduplicated content on disk: what the blobs table records. */
+  blobs(): { bytes: number; count: number }
+  /**
+   * Webhook outbox sizes, read at every scrape. Optional so that tests can build Metrics alone:
+   * without a source the gauge has no samples rather than a made-up zero.
+   */
+  outbox?: () => { pending: number; dead: number }
+}
+
+/** Request durations from 5 ms to a minute: uploads of 100 MiB on a slow link take that long. */
+const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
+
+/**
+ * Every Prometheus metric Coffer exposes, on its own registry (never prom-client's global one, so
+ * two apps in one test process do not collide). Labels are bounded sets only: route templates,
+ * methods, status codes, outcomes; never a URL, an id or a key.
+ */
+export class Metrics implements UploadMeter {
+  readonly registry = new Registry()
+  readonly httpRequests = new Counter({
+    name: 'coffer_http_requests_total',
+    help: 'HTTP responses sent, by method, route template and status code',
+    labelNames: ['method', 'route', 'status_code'] as const,
+    registers: [this.registry],
+  })
+  readonly httpDuration = new Histogram({
+    name: 'coffer_http_request_duration_seconds',
+    help: 'Time from request to response, by method, route template and status code',
+    labelNames: ['method', 'route', 'status_code'] as const,
+    buckets: DURATION_BUCKETS,
+    registers: [this.registry],
+  })
+  readonly httpInFlight = new Gauge({
+    name: 'coffer_http_requests_in_flight',
+    help: 'Requests received whose response is not finished yet',
+    registers: [this.registry],
+  })
+  readonly uploadBytes = new Counter({
+    name: 'coffer_upload_bytes_total',
+    help: 'Content bytes received in upload bodies (bytes in), whatever the outcome',
+    registers: [this.registry],
+  })
+  readonly downloadBytes = new Counter({
+    name: 'coffer_download_bytes_total',
+    help: 'Content bytes sent by downloads (bytes out)',
+    registers: [this.registry],
+  })
+  readonly uploads = new Counter({
+    name: 'coffer_uploads_total',
+    help: 'Uploads finished, by outcome: completed, the error code that failed them, or expired',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  })
+  private processMetrics = false
+
+  constructor(sources: MetricSources) {
+    new Gauge({
+      name: 'coffer_blob_bytes',
+      help: 'Bytes of stored content on disk (identical content counted once)',
+      registers: [this.registry],
+      collect() {
+        this.set(sources.blobs().bytes)
+      },
+    })
+    new Gauge({
+      name: 'coffer_blobs',
+      help: 'Stored content objects (blobs) on disk',
+      registers: [this.registry],
+      collect() {
+        this.set(sources.blobs().count)
+      },
+    })
+    new Gauge({
+      name: 'coffer_webhook_outbox_events',
+      help: 'Webhook events in the outbox, by state: pending (to deliver) or dead (gave up)',
+      labelNames: ['state'] as const,
+      registers: [this.registry],
+      collect() {
+        const counts = sources.outbox?.()
+        if (!counts) return
+        this.set({ state: 'pending' }, counts.pending)
+        this.set({ state: 'dead' }, counts.dead)
+      },
+    })
+  }
+
+  received(bytes: number): void {
+    this.uploadBytes.inc(bytes)
+  }
+
+  finished(outcome: UploadOutcome): void {
+    this.uploads.inc({ outcome })
+  }
+
+  /** Node's own metrics (CPU, memory, event loop lag, GC, handles): for the serving process only. */
+  collectProcessMetrics(): void {
+    if (this.processMetrics) return
+    this.processMetrics = true
+    collectDefaultMetrics({ register: this.registry })
+  }
+}
+
+/**
+ * `fn`'s result, recomputed at most once per `maxAgeMs`. For values whose query scans a table
+ * (the blob sum reads every blobs row: about 120 ms per million), so that a scrape every few
+ * seconds does not stall the event loop each time.
+ */
+export function cachedFor<T>(maxAgeMs: number, clock: Clock, fn: () => T): () => T {
+  let value: T | undefined
+  let at = -Infinity
+  return () => {
+    const now = clock.now()
+    if (value === undefined || now - at >= maxAgeMs) {
+      value = fn()
+      at = now
+    }
+    return value
+  }
+}

@@ -1,0 +1,110 @@
+import t from 'tap'
+import fs from 'node:fs'
+import os from 'node:os'
+import { buildBundle, runCoffer, startCoffer, type Running } from './process-helper'
+import { fileBytes, tempDir } from './helper'
+import { prepareEphemeral } from '../src/cli/ephemeral'
+import { UsageError } from '../src/cli/io'
+
+buildBundle()
+
+/** The one JSON line ephemeral mode prints on stdout once it listens. */
+const READY = /^\{"url":"(http:\/\/[^"]+)"/
+
+interface Announcement {
+  url: string
+  adminApiKey: string
+  tenant: { id: string; apiKey: string }
+}
+
+function dataDirOf(server: Running): string {
+  const line = server.lines.find((l) => l.includes('"coffer starting"'))
+  return (JSON.parse(line!) as { dataDir: string }).dataDir
+}
+
+t.test('serve --ephemeral: one JSON line on stdout, a working tenant, logs on stderr, nothing left after SIGTERM', async (t) => {
+  const tmp = tempDir(t)
+  const server = await startCoffer(['serve', '--ephemeral', '--port', '0'], {
+    cwd: tmp,
+    // An operator's own settings must not leak into the throwaway instance's data or keys.
+    env: { TMPDIR: tmp, COFFER_DATA_DIR: '/nonexistent/coffer', COFFER_ADMIN_API_KEY: 'an-operator-admin-key-0123' },
+    ready: READY,
+  })
+  t.teardown(() => server.child.kill('SIGKILL'))
+  const info = JSON.parse(server.stdout[0]!) as Announcement
+  t.same(Object.keys(info), ['url', 'adminApiKey', 'tenant'])
+  t.same(Object.keys(info.tenant), ['id', 'apiKey'])
+  t.equal(info.url, server.url)
+  t.match(info.url, /^http:\/\/127\.0\.0\.1:\d+$/)
+  t.match(info.tenant.apiKey, /^sk_test_[A-Za-z0-9_-]{43}$/)
+  t.ok(info.adminApiKey.length >= 32 && info.adminApiKey !== 'an-operator-admin-key-0123', 'a generated admin key')
+  const dataDir = dataDirOf(server)
+  t.ok(dataDir.startsWith(fs.realpathSync(tmp)) || dataDir.startsWith(tmp), `the data dir is under TMPDIR (${dataDir})`)
+
+  const auth = { authorization: `Bearer ${info.tenant.apiKey}` }
+  const bytes = fileBytes('application/pdf', 5000)
+  const hs = await fetch(`${info.url}/api/v1/upload/request`, {
+    method: 'POST',
+    headers: { ...auth, 'content-type': 'application/json' },
+    body: JSON.stringify({ fileType: 'application/pdf', fileName: 'report.pdf', webhookUrl: 'http://127.0.0.1:9/hook' }),
+  })
+  t.equal(hs.status, 200)
+  const { fileId, presignedUrl } = (await hs.json()) as { fileId: string; presignedUrl: string }
+  const put = await fetch(`${info.url}${presignedUrl}`, { method: 'PUT', headers: { 'content-type': 'application/pdf' }, body: new Uint8Array(bytes) })
+  t.equal(put.status, 200)
+  const down = await fetch(`${info.url}/api/v1/files/${fileId}/download`, { headers: auth })
+  t.same(Buffer.from(await down.arrayBuffer()), bytes, 'the round trip returns the same bytes')
+  const created = await fetch(`${info.url}/api/v1/admin/tenants`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${info.adminApiKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'second' }),
+  })
+  t.equal(created.status, 201, 'the admin key works')
+
+  server.child.kill('SIGTERM')
+  t.equal(await server.exited, 0, 'SIGTERM exits 0')
+  t.equal(server.stdout.length, 1, 'exactly one line on stdout, ever')
+  t.notOk(fs.existsSync(dataDir), 'the temporary data dir is removed')
+  const logs = server.lines.filter((l) => !server.stdout.includes(l))
+  t.ok(logs.length > 3 && logs.every((l) => typeof JSON.parse(l) === 'object'), 'the logs are JSON lines on stderr')
+  t.ok(logs.some((l) => l.includes('shutdown complete')))
+  for (const secret of [info.adminApiKey, info.tenant.apiKey]) t.notOk(logs.some((l) => l.includes(secret)), 'no key is logged')
+})
+
+t.test('SIGINT removes the data dir too', async (t) => {
+  const tmp = tempDir(t)
+  const server = await startCoffer(['serve', '--ephemeral', '--port', '0'], { cwd: tmp, env: { TMPDIR: tmp }, ready: READY })
+  t.teardown(() => server.child.kill('SIGKILL'))
+  const dataDir = dataDirOf(server)
+  t.ok(fs.existsSync(dataDir))
+  server.child.kill('SIGINT')
+  t.equal(await server.exited, 0)
+  t.notOk(fs.existsSync(dataDir))
+})
+
+t.test('a bad setting or --data-dir: exit 2, nothing left behind', async (t) => {
+  const tmp = tempDir(t)
+  const badPort = runCoffer(['serve', '--ephemeral', '--port', 'abc'], { cwd: tmp, env: { TMPDIR: tmp } })
+  t.equal(badPort.status, 2)
+  t.match(badPort.stderr, /--port="abc"/)
+  t.equal(badPort.stdout, '', 'nothing on stdout')
+  const withDir = runCoffer(['serve', '--ephemeral', '--data-dir', 'x'], { cwd: tmp, env: { TMPDIR: tmp } })
+  t.equal(withDir.status, 2)
+  t.match(withDir.stderr, /--ephemeral makes its own temporary data dir/)
+  t.same(fs.readdirSync(tmp), [], 'no temporary data dir was made')
+})
+
+t.test('prepareEphemeral: the configuration it builds', async (t) => {
+  const eph = prepareEphemeral({ COFFER_LOG_LEVEL: 'warn', COFFER_WEBHOOK_ALLOW_PRIVATE: 'false' }, { port: '0' })
+  t.teardown(eph.remove)
+  t.equal(eph.config.webhookAllowPrivate, true, 'webhooks to loopback and private addresses are allowed')
+  t.equal(eph.config.adminApiKey, eph.adminApiKey)
+  t.equal(eph.config.logLevel, 'warn', 'other settings come from the environment as usual')
+  t.equal(eph.config.port, 0)
+  t.ok(eph.config.dataDir.startsWith(os.tmpdir()))
+  t.ok(fs.statSync(eph.config.dataDir).isDirectory())
+  eph.remove()
+  eph.remove()
+  t.notOk(fs.existsSync(eph.config.dataDir))
+  t.throws(() => prepareEphemeral({}, { 'data-dir': 'x' }), UsageError)
+})

@@ -1,0 +1,172 @@
+import t, { type Test } from 'tap'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { spawn, spawnSync } from 'node:child_process'
+import { ROOT, runCoffer, startCoffer } from './process-helper'
+import { fileBytes, tempDir } from './helper'
+
+// The one test file that builds the single executable (about 5 s); the others use the bundle.
+const SEA = path.join(ROOT, 'dist', 'coffer')
+const built = spawnSync(process.execPath, [path.join(ROOT, 'scripts', 'build-sea.mjs'), '--if-stale'], { cwd: ROOT, encoding: 'utf8', timeout: 180_000 })
+if (built.status !== 0) throw new Error(`npm run build:sea failed:\n${built.stderr}`)
+
+/** Names of the sections of an ELF64 little-endian file (enough to see whether it is stripped). */
+function elfSections(file: string): string[] {
+  const fd = fs.openSync(file, 'r')
+  try {
+    const read = (offset: number, length: number) => {
+      const b = Buffer.alloc(length)
+      fs.readSync(fd, b, 0, length, offset)
+      return b
+    }
+    const h = read(0, 64)
+    if (h.toString('latin1', 1, 4) !== 'ELF' || h[4] !== 2) throw new Error('not an ELF64 file')
+    const shoff = Number(h.readBigUInt64LE(0x28))
+    const [shentsize, shnum, shstrndx] = [h.readUInt16LE(0x3a), h.readUInt16LE(0x3c), h.readUInt16LE(0x3e)]
+    const headers = Array.from({ length: shnum }, (_, i) => read(shoff + i * shentsize, shentsize))
+    const strtab = headers[shstrndx]!
+    const names = read(Number(strtab.readBigUInt64LE(0x18)), Number(strtab.readBigUInt64LE(0x20)))
+    return headers.map((sh) => {
+      const start = sh.readUInt32LE(0)
+      return names.toString('latin1', start, names.indexOf(0, start))
+    })
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
+/** The fenced code block that follows `<!-- ci-recipe: NAME` in the README. */
+function readmeRecipe(name: string): string {
+  const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8')
+  const m = new RegExp(`<!-- ci-recipe: ${name}[^>]*-->\\n\`\`\`\\w+\\n([\\s\\S]*?)\\n\`\`\``).exec(readme)
+  if (!m) throw new Error(`no ci-recipe ${name} in the README`)
+  return m[1]!
+}
+
+/** A directory holding nothing but a copy of the executable (and what a test puts there). */
+function aloneIn(t: Test): string {
+  const dir = tempDir(t)
+  fs.copyFileSync(SEA, path.join(dir, 'coffer'))
+  fs.chmodSync(path.join(dir, 'coffer'), 0o755)
+  return dir
+}
+
+t.test('dist/coffer is stripped, and runs alone from an empty directory', async (t) => {
+  const sections = elfSections(SEA)
+  t.notOk(sections.includes('.symtab'), 'no symbol table')
+  t.ok(sections.includes('.dynsym'), 'the dynamic symbols addons link against are kept')
+  const dir = aloneIn(t)
+  const env = { TMPDIR: dir }
+  const version = runCoffer(['version'], { cwd: dir, command: './coffer', env })
+  t.equal(version.status, 0)
+  t.equal(version.stdout.trim(), JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).version)
+  t.equal(version.stderr, '', 'no experimental-feature warning')
+  t.match(runCoffer(['--help'], { cwd: dir, command: './coffer', env }).stdout, /coffer serve --help|backup DEST/)
+})
+
+t.test('the smoke test passes: health, CLI tenant, upload, download, ephemeral JSON line', async (t) => {
+  const r = spawnSync('bash', [path.join(ROOT, 'scripts', 'smoke-sea.sh'), SEA], { encoding: 'utf8', timeout: 60_000 })
+  t.equal(r.status, 0, r.stderr)
+  t.match(r.stderr, /smoke: all passed/)
+})
+
+t.test('the SQLite addon is unpacked once per data dir, never into TMPDIR, and concurrent starts are safe', async (t) => {
+  const dir = aloneIn(t)
+  const tmp = path.join(dir, 'tmp')
+  fs.mkdirSync(tmp)
+  const env = { TMPDIR: tmp }
+  const first = ['tenant', 'list', '--json', '--data-dir', 'data']
+  const results = await Promise.all(
+    [0, 1, 2].map(
+      () =>
+        new Promise<number | null>((resolve) => {
+          const child = spawn('./coffer', first, { cwd: dir, env, stdio: 'ignore' })
+          child.once('exit', resolve)
+        }),
+    ),
+  )
+  t.same(results, [0, 0, 0], 'three processes unpacking it at once all start')
+  const cache = path.join(dir, 'data', '.cache')
+  const files = fs.readdirSync(cache)
+  t.match(files, [/^better_sqlite3-[0-9a-f]{16}\.node$/], 'one addon file, no temp file left')
+  const before = fs.statSync(path.join(cache, files[0]!))
+  const server = await startCoffer(['serve', '--port', '0', '--data-dir', 'data'], { cwd: dir, env, command: './coffer' })
+  t.teardown(() => server.child.kill('SIGKILL'))
+  t.equal((await fetch(`${server.url}/health`)).status, 200)
+  server.child.kill('SIGTERM')
+  t.equal(await server.exited, 0)
+  const after = fs.statSync(path.join(cache, files[0]!))
+  t.same([after.ino, after.mtimeMs], [before.ino, before.mtimeMs], 'a later start reuses it')
+  t.same(fs.readdirSync(tmp), [], 'nothing was written to TMPDIR')
+})
+
+t.test("the README's CI recipes work as written", async (t) => {
+  t.test('the shell one-liner', async (t) => {
+    const dir = aloneIn(t)
+    fs.writeFileSync(path.join(dir, 'report.pdf'), fileBytes('application/pdf', 3000))
+    // The recipe leaves coffer running, as a CI job would; the test stops it.
+    const script = `${readmeRecipe('shell')}\necho; kill -TERM $!; wait $!`
+    const r = spawnSync('bash', ['-c', script], { cwd: dir, encoding: 'utf8', timeout: 30_000, env: { PATH: process.env.PATH, TMPDIR: dir } })
+    t.equal(r.status, 0, r.stderr)
+    t.match(r.stdout, /"processingStatus":"completed"/)
+    t.match(r.stdout, /"originalName":"report\.pdf"/)
+  })
+
+  const hasJq = spawnSync('jq', ['--version']).status === 0
+  t.test('the GitHub Actions steps', { skip: hasJq ? false : 'jq is not installed (GitHub runners have it)' }, async (t) => {
+    const dir = aloneIn(t)
+    fs.writeFileSync(path.join(dir, 'report.pdf'), fileBytes('application/pdf', 3000))
+    const yaml = readmeRecipe('github-actions')
+    // Each step's `run: |` block, dedented, run one after another with $GITHUB_ENV carried over.
+    const steps = yaml.split(/^- name: .*$/m).slice(1).map((step) => {
+      const lines = step.split('\n').filter((l) => l.trim() !== '' && !/^\s+run: \|$/.test(l))
+      return lines.map((l) => l.replace(/^ {4}/, '')).join('\n')
+    })
+    t.equal(steps.length, 2)
+    const githubEnv = path.join(dir, 'github-env')
+    fs.writeFileSync(githubEnv, '')
+    const env = { PATH: process.env.PATH, TMPDIR: dir, GITHUB_ENV: githubEnv }
+    const start = spawnSync('bash', ['-e', '-c', `${steps[0]}\necho $! > coffer.pid`], { cwd: dir, encoding: 'utf8', timeout: 30_000, env, stdio: ['ignore', 'pipe', 'pipe'] })
+    const pid = Number(fs.readFileSync(path.join(dir, 'coffer.pid'), 'utf8'))
+    t.teardown(() => {
+      try {
+        process.kill(pid, 'SIGKILL')
+      } catch {}
+    })
+    t.equal(start.status, 0, start.stderr)
+    const exported = Object.fromEntries(fs.readFileSync(githubEnv, 'utf8').trim().split('\n').map((l) => l.split(/=(.*)/s).slice(0, 2)))
+    t.match(exported.COFFER_URL, /^http:\/\/127\.0\.0\.1:\d+$/)
+    t.match(exported.COFFER_API_KEY, /^sk_test_/)
+    const upload = spawnSync('bash', ['-e', '-c', steps[1]!], { cwd: dir, encoding: 'utf8', timeout: 30_000, env: { ...env, ...exported } })
+    t.equal(upload.status, 0, upload.stderr)
+    t.match(upload.stdout, /"processingStatus":"completed"/)
+    process.kill(pid, 'SIGTERM')
+  })
+})
+
+/** Mounts a small noexec tmpfs at `dir` (needs root); false where that is not allowed. */
+function mountNoexec(dir: string): boolean {
+  return spawnSync('mount', ['-t', 'tmpfs', '-o', 'noexec,size=16m', 'tmpfs', dir]).status === 0
+}
+
+const noexecProbe = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-noexec-probe-'))
+const canMountNoexec = mountNoexec(noexecProbe) && spawnSync('umount', [noexecProbe]).status === 0
+fs.rmSync(noexecProbe, { recursive: true, force: true })
+
+t.test('a data dir on a noexec filesystem: one clear line, exit 2', { skip: canMountNoexec ? false : 'mounting a noexec tmpfs needs root' }, async (t) => {
+  const dir = aloneIn(t)
+  const mnt = path.join(dir, 'noexec')
+  fs.mkdirSync(mnt)
+  t.ok(mountNoexec(mnt))
+  t.teardown(() => void spawnSync('umount', [mnt]))
+  const r = runCoffer(['tenant', 'list', '--data-dir', path.join(mnt, 'data')], { cwd: dir, command: './coffer' })
+  t.equal(r.status, 2)
+  t.equal(r.stderr.trim().split('\n').length, 1, 'one line')
+  t.match(r.stderr, /cannot load the SQLite addon unpacked at .*noexec\/data\/\.cache\/.*failed to map segment.*mounted noexec/)
+  const eph = runCoffer(['serve', '--ephemeral', '--port', '0'], { cwd: dir, command: './coffer', env: { TMPDIR: mnt } })
+  t.equal(eph.status, 2)
+  t.match(eph.stderr, /point TMPDIR elsewhere/)
+  t.equal(eph.stdout, '')
+  t.same(fs.readdirSync(mnt).filter((f) => f.startsWith('coffer-ephemeral-')), [], 'the ephemeral data dir is removed')
+})
