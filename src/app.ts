@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import Fastify, { LogController, type FastifyBaseLogger } from 'fastify'
+import { SerializerSelector } from '@fastify/fast-json-stringify-compiler'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { Core } from './core'
 import type { App } from './http/types'
@@ -21,6 +22,9 @@ export interface BuildAppOptions {
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 
+/** Fastify's own response serializer compiler (fast-json-stringify), the one it uses by default. */
+const fastifySerializers = SerializerSelector()
+
 /** Builds the HTTP application on a core. Never listens: main.ts does, tests use inject(). */
 export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> {
   const app = Fastify({
@@ -36,6 +40,19 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID()
     },
     routerOptions: { maxParamLength: 1000 },
+    schemaController: {
+      compilersFactory: {
+        // Fastify's default serializers, each compiled on its route's first response instead of
+        // at start-up: compiling them all was a sixth of the cold start's CPU time (#7).
+        buildSerializer: (externalSchemas: unknown, options: unknown) => {
+          const compile = fastifySerializers(externalSchemas, options as never)
+          return (route: Parameters<typeof compile>[0]) => {
+            let serialize: ((doc: unknown) => string) | undefined
+            return (doc: unknown) => (serialize ??= compile(route))(doc)
+          }
+        },
+      },
+    },
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   app.setValidatorCompiler(validatorCompiler)
