@@ -62,12 +62,19 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
   app.decorateRequest('tenant', null)
   registerErrorHandling(app)
 
-  app.addHook('onRequest', async (request, reply) => {
+  // Hooks on every request take a callback rather than returning a promise: one microtask fewer each.
+  app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id)
+    done()
   })
-  app.addHook('onResponse', async (request, reply) => {
-    request.log.info(
+  // The access log line is made here of fields that never carry a secret (redactUrl masks the
+  // URL's credentials), so it skips the logger's redaction pass, which was half the cost of
+  // writing the line (6 of 12 us, measured for #7). Every other log call is still redacted.
+  const accessLog = opts.logger.child({}, { redact: [] })
+  app.addHook('onResponse', (request, reply, done) => {
+    accessLog.info(
       {
+        reqId: request.id,
         method: request.method,
         url: redactUrl(request.url),
         statusCode: reply.statusCode,
@@ -76,6 +83,7 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
       },
       'request completed',
     )
+    done()
   })
 
   await app.register(async (scope) => healthRoutes(scope, core))
