@@ -32,7 +32,7 @@ if (pkg.scripts?.['build:sea'] && (!fs.existsSync(sea) || fs.statSync(sea).mtime
 }
 
 await esbuild.build({
-  entryPoints: ['main', 'seed', 'bare-fastify', 'hash-sink'].map((n) => path.join(root, 'scripts', 'bench', `${n}.ts`)),
+  entryPoints: ['main', 'seed', 'bare-fastify', 'node-reference'].map((n) => path.join(root, 'scripts', 'bench', `${n}.ts`)),
   outdir,
   outExtension: { '.js': '.cjs' },
   bundle: true,

@@ -31,6 +31,21 @@ export async function paired(runs: number, baseline: () => Promise<number>, subj
   return summarize(b, s)
 }
 
+/**
+ * Runs the measurements in turn `runs` times, rotating which goes first; returns each one's values.
+ * For a baseline, a subject and reference points measured under the same conditions.
+ */
+export async function interleaved(runs: number, measures: (() => Promise<number>)[]): Promise<number[][]> {
+  const out: number[][] = measures.map(() => [])
+  for (let i = 0; i < runs; i++) {
+    for (let k = 0; k < measures.length; k++) {
+      const j = (i + k) % measures.length
+      out[j]!.push(await measures[j]!())
+    }
+  }
+  return out
+}
+
 export interface Paired {
   baseline: number
   subject: number
