@@ -1,5 +1,5 @@
 /** Child processes under test: start, wait until healthy, measure memory, stop. */
-import { spawn, type ChildProcess } from 'node:child_process'
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
 import fs from 'node:fs'
 import http from 'node:http'
 import net from 'node:net'
@@ -107,4 +107,13 @@ export function resetPeakRss(pid: number): boolean {
   } catch {
     return false
   }
+}
+
+let clockTicks: number | undefined
+
+/** CPU time (user + system) a process has used so far, in ms (Linux). */
+export function cpuMs(pid: number): number {
+  clockTicks ??= Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100
+  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / clockTicks
 }
