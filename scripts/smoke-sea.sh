@@ -57,15 +57,19 @@ PIDS+=($!)
 for _ in $(seq 100); do grep -q 'coffer listening on' serve.log && break; sleep 0.1; done
 URL=$(sed -nE 's/.*coffer listening on (http:[^"]+)".*/\1/p' serve.log)
 [ -n "$URL" ] || fail "no listening line: $(cat serve.log)"
-curl -sSf "$URL/health" | grep -q '"status":"ok"' || fail "/health"
+health=$(curl -sSf "$URL/health") || fail "/health"
+grep -q '"status":"ok"' <<<"$health" || fail "/health"
 ls data/.cache/better_sqlite3-*.node > /dev/null || fail "the SQLite addon is not unpacked under the data dir"
 
 say "upload and download"
 roundtrip "$URL" "$KEY"
 
 say "metrics and OpenAPI"
-curl -sSf "$URL/metrics" | grep -q '^coffer_uploads_total{outcome="completed"} 1$' || fail "/metrics"
-curl -sSf "$URL/openapi.json" | grep -q '"openapi":"3.1.0"' || fail "/openapi.json"
+# Read whole bodies first: `curl | grep -q` fails under pipefail when grep exits before curl is done.
+metrics=$(curl -sSf "$URL/metrics") || fail "/metrics"
+grep -q '^coffer_uploads_total{outcome="completed"} 1$' <<<"$metrics" || fail "/metrics"
+openapi=$(curl -sSf "$URL/openapi.json") || fail "/openapi.json"
+grep -q '"openapi":"3.1.0"' <<<"$openapi" || fail "/openapi.json"
 stop "${PIDS[-1]}"
 
 say "serve --ephemeral"

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import Fastify, { LogController, type FastifyBaseLogger } from 'fastify'
+import { SerializerSelector } from '@fastify/fast-json-stringify-compiler'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { Core } from './core'
 import type { App } from './http/types'
@@ -25,6 +26,9 @@ export interface BuildAppOptions {
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
+
+/** Fastify's own response serializer compiler (fast-json-stringify), the one it uses by default. */
+const fastifySerializers = SerializerSelector()
 
 /** Builds the HTTP application on a core. Never listens: main.ts does, tests use inject(). */
 export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> {
@@ -58,6 +62,19 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
     },
     // Requests arriving during close are refused by request-lifecycle.ts, in the contract's error shape.
     return503OnClosing: false,
+    schemaController: {
+      compilersFactory: {
+        // Fastify's default serializers, each compiled on its route's first response instead of
+        // at start-up: compiling them all was a sixth of the cold start's CPU time (#7).
+        buildSerializer: (externalSchemas: unknown, options: unknown) => {
+          const compile = fastifySerializers(externalSchemas, options as never)
+          return (route: Parameters<typeof compile>[0]) => {
+            let serialize: ((doc: unknown) => string) | undefined
+            return (doc: unknown) => (serialize ??= compile(route))(doc)
+          }
+        },
+      },
+    },
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   app.setValidatorCompiler(validatorCompiler)
@@ -69,12 +86,19 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
   await registerOpenApi(app)
   registerRequestLifecycle(app, core.metrics)
 
-  app.addHook('onRequest', async (request, reply) => {
+  // Hooks on every request take a callback rather than returning a promise: one microtask fewer each.
+  app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id)
+    done()
   })
-  app.addHook('onResponse', async (request, reply) => {
-    request.log.info(
+  // The access log line is made here of fields that never carry a secret (redactUrl masks the
+  // URL's credentials), so it skips the logger's redaction pass, which was half the cost of
+  // writing the line (6 of 12 us, measured for #7). Every other log call is still redacted.
+  const accessLog = opts.logger.child({}, { redact: [] })
+  app.addHook('onResponse', (request, reply, done) => {
+    accessLog.info(
       {
+        reqId: request.id,
         method: request.method,
         url: redactUrl(request.url),
         statusCode: reply.statusCode,
@@ -83,6 +107,7 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
       },
       'request completed',
     )
+    done()
   })
 
   await registerRateLimit(app, core)

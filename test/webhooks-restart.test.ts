@@ -28,7 +28,10 @@ t.test('an event whose delivery was interrupted by SIGKILL is delivered after a 
   server.child.kill('SIGKILL')
   t.equal(await server.exited, 'SIGKILL')
   const pendingAfterKill = JSON.parse(runCoffer(['webhooks', 'list', '--json', '--data-dir', 'data'], { cwd }).stdout) as { status: string; attempts: number }[]
-  t.match(pendingAfterKill, [{ status: 'pending', attempts: 1 }], 'undelivered after the kill')
+  // The kill may land before or after the failed attempt was recorded; either way it is undelivered.
+  t.equal(pendingAfterKill.length, 1)
+  t.equal(pendingAfterKill[0]!.status, 'pending', 'undelivered after the kill')
+  t.ok(pendingAfterKill[0]!.attempts <= 1)
   t.equal(receiver.received.length, 1, 'the retry had not happened before the kill')
 
   server = await startCoffer(['serve', '--port', '0', '--data-dir', 'data'], { cwd, env })
@@ -38,7 +41,7 @@ t.test('an event whose delivery was interrupted by SIGKILL is delivered after a 
   t.equal(JSON.parse(second!.body).fileId, hs.fileId)
   await new Promise((r) => setTimeout(r, 200))
   const after = JSON.parse(runCoffer(['webhooks', 'list', '--json', '--data-dir', 'data'], { cwd }).stdout) as { status: string; attempts: number }[]
-  t.match(after, [{ status: 'delivered', attempts: 2 }])
+  t.match(after, [{ status: 'delivered' }])
   server.child.kill('SIGTERM')
   t.equal(await server.exited, 0)
 })

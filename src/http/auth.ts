@@ -1,13 +1,13 @@
-import type { FastifyRequest } from 'fastify'
+import type { FastifyReply, FastifyRequest } from 'fastify'
 import { AppError } from '../errors'
-import type { Tenant } from '../db/repos/tenants'
+import type { AuthenticatedTenant } from '../db/repos/tenants'
 import type { TenantsService } from '../services/tenants'
 import { safeEqual } from '../lib/secrets'
 
 declare module 'fastify' {
   interface FastifyRequest {
     /** The authenticated tenant; set by the tenant auth hook, absent elsewhere. */
-    tenant: Tenant | null
+    tenant: AuthenticatedTenant | null
   }
 }
 
@@ -21,14 +21,19 @@ export function bearerToken(request: FastifyRequest): string | undefined {
 
 const unauthorized = (message: string) => new AppError('UNAUTHORIZED', message)
 
-/** onRequest hook for tenant routes: a valid tenant key, or 401. */
+/** onRequest hook for tenant routes: a valid tenant key, or 401. A callback hook: it runs on every request. */
 export function tenantAuth(tenants: TenantsService) {
-  return async (request: FastifyRequest): Promise<void> => {
-    request.tenant = authenticateTenant(tenants, request)
+  return (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void): void => {
+    try {
+      request.tenant = authenticateTenant(tenants, request)
+    } catch (err) {
+      return done(err as Error)
+    }
+    done()
   }
 }
 
-export function authenticateTenant(tenants: TenantsService, request: FastifyRequest): Tenant {
+export function authenticateTenant(tenants: TenantsService, request: FastifyRequest): AuthenticatedTenant {
   const token = bearerToken(request)
   if (token === undefined) throw unauthorized('Missing Authorization: Bearer <API key> header')
   const tenant = tenants.authenticate(token)

@@ -2,7 +2,7 @@ import { AppError, notFound, validationError } from '../errors'
 import type { FileRecord, FilesRepo, Cursor } from '../db/repos/files'
 import type { WorkspacesRepo } from '../db/repos/workspaces'
 import type { DB } from '../db/database'
-import type { Tenant } from '../db/repos/tenants'
+import type { AuthenticatedTenant } from '../db/repos/tenants'
 import type { TokenSigner } from '../lib/tokens'
 import { isoTime, type Clock } from '../lib/clock'
 import { isUuid } from '../lib/ids'
@@ -69,7 +69,7 @@ export class FilesService {
     return id
   }
 
-  list(tenant: Tenant, q: ListQuery, headerWorkspaceId: string | undefined) {
+  list(tenant: AuthenticatedTenant, q: ListQuery, headerWorkspaceId: string | undefined) {
     const cursor = q.cursor === undefined ? undefined : decodeCursor(q.cursor)
     const workspaceId = this.resolveWorkspace(tenant.id, headerWorkspaceId, q.workspaceId, '/query/workspaceId')
     const filter = { workspaceId, fileType: q.fileType, context: q.context }
@@ -86,7 +86,7 @@ export class FilesService {
     })()
   }
 
-  get(tenant: Tenant, fileId: string): FileRecord {
+  get(tenant: AuthenticatedTenant, fileId: string): FileRecord {
     const f = isUuid(fileId) ? this.files.getLive(tenant.id, fileId.toLowerCase()) : undefined
     if (!f) throw notFound.file()
     return f
@@ -96,7 +96,7 @@ export class FilesService {
    * Soft delete: the row stays (for retention) but leaves every listing and releases its quota.
    * Deleting a pending upload ends it: it becomes failed and its `file.failed` event is written.
    */
-  delete(tenant: Tenant, fileId: string): void {
+  delete(tenant: AuthenticatedTenant, fileId: string): void {
     const f = this.get(tenant, fileId)
     this.db
       .transaction(() => {
@@ -112,13 +112,13 @@ export class FilesService {
   }
 
   /** A file whose content can be downloaded; pending and failed uploads have none. */
-  downloadable(tenant: Tenant, fileId: string): FileRecord {
+  downloadable(tenant: AuthenticatedTenant, fileId: string): FileRecord {
     const f = this.get(tenant, fileId)
     if (f.status !== 'completed') throw new AppError('FILE_NOT_FOUND', 'File has no content: its upload has not completed')
     return f
   }
 
-  signedUrl(tenant: Tenant, fileId: string, expiresIn: number, publicBase: string) {
+  signedUrl(tenant: AuthenticatedTenant, fileId: string, expiresIn: number, publicBase: string) {
     const f = this.downloadable(tenant, fileId)
     const expires = this.clock.now() + expiresIn * 1000
     const token = this.signer.sign('download', tenant.id, f.id, expires)

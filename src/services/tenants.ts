@@ -1,6 +1,6 @@
 import { AppError, notFound } from '../errors'
 import type { DB } from '../db/database'
-import { TenantsRepo, type Tenant } from '../db/repos/tenants'
+import { TenantsRepo, type AuthenticatedTenant, type Tenant } from '../db/repos/tenants'
 import { isoTime, type Clock } from '../lib/clock'
 import { uuidv7, isUuid } from '../lib/ids'
 import { newApiKey, newWebhookSecret, sha256 } from '../lib/secrets'
@@ -38,12 +38,23 @@ export function createdTenantView(tenant: Tenant, apiKey: string) {
 /** Tenant lifecycle and API-key authentication. */
 export class TenantsService {
   readonly repo: TenantsRepo
+  /**
+   * Authenticated tenants by key hash, so a request costs one SQLite read fewer (15% of a
+   * metadata read's CPU, #7). Valid while the database is unchanged by other connections
+   * (`PRAGMA data_version`: the CLI regenerating a key elsewhere empties it before the next
+   * request is authenticated); this connection's own tenant writes go through this service,
+   * which empties it too. Only keys that matched are kept, so it holds at most one entry per tenant.
+   */
+  private readonly authenticated = new Map<string, { tenant: AuthenticatedTenant; keyHash: Buffer }>()
+  private authenticatedAt = -1
+  private readonly dataVersion
 
   constructor(
     private readonly db: DB,
     private readonly clock: Clock,
   ) {
     this.repo = new TenantsRepo(db)
+    this.dataVersion = db.prepare<[], number>('PRAGMA data_version').pluck()
   }
 
   /** Creates a tenant; the returned key and webhook secret exist nowhere else afterwards. */
@@ -76,7 +87,9 @@ export class TenantsService {
   /** New key and webhook secret; the old key stops working with this commit. */
   regenerateKey(tenantId: string): { tenant: Tenant; apiKey: string } {
     const apiKey = newApiKey(this.get(tenantId).keyKind)
-    if (!this.repo.rotate(tenantId, sha256(apiKey), newWebhookSecret())) throw notFound.tenant()
+    const rotated = this.repo.rotate(tenantId, sha256(apiKey), newWebhookSecret())
+    this.authenticated.clear()
+    if (!rotated) throw notFound.tenant()
     return { tenant: this.repo.get(tenantId)!, apiKey }
   }
 
@@ -84,12 +97,23 @@ export class TenantsService {
    * The tenant owning `apiKey`, or undefined. The lookup is by SHA-256 of the key, so a probe's
    * timing reveals nothing about stored keys; the final comparison is constant-time as well.
    */
-  authenticate(apiKey: string): Tenant | undefined {
+  authenticate(apiKey: string): AuthenticatedTenant | undefined {
     if (!/^sk_(live|test)_[A-Za-z0-9_-]{20,100}$/.test(apiKey)) return undefined
     const hash = sha256(apiKey)
+    const version = this.dataVersion.get() as number
+    if (version !== this.authenticatedAt) {
+      this.authenticated.clear()
+      this.authenticatedAt = version
+    }
+    const cacheKey = hash.toString('base64')
+    // Found by hash in the cache or the table alike, and compared in constant time either way.
+    const known = this.authenticated.get(cacheKey)
+    if (known) return timingSafeEqual(known.keyHash, hash) ? known.tenant : undefined
     const found = this.repo.getByKeyHash(hash)
     if (!found || !timingSafeEqual(found.keyHash, hash)) return undefined
-    return found.tenant
+    const { usedBytes: _usage, ...tenant } = found.tenant
+    this.authenticated.set(cacheKey, { tenant, keyHash: found.keyHash })
+    return tenant
   }
 
   get(tenantId: string): Tenant {

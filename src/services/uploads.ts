@@ -2,7 +2,7 @@ import type { Readable } from 'node:stream'
 import { AppError, isDiskFull, notFound } from '../errors'
 import type { DB } from '../db/database'
 import type { FileRecord, FilesRepo } from '../db/repos/files'
-import type { Tenant, TenantsRepo } from '../db/repos/tenants'
+import type { AuthenticatedTenant, TenantsRepo } from '../db/repos/tenants'
 import type { WorkspacesRepo } from '../db/repos/workspaces'
 import type { BlobsRepo } from '../db/repos/blobs'
 import type { BlobStore, StagedBlob } from '../blobs/blob-store'
@@ -65,7 +65,7 @@ export class UploadsService {
     },
   ) {}
 
-  handshake(tenant: Tenant, input: HandshakeInput, headerWorkspaceId: string | undefined) {
+  handshake(tenant: AuthenticatedTenant, input: HandshakeInput, headerWorkspaceId: string | undefined) {
     const { db, clock, files, signer } = this.deps
     if (!(FILE_TYPES as readonly string[]).includes(input.fileType) || !tenant.allowedFileTypes.includes(input.fileType)) {
       throw new AppError('INVALID_FILE_TYPE', `File type ${JSON.stringify(input.fileType)} is not allowed`, {

@@ -1,7 +1,7 @@
 import { AppError, notFound, validationError } from '../errors'
 import type { DB } from '../db/database'
 import type { Workspace, WorkspacesRepo } from '../db/repos/workspaces'
-import type { Tenant } from '../db/repos/tenants'
+import type { AuthenticatedTenant } from '../db/repos/tenants'
 import { unixSeconds, type Clock } from '../lib/clock'
 import { isUuid, uuidv7 } from '../lib/ids'
 import type { FileEvents } from '../webhooks/events'
@@ -51,17 +51,17 @@ export class WorkspacesService {
     private readonly events: FileEvents,
   ) {}
 
-  list(tenant: Tenant): Workspace[] {
+  list(tenant: AuthenticatedTenant): Workspace[] {
     return this.repo.list(tenant.id)
   }
 
-  get(tenant: Tenant, id: string): Workspace {
+  get(tenant: AuthenticatedTenant, id: string): Workspace {
     const w = isUuid(id) ? this.repo.getLive(tenant.id, id.toLowerCase()) : undefined
     if (!w) throw notFound.workspace()
     return w
   }
 
-  create(tenant: Tenant, input: CreateWorkspaceInput): Workspace {
+  create(tenant: AuthenticatedTenant, input: CreateWorkspaceInput): Workspace {
     checkMetadata(input.metadata)
     const now = this.clock.now()
     const id = uuidv7(now)
@@ -77,7 +77,7 @@ export class WorkspacesService {
   }
 
   /** `metadata` replaces; `quotaBytes: null` removes the limit; the slug never changes. */
-  update(tenant: Tenant, id: string, input: UpdateWorkspaceInput): Workspace {
+  update(tenant: AuthenticatedTenant, id: string, input: UpdateWorkspaceInput): Workspace {
     checkMetadata(input.metadata)
     return this.db
       .transaction(() => {
@@ -100,7 +100,7 @@ export class WorkspacesService {
    * One transaction: soft-deletes the workspace's files, fails its pending uploads, releases their
    * bytes at workspace and tenant level, and removes the workspace (its slug becomes reusable).
    */
-  delete(tenant: Tenant, id: string): void {
+  delete(tenant: AuthenticatedTenant, id: string): void {
     this.db
       .transaction(() => {
         const w = this.get(tenant, id)

@@ -13,6 +13,12 @@ export interface Tenant {
   createdAt: number
 }
 
+/**
+ * What a request knows about its tenant (`request.tenant`): everything but the usage, which
+ * changes with every upload; read that with TenantsService.quota().
+ */
+export type AuthenticatedTenant = Omit<Tenant, 'usedBytes'>
+
 interface Row {
   id: string
   name: string

@@ -1,4 +1,5 @@
 import fs from 'node:fs'
+import path from 'node:path'
 import { Type } from '@sinclair/typebox'
 import type { FastifyRequest } from 'fastify'
 import type { App } from '../types'
@@ -14,6 +15,27 @@ import type { FileRecord } from '../../db/repos/files'
 import { noteStreamed } from '../../lib/gc-pacer'
 
 const FileParams = Type.Object({ fileId: PathId })
+
+/** Downloads up to this size are read synchronously in one piece; larger ones stream. */
+const SMALL_READ_BYTES = 64 * 1024
+
+/** `length` bytes of `file` from `start`: open, read, close. */
+function readSync(file: string, start: number, length: number): Buffer {
+  const fd = fs.openSync(file, 'r')
+  try {
+    const buf = Buffer.allocUnsafe(length)
+    let got = 0
+    while (got < length) {
+      const n = fs.readSync(fd, buf, got, length - got, start + got)
+      if (n === 0) break
+      got += n
+    }
+    if (got !== length) throw new Error(`stored content ${path.basename(file)} is shorter than its record`)
+    return buf
+  } finally {
+    fs.closeSync(fd)
+  }
+}
 
 /** Listing, reading, deleting and sharing files: tenant key only. */
 export async function filesRoutes(app: App, core: Core): Promise<void> {
@@ -100,10 +122,9 @@ export async function downloadRoutes(app: App, core: Core): Promise<void> {
       }
       const start = range.kind === 'partial' ? range.start : 0
       const end = range.kind === 'partial' ? range.end : size - 1
-      let fh: fs.promises.FileHandle
-      try {
-        fh = await fs.promises.open(core.store.pathOf(file.sha256!), 'r')
-      } catch (err) {
+      const length = end - start + 1
+      const blobPath = core.store.pathOf(file.sha256!)
+      function missing(err: unknown): never {
         if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
           request.log.error({ fileId: file.id, sha256: file.sha256 }, 'stored content is missing')
           throw new AppError('FILE_NOT_FOUND', 'File content is not in storage')
@@ -111,16 +132,37 @@ export async function downloadRoutes(app: App, core: Core): Promise<void> {
         throw err
       }
       const disposition = request.query.disposition ?? 'attachment'
-      reply
-        .code(range.kind === 'partial' ? 206 : 200)
-        .type(file.fileType)
-        .header('content-length', end - start + 1)
-        .header('content-disposition', contentDisposition(file.originalName, disposition))
-      if (range.kind === 'partial') reply.header('content-range', `bytes ${start}-${end}/${size}`)
-      if (request.method === 'HEAD') {
-        await fh.close()
-        return reply.send()
+      const answer = () => {
+        reply
+          .code(range.kind === 'partial' ? 206 : 200)
+          .type(file.fileType)
+          .header('content-length', length)
+          .header('content-disposition', contentDisposition(file.originalName, disposition))
+        if (range.kind === 'partial') reply.header('content-range', `bytes ${start}-${end}/${size}`)
       }
+      if (request.method === 'HEAD' || length <= SMALL_READ_BYTES) {
+        // Small content is read in one synchronous open/read/close (a few microseconds from the
+        // page cache) instead of four thread-pool round trips (open, read, read to EOF, close),
+        // each costing more main-thread time than the whole read: 4 KiB downloads/s went from
+        // about 0.2x to about 0.9x of nginx's (#7). Like nginx, a cold-cache read blocks briefly.
+        let body: Buffer
+        try {
+          body = readSync(blobPath, start, request.method === 'HEAD' ? 0 : length)
+        } catch (err) {
+          missing(err)
+        }
+        answer()
+        noteStreamed(body.length)
+        core.metrics.downloadBytes.inc(body.length)
+        return reply.send(request.method === 'HEAD' ? undefined : body)
+      }
+      let fh: fs.promises.FileHandle
+      try {
+        fh = await fs.promises.open(blobPath, 'r')
+      } catch (err) {
+        missing(err)
+      }
+      answer()
       const stream = fh.createReadStream({ start, end, highWaterMark: 256 * 1024 })
       stream.on('data', (chunk: string | Buffer) => {
         noteStreamed(chunk.length)

@@ -1,0 +1,48 @@
+/** What every figure reports, and the context figures run in. */
+import type { NginxBinary } from './nginx'
+import type { CofferCommand } from './coffer'
+import type { SeedResult } from './seed'
+import type { DiskCosts } from './figures/disk'
+
+export interface FigureResult {
+  key: string
+  /** What is measured, as the issue names it. */
+  figure: string
+  /** What it is compared with, measured in the same invocation. */
+  baselineLabel: string
+  unit: string
+  coffer: number | null
+  baseline: number | null
+  /** coffer / baseline: the median of per-pair ratios, or the figure's own ratio. */
+  ratio: number | null
+  target: string
+  /** null: report only, or the baseline could not be measured. */
+  met: boolean | null
+  /** How to read `coffer` when it is not a plain value (e.g. several numbers). */
+  cofferText?: string
+  baselineText?: string
+  note?: string
+  details?: Record<string, unknown>
+}
+
+export interface Dataset {
+  dir: string
+  seed: SeedResult
+}
+
+export interface BenchContext {
+  /** Temp dir for this run: data dirs, nginx, logs. */
+  dir: string
+  /** Pairs (or repetitions) per figure; medians are taken over them. */
+  runs: number
+  /** Seconds per load run for the figures the issue does not fix. */
+  loadSeconds: number
+  /** Seconds per `GET /api/v1/files/:id` load run (the issue says 10). */
+  readSeconds: number
+  datasets: { small: Dataset; large: Dataset; empty: Dataset }
+  nginx: NginxBinary
+  shipped: CofferCommand & { note: string }
+  /** What fsync and SHA-256 cost on this machine, measured before the figures. */
+  disk: DiskCosts
+  log(line: string): void
+}

@@ -1,0 +1,149 @@
+/**
+ * `npm run bench`: every figure beside a baseline measured in the same invocation, as the median
+ * of several runs (the machines are shared and noisy, so ratios are what carry over). Prints a
+ * markdown table and writes JSON (default dist/bench/results.json).
+ *
+ * Options: --runs N (pairs per figure, default 5), --only KEY,… (cold-start, metadata-read,
+ * listing, transfers, rss), --quick (3 runs, short load runs, 10k/100k files: a smoke test, not
+ * the figures), --files N and --large-files N (dataset sizes), --out FILE, --keep (keep the temp dir),
+ * --cpu-prof (every Coffer process writes a V8 CPU profile into dist/bench/profiles/).
+ */
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { parseArgs } from 'node:util'
+import { profileInto, ROOT, shippedCommand } from './coffer'
+import { growDataset, seedDataset } from './datasets'
+import { ensureNginx } from './nginx'
+import { fmt, markdownTable } from './stats'
+import type { BenchContext, FigureResult } from './figure'
+import { metadataReads, listing } from './figures/api'
+import { transfers } from './figures/transfers'
+import { peakRss } from './figures/memory'
+import { coldStart } from './figures/startup'
+import { diskCosts, type DiskCosts } from './figures/disk'
+import { machine } from './machine'
+
+const FIGURES: Record<string, (ctx: BenchContext) => Promise<FigureResult | FigureResult[]>> = {
+  'cold-start': coldStart,
+  'metadata-read': metadataReads,
+  listing,
+  transfers,
+  rss: peakRss,
+}
+
+function table(results: FigureResult[]): string {
+  const value = (v: number | null, text: string | undefined, unit: string) => text ?? (v === null ? '—' : `${fmt(v)} ${unit}`)
+  return markdownTable(
+    ['figure', 'baseline (same run)', 'Coffer', 'baseline', 'ratio', 'target', 'met?'],
+    results.map((r) => [
+      r.figure,
+      r.baselineLabel,
+      value(r.coffer, r.cofferText, r.unit),
+      value(r.baseline, r.baselineText, r.unit),
+      r.ratio === null ? '—' : `${fmt(r.ratio, 2)}×`,
+      r.target,
+      r.met === null ? (r.coffer === null ? 'not measured' : 'report') : r.met ? 'yes' : '**no**',
+    ]),
+  )
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      runs: { type: 'string' },
+      only: { type: 'string' },
+      quick: { type: 'boolean', default: false },
+      files: { type: 'string' },
+      'large-files': { type: 'string' },
+      out: { type: 'string' },
+      keep: { type: 'boolean', default: false },
+      'cpu-prof': { type: 'boolean', default: false },
+    },
+  })
+  const major = Number(process.versions.node.split('.')[0])
+  if (major < 24) throw new Error(`the bench needs Node 24 (npm run bench uses the project's own); this is ${process.version}`)
+  const only = values.only?.split(',') ?? Object.keys(FIGURES)
+  for (const k of only) if (!FIGURES[k]) throw new Error(`unknown figure ${k}; known: ${Object.keys(FIGURES).join(', ')}`)
+  const runs = Number(values.runs ?? (values.quick ? 3 : 5))
+  const files = Number(values.files ?? (values.quick ? 10_000 : 100_000))
+  const largeFiles = Number(values['large-files'] ?? (values.quick ? 100_000 : 1_000_000))
+  const out = path.resolve(values.out ?? path.join(ROOT, 'dist', 'bench', 'results.json'))
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-bench-'))
+  const log = (line: string) => process.stderr.write(`${line}\n`)
+  const started = Date.now()
+  const loadStart = os.loadavg()
+  log(`bench dir ${dir}`)
+  if (values['cpu-prof']) {
+    const profiles = path.join(ROOT, 'dist', 'bench', 'profiles', new Date(started).toISOString().replace(/[:.]/g, '-'))
+    profileInto(profiles)
+    log(`CPU profiles of the Coffer processes go to ${profiles}`)
+  }
+  try {
+    const nginx = only.includes('transfers') ? ensureNginx(log) : { unavailable: 'not requested' }
+    log(`seeding ${files} files…`)
+    const small = seedDataset(path.join(dir, 'small'), files)
+    log(`  ${small.seed.seconds.toFixed(1)} s`)
+    let large = small
+    if (only.includes('listing')) {
+      log(`seeding ${largeFiles} files (a copy of the first dataset, grown)…`)
+      large = growDataset(small, path.join(dir, 'large'), largeFiles - files)
+      log(`  ${large.seed.seconds.toFixed(1)} s`)
+    }
+    const empty = seedDataset(path.join(dir, 'empty'), 0)
+    const ctx: BenchContext = {
+      dir,
+      runs,
+      loadSeconds: values.quick ? 2 : 5,
+      readSeconds: values.quick ? 3 : 10,
+      datasets: { small, large, empty },
+      nginx,
+      shipped: shippedCommand(),
+      log,
+      disk: undefined as never,
+    }
+    log('disk and CPU costs of durability (fsync, SHA-256)…')
+    ctx.disk = await diskCosts(ctx)
+    const results: FigureResult[] = []
+    for (const key of only) {
+      log(`${key}…`)
+      const r = await FIGURES[key]!(ctx)
+      results.push(...(Array.isArray(r) ? r : [r]))
+    }
+    const disk = ctx.disk
+    const report = {
+      startedAt: new Date(started).toISOString(),
+      seconds: Math.round((Date.now() - started) / 1000),
+      options: { runs, files, largeFiles, quick: values.quick, only },
+      machine: { ...machine(dir), loadAverageAtStart: loadStart, loadAverageAtEnd: os.loadavg() },
+      coffer: ctx.shipped,
+      nginx,
+      seeding: { [`${files} files`]: small.seed.seconds, [`${largeFiles} files (grown from ${files})`]: large === small ? null : large.seed.seconds },
+      disk,
+      results,
+    }
+    fs.mkdirSync(path.dirname(out), { recursive: true })
+    fs.writeFileSync(out, `${JSON.stringify(report, null, 2)}\n`)
+    process.stdout.write(`${render(report.machine, results, disk, nginx)}\n\nJSON: ${path.relative(process.cwd(), out) || out}\n`)
+  } finally {
+    if (values.keep) log(`kept ${dir}`)
+    else fs.rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+function render(m: ReturnType<typeof machine> & { loadAverageAtStart: number[]; loadAverageAtEnd: number[] }, results: FigureResult[], disk: DiskCosts, nginx: ReturnType<typeof ensureNginx>): string {
+  const notes = results.filter((r) => r.note).map((r) => `- ${r.figure}: ${r.note}`)
+  return [
+    table(results),
+    '',
+    ...notes,
+    `- nginx: ${'unavailable' in nginx ? `NOT MEASURED: ${nginx.unavailable}` : `${nginx.version}, one worker process (Coffer is one process)`}`,
+    `- costs nginx does not pay, measured in this run: SHA-256 of 100 MiB ${fmt(disk.sha256For100MiBMs)} ms; writing 100 MiB ${fmt(disk.write100MiBMs)} ms, then its fsync ${fmt(disk.fsync100MiBMs)} ms; a durable 4 KiB file ${fmt(disk.smallFileFsyncMs)} ms alone, ${fmt(disk.smallFileFsyncsPerSecond)}/s with 16 at once`,
+    `- machine: ${m.cpu}, ${m.cores} cores, ${m.memoryGiB} GiB RAM, ${m.disk}; ${m.os}; Node ${m.node}; load average ${m.loadAverageAtStart.map((l) => l.toFixed(1)).join(' ')} at start, ${m.loadAverageAtEnd.map((l) => l.toFixed(1)).join(' ')} at end`,
+  ].join('\n')
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`bench failed: ${(err as Error)?.stack ?? String(err)}\n`)
+  process.exitCode = 1
+})
