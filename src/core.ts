@@ -20,10 +20,7 @@ import { deliver } from './webhooks/deliver'
 import { systemResolver, type Resolver } from './webhooks/ssrf'
 import type { FastifyBaseLogger } from 'fastify'
 import { createLogger } from './lib/logger'
-import { cachedFor, Metrics } from './lib/metrics'
-
-/** How stale the blob gauges may be; the sum behind them scans the blobs table. */
-const BLOB_STATS_MAX_AGE_MS = 30_000
+import { Metrics } from './lib/metrics'
 
 /** Everything the HTTP layer and the CLI work with, built from one config. */
 export interface Core {
@@ -71,7 +68,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const outbox = new OutboxRepo(db)
   const events = new FileEvents(outbox, filesRepo, clock)
   const tenants = new TenantsService(db, clock)
-  const metrics = new Metrics({ blobs: cachedFor(BLOB_STATS_MAX_AGE_MS, clock, () => blobsRepo.stats()), outbox: () => outbox.counts() })
+  const metrics = new Metrics({ blobs: () => blobsRepo.stats(), outbox: () => outbox.counts() })
   const files = new FilesService(db, filesRepo, workspacesRepo, signer, clock, events)
   const uploads = new UploadsService({
     db,

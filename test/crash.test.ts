@@ -135,6 +135,9 @@ t.test(`SIGKILL at random moments (${KILLS} kills): nothing acknowledged is lost
         )
         .all()
       t.same(badCounts, [], 'listing totals match the live files')
+      const totals = db.prepare('SELECT count, bytes FROM blob_totals').get()
+      const actual = db.prepare('SELECT count(*) AS count, coalesce(sum(size_bytes), 0) AS bytes FROM blobs').get()
+      t.same(totals, actual, 'blob totals match the blobs')
       checks.counts++
       const referenced = db.prepare(`SELECT DISTINCT f.sha256, b.size_bytes FROM files f JOIN blobs b ON b.sha256 = f.sha256`).all() as { sha256: string; size_bytes: number }[]
       const missing = referenced.filter((b) => fs.statSync(path.join(dataDir, 'blobs', 'sha256', b.sha256.slice(0, 2), b.sha256.slice(2, 4), b.sha256), { throwIfNoEntry: false })?.size !== b.size_bytes)

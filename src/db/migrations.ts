@@ -146,4 +146,23 @@ CREATE INDEX outbox_due ON outbox (next_attempt_at) WHERE status = 'pending';
 CREATE INDEX outbox_by_status ON outbox (status, created_at);
 `,
   },
+  {
+    version: 3,
+    name: 'blob totals',
+    sql: `
+-- Content on disk, kept by triggers so the metrics read one row instead of summing every blob.
+CREATE TABLE blob_totals (
+  id    INTEGER PRIMARY KEY CHECK (id = 1),
+  count INTEGER NOT NULL CHECK (count >= 0),
+  bytes INTEGER NOT NULL CHECK (bytes >= 0)
+) STRICT;
+INSERT INTO blob_totals (id, count, bytes) SELECT 1, count(*), coalesce(sum(size_bytes), 0) FROM blobs;
+CREATE TRIGGER blobs_after_insert AFTER INSERT ON blobs BEGIN
+  UPDATE blob_totals SET count = count + 1, bytes = bytes + NEW.size_bytes WHERE id = 1;
+END;
+CREATE TRIGGER blobs_after_delete AFTER DELETE ON blobs BEGIN
+  UPDATE blob_totals SET count = count - 1, bytes = bytes - OLD.size_bytes WHERE id = 1;
+END;
+`,
+  },
 ]

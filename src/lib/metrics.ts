@@ -1,5 +1,4 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
-import type { Clock } from './clock'
 
 /** How an upload ended: `completed`, or the lower-cased error code that failed it, or `expired` (swept). */
 export type UploadOutcome =
@@ -53,11 +52,7 @@ export class Metrics implements UploadMeter {
     buckets: DURATION_BUCKETS,
     registers: [this.registry],
   })
-  readonly httpInFlight = new Gauge({
-    name: 'coffer_http_requests_in_flight',
-    help: 'Requests received whose response is not finished yet',
-    registers: [this.registry],
-  })
+  private inFlight: () => number = () => 0
   readonly uploadBytes = new Counter({
     name: 'coffer_upload_bytes_total',
     help: 'Content bytes received in upload bodies (bytes in), whatever the outcome',
@@ -77,6 +72,15 @@ export class Metrics implements UploadMeter {
   private processMetrics = false
 
   constructor(sources: MetricSources) {
+    const metrics = this
+    new Gauge({
+      name: 'coffer_http_requests_in_flight',
+      help: 'Requests received whose response is not finished yet',
+      registers: [this.registry],
+      collect() {
+        this.set(metrics.inFlight())
+      },
+    })
     new Gauge({
       name: 'coffer_blob_bytes',
       help: 'Bytes of stored content on disk (identical content counted once)',
@@ -107,6 +111,18 @@ export class Metrics implements UploadMeter {
     })
   }
 
+  /** Where the in-flight gauge reads its value at scrape time (the HTTP layer's own count). */
+  readInFlight(count: () => number): void {
+    this.inFlight = count
+  }
+
+  /** One finished HTTP request. */
+  recordRequest(method: string, route: string, statusCode: number, seconds: number): void {
+    const labels = { method, route, status_code: String(statusCode) }
+    this.httpRequests.inc(labels)
+    this.httpDuration.observe(labels, seconds)
+  }
+
   received(bytes: number): void {
     this.uploadBytes.inc(bytes)
   }
@@ -120,23 +136,5 @@ export class Metrics implements UploadMeter {
     if (this.processMetrics) return
     this.processMetrics = true
     collectDefaultMetrics({ register: this.registry })
-  }
-}
-
-/**
- * `fn`'s result, recomputed at most once per `maxAgeMs`. For values whose query scans a table
- * (the blob sum reads every blobs row: about 120 ms per million), so that a scrape every few
- * seconds does not stall the event loop each time.
- */
-export function cachedFor<T>(maxAgeMs: number, clock: Clock, fn: () => T): () => T {
-  let value: T | undefined
-  let at = -Infinity
-  return () => {
-    const now = clock.now()
-    if (value === undefined || now - at >= maxAgeMs) {
-      value = fn()
-      at = now
-    }
-    return value
   }
 }
