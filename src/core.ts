@@ -11,6 +11,7 @@ import { WorkspacesRepo } from './db/repos/workspaces'
 import { TenantsService } from './services/tenants'
 import { FilesService } from './services/files'
 import { UploadsService } from './services/uploads'
+import { Quotas } from './services/quotas'
 import { GarbageCollector } from './services/gc'
 import { WorkspacesService } from './services/workspaces'
 import { OutboxRepo } from './db/repos/outbox'
@@ -74,12 +75,12 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     db,
     clock,
     files: filesRepo,
-    tenants: tenants.repo,
     workspaces: workspacesRepo,
     blobs: blobsRepo,
     store,
     signer,
     filesService: files,
+    quotas: new Quotas(tenants.repo, workspacesRepo),
     events,
     uploadUrlTtlMs: config.uploadUrlTtlSeconds * 1000,
     webhookAllowPrivate: config.webhookAllowPrivate,

@@ -2,12 +2,13 @@ import type { Readable } from 'node:stream'
 import { AppError, isDiskFull, notFound } from '../errors'
 import type { DB } from '../db/database'
 import type { FileRecord, FilesRepo } from '../db/repos/files'
-import type { AuthenticatedTenant, TenantsRepo } from '../db/repos/tenants'
+import type { AuthenticatedTenant } from '../db/repos/tenants'
 import type { WorkspacesRepo } from '../db/repos/workspaces'
 import type { BlobsRepo } from '../db/repos/blobs'
 import type { BlobStore, StagedBlob } from '../blobs/blob-store'
 import type { TokenSigner } from '../lib/tokens'
 import type { FilesService } from './files'
+import type { Quotas } from './quotas'
 import { isoTime, type Clock } from '../lib/clock'
 import { isUuid, uuidv7 } from '../lib/ids'
 import { FILE_TYPES, MAX_FILE_SIZE, type FileType } from '../lib/file-types'
@@ -51,12 +52,12 @@ export class UploadsService {
       db: DB
       clock: Clock
       files: FilesRepo
-      tenants: TenantsRepo
       workspaces: WorkspacesRepo
       blobs: BlobsRepo
       store: BlobStore
       signer: TokenSigner
       filesService: FilesService
+      quotas: Quotas
       events: FileEvents
       uploadUrlTtlMs: number
       webhookAllowPrivate: boolean
@@ -98,7 +99,7 @@ export class UploadsService {
     // workspace deleted meanwhile cannot receive a file.
     db.transaction(() => {
       if (workspaceId !== null && !this.deps.workspaces.getLive(tenant.id, workspaceId)) throw notFound.workspace()
-      if (declared !== null) this.assertFits(tenant.id, workspaceId, declared)
+      if (declared !== null) this.deps.quotas.assertFits(tenant.id, workspaceId, declared)
       files.insertPending(record)
     }).immediate()
     const token = signer.sign('upload', tenant.id, record.id, record.uploadExpiresAt)
@@ -171,7 +172,7 @@ export class UploadsService {
     if (sent !== undefined && sent !== '' && sent !== type) {
       this.failWith(file, new AppError('INVALID_FILE_TYPE', `Content-Type ${JSON.stringify(sent)} does not match the declared ${type}`, { fileType: sent, allowedTypes: [type] }))
     }
-    const limit = this.limitFor(file)
+    const limit = this.deps.quotas.limitFor(file)
     if (input.contentLength !== undefined && input.contentLength > limit.maxBytes) this.failWith(file, limit.overflow(input.contentLength))
     let staged: StagedBlob
     try {
@@ -211,7 +212,7 @@ export class UploadsService {
         if (!current || current.deletedAt !== null) throw notFound.file()
         if (current.status !== 'pending') throw new AppError('CONFLICT', `This upload is already ${current.status}`, { field: 'upload' })
         // Without a declared size nothing was reserved: the real size must fit now, atomically.
-        if (current.declaredSize === null) this.assertFits(current.tenantId, current.workspaceId, staged.size)
+        if (current.declaredSize === null) this.deps.quotas.assertFits(current.tenantId, current.workspaceId, staged.size)
         store.ensurePlaced(staged)
         blobs.insertIfMissing(staged.sha256, staged.size, clock.now())
         files.complete(file.id, staged.size, staged.sha256, clock.now())
@@ -250,46 +251,6 @@ export class UploadsService {
     } catch {
       // Best effort: `coffer gc` removes orphans it finds later.
     }
-  }
-
-  /** The most this upload may send and the error for going past it. */
-  private limitFor(file: FileRecord): { maxBytes: number; overflow: (size: number | null) => AppError } {
-    if (file.declaredSize !== null) {
-      return {
-        maxBytes: file.declaredSize,
-        overflow: (size) => new AppError('FILE_TOO_LARGE', `The body is larger than the declared ${file.declaredSize} bytes`, { fileSize: size, maxSize: file.declaredSize }, 413),
-      }
-    }
-    const room = this.room(file.tenantId, file.workspaceId)
-    if (room.bytes >= MAX_FILE_SIZE) {
-      return { maxBytes: MAX_FILE_SIZE, overflow: (size) => new AppError('FILE_TOO_LARGE', `File exceeds the ${MAX_FILE_SIZE}-byte limit`, { fileSize: size, maxSize: MAX_FILE_SIZE }, 413) }
-    }
-    return { maxBytes: room.bytes, overflow: (size) => room.error(size ?? room.bytes + 1) }
-  }
-
-  /** Bytes still free under the tenant and workspace quotas, and the error naming the tighter one. */
-  private room(tenantId: string, workspaceId: string | null): { bytes: number; error: (requested: number) => AppError } {
-    const tenant = this.deps.tenants.get(tenantId)!
-    const ws = workspaceId === null ? undefined : this.deps.workspaces.getLive(tenantId, workspaceId)
-    const tenantRoom = tenant.quotaBytes - tenant.usedBytes
-    const wsRoom = ws && ws.quotaBytes !== null ? ws.quotaBytes - ws.usedBytes : Infinity
-    const scope = wsRoom < tenantRoom && ws ? { name: 'workspace' as const, quota: ws.quotaBytes!, used: ws.usedBytes } : { name: 'tenant' as const, quota: tenant.quotaBytes, used: tenant.usedBytes }
-    return {
-      bytes: Math.max(0, Math.min(tenantRoom, wsRoom)),
-      error: (requested) =>
-        new AppError('QUOTA_EXCEEDED', `The ${scope.name} storage quota is exceeded`, {
-          scope: scope.name,
-          quotaBytes: scope.quota,
-          usedBytes: scope.used,
-          requestedBytes: requested,
-        }),
-    }
-  }
-
-  /** Throws QUOTA_EXCEEDED unless `bytes` more fit under both quotas. Call inside a write transaction. */
-  private assertFits(tenantId: string, workspaceId: string | null, bytes: number): void {
-    const room = this.room(tenantId, workspaceId)
-    if (bytes > room.bytes) throw room.error(bytes)
   }
 }
 

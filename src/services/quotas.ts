@@ -1,0 +1,73 @@
+import { AppError } from '../errors'
+import type { FileRecord } from '../db/repos/files'
+import type { TenantsRepo } from '../db/repos/tenants'
+import type { WorkspacesRepo } from '../db/repos/workspaces'
+import { MAX_FILE_SIZE } from '../lib/file-types'
+
+/** Room left under a tenant's quota and its workspace's, and the error naming the tighter one. */
+export interface Room {
+  bytes: number
+  error: (requested: number) => AppError
+}
+
+/**
+ * The quota arithmetic of uploads. Usage itself is kept by the files triggers (migration 1);
+ * this reads it. Call inside the write transaction that then reserves or commits, so that what
+ * was checked is still true when it is written.
+ */
+export class Quotas {
+  constructor(
+    private readonly tenants: TenantsRepo,
+    private readonly workspaces: WorkspacesRepo,
+  ) {}
+
+  /** Bytes still free under the tenant and workspace quotas, and the error naming the tighter one. */
+  room(tenantId: string, workspaceId: string | null): Room {
+    const tenant = this.tenants.get(tenantId)!
+    const ws = workspaceId === null ? undefined : this.workspaces.getLive(tenantId, workspaceId)
+    const tenantRoom = tenant.quotaBytes - tenant.usedBytes
+    const wsRoom = ws && ws.quotaBytes !== null ? ws.quotaBytes - ws.usedBytes : Infinity
+    const scope =
+      wsRoom < tenantRoom && ws
+        ? { name: 'workspace' as const, quota: ws.quotaBytes!, used: ws.usedBytes }
+        : { name: 'tenant' as const, quota: tenant.quotaBytes, used: tenant.usedBytes }
+    return {
+      bytes: Math.max(0, Math.min(tenantRoom, wsRoom)),
+      error: (requested) =>
+        new AppError('QUOTA_EXCEEDED', `The ${scope.name} storage quota is exceeded`, {
+          scope: scope.name,
+          quotaBytes: scope.quota,
+          usedBytes: scope.used,
+          requestedBytes: requested,
+        }),
+    }
+  }
+
+  /** Throws QUOTA_EXCEEDED unless `bytes` more fit under both quotas. */
+  assertFits(tenantId: string, workspaceId: string | null, bytes: number): void {
+    const room = this.room(tenantId, workspaceId)
+    if (bytes > room.bytes) throw room.error(bytes)
+  }
+
+  /**
+   * The most a PUT may send and the error for going past it: the declared size (413), else the
+   * room left under the quotas (403), else the 100 MiB limit (413).
+   */
+  limitFor(file: FileRecord): { maxBytes: number; overflow: (size: number | null) => AppError } {
+    if (file.declaredSize !== null) {
+      return {
+        maxBytes: file.declaredSize,
+        overflow: (size) =>
+          new AppError('FILE_TOO_LARGE', `The body is larger than the declared ${file.declaredSize} bytes`, { fileSize: size, maxSize: file.declaredSize }, 413),
+      }
+    }
+    const room = this.room(file.tenantId, file.workspaceId)
+    if (room.bytes >= MAX_FILE_SIZE) {
+      return {
+        maxBytes: MAX_FILE_SIZE,
+        overflow: (size) => new AppError('FILE_TOO_LARGE', `File exceeds the ${MAX_FILE_SIZE}-byte limit`, { fileSize: size, maxSize: MAX_FILE_SIZE }, 413),
+      }
+    }
+    return { maxBytes: room.bytes, overflow: (size) => room.error(size ?? room.bytes + 1) }
+  }
+}
