@@ -97,10 +97,11 @@ export class FilesService {
    * Deleting a pending upload ends it: it becomes failed and its `file.failed` event is written.
    */
   delete(tenant: AuthenticatedTenant, fileId: string): void {
-    const f = this.get(tenant, fileId)
     this.db
       .transaction(() => {
-        if (!this.files.softDelete(tenant.id, f.id, this.clock.now())) throw notFound.file()
+        // Read under the write lock: the status decides the event, so it must be the one deleted.
+        const f = this.get(tenant, fileId)
+        this.files.softDelete(tenant.id, f.id, this.clock.now())
         if (f.status === 'pending') this.events.settled(f.id, { code: 'FILE_DELETED', message: 'The file was deleted before its upload completed' })
       })
       .immediate()
