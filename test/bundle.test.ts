@@ -1,6 +1,7 @@
 import t from 'tap'
 import fs from 'node:fs'
 import path from 'node:path'
+import { spawn } from 'node:child_process'
 import { BUNDLE, buildBundle, runCoffer, startCoffer } from './process-helper'
 import { tempDir } from './helper'
 
@@ -71,4 +72,41 @@ t.test('CLI: --help, version, bad config, unknown command', async (t) => {
   const serveHelp = runCoffer(['serve', '--help'], { cwd })
   t.equal(serveHelp.status, 0)
   t.match(serveHelp.stdout, /--data-dir/)
+})
+
+t.test('processes starting at once on a new data dir agree on one complete server secret', async (t) => {
+  // CI once caught a racing process reading the secret between its creation and its write.
+  const rounds = 4
+  const racers = 5
+  for (let round = 0; round < rounds; round++) {
+    const cwd = tempDir(t)
+    // What a crash in the middle of generating the secret leaves behind must not matter.
+    fs.mkdirSync(path.join(cwd, 'data'))
+    fs.writeFileSync(path.join(cwd, 'data', 'secret.999.deadbeef.tmp'), '')
+    const runs = await Promise.all(
+      Array.from(
+        { length: racers },
+        () =>
+          new Promise<{ code: number | null; stderr: string }>((resolve) => {
+            const child = spawn(process.execPath, [BUNDLE, 'tenant', 'list', '--json', '--data-dir', 'data'], { cwd, env: { PATH: process.env.PATH ?? '' } })
+            let stderr = ''
+            child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+            child.once('close', (code) => resolve({ code, stderr }))
+          }),
+      ),
+    )
+    t.same(
+      runs.filter((r) => r.code !== 0),
+      [],
+      `round ${round}: all ${racers} processes started`,
+    )
+    const secret = path.join(cwd, 'data', 'secret')
+    t.match(fs.readFileSync(secret, 'utf8'), /^[0-9a-f]{64}$/)
+    t.equal(fs.statSync(secret).mode & 0o777, 0o600)
+    t.same(
+      fs.readdirSync(path.join(cwd, 'data')).filter((n) => n.startsWith('secret.') && n !== 'secret.999.deadbeef.tmp'),
+      [],
+      'no temporary file of theirs is left',
+    )
+  }
 })

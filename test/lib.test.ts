@@ -1,4 +1,8 @@
 import t from 'tap'
+import fs from 'node:fs'
+import path from 'node:path'
+import { ensureDataDir, loadSecret } from '../src/lib/data-dir'
+import { tempDir } from './helper'
 import { contentDisposition } from '../src/lib/content-disposition'
 import { etagMatches, parseRange } from '../src/lib/http-range'
 import { redactUrl } from '../src/lib/logger'
@@ -36,4 +40,44 @@ t.test('redactUrl hides credential query values', async (t) => {
   t.equal(redactUrl('/api/v1/upload/x?expires=1&token=abc'), '/api/v1/upload/x?expires=1&token=[REDACTED]')
   t.equal(redactUrl('/d?token=abc&x=1&apiKey=k'), '/d?token=[REDACTED]&x=1&apiKey=[REDACTED]')
   t.equal(redactUrl('/health'), '/health')
+})
+
+t.test('the server secret: a process racing its creation reads the complete secret', async (t) => {
+  const d = ensureDataDir(tempDir(t))
+  const writeSync = fs.writeSync
+  t.teardown(() => {
+    fs.writeSync = writeSync
+  })
+  let racer: Buffer | undefined
+  // While this process writes the secret, "another process" starts on the same data dir.
+  fs.writeSync = ((...args: Parameters<typeof writeSync>) => {
+    fs.writeSync = writeSync
+    racer = loadSecret(d, undefined)
+    return writeSync(...args)
+  }) as typeof writeSync
+  const mine = loadSecret(d, undefined)
+  t.equal(racer?.length, 32)
+  t.same(mine, racer, 'both use the same secret')
+  t.same(loadSecret(d, undefined), mine, 'and so does every later start')
+  t.same(fs.readdirSync(d.root).filter((n) => n.startsWith('secret.')), [], 'no temporary file left')
+})
+
+t.test('the server secret: a crash while generating it leaves no damaged secret behind', async (t) => {
+  const d = ensureDataDir(tempDir(t))
+  const fsyncSync = fs.fsyncSync
+  t.teardown(() => {
+    fs.fsyncSync = fsyncSync
+  })
+  fs.fsyncSync = () => {
+    throw Object.assign(new Error('EIO: i/o error, fsync'), { code: 'EIO' })
+  }
+  t.throws(() => loadSecret(d, undefined), /EIO/)
+  fs.fsyncSync = fsyncSync
+  t.notOk(fs.existsSync(d.secret), 'no secret file was published')
+  const secret = loadSecret(d, undefined)
+  t.equal(secret.length, 32, 'the next start generates one')
+  t.equal(fs.statSync(d.secret).mode & 0o777, 0o600)
+  t.equal(fs.readFileSync(d.secret, 'utf8'), secret.toString('hex'))
+  t.same(loadSecret(d, 'configured-secret'), Buffer.from('configured-secret'), 'COFFER_SECRET wins')
+  t.ok(path.isAbsolute(d.secret))
 })

@@ -41,21 +41,32 @@ export function emptyTmp(d: DataDir): number {
 
 /**
  * The server secret: `COFFER_SECRET` when configured, else 32 random bytes generated once into
- * `<data-dir>/secret` (mode 0600). `wx` makes the first of two racing processes win; the other reads it.
+ * `<data-dir>/secret` (mode 0600). The secret is written and synced under a temporary name, then
+ * published with link(2), which fails with EEXIST when another process got there first: the name
+ * `secret` only ever points at a complete file, so a racing process never reads it half-written
+ * and a crash mid-write never leaves a damaged secret behind (only a stray temporary file).
  */
 export function loadSecret(d: DataDir, configured: string | undefined): Buffer {
   if (configured !== undefined) return Buffer.from(configured, 'utf8')
-  try {
-    const fd = fs.openSync(d.secret, 'wx', 0o600)
+  if (!fs.existsSync(d.secret)) {
+    const tmp = `${d.secret}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`
+    const fd = fs.openSync(tmp, 'wx', 0o600)
     try {
-      fs.writeSync(fd, randomBytes(32).toString('hex'))
-      fs.fsyncSync(fd)
+      try {
+        fs.writeSync(fd, randomBytes(32).toString('hex'))
+        fs.fsyncSync(fd)
+      } finally {
+        fs.closeSync(fd)
+      }
+      try {
+        fs.linkSync(tmp, d.secret)
+        fsyncDir(d.root)
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
+      }
     } finally {
-      fs.closeSync(fd)
+      fs.rmSync(tmp, { force: true })
     }
-    fsyncDir(d.root)
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
   }
   const text = fs.readFileSync(d.secret, 'utf8').trim()
   if (!/^[0-9a-f]{64}$/.test(text)) throw new Error(`${d.secret} is damaged: expected 64 hex characters`)
