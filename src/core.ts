@@ -50,6 +50,8 @@ export interface CoreOptions {
   resolve?: Resolver
   /** Wraps the blob store; tests inject faults (a full disk) this way. */
   store?: (disk: BlobStore) => BlobStore
+  /** How often the webhook scheduler polls the outbox besides being woken on insert (1 s). */
+  webhookPollMs?: number
 }
 
 /**
@@ -93,6 +95,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     tenants: tenants.repo,
     clock,
     log: options.log ?? createLogger('silent'),
+    ...(options.webhookPollMs !== undefined ? { pollMs: options.webhookPollMs } : {}),
     send: (delivery, signal) => deliver(delivery, { allowPrivate: config.webhookAllowPrivate, resolve, signal }),
   })
   events.onEnqueued(() => webhooks.notify())

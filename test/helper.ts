@@ -51,14 +51,14 @@ export function captureLogs(): { stream: Writable; lines: Record<string, unknown
 export async function makeApp(
   t: Test,
   env: Record<string, string> = {},
-  opts: { resolve?: Resolver; dir?: string; store?: CoreOptions['store'] } = {},
+  opts: { resolve?: Resolver; dir?: string; store?: CoreOptions['store']; webhookPollMs?: number } = {},
 ): Promise<TestContext> {
   const dir = opts.dir ?? tempDir(t)
   const config = loadConfig({ COFFER_ADMIN_API_KEY: ADMIN_KEY, COFFER_LOG_LEVEL: 'debug', ...env }, { 'data-dir': dir })
   const clock = new ManualClock()
   const { stream, lines } = captureLogs()
   const logger = createLogger(config.logLevel, stream)
-  const core = createCore(config, { clock, log: logger, ...(opts.resolve ? { resolve: opts.resolve } : {}), ...(opts.store ? { store: opts.store } : {}) })
+  const core = createCore(config, { clock, log: logger, ...(opts.resolve ? { resolve: opts.resolve } : {}), ...(opts.store ? { store: opts.store } : {}), ...(opts.webhookPollMs !== undefined ? { webhookPollMs: opts.webhookPollMs } : {}) })
   const app = await buildApp(core, { logger })
   t.teardown(async () => {
     await core.webhooks.stop()
