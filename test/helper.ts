@@ -139,3 +139,14 @@ export async function upload(
   const put = await app.inject({ method: 'PUT', url: h.presignedUrl, headers: { 'content-type': type }, payload: bytes })
   return { handshake: h, put, fileId: h.fileId }
 }
+
+/** Waits until uploads streaming into `tmpDir` (a data dir's tmp/) have written `bytes` in all:
+ * the server has claimed the upload and is receiving its body. */
+export async function receivedAtLeast(tmpDir: string, bytes: number): Promise<void> {
+  for (let i = 0; i < 500; i++) {
+    const written = fs.readdirSync(tmpDir).reduce((n, f) => n + fs.statSync(path.join(tmpDir, f)).size, 0)
+    if (written >= bytes) return
+    await new Promise((r) => setTimeout(r, 10))
+  }
+  throw new Error(`the server never received ${bytes} bytes`)
+}

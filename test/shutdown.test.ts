@@ -8,7 +8,7 @@ import { loadConfig } from '../src/config'
 import { createCore } from '../src/core'
 import { createLogger } from '../src/lib/logger'
 import { startServer, type Server } from '../src/cli/serve'
-import { captureLogs, fileBytes, tempDir, type Handshake } from './helper'
+import { captureLogs, fileBytes, receivedAtLeast, tempDir, type Handshake } from './helper'
 import { buildBundle, runCoffer, startCoffer } from './process-helper'
 
 async function start(t: Test, env: Record<string, string> = {}) {
@@ -47,16 +47,6 @@ function startPut(server: Pick<Server, 'url'>, h: Handshake, size: number) {
 }
 
 /** Resolves once the server has written `bytes` of upload content into its temp files. */
-async function receivedAtLeast(dir: string, bytes: number): Promise<void> {
-  const tmp = path.join(dir, 'tmp')
-  for (let i = 0; i < 200; i++) {
-    const written = fs.readdirSync(tmp).reduce((n, f) => n + fs.statSync(path.join(tmp, f)).size, 0)
-    if (written >= bytes) return
-    await new Promise((r) => setTimeout(r, 10))
-  }
-  throw new Error(`the server never received ${bytes} bytes`)
-}
-
 t.test('an upload in flight at SIGTERM finishes; a request arriving meanwhile gets 503 NOT_READY; then all stops', async (t) => {
   const { server, config, dir, auth } = await start(t)
   const size = 256 * 1024
@@ -64,7 +54,7 @@ t.test('an upload in flight at SIGTERM finishes; a request arriving meanwhile ge
   const h = await handshake(server, auth, size)
   const put = startPut(server, h, size)
   put.req.write(bytes.subarray(0, size / 2))
-  await receivedAtLeast(dir, size / 2)
+  await receivedAtLeast(path.join(dir, 'tmp'), size / 2)
 
   // A second client has sent half a request: its connection is busy, not idle, so close keeps it.
   const late = net.connect(Number(new URL(server.url).port), '127.0.0.1')
@@ -117,7 +107,7 @@ t.test('an upload cut off by the shutdown timeout leaves no partial state', asyn
   const h = await handshake(server, auth, size)
   const put = startPut(server, h, size)
   put.req.write(fileBytes('image/png', size).subarray(0, 1000))
-  await receivedAtLeast(dir, 1000)
+  await receivedAtLeast(path.join(dir, 'tmp'), 1000)
   t.equal(fs.readdirSync(path.join(dir, 'tmp')).length, 1, 'the partial upload is on disk while it streams')
 
   const started = Date.now()
@@ -157,7 +147,7 @@ t.test('the process: SIGTERM waits for the upload in flight, then exits 0; a sec
     const h = await handshake(server, auth, size)
     const put = startPut(server, h, size)
     put.req.write(bytes.subarray(0, 1000))
-    await receivedAtLeast(dir, 1000)
+    await receivedAtLeast(path.join(dir, 'tmp'), 1000)
     server.child.kill('SIGTERM')
     await new Promise((r) => setTimeout(r, 300))
     t.equal(server.child.exitCode, null, 'still running while the upload is in flight')

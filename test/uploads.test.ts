@@ -2,7 +2,7 @@ import t from 'tap'
 import fs from 'node:fs'
 import path from 'node:path'
 import { PassThrough } from 'node:stream'
-import { createTenant, fileBytes, handshake, makeApp, upload, type Handshake } from './helper'
+import { createTenant, fileBytes, handshake, makeApp, receivedAtLeast, upload, type Handshake } from './helper'
 import { SWEEP_GRACE_MS } from '../src/services/uploads'
 
 const quotaOf = async (app: Awaited<ReturnType<typeof makeApp>>['app'], headers: Record<string, string>) =>
@@ -253,7 +253,7 @@ t.test('a file deleted while its body streams is not resurrected, and its blob i
   const body = new PassThrough()
   const pending = app.inject({ method: 'PUT', url: h.presignedUrl, headers: { 'content-type': 'image/png' }, payload: body })
   body.write(fileBytes('image/png', 1000))
-  await new Promise((r) => setTimeout(r, 50))
+  await receivedAtLeast(core.dataDir.tmp, 1000)
   t.equal((await app.inject({ method: 'DELETE', url: `/api/v1/files/${h.fileId}`, headers: tenant.headers })).statusCode, 200)
   body.end(fileBytes('image/png', 1000, 2))
   const res = await pending
@@ -264,13 +264,13 @@ t.test('a file deleted while its body streams is not resurrected, and its blob i
 })
 
 t.test('a second PUT while the first is streaming → 409', async (t) => {
-  const { app } = await makeApp(t)
+  const { app, core } = await makeApp(t)
   const tenant = await createTenant(app)
   const h = (await handshake(app, tenant.headers, { fileType: 'image/png', fileName: 'a.png' })).json() as Handshake
   const body = new PassThrough()
   const first = app.inject({ method: 'PUT', url: h.presignedUrl, headers: { 'content-type': 'image/png' }, payload: body })
   body.write(fileBytes('image/png', 1000))
-  await new Promise((r) => setTimeout(r, 50))
+  await receivedAtLeast(core.dataDir.tmp, 1000)
   const second = await app.inject({ method: 'PUT', url: h.presignedUrl, headers: { 'content-type': 'image/png' }, payload: fileBytes('image/png', 10) })
   t.equal(second.statusCode, 409)
   body.end()
@@ -285,7 +285,7 @@ t.test('abandoned uploads are swept to failed after expiry plus grace; streaming
   const body = new PassThrough()
   const put = app.inject({ method: 'PUT', url: streaming.presignedUrl, headers: { 'content-type': 'image/png' }, payload: body })
   body.write(fileBytes('image/png', 100))
-  await new Promise((r) => setTimeout(r, 50))
+  await receivedAtLeast(core.dataDir.tmp, 100)
   clock.advance(15 * 60_000 + SWEEP_GRACE_MS - 1)
   t.equal(core.uploads.sweepExpired(), 0, 'not before expiry + grace')
   clock.advance(2)
