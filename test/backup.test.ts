@@ -11,7 +11,7 @@ import { backupDataDir } from '../src/services/backup'
 import type { App } from '../src/http/types'
 import type { Clock } from '../src/lib/clock'
 import { BUNDLE, buildBundle, runCoffer, startCoffer } from './process-helper'
-import { ADMIN_KEY, captureLogs, createTenant, fileBytes, makeApp, tempDir, upload } from './helper'
+import { ADMIN_KEY, captureLogs, createTenant, fileBytes, makeApp, tempDir, upload, blobFile } from './helper'
 
 /** Serves `dataDir` in-process (what `coffer serve --data-dir` does, without the socket). */
 async function serveDir(t: Test, dataDir: string, clock?: Clock): Promise<{ app: App; core: ReturnType<typeof createCore> }> {
@@ -105,7 +105,7 @@ t.test('on another filesystem the blobs are copied', { skip: otherFsUsable() ? f
   const restored = await serveDir(t, path.join(dest, 'b'))
   const res = await restored.app.inject({ method: 'GET', url: `/api/v1/files/${fileId}/download`, headers: tenant.headers })
   t.ok(res.rawPayload.equals(bytes))
-  t.not(fs.statSync(restored.core.store.pathOf(res.headers.etag!.toString().slice(1, -1))).ino, fs.statSync(core.store.pathOf(res.headers.etag!.toString().slice(1, -1))).ino)
+  t.not(fs.statSync(blobFile(restored.core, res.headers.etag!.toString().slice(1, -1))).ino, fs.statSync(blobFile(core, res.headers.etag!.toString().slice(1, -1))).ino)
 })
 
 t.test('coffer backup of a live server under upload load; the restored copy serves every file', async (t) => {

@@ -2,7 +2,7 @@ import t from 'tap'
 import fs from 'node:fs'
 import path from 'node:path'
 import { PassThrough, Readable } from 'node:stream'
-import { createTenant, fileBytes, makeApp, upload } from './helper'
+import { createTenant, fileBytes, makeApp, upload, blobFile } from './helper'
 import { gcCommand, verifyCommand } from '../src/cli/maintenance'
 import { ORPHAN_MIN_AGE_MS } from '../src/services/gc'
 
@@ -84,12 +84,12 @@ t.test('coffer gc and coffer verify', async (t) => {
   t.match(JSON.parse(run.out.join('')), { ok: true, checked: 2, missing: [], corrupt: [], orphans: [] })
   const shaA = core.db.prepare('SELECT sha256 FROM files WHERE id = ?').pluck().get(a.fileId) as string
   const shaB = core.db.prepare('SELECT sha256 FROM files WHERE id = ?').pluck().get(b.fileId) as string
-  fs.chmodSync(core.store.pathOf(shaA), 0o600)
-  fs.appendFileSync(core.store.pathOf(shaA), 'bit rot')
-  fs.rmSync(core.store.pathOf(shaB))
+  fs.chmodSync(blobFile(core, shaA), 0o600)
+  fs.appendFileSync(blobFile(core, shaA), 'bit rot')
+  fs.rmSync(blobFile(core, shaB))
   const orphan = 'f'.repeat(64)
-  fs.mkdirSync(path.dirname(core.store.pathOf(orphan)), { recursive: true })
-  fs.writeFileSync(core.store.pathOf(orphan), 'left by a crash')
+  fs.mkdirSync(path.dirname(blobFile(core, orphan)), { recursive: true })
+  fs.writeFileSync(blobFile(core, orphan), 'left by a crash')
   run = io()
   t.equal(await verifyCommand([], run.io), 1, 'exit 1 when content is missing or corrupt')
   const text = run.out.join('')
@@ -102,9 +102,9 @@ t.test('coffer gc and coffer verify', async (t) => {
   t.equal(await gcCommand(['--json'], run.io), 0)
   t.match(JSON.parse(run.out.join('')), { orphansRemoved: 0 })
   const old = new Date(Date.now() - ORPHAN_MIN_AGE_MS - 60_000)
-  fs.utimesSync(core.store.pathOf(orphan), old, old)
+  fs.utimesSync(blobFile(core, orphan), old, old)
   run = io()
   t.equal(await gcCommand([], run.io), 0)
   t.match(run.out.join(''), /and 1 orphaned blob file/)
-  t.notOk(fs.existsSync(core.store.pathOf(orphan)))
+  t.notOk(fs.existsSync(blobFile(core, orphan)))
 })

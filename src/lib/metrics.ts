@@ -15,7 +15,17 @@ export type UploadOutcome =
 export interface UploadMeter {
   /** Content bytes read from an upload body, counted as they stream (whatever the outcome). */
   received(bytes: number): void
-  finished(outcome: UploadOutcome): void
+  /** An upload ended: `completed`, `expired`, or the public error code that failed it. */
+  finished(result: string): void
+}
+
+const FAILURE_OUTCOMES: ReadonlySet<string> = new Set(['invalid_file_type', 'file_too_large', 'quota_exceeded', 'validation_error', 'insufficient_storage'])
+
+/** The label of an upload's end: a bounded set whatever the service reports. */
+export function uploadOutcome(result: string): UploadOutcome {
+  if (result === 'completed' || result === 'expired') return result
+  const code = result.toLowerCase()
+  return (FAILURE_OUTCOMES.has(code) ? code : 'internal_error') as UploadOutcome
 }
 
 /** What the gauges read at scrape time. */
@@ -127,8 +137,8 @@ export class Metrics implements UploadMeter {
     this.uploadBytes.inc(bytes)
   }
 
-  finished(outcome: UploadOutcome): void {
-    this.uploads.inc({ outcome })
+  finished(result: string): void {
+    this.uploads.inc({ outcome: uploadOutcome(result) })
   }
 
   /** Node's own metrics (CPU, memory, event loop lag, GC, handles): for the serving process only. */

@@ -1,10 +1,10 @@
 import type { App } from '../types'
 import type { Core } from '../../core'
 import { adminAuth } from '../auth'
-import { CreateTenantBody, CreatedTenant, RegeneratedKey } from '../schemas/tenants'
-import { PathId, withErrors } from '../schemas/common'
+import { CreateTenantBody, CreatedTenant, RegeneratedKey, createdTenantView } from '../../contract/tenants'
+import { PathId } from '../../contract/common'
 import { Type } from '@sinclair/typebox'
-import { createdTenantView } from '../../services/tenants'
+import { withErrors } from '../responses'
 
 /** Admin API: tenant creation and key rotation, behind the admin key. */
 export async function adminRoutes(app: App, core: Core): Promise<void> {

@@ -1,9 +1,9 @@
 import { Type } from '@sinclair/typebox'
 import type { App } from '../types'
 import type { Core } from '../../core'
-import { PathId, SuccessResponse, withErrors } from '../schemas/common'
-import { CreateWorkspaceBody, UpdateWorkspaceBody, WorkspaceList, WorkspaceSchema } from '../schemas/workspaces'
-import { workspaceView } from '../../services/workspaces'
+import { PathId, SuccessResponse } from '../../contract/common'
+import { CreateWorkspaceBody, UpdateWorkspaceBody, WorkspaceList, WorkspaceSchema, workspaceView } from '../../contract/workspaces'
+import { withErrors } from '../responses'
 
 const Params = Type.Object({ workspaceId: PathId })
 
