@@ -34,7 +34,9 @@ async function healthy(url, deadline) {
   while (performance.now() < deadline) {
     try {
       if ((await fetch(url)).status === 200) return
-    } catch {}
+    } catch {
+      // not listening yet
+    }
     await new Promise((r) => setTimeout(r, 2))
   }
   throw new Error(`${url} never answered 200`)

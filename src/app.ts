@@ -57,7 +57,7 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
           ? new AppError('NOT_FOUND', 'Not found: a path segment is longer than any id')
           : new AppError('VALIDATION_ERROR', 'The URL is malformed', { errors: [{ path: '/url', message: 'is not a valid URL' }] })
       reply.header('x-request-id', request.id)
-      return sendError(reply, appErr)
+      void sendError(reply, appErr)
     },
     // Requests arriving during close are refused by request-lifecycle.ts, in the contract's error shape.
     return503OnClosing: false,

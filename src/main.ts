@@ -1,11 +1,11 @@
-import { loadConfig, configHelp, ConfigError } from './config'
+import { configHelp, ConfigError } from './config'
 import type { Logger } from 'pino'
 import { serveCommand, type ServeProcess } from './cli/serve'
 import { tenantCommand } from './cli/tenant'
 import { gcCommand, verifyCommand } from './cli/maintenance'
 import { webhooksCommand } from './cli/webhooks'
 import { backupCommand } from './cli/backup'
-import { parse, println, UsageError, type CliIO } from './cli/io'
+import { println, UsageError, type CliIO } from './cli/io'
 import { version } from '../package.json'
 
 const HELP = `coffer ${version}: multi-tenant file storage in one executable

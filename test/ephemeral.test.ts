@@ -96,7 +96,7 @@ t.test('a bad setting or --data-dir: exit 2, nothing left behind', async (t) => 
 
 t.test('prepareEphemeral: the configuration it builds', async (t) => {
   const eph = prepareEphemeral({ COFFER_LOG_LEVEL: 'warn', COFFER_WEBHOOK_ALLOW_PRIVATE: 'false' }, { port: '0' })
-  t.teardown(eph.remove)
+  t.teardown(() => eph.remove())
   t.equal(eph.config.webhookAllowPrivate, true, 'webhooks to loopback and private addresses are allowed')
   t.equal(eph.config.adminApiKey, eph.adminApiKey)
   t.equal(eph.config.logLevel, 'warn', 'other settings come from the environment as usual')

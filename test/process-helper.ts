@@ -57,11 +57,11 @@ export function startCoffer(
         resolve({ child, url: m[1] ?? '', lines, stdout, exited })
       }
     }
-    readline.createInterface({ input: child.stdout! }).on('line', (line) => {
+    readline.createInterface({ input: child.stdout }).on('line', (line) => {
       stdout.push(line)
       onLine(line)
     })
-    readline.createInterface({ input: child.stderr! }).on('line', onLine)
+    readline.createInterface({ input: child.stderr }).on('line', onLine)
     void exited.then((code) => {
       clearTimeout(timer)
       reject(new Error(`coffer exited (${code}) before it was ready:\n${lines.join('\n')}`))

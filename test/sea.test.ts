@@ -132,7 +132,9 @@ t.test("the README's CI recipes work as written", async (t) => {
     t.teardown(() => {
       try {
         process.kill(pid, 'SIGKILL')
-      } catch {}
+      } catch {
+        // already gone
+      }
     })
     t.equal(start.status, 0, start.stderr)
     const exported = Object.fromEntries(fs.readFileSync(githubEnv, 'utf8').trim().split('\n').map((l) => l.split(/=(.*)/s).slice(0, 2)))

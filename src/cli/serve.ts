@@ -41,7 +41,7 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
   }
   const eph = ephemeral ? prepareEphemeral(io.env, flags) : undefined
   // However the process ends (clean exit, a crash, a forced exit), the temporary data dir goes too.
-  if (eph) proc.onExit(eph.remove)
+  if (eph) proc.onExit(() => eph.remove())
   const config = eph?.config ?? loadConfig(io.env, flags)
   // Ephemeral mode keeps stdout for its one JSON line; the logs go to stderr.
   const logger = createLogger(config.logLevel, eph ? io.stderr : io.stdout)

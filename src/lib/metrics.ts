@@ -82,13 +82,13 @@ export class Metrics implements UploadMeter {
   private processMetrics = false
 
   constructor(sources: MetricSources) {
-    const metrics = this
+    const inFlight = () => this.inFlight()
     new Gauge({
       name: 'coffer_http_requests_in_flight',
       help: 'Requests received whose response is not finished yet',
       registers: [this.registry],
       collect() {
-        this.set(metrics.inFlight())
+        this.set(inFlight())
       },
     })
     new Gauge({

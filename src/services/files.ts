@@ -23,7 +23,7 @@ export function decodeCursor(raw: string): Cursor {
   const text = /^[A-Za-z0-9_-]{1,200}$/.test(raw) ? Buffer.from(raw, 'base64url').toString('utf8') : ''
   const m = /^(\d{1,15})\.([0-9a-f-]{36})$/.exec(text)
   if (!m || !isUuid(m[2])) throw validationError('/cursor', 'is not a cursor returned by this API')
-  return { createdAt: Number(m[1]), id: m[2]! }
+  return { createdAt: Number(m[1]), id: m[2] }
 }
 
 /** Reading, listing, deleting and sharing files. */

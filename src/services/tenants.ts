@@ -4,6 +4,7 @@ import type { DB } from '../db/database'
 import type { AuthenticatedTenant, Tenant, TenantsRepo } from '../db/repos/tenants'
 import type { Clock } from '../lib/clock'
 import type { QuotaInfo } from '../contract/tenants'
+import { NO_CONTROL } from '../contract/common'
 import { uuidv7, isUuid } from '../lib/ids'
 import { newApiKey, newWebhookSecret, sha256 } from '../lib/secrets'
 import { DEFAULT_TENANT_QUOTA, FILE_TYPES } from '../lib/file-types'
@@ -17,7 +18,8 @@ export interface CreateTenantInput {
   keyKind?: 'live' | 'test'
 }
 
-const CONTROL = /[\u0000-\u001f\u007f-\u009f]/
+/** The contract's rule for names (no control characters, no lone surrogates), as the API schema applies it. */
+const NAME_TEXT = new RegExp(NO_CONTROL)
 
 /**
  * Checks a tenant's settings whichever front they came from (the admin API validates the same
@@ -25,7 +27,7 @@ const CONTROL = /[\u0000-\u001f\u007f-\u009f]/
  */
 export function checkTenantInput(input: CreateTenantInput): void {
   if (input.name.length < 1 || input.name.length > 100) throw validationError('/name', 'must be 1 to 100 characters')
-  if (CONTROL.test(input.name)) throw validationError('/name', 'must contain no control characters')
+  if (!NAME_TEXT.test(input.name)) throw validationError('/name', 'must contain no control characters')
   const q = input.quotaBytes
   if (q !== undefined && (!Number.isSafeInteger(q) || q < 0)) throw validationError('/quotaBytes', 'must be an integer of at least 0')
   const types = input.allowedFileTypes

@@ -73,7 +73,8 @@ export class WebhookScheduler implements Background {
   }
 
   private tick(): void {
-    this.claim()
+    // Each claimed delivery records its own outcome; tick only schedules.
+    void this.claim()
     clearTimeout(this.timer)
     const next = this.deps.outbox.nextDueAt()
     const now = this.deps.clock.now()

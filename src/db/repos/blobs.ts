@@ -27,7 +27,7 @@ export class BlobsRepo {
 
   /** The blob's size when it exists and no file row (live, deleted or failed) references it. */
   sizeIfUnreferenced(sha256: string): number | undefined {
-    return this.stmts.sizeIfUnreferenced.get(sha256) as number | undefined
+    return this.stmts.sizeIfUnreferenced.get(sha256)
   }
 
   /** Keyset walk over every blob, in hash order. */
