@@ -58,15 +58,19 @@ async function once(args, ready) {
 
 async function serveRun(dataDir) {
   const port = await freePort()
-  return once(['serve', '--port', String(port), '--data-dir', dataDir, '--log-level', 'warn'], () => healthy(`http://127.0.0.1:${port}/health`, performance.now() + 20_000))
+  return once(['serve', '--port', String(port), '--data-dir', dataDir, '--log-level', 'warn'], () =>
+    healthy(`http://127.0.0.1:${port}/health`, performance.now() + 20_000),
+  )
 }
 
 const ephemeralRun = () =>
-  once(['serve', '--ephemeral', '--port', '0', '--log-level', 'warn'], (child) =>
-    new Promise((resolve, reject) => {
-      readline.createInterface({ input: child.stdout }).once('line', resolve)
-      child.once('exit', () => reject(new Error('exited before its JSON line')))
-    }),
+  once(
+    ['serve', '--ephemeral', '--port', '0', '--log-level', 'warn'],
+    (child) =>
+      new Promise((resolve, reject) => {
+        readline.createInterface({ input: child.stdout }).once('line', resolve)
+        child.once('exit', () => reject(new Error('exited before its JSON line')))
+      }),
   )
 
 function stats(ms) {

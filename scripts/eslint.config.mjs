@@ -11,7 +11,7 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
 
 /** SQL statements are prepared and run only by src/db/ (repos and the database helpers). */
 const SQL_OUTSIDE_DB = {
-  selector: "CallExpression[callee.property.name=/^(prepare|exec|pragma|backup)$/]:not([callee.object.regex])",
+  selector: 'CallExpression[callee.property.name=/^(prepare|exec|pragma|backup)$/]:not([callee.object.regex])',
   message: 'SQL lives in src/db/: add a repo method (src/db/repos/) and call it from a service.',
 }
 
@@ -57,7 +57,10 @@ export default tseslint.config(
   {
     files: ['src/lib/**/*.ts', 'src/db/**/*.ts', 'src/cli/**/*.ts'],
     rules: {
-      'no-restricted-imports': ['error', { patterns: [{ group: ['**/blobs/layout'], message: 'Blob paths are private to src/blobs/: read content with BlobStore.open.' }] }],
+      'no-restricted-imports': [
+        'error',
+        { patterns: [{ group: ['**/blobs/layout'], message: 'Blob paths are private to src/blobs/: read content with BlobStore.open.' }] },
+      ],
     },
   },
   {
@@ -68,7 +71,12 @@ export default tseslint.config(
         'error',
         {
           paths: [{ name: 'fastify', message: 'Services, contract, db and blobs know no HTTP: keep Fastify in src/http/.' }],
-          patterns: [{ group: ['**/http/*', '**/http/**', '**/cli/*', '**/app', '**/server'], message: 'Dependencies point inwards: fronts (http, cli) call services, never the reverse.' }],
+          patterns: [
+            {
+              group: ['**/http/*', '**/http/**', '**/cli/*', '**/app', '**/server'],
+              message: 'Dependencies point inwards: fronts (http, cli) call services, never the reverse.',
+            },
+          ],
         },
       ],
     },
@@ -84,7 +92,10 @@ export default tseslint.config(
       '@typescript-eslint/no-unsafe-call': 'off',
       '@typescript-eslint/no-unsafe-return': 'off',
       '@typescript-eslint/no-unnecessary-type-assertion': 'off',
-      '@typescript-eslint/no-floating-promises': ['error', { allowForKnownSafePromises: [{ from: 'package', package: '@tapjs/core', name: 'PromiseWithSubtest' }] }],
+      '@typescript-eslint/no-floating-promises': [
+        'error',
+        { allowForKnownSafePromises: [{ from: 'package', package: '@tapjs/core', name: 'PromiseWithSubtest' }] },
+      ],
     },
   },
   {
@@ -92,7 +103,17 @@ export default tseslint.config(
     ...tseslint.configs.disableTypeChecked,
     languageOptions: {
       ...tseslint.configs.disableTypeChecked.languageOptions,
-      globals: { process: 'readonly', console: 'readonly', URL: 'readonly', Buffer: 'readonly', setTimeout: 'readonly', clearTimeout: 'readonly', __dirname: 'readonly', performance: 'readonly', fetch: 'readonly' },
+      globals: {
+        process: 'readonly',
+        console: 'readonly',
+        URL: 'readonly',
+        Buffer: 'readonly',
+        setTimeout: 'readonly',
+        clearTimeout: 'readonly',
+        __dirname: 'readonly',
+        performance: 'readonly',
+        fetch: 'readonly',
+      },
     },
   },
 )

@@ -31,14 +31,24 @@ export interface Server {
 export function backgroundComponents(core: Core, logger: Logger): Background[] {
   return [
     core.webhooks,
-    new Periodic('sweep-expired-uploads', 30_000, () => {
-      const swept = core.uploads.sweepExpired()
-      if (swept > 0) logger.info({ swept }, 'abandoned uploads marked failed')
-    }, logger),
-    new Periodic('gc', 10 * 60_000, () => {
-      const r = core.gc.collect()
-      if (r.filesPurged + r.blobsRemoved > 0) logger.info(r, 'garbage collected')
-    }, logger),
+    new Periodic(
+      'sweep-expired-uploads',
+      30_000,
+      () => {
+        const swept = core.uploads.sweepExpired()
+        if (swept > 0) logger.info({ swept }, 'abandoned uploads marked failed')
+      },
+      logger,
+    ),
+    new Periodic(
+      'gc',
+      10 * 60_000,
+      () => {
+        const r = core.gc.collect()
+        if (r.filesPurged + r.blobsRemoved > 0) logger.info(r, 'garbage collected')
+      },
+      logger,
+    ),
   ]
 }
 

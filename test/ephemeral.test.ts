@@ -68,7 +68,11 @@ t.test('serve --ephemeral: one JSON line on stdout, a working tenant, logs on st
   const logs = server.lines.filter((l) => !server.stdout.includes(l))
   t.ok(logs.length > 3 && logs.every((l) => typeof JSON.parse(l) === 'object'), 'the logs are JSON lines on stderr')
   t.ok(logs.some((l) => l.includes('shutdown complete')))
-  for (const secret of [info.adminApiKey, info.tenant.apiKey]) t.notOk(logs.some((l) => l.includes(secret)), 'no key is logged')
+  for (const secret of [info.adminApiKey, info.tenant.apiKey])
+    t.notOk(
+      logs.some((l) => l.includes(secret)),
+      'no key is logged',
+    )
 })
 
 t.test('SIGINT removes the data dir too', async (t) => {

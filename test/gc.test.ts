@@ -6,7 +6,11 @@ import { createTenant, fileBytes, makeApp, upload, blobFile } from './helper'
 import { gcCommand, verifyCommand } from '../src/cli/maintenance'
 import { ORPHAN_MIN_AGE_MS } from '../src/services/gc'
 
-const blobFiles = (dir: string) => fs.readdirSync(dir, { recursive: true }).map(String).filter((p) => /^[0-9a-f]{64}$/.test(path.basename(p)))
+const blobFiles = (dir: string) =>
+  fs
+    .readdirSync(dir, { recursive: true })
+    .map(String)
+    .filter((p) => /^[0-9a-f]{64}$/.test(path.basename(p)))
 
 t.test('identical content is stored once and survives deleting one of the two files', async (t) => {
   const { app, core, clock } = await makeApp(t, { COFFER_DELETED_RETENTION_SECONDS: '3600' })
@@ -22,7 +26,10 @@ t.test('identical content is stored once and survives deleting one of the two fi
   await app.inject({ method: 'DELETE', url: `/api/v1/files/${one.fileId}`, headers: tenant.headers })
   clock.advance(3600_000 + 1)
   t.same(core.gc.collect(), { filesPurged: 1, blobsRemoved: 0, bytesFreed: 0 }, 'the deleted row is purged, the shared blob stays')
-  for (const [id, headers] of [[two.fileId, tenant.headers], [three.fileId, other.headers]] as const) {
+  for (const [id, headers] of [
+    [two.fileId, tenant.headers],
+    [three.fileId, other.headers],
+  ] as const) {
     const res = await app.inject({ url: `/api/v1/files/${id}/download`, headers })
     t.equal(res.statusCode, 200)
     t.ok(res.rawPayload.equals(bytes))
@@ -44,7 +51,9 @@ t.test('a blob collected while an upload of the same content commits is re-linke
   await app.inject({ method: 'DELETE', url: `/api/v1/files/${first.fileId}`, headers: tenant.headers })
   clock.advance(1)
   // The second upload streams while the collector removes the only (now unreferenced) copy.
-  const hs = (await app.inject({ method: 'POST', url: '/api/v1/upload/request', headers: tenant.headers, payload: { fileType: 'image/png', fileName: 'b.png' } })).json()
+  const hs = (
+    await app.inject({ method: 'POST', url: '/api/v1/upload/request', headers: tenant.headers, payload: { fileType: 'image/png', fileName: 'b.png' } })
+  ).json()
   const body = new PassThrough()
   const put = app.inject({ method: 'PUT', url: hs.presignedUrl, headers: { 'content-type': 'image/png' }, payload: body })
   body.write(bytes.subarray(0, 1000))

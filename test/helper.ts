@@ -15,7 +15,6 @@ import { TEST_LOG_DIR } from './log-scan/secrets'
 
 export const ADMIN_KEY = 'test-admin-key-0123456789abcdef'
 
-
 export interface TestContext {
   app: App
   core: Core
@@ -59,7 +58,13 @@ export async function makeApp(
   const clock = new ManualClock()
   const { stream, lines } = captureLogs()
   const logger = createLogger(config.logLevel, stream)
-  const core = createCore(config, { clock, log: logger, ...(opts.resolve ? { resolve: opts.resolve } : {}), ...(opts.store ? { store: opts.store } : {}), ...(opts.webhookPollMs !== undefined ? { webhookPollMs: opts.webhookPollMs } : {}) })
+  const core = createCore(config, {
+    clock,
+    log: logger,
+    ...(opts.resolve ? { resolve: opts.resolve } : {}),
+    ...(opts.store ? { store: opts.store } : {}),
+    ...(opts.webhookPollMs !== undefined ? { webhookPollMs: opts.webhookPollMs } : {}),
+  })
   const app = await buildApp(core, { logger })
   t.teardown(async () => {
     await core.webhooks.stop()

@@ -60,7 +60,11 @@ t.test('the server secret: a process racing its creation reads the complete secr
   t.equal(racer?.length, 32)
   t.same(mine, racer, 'both use the same secret')
   t.same(loadSecret(d, undefined), mine, 'and so does every later start')
-  t.same(fs.readdirSync(d.root).filter((n) => n.startsWith('secret.')), [], 'no temporary file left')
+  t.same(
+    fs.readdirSync(d.root).filter((n) => n.startsWith('secret.')),
+    [],
+    'no temporary file left',
+  )
 })
 
 t.test('the server secret: a crash while generating it leaves no damaged secret behind', async (t) => {

@@ -22,7 +22,7 @@ export async function tenantCommand(args: string[], io: CliIO): Promise<number> 
   }
   if (sub === 'create') {
     const { values } = parse(rest, { ...opts, name: { type: 'string' }, 'quota-bytes': { type: 'string' }, types: { type: 'string' } })
-    if (values.help) return println(io.stdout, TENANT_HELP), 0
+    if (values.help) return (println(io.stdout, TENANT_HELP), 0)
     if (values.name === undefined) throw new UsageError('tenant create needs --name')
     const input: CreateTenantInput = { name: values.name }
     const quota = values['quota-bytes']
@@ -30,7 +30,11 @@ export async function tenantCommand(args: string[], io: CliIO): Promise<number> 
       if (!/^\d{1,16}$/.test(quota)) throw new UsageError('--quota-bytes: must be an integer of at least 0')
       input.quotaBytes = Number(quota)
     }
-    if (values.types !== undefined) input.allowedFileTypes = values.types.split(',').map((s) => s.trim()).filter(Boolean)
+    if (values.types !== undefined)
+      input.allowedFileTypes = values.types
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean)
     // The service's own rules, checked before the data dir is opened, and reported by flag.
     try {
       checkTenantInput(input)
@@ -53,7 +57,7 @@ export async function tenantCommand(args: string[], io: CliIO): Promise<number> 
   }
   if (sub === 'list') {
     const { values } = parse(rest, opts)
-    if (values.help) return println(io.stdout, TENANT_HELP), 0
+    if (values.help) return (println(io.stdout, TENANT_HELP), 0)
     return withCore(io, values['data-dir'], (core) => {
       const rows = core.tenants.list().map(tenantSummaryView)
       if (values.json) return println(io.stdout, JSON.stringify(rows))
@@ -66,7 +70,7 @@ export async function tenantCommand(args: string[], io: CliIO): Promise<number> 
   }
   if (sub === 'regenerate-key') {
     const { values, positionals } = parse(rest, opts, 1)
-    if (values.help) return println(io.stdout, TENANT_HELP), 0
+    if (values.help) return (println(io.stdout, TENANT_HELP), 0)
     const id = positionals[0]
     if (id === undefined) throw new UsageError('tenant regenerate-key needs a TENANT_ID')
     return withCore(io, values['data-dir'], (core) => {

@@ -20,7 +20,7 @@ export async function webhooksCommand(args: string[], io: CliIO): Promise<number
   }
   if (sub === 'list') {
     const { values } = parse(rest, { ...DATA_DIR_OPTION, json: { type: 'boolean' }, status: { type: 'string' }, limit: { type: 'string' } })
-    if (values.help) return println(io.stdout, WEBHOOKS_HELP), 0
+    if (values.help) return (println(io.stdout, WEBHOOKS_HELP), 0)
     const status = values.status ?? null
     if (status !== null && !(STATUSES as readonly string[]).includes(status)) throw new UsageError(`--status must be one of: ${STATUSES.join(', ')}`)
     const limit = values.limit === undefined ? 100 : Number(values.limit)
@@ -31,13 +31,23 @@ export async function webhooksCommand(args: string[], io: CliIO): Promise<number
       if (events.length === 0) return println(io.stdout, status ? `No ${status} webhook events.` : 'No webhook events.')
       println(io.stdout, ['ID'.padEnd(36), 'EVENT'.padEnd(13), 'STATUS'.padEnd(9), 'TRIES', 'CREATED'.padEnd(24), 'URL / LAST ERROR'].join('  '))
       for (const e of events) {
-        println(io.stdout, [e.id.padEnd(36), e.event.padEnd(13), e.status.padEnd(9), String(e.attempts).padEnd(5), e.createdAt.padEnd(24), `${e.url}${e.lastError ? `  (${e.lastError})` : ''}`].join('  '))
+        println(
+          io.stdout,
+          [
+            e.id.padEnd(36),
+            e.event.padEnd(13),
+            e.status.padEnd(9),
+            String(e.attempts).padEnd(5),
+            e.createdAt.padEnd(24),
+            `${e.url}${e.lastError ? `  (${e.lastError})` : ''}`,
+          ].join('  '),
+        )
       }
     })
   }
   if (sub === 'retry') {
     const { values, positionals } = parse(rest, { ...DATA_DIR_OPTION, json: { type: 'boolean' }, 'all-dead': { type: 'boolean' } }, 1)
-    if (values.help) return println(io.stdout, WEBHOOKS_HELP), 0
+    if (values.help) return (println(io.stdout, WEBHOOKS_HELP), 0)
     const id = positionals[0]
     if ((id === undefined) === !values['all-dead']) throw new UsageError('webhooks retry needs an EVENT_ID or --all-dead (not both)')
     return withCore(io, values['data-dir'], (core) => {

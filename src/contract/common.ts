@@ -19,7 +19,10 @@ export const ErrorResponse = Type.Object(
   { $id: 'ErrorResponse' },
 )
 
-export const FileTypeSchema = Type.Union(FILE_TYPES.map((t) => Type.Literal(t)), { 'x-message': `must be one of: ${FILE_TYPES.join(', ')}` })
+export const FileTypeSchema = Type.Union(
+  FILE_TYPES.map((t) => Type.Literal(t)),
+  { 'x-message': `must be one of: ${FILE_TYPES.join(', ')}` },
+)
 
 export const Uuid = Type.String({ format: 'uuid', 'x-message': 'must be a UUID' })
 

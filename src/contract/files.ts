@@ -95,10 +95,7 @@ export const ListResponse = Type.Object({
   total: Type.Integer(),
 })
 
-export const SignedUrlQuery = Type.Object(
-  { expiresIn: Type.Integer({ minimum: 60, maximum: 86400, default: 3600 }) },
-  { additionalProperties: false },
-)
+export const SignedUrlQuery = Type.Object({ expiresIn: Type.Integer({ minimum: 60, maximum: 86400, default: 3600 }) }, { additionalProperties: false })
 
 export const SignedUrlResponse = Type.Object({
   fileId: Uuid,

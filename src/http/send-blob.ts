@@ -46,10 +46,7 @@ export async function sendBlob(request: FastifyRequest, reply: FastifyReply, blo
   if (typeof precondition === 'string' ? !ifMatch(precondition, etag) : isModifiedSince(headers['if-unmodified-since'], lastModified)) {
     throw new AppError('PRECONDITION_FAILED', 'A precondition (If-Match or If-Unmodified-Since) does not hold', {})
   }
-  if (
-    (headers['if-none-match'] !== undefined || headers['if-modified-since'] !== undefined) &&
-    fresh(headers, { etag, 'last-modified': lastModifiedHeader })
-  ) {
+  if ((headers['if-none-match'] !== undefined || headers['if-modified-since'] !== undefined) && fresh(headers, { etag, 'last-modified': lastModifiedHeader })) {
     return reply.code(304).send()
   }
 

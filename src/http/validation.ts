@@ -69,7 +69,7 @@ export function formatValidationErrors(errors: ErrorObject[], context: string | 
         message = 'is not a known field'
         break
       case 'enum':
-        message = `must be one of: ${((e.params as { allowedValues: unknown[] }).allowedValues).join(', ')}`
+        message = `must be one of: ${(e.params as { allowedValues: unknown[] }).allowedValues.join(', ')}`
         break
       case 'format':
         message = typeof custom === 'string' ? custom : `must be a valid ${(e.params as { format: string }).format}`

@@ -49,7 +49,7 @@ export function publishFileSync(target: string, data: string | Uint8Array, opts:
   try {
     try {
       const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data
-      for (let off = 0; off < bytes.length; ) off += fs.writeSync(fd, bytes, off, bytes.length - off)
+      for (let off = 0; off < bytes.length;) off += fs.writeSync(fd, bytes, off, bytes.length - off)
       fs.fsyncSync(fd)
     } finally {
       fs.closeSync(fd)

@@ -2,14 +2,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 
 /** How an upload ended: `completed`, or the lower-cased error code that failed it, or `expired` (swept). */
 export type UploadOutcome =
-  | 'completed'
-  | 'invalid_file_type'
-  | 'file_too_large'
-  | 'quota_exceeded'
-  | 'validation_error'
-  | 'insufficient_storage'
-  | 'internal_error'
-  | 'expired'
+  'completed' | 'invalid_file_type' | 'file_too_large' | 'quota_exceeded' | 'validation_error' | 'insufficient_storage' | 'internal_error' | 'expired'
 
 /** What the upload service reports; an interface so services stay free of prom-client. */
 export interface UploadMeter {

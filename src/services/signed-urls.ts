@@ -43,7 +43,12 @@ export class SignedUrls {
    * The file row (any state) an authentic token names, and whether the grant has expired. The
    * caller decides what a deleted, settled or expired file answers, in the order its flow needs.
    */
-  verify(purpose: TokenPurpose, fileId: string, expiresRaw: string | undefined, token: string | undefined): { file: FileRecord; expires: number; expired: boolean } {
+  verify(
+    purpose: TokenPurpose,
+    fileId: string,
+    expiresRaw: string | undefined,
+    token: string | undefined,
+  ): { file: FileRecord; expires: number; expired: boolean } {
     const text = MESSAGES[purpose]
     if (expiresRaw === undefined || token === undefined) throw new AppError('UNAUTHORIZED', text.missing)
     if (!/^\d{1,15}$/.test(expiresRaw) || !isUuid(fileId)) throw new AppError('UNAUTHORIZED', text.invalid)

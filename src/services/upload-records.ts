@@ -17,7 +17,16 @@ export type NewUpload = Parameters<FilesRepo['insertPending']>[0]
  */
 export class UploadRecords {
   constructor(
-    private readonly deps: { db: DB; clock: Clock; files: FilesRepo; blobs: BlobsRepo; workspaces: WorkspacesRepo; store: BlobStore; quotas: Quotas; events: FileEvents },
+    private readonly deps: {
+      db: DB
+      clock: Clock
+      files: FilesRepo
+      blobs: BlobsRepo
+      workspaces: WorkspacesRepo
+      store: BlobStore
+      quotas: Quotas
+      events: FileEvents
+    },
   ) {}
 
   /**

@@ -163,7 +163,13 @@ export class UploadsService {
     const type = file.fileType as FileType
     // 1. What the client announced must fit what the handshake declared.
     if (input.contentType !== undefined && input.contentType !== '' && input.contentType !== type) {
-      this.failWith(file, new AppError('INVALID_FILE_TYPE', `Content-Type ${JSON.stringify(input.contentType)} does not match the declared ${type}`, { fileType: input.contentType, allowedTypes: [type] }))
+      this.failWith(
+        file,
+        new AppError('INVALID_FILE_TYPE', `Content-Type ${JSON.stringify(input.contentType)} does not match the declared ${type}`, {
+          fileType: input.contentType,
+          allowedTypes: [type],
+        }),
+      )
     }
     const limit = this.deps.quotas.limitFor(file)
     if (input.contentLength !== undefined && input.contentLength > limit.maxBytes) this.failWith(file, limit.overflow(input.contentLength))

@@ -72,7 +72,15 @@ export class WorkspacesService {
         if (this.repo.getBySlug(tenant.id, input.slug)) {
           throw new AppError('CONFLICT', `A workspace with slug "${input.slug}" already exists`, { field: 'slug' })
         }
-        this.repo.insert({ id, tenantId: tenant.id, name: input.name, slug: input.slug, quotaBytes: input.quotaBytes ?? null, metadata: input.metadata ?? null, now })
+        this.repo.insert({
+          id,
+          tenantId: tenant.id,
+          name: input.name,
+          slug: input.slug,
+          quotaBytes: input.quotaBytes ?? null,
+          metadata: input.metadata ?? null,
+          now,
+        })
       })
       .immediate()
     return this.repo.getLive(tenant.id, id)!
@@ -110,7 +118,8 @@ export class WorkspacesService {
         const pending = this.files.pendingInWorkspace(w.id)
         this.files.softDeleteInWorkspace(w.id, now)
         this.repo.softDelete(tenant.id, w.id, now)
-        for (const fileId of pending) this.events.settled(fileId, { code: 'WORKSPACE_DELETED', message: 'The workspace was deleted before the upload completed' })
+        for (const fileId of pending)
+          this.events.settled(fileId, { code: 'WORKSPACE_DELETED', message: 'The workspace was deleted before the upload completed' })
       })
       .immediate()
   }

@@ -108,9 +108,7 @@ export class FilesRepo {
       fail: db.prepare(`UPDATE files SET status = 'failed', size_bytes = 0, completed_at = ? WHERE id = ? AND status = 'pending'`),
       softDelete: db.prepare(`UPDATE files SET ${SOFT_DELETE_SET} WHERE id = @id AND tenant_id = @tenantId AND deleted_at IS NULL`),
       softDeleteInWorkspace: db.prepare(`UPDATE files SET ${SOFT_DELETE_SET} WHERE workspace_id = @workspaceId AND deleted_at IS NULL`),
-      pendingInWorkspace: db
-        .prepare<[string], string>(`SELECT id FROM files WHERE workspace_id = ? AND status = 'pending' AND deleted_at IS NULL`)
-        .pluck(),
+      pendingInWorkspace: db.prepare<[string], string>(`SELECT id FROM files WHERE workspace_id = ? AND status = 'pending' AND deleted_at IS NULL`).pluck(),
       expiredPending: db.prepare<[number, number], Row>(
         `SELECT * FROM files WHERE status = 'pending' AND deleted_at IS NULL AND upload_expires_at < ?
          ORDER BY upload_expires_at LIMIT ?`,
@@ -119,13 +117,15 @@ export class FilesRepo {
         'SELECT id, sha256 FROM files WHERE deleted_at IS NOT NULL AND deleted_at < ? ORDER BY deleted_at LIMIT ?',
       ),
       hardDelete: db.prepare('DELETE FROM files WHERE id = ? AND deleted_at IS NOT NULL'),
-      count: db.prepare<[{ tenantId: string; workspaceId: string | null; fileType: string | null; context: string | null }], number>(
-        `SELECT coalesce(sum(n), 0) FROM file_counts
+      count: db
+        .prepare<[{ tenantId: string; workspaceId: string | null; fileType: string | null; context: string | null }], number>(
+          `SELECT coalesce(sum(n), 0) FROM file_counts
          WHERE tenant_id = @tenantId
            AND (@workspaceId IS NULL OR workspace_id = @workspaceId)
            AND (@fileType IS NULL OR file_type = @fileType)
            AND (@context IS NULL OR context = @context)`,
-      ).pluck(),
+        )
+        .pluck(),
     }
   }
 

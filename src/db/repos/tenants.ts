@@ -94,7 +94,16 @@ export class TenantsRepo {
     return this.all.all().map(toTenant)
   }
 
-  insert(t: { id: string; name: string; keyHash: Buffer; keyKind: 'live' | 'test'; webhookSecret: string; quotaBytes: number; allowedFileTypes: string[]; createdAt: number }): void {
+  insert(t: {
+    id: string
+    name: string
+    keyHash: Buffer
+    keyKind: 'live' | 'test'
+    webhookSecret: string
+    quotaBytes: number
+    allowedFileTypes: string[]
+    createdAt: number
+  }): void {
     this.insertStmt.run({ ...t, allowedTypes: JSON.stringify(t.allowedFileTypes) })
   }
 

@@ -75,7 +75,15 @@ export class WorkspacesRepo {
     return this.stmts.list.all(tenantId).map(toWorkspace)
   }
 
-  insert(w: { id: string; tenantId: string; name: string; slug: string; quotaBytes: number | null; metadata: Record<string, unknown> | null; now: number }): void {
+  insert(w: {
+    id: string
+    tenantId: string
+    name: string
+    slug: string
+    quotaBytes: number | null
+    metadata: Record<string, unknown> | null
+    now: number
+  }): void {
     this.stmts.insert.run({ ...w, metadata: w.metadata === null ? null : JSON.stringify(w.metadata) })
   }
 

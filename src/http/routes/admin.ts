@@ -25,7 +25,7 @@ export async function adminRoutes(app: App, core: Core): Promise<void> {
     {
       schema: {
         tags: ['admin'],
-        summary: 'Replace a tenant\'s API key and webhook secret; the old key stops working at once',
+        summary: "Replace a tenant's API key and webhook secret; the old key stops working at once",
         params: Type.Object({ tenantId: PathId }),
         response: withErrors({ 200: RegeneratedKey }, 404),
       },

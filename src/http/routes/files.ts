@@ -5,7 +5,17 @@ import type { Core } from '../../core'
 import { AppError } from '../../errors'
 import { authenticateTenant } from '../auth'
 import { PathId, SuccessResponse } from '../../contract/common'
-import { DownloadQuery, FileSchema, ListQuery, ListResponse, SignedUrlQuery, SignedUrlResponse, WorkspaceHeader, fileView, signedUrlView } from '../../contract/files'
+import {
+  DownloadQuery,
+  FileSchema,
+  ListQuery,
+  ListResponse,
+  SignedUrlQuery,
+  SignedUrlResponse,
+  WorkspaceHeader,
+  fileView,
+  signedUrlView,
+} from '../../contract/files'
 import { withErrors } from '../responses'
 import { contentDisposition } from '../../lib/content-disposition'
 import type { FileRecord } from '../../db/repos/files'
@@ -42,7 +52,9 @@ export async function filesRoutes(app: App, core: Core): Promise<void> {
 
   app.delete(
     '/api/v1/files/:fileId',
-    { schema: { tags: ['files'], summary: 'Soft-delete a file and release its quota', params: FileParams, response: withErrors({ 200: SuccessResponse }, 404) } },
+    {
+      schema: { tags: ['files'], summary: 'Soft-delete a file and release its quota', params: FileParams, response: withErrors({ 200: SuccessResponse }, 404) },
+    },
     async (request) => {
       core.files.delete(request.tenant!, request.params.fileId)
       return { success: true }

@@ -6,7 +6,9 @@ import { readiness } from '../../services/health'
 
 /** Liveness and readiness probes; no authentication. */
 export async function healthRoutes(app: App, core: Core): Promise<void> {
-  app.get('/health', { schema: { tags: ['health'], summary: 'Liveness', response: { 200: Type.Object({ status: Type.Literal('ok') }) } } }, async () => ({ status: 'ok' as const }))
+  app.get('/health', { schema: { tags: ['health'], summary: 'Liveness', response: { 200: Type.Object({ status: Type.Literal('ok') }) } } }, async () => ({
+    status: 'ok' as const,
+  }))
 
   app.get(
     '/ready',
@@ -14,7 +16,10 @@ export async function healthRoutes(app: App, core: Core): Promise<void> {
       schema: {
         tags: ['health'],
         summary: 'Readiness: the database answers and the data dir accepts a write',
-        response: { 200: Type.Object({ status: Type.Literal('ready'), checks: Type.Object({ database: Type.String(), storage: Type.String() }) }), 503: Type.Ref('ErrorResponse') },
+        response: {
+          200: Type.Object({ status: Type.Literal('ready'), checks: Type.Object({ database: Type.String(), storage: Type.String() }) }),
+          503: Type.Ref('ErrorResponse'),
+        },
       },
     },
     async () => {

@@ -9,7 +9,9 @@ export async function tenantRoutes(app: App, core: Core): Promise<void> {
     tenantInfoView(request.tenant!),
   )
 
-  app.get('/api/v1/tenant/quota', { schema: { tags: ['tenant'], summary: 'Storage quota and usage', response: withErrors({ 200: QuotaInfo }) } }, async (request) =>
-    core.tenants.quota(request.tenant!.id),
+  app.get(
+    '/api/v1/tenant/quota',
+    { schema: { tags: ['tenant'], summary: 'Storage quota and usage', response: withErrors({ 200: QuotaInfo }) } },
+    async (request) => core.tenants.quota(request.tenant!.id),
   )
 }

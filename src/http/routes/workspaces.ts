@@ -9,9 +9,13 @@ const Params = Type.Object({ workspaceId: PathId })
 
 /** Workspace CRUD (registered in the tenant-key scope). */
 export async function workspacesRoutes(app: App, core: Core): Promise<void> {
-  app.get('/api/v1/workspaces', { schema: { tags: ['workspaces'], summary: 'List workspaces, oldest first', response: withErrors({ 200: WorkspaceList }) } }, async (request) => ({
-    workspaces: core.workspaces.list(request.tenant!).map(workspaceView),
-  }))
+  app.get(
+    '/api/v1/workspaces',
+    { schema: { tags: ['workspaces'], summary: 'List workspaces, oldest first', response: withErrors({ 200: WorkspaceList }) } },
+    async (request) => ({
+      workspaces: core.workspaces.list(request.tenant!).map(workspaceView),
+    }),
+  )
 
   app.post(
     '/api/v1/workspaces',
