@@ -4,7 +4,7 @@ import fs from 'node:fs'
 import fc from 'fast-check'
 import { admin, createTenant, fileBytes, handshake, makeApp, upload, type Handshake } from './helper'
 
-t.test('tenant isolation matrix: every route with an id, called with another tenant\'s ids → 404', async (t) => {
+t.test("tenant isolation matrix: every route with an id, called with another tenant's ids → 404", async (t) => {
   const { app } = await makeApp(t)
   const alice = await createTenant(app)
   const bob = await createTenant(app)
@@ -32,7 +32,7 @@ t.test('tenant isolation matrix: every route with an id, called with another ten
   const exempt = ['/api/v1/upload/:fileId', '/api/v1/admin/tenants/:tenantId/regenerate-key']
   for (const r of parametric) t.ok(covered.includes(r) || exempt.includes(r), `route ${r} is in the isolation matrix`)
   for (const [method, url, payload] of matrix) {
-    const res = await app.inject({ method: method as 'GET', url, headers: bob.headers, ...(payload ? { payload: payload as object } : {}) })
+    const res = await app.inject({ method: method as 'GET', url, headers: bob.headers, ...(payload ? { payload: payload } : {}) })
     t.equal(res.statusCode, 404, `${method} ${url}`)
     if (method !== 'HEAD') t.match(res.json().error.code, /^(FILE|WORKSPACE)_NOT_FOUND$/)
   }
@@ -70,8 +70,20 @@ t.test('tampering with any character of an upload or download token, its expiry 
   const pending = (await handshake(app, tenant.headers, { fileType: 'image/png', fileName: 'p.png' })).json() as Handshake
   const presigned = new URL(pending.presignedUrl, 'http://x')
   const cases = [
-    { method: 'GET' as const, path: `/api/v1/files/${done.fileId}/download`, id: done.fileId, expires: signed.searchParams.get('expires')!, token: signed.searchParams.get('token')! },
-    { method: 'PUT' as const, path: `/api/v1/upload/${pending.fileId}`, id: pending.fileId, expires: presigned.searchParams.get('expires')!, token: presigned.searchParams.get('token')! },
+    {
+      method: 'GET' as const,
+      path: `/api/v1/files/${done.fileId}/download`,
+      id: done.fileId,
+      expires: signed.searchParams.get('expires')!,
+      token: signed.searchParams.get('token')!,
+    },
+    {
+      method: 'PUT' as const,
+      path: `/api/v1/upload/${pending.fileId}`,
+      id: pending.fileId,
+      expires: presigned.searchParams.get('expires')!,
+      token: presigned.searchParams.get('token')!,
+    },
   ]
   const hex = '0123456789abcdef'
   await fc.assert(
@@ -85,7 +97,11 @@ t.test('tampering with any character of an upload or download token, its expiry 
       const expires = field === 'expires' ? mutated : c.expires
       const token = field === 'token' ? mutated : c.token
       const url = `${c.path.replace(c.id, id)}?expires=${expires}&token=${token}`
-      const res = await app.inject({ method: c.method, url, ...(c.method === 'PUT' ? { headers: { 'content-type': 'image/png' }, payload: fileBytes('image/png', 10) } : {}) })
+      const res = await app.inject({
+        method: c.method,
+        url,
+        ...(c.method === 'PUT' ? { headers: { 'content-type': 'image/png' }, payload: fileBytes('image/png', 10) } : {}),
+      })
       return res.statusCode === 401 && res.json().error.code === 'UNAUTHORIZED'
     }),
     { numRuns: 300 },
@@ -107,9 +123,13 @@ t.test('keys and tokens are compared in constant time', async (t) => {
   }
   await check('a tenant key', () => app.inject({ url: '/api/v1/tenant/info', headers: tenant.headers }))
   await check('the admin key', () => app.inject({ method: 'POST', url: '/api/v1/admin/tenants', headers: admin, payload: { name: 'x' } }))
-  await check('a wrong admin key', () => app.inject({ method: 'POST', url: '/api/v1/admin/tenants', headers: { authorization: 'Bearer wrong-wrong-wrong-wrong' }, payload: { name: 'y' } }))
+  await check('a wrong admin key', () =>
+    app.inject({ method: 'POST', url: '/api/v1/admin/tenants', headers: { authorization: 'Bearer wrong-wrong-wrong-wrong' }, payload: { name: 'y' } }),
+  )
   await check('a signed download token', () => app.inject({ url: `/api/v1/files/${done.fileId}/download${signed.search}` }))
-  await check('an upload token', () => app.inject({ method: 'PUT', url: pending.presignedUrl, headers: { 'content-type': 'image/png' }, payload: fileBytes('image/png', 10) }))
+  await check('an upload token', () =>
+    app.inject({ method: 'PUT', url: pending.presignedUrl, headers: { 'content-type': 'image/png' }, payload: fileBytes('image/png', 10) }),
+  )
 })
 
 t.test('file names cannot traverse paths or inject headers; content never lands where a name says', async (t) => {
@@ -123,8 +143,14 @@ t.test('file names cannot traverse paths or inject headers; content never lands 
   const r = await upload(app, tenant.headers, { name: '....png' })
   t.equal(r.put.statusCode, 200)
   const onDisk = fs.readdirSync(core.dataDir.root, { recursive: true }).map(String)
-  t.notOk(onDisk.some((p) => p.includes('....png')), 'no file on disk is named after the upload')
-  t.ok(onDisk.every((p) => /^(coffer\.db(-wal|-shm)?|secret|tmp|blobs|blobs\/sha256(\/[0-9a-f]{2}(\/[0-9a-f]{2}(\/[0-9a-f]{64})?)?)?)$/.test(p)), `only the data-dir layout: ${onDisk.join(', ')}`)
+  t.notOk(
+    onDisk.some((p) => p.includes('....png')),
+    'no file on disk is named after the upload',
+  )
+  t.ok(
+    onDisk.every((p) => /^(coffer\.db(-wal|-shm)?|secret|tmp|blobs|blobs\/sha256(\/[0-9a-f]{2}(\/[0-9a-f]{2}(\/[0-9a-f]{64})?)?)?)$/.test(p)),
+    `only the data-dir layout: ${onDisk.join(', ')}`,
+  )
   const dl = await app.inject({ url: `/api/v1/files/${r.fileId}/download`, headers: tenant.headers })
   t.equal(dl.headers['content-disposition'], `attachment; filename="....png"; filename*=UTF-8''....png`)
 })
@@ -134,7 +160,12 @@ t.test('a stored file is never served as text/html, whatever the client asks or 
   const tenant = await createTenant(app)
   t.equal((await handshake(app, tenant.headers, { fileType: 'text/html', fileName: 'x.html' })).statusCode, 400)
   const hs = (await handshake(app, tenant.headers, { fileType: 'image/png', fileName: 'x.html' })).json() as Handshake
-  const htmlAsPng = await app.inject({ method: 'PUT', url: hs.presignedUrl, headers: { 'content-type': 'text/html' }, payload: '<html><script>alert(1)</script></html>' })
+  const htmlAsPng = await app.inject({
+    method: 'PUT',
+    url: hs.presignedUrl,
+    headers: { 'content-type': 'text/html' },
+    payload: '<html><script>alert(1)</script></html>',
+  })
   t.equal(htmlAsPng.statusCode, 400, 'a text/html body is refused')
   // HTML behind a PNG signature is stored, and served only as image/png, unsniffable and sandboxed.
   const polyglot = Buffer.concat([fileBytes('image/png', 8), Buffer.from('<html><script>alert(document.cookie)</script></html>')])
