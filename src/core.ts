@@ -7,6 +7,9 @@ import { WorkspacesRepo } from './db/repos/workspaces'
 import { TenantsRepo } from './db/repos/tenants'
 import { OutboxRepo } from './db/repos/outbox'
 import { DiskBlobStore } from './blobs/disk-blob-store'
+import { S3BlobStore } from './blobs/s3-blob-store'
+import { BlobLeasesRepo } from './db/repos/blob-leases'
+import { RemoteBlobs } from './services/remote-blobs'
 import type { BlobStore } from './blobs/blob-store'
 import { systemClock, type Clock } from './lib/clock'
 import { ensureDataDir, loadSecret, type DataDir } from './lib/data-dir'
@@ -59,8 +62,8 @@ export interface CoreOptions {
   log?: FastifyBaseLogger
   /** DNS for webhook deliveries; tests inject one. */
   resolve?: Resolver
-  /** Wraps the blob store; tests inject faults (a full disk, a failing read) this way. */
-  store?: (disk: BlobStore) => BlobStore
+  /** Wraps the blob store (disk or S3, as configured); tests inject faults (a full disk, a failing read) this way. */
+  store?: (store: BlobStore) => BlobStore
   /** How often the webhook scheduler polls the outbox besides being woken on insert (1 s). */
   webhookPollMs?: number
 }
@@ -74,29 +77,44 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const dataDir = ensureDataDir(config.dataDir)
   const db = openDatabase(dataDir.db, dataDir.root)
   const signer = new TokenSigner(loadSecret(dataDir, config.secret))
+  const metrics = new Metrics({ blobs: () => blobsRepo.stats(), outbox: () => outbox.counts() })
   const disk = new DiskBlobStore(dataDir.blobs, dataDir.tmp)
-  const store = options.store ? options.store(disk) : disk
+  const s3 = config.blobStore === 's3' ? s3Store(config, disk, metrics) : undefined
+  const store = options.store ? options.store(s3 ?? disk) : (s3 ?? disk)
 
   const filesRepo = new FilesRepo(db)
   const blobsRepo = new BlobsRepo(db)
   const workspacesRepo = new WorkspacesRepo(db)
   const tenantsRepo = new TenantsRepo(db)
   const outbox = new OutboxRepo(db)
+  const remote = store.remote
+    ? new RemoteBlobs({ db, clock, leases: new BlobLeasesRepo(db), blobs: blobsRepo, store, timeoutMs: config.blobS3TimeoutSeconds * 1000 })
+    : undefined
 
   const events = new FileEvents(outbox, filesRepo, clock)
-  const metrics = new Metrics({ blobs: () => blobsRepo.stats(), outbox: () => outbox.counts() })
   const tenants = new TenantsService(db, tenantsRepo, clock)
   const urls = new SignedUrls(signer, filesRepo, clock)
   const quotas = new Quotas(tenantsRepo, workspacesRepo)
   const workspaces = new WorkspacesService(db, workspacesRepo, filesRepo, clock, events)
   const files = new FilesService(db, filesRepo, workspaces, urls, clock, events)
-  const records = new UploadRecords({ db, clock, files: filesRepo, blobs: blobsRepo, workspaces: workspacesRepo, store, quotas, events })
+  const records = new UploadRecords({
+    db,
+    clock,
+    files: filesRepo,
+    blobs: blobsRepo,
+    workspaces: workspacesRepo,
+    store,
+    quotas,
+    events,
+    ...(remote ? { remote } : {}),
+  })
   const uploads = new UploadsService({
     clock,
     records,
     workspaces,
     quotas,
     store,
+    ...(remote ? { remote } : {}),
     urls,
     settings: { uploadUrlTtlMs: config.uploadUrlTtlSeconds * 1000, webhookAllowPrivate: config.webhookAllowPrivate },
     meter: metrics,
@@ -111,7 +129,15 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     send: (delivery, signal) => deliver(delivery, { allowPrivate: config.webhookAllowPrivate, resolve, signal }),
   })
   events.onEnqueued(() => webhooks.notify())
-  const gc = new GarbageCollector({ db, clock, files: filesRepo, blobs: blobsRepo, store, retentionMs: config.deletedRetentionSeconds * 1000 })
+  const gc = new GarbageCollector({
+    db,
+    clock,
+    files: filesRepo,
+    blobs: blobsRepo,
+    store,
+    retentionMs: config.deletedRetentionSeconds * 1000,
+    ...(remote ? { remote } : {}),
+  })
   let closed = false
   return {
     config,
@@ -131,7 +157,24 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     close() {
       if (closed) return
       closed = true
+      s3?.close()
       db.close()
     },
   }
+}
+
+/** The S3 store of a config with COFFER_BLOB_STORE=s3 (loadConfig checked the settings belong together). */
+function s3Store(config: Config, staging: DiskBlobStore, meter: Metrics): S3BlobStore {
+  const { blobS3AccessKeyId: accessKeyId, blobS3SecretAccessKey: secretAccessKey } = config
+  return new S3BlobStore({
+    ...(config.blobS3Endpoint !== undefined ? { endpoint: config.blobS3Endpoint } : {}),
+    bucket: config.blobS3Bucket!,
+    region: config.blobS3Region,
+    ...(accessKeyId !== undefined && secretAccessKey !== undefined ? { credentials: { accessKeyId, secretAccessKey } } : {}),
+    prefix: config.blobS3Prefix,
+    forcePathStyle: config.blobS3ForcePathStyle,
+    timeoutMs: config.blobS3TimeoutSeconds * 1000,
+    meter,
+    staging,
+  })
 }

@@ -43,9 +43,10 @@ export function backgroundComponents(core: Core, logger: Logger): Background[] {
     new Periodic(
       'gc',
       10 * 60_000,
-      () => {
-        const r = core.gc.collect()
+      async () => {
+        const r = await core.gc.collect()
         if (r.filesPurged + r.blobsRemoved > 0) logger.info(r, 'garbage collected')
+        if (r.storeFailures) logger.warn(r, 'the blob store refused some deletions; they are retried on the next run')
       },
       logger,
     ),

@@ -75,7 +75,7 @@ t.test(
     // Free space: delete two files and collect them.
     for (const id of stored.slice(0, 2)) t.equal((await app.inject({ method: 'DELETE', url: `/api/v1/files/${id}`, headers: tenant.headers })).statusCode, 200)
     clock.advance(1)
-    t.equal(core.gc.collect().blobsRemoved, 2)
+    t.equal((await core.gc.collect()).blobsRemoved, 2)
     const again = await upload(app, tenant.headers, { type: 'application/pdf', bytes: fileBytes('application/pdf', MiB, 99) })
     t.equal(again.put.statusCode, 200, 'uploads succeed again once space is freed')
     const back = await app.inject({ url: `/api/v1/files/${again.fileId}/download`, headers: tenant.headers })

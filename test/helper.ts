@@ -12,6 +12,8 @@ import type { App } from '../src/http/types'
 import type { Resolver } from '../src/webhooks/ssrf'
 import { blobPath } from '../src/blobs/layout'
 import { TEST_LOG_DIR } from './log-scan/secrets'
+import { fixtureEnv } from './s3/fixture'
+import { randomUUID } from 'node:crypto'
 
 export const ADMIN_KEY = 'test-admin-key-0123456789abcdef'
 
@@ -54,7 +56,7 @@ export async function makeApp(
   opts: { resolve?: Resolver; dir?: string; store?: CoreOptions['store']; webhookPollMs?: number } = {},
 ): Promise<TestContext> {
   const dir = opts.dir ?? tempDir(t)
-  const config = loadConfig({ COFFER_ADMIN_API_KEY: ADMIN_KEY, COFFER_LOG_LEVEL: 'debug', ...env }, { 'data-dir': dir })
+  const config = loadConfig({ COFFER_ADMIN_API_KEY: ADMIN_KEY, COFFER_LOG_LEVEL: 'debug', ...testStoreEnv(), ...env }, { 'data-dir': dir })
   const clock = new ManualClock()
   const { stream, lines } = captureLogs()
   const logger = createLogger(config.logLevel, stream)
@@ -73,6 +75,31 @@ export async function makeApp(
   })
   return { app, core, clock, dir, config, logs: lines }
 }
+
+/** Which blob store the API tests run on: disk unless COFFER_TEST_BLOB_STORE=s3 (the CI's second pass). */
+export const TEST_BLOB_STORE: 'disk' | 's3' = process.env.COFFER_TEST_BLOB_STORE === 's3' ? 's3' : 'disk'
+
+/**
+ * The env that puts an app on the test blob store: nothing for disk; for s3 the Ceph fixture's
+ * settings with a key prefix of its own, so each app sees only its own objects (listings, orphans).
+ * Asking for s3 without a fixture is an error, never a silent fall-back to disk.
+ */
+export function testStoreEnv(store = TEST_BLOB_STORE): Record<string, string> {
+  if (store === 'disk') return {}
+  const fixture = fixtureEnv()
+  if ('unavailable' in fixture) throw new Error(`COFFER_TEST_BLOB_STORE=s3 but the Ceph fixture is unavailable: ${fixture.unavailable}`)
+  return { ...fixture.env, COFFER_BLOB_STORE: 's3', COFFER_BLOB_S3_PREFIX: `t-${process.pid}-${randomUUID().slice(0, 8)}/` }
+}
+
+/** The hashes of every blob the app's store holds (disk or S3). */
+export async function storedBlobs(core: Core): Promise<string[]> {
+  const out: string[] = []
+  for await (const b of core.store.list()) out.push(b.sha256)
+  return out.sort()
+}
+
+/** Why a disk-only test does not run on the S3 store (a visible skip), or false. */
+export const diskOnly = (why: string): string | false => (TEST_BLOB_STORE === 's3' ? `disk store only: ${why}` : false)
 
 export const admin = { authorization: `Bearer ${ADMIN_KEY}` }
 export const bearer = (key: string) => ({ authorization: `Bearer ${key}` })

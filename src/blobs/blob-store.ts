@@ -62,7 +62,24 @@ export class BlobNotFoundError extends Error {
  * - `open` is async and returns a stream (or a small Buffer) plus its length, so a remote store
  *   can answer with a ranged GET.
  */
+/** One stored blob as a listing sees it. */
+export interface ListedBlob {
+  sha256: string
+  /** When it was written (epoch ms): the orphan sweep spares young ones. */
+  mtimeMs: number
+  size: number
+}
+
 export interface BlobStore {
+  /**
+   * False for the disk store. True for a remote store (S3): `removeSync` is unavailable, since no
+   * network call can run inside a SQLite transaction; uploads and deletions of the same content are
+   * ordered by leases and tombstones instead (services/remote-blobs.ts), and `ensurePlaced` is a
+   * no-op because a lease, not a re-link, keeps the placed object alive until the commit.
+   */
+  readonly remote: boolean
+  /** Where the content lives, for /ready, logs and `coffer backup`: `disk <dir>` or `s3 <endpoint>/<bucket>/<prefix>`. */
+  readonly description: string
   stage(source: Readable, guard: StageGuard): Promise<StagedBlob>
   place(staged: StagedBlob): Promise<void>
   /** Inside the commit transaction: re-places the staged content if a collector removed the blob meanwhile. */
@@ -74,11 +91,20 @@ export interface BlobStore {
    * recorded). Throws BlobNotFoundError when the content is missing.
    */
   open(sha256: string, range?: ByteRange): Promise<OpenedBlob>
-  exists(sha256: string): boolean
-  /** Deletes a stored blob; the caller holds the write transaction that proved it unreferenced. */
+  exists(sha256: string): Promise<boolean>
+  /** Deletes a stored blob; the caller holds the write transaction that proved it unreferenced (disk only). */
   removeSync(sha256: string): void
-  /** Every stored sha256, with its modification time (the orphan sweep spares young ones). */
-  list(): AsyncIterable<{ sha256: string; mtimeMs: number }>
+  /** Deletes a stored blob, if present; outside any transaction (remote stores: see `remote`). */
+  remove(sha256: string): Promise<void>
+  /** Every stored blob. */
+  list(): AsyncIterable<ListedBlob>
   /** Re-hashes a stored blob; undefined when it is missing. */
   hash(sha256: string): Promise<string | undefined>
+  /** Throws when the store cannot serve (readiness); resolves quickly when it can. */
+  probe(): Promise<void>
+  /**
+   * Remote stores only: a URL of the store itself that serves the blob for `expiresInSeconds`,
+   * answering with the given Content-Type and Content-Disposition (redirected downloads).
+   */
+  presign?(sha256: string, expiresInSeconds: number, contentType: string, disposition: string): Promise<string>
 }

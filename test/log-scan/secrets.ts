@@ -10,6 +10,8 @@ const PATTERNS: [string, RegExp][] = [
   ['signed URL or upload token', /token=(?!\[REDACTED\])[0-9a-fA-F]{16,}/],
   ['admin key used by the tests', /[a-z]+-admin-key-[0-9a-z]{6,}/],
   ['Authorization header value', /Bearer\s+[A-Za-z0-9._~+/-]{8,}/],
+  ['S3 secret of the Ceph fixture', /cofferS3secret[0-9a-f]{8,}/],
+  ['presigned S3 URL signature', /X-Amz-Signature=[0-9a-f]{16,}/i],
 ]
 
 /** The kinds of credential found in `line`; empty when it is clean. */

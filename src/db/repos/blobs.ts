@@ -12,6 +12,9 @@ export class BlobsRepo {
         .prepare<[string], number>('SELECT b.size_bytes FROM blobs b WHERE b.sha256 = ? AND NOT EXISTS (SELECT 1 FROM files f WHERE f.sha256 = b.sha256)')
         .pluck(),
       shasAfter: db.prepare<[string, number], string>('SELECT sha256 FROM blobs WHERE sha256 > ? ORDER BY sha256 LIMIT ?').pluck(),
+      sizesAfter: db.prepare<[string, number], { sha256: string; size: number }>(
+        'SELECT sha256, size_bytes AS size FROM blobs WHERE sha256 > ? ORDER BY sha256 LIMIT ?',
+      ),
       delete: db.prepare('DELETE FROM blobs WHERE sha256 = ?'),
       stats: db.prepare<[], { bytes: number; count: number }>('SELECT bytes, count FROM blob_totals WHERE id = 1'),
     }
@@ -33,6 +36,11 @@ export class BlobsRepo {
   /** Keyset walk over every blob, in hash order. */
   shasAfter(after: string, limit: number): string[] {
     return this.stmts.shasAfter.all(after, limit)
+  }
+
+  /** Keyset walk over every blob with its recorded size, in hash order. */
+  sizesAfter(after: string, limit: number): { sha256: string; size: number }[] {
+    return this.stmts.sizesAfter.all(after, limit)
   }
 
   delete(sha256: string): void {
