@@ -94,7 +94,8 @@ async function backupMetadata(source: { db: DB; dataDir: DataDir }, work: DataDi
   const { db, dataDir } = source
   makeWorkDir(work.root)
   try {
-    await snapshotInto(db, dataDir.db, dataDir.root, work.db, () => undefined)
+    // Nothing to pin (the objects stay in the store), but the statement must run to its end.
+    await snapshotInto(db, dataDir.db, dataDir.root, work.db, (shas) => Array.from(shas))
     await hooks.afterSnapshot?.()
     const out = { files: 0, blobs: 0, bytes: 0 }
     out.files = readCopy(work.db, dataDir.root, ({ size }) => {

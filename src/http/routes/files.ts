@@ -107,12 +107,11 @@ export async function downloadRoutes(app: App, core: Core): Promise<void> {
         signedExpires === undefined ? 'private, no-cache' : `private, max-age=${Math.max(0, Math.floor((signedExpires - core.clock.now()) / 1000))}`,
       )
       const disposition = contentDisposition(file.originalName, request.query.disposition ?? 'attachment')
-      const { presign } = core.store
-      if (signedExpires !== undefined && core.config.blobS3RedirectDownloads && presign && request.method === 'GET') {
+      if (signedExpires !== undefined && core.config.blobS3RedirectDownloads && core.store.presign && request.method === 'GET') {
         // The bytes come from the store itself, valid for what is left of the signed URL (at most
         // 5 minutes): Coffer is off the data path (see README, S3-compatible object storage).
         const ttl = Math.max(1, Math.min(REDIRECT_MAX_SECONDS, Math.floor((signedExpires - core.clock.now()) / 1000)))
-        const location = await presign.call(core.store, sha256, ttl, file.fileType, disposition)
+        const location = await core.store.presign(sha256, ttl, file.fileType, disposition)
         return reply.code(302).header('location', location).header('cache-control', 'no-store').send()
       }
       try {
