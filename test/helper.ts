@@ -13,6 +13,8 @@ import type { Resolver } from '../src/webhooks/ssrf'
 import { blobPath } from '../src/blobs/layout'
 import { TEST_LOG_DIR } from './log-scan/secrets'
 import { fixtureEnv } from './s3/fixture'
+import { DiskBlobStore } from '../src/blobs/disk-blob-store'
+import { S3BlobStore } from '../src/blobs/s3-blob-store'
 import { randomUUID } from 'node:crypto'
 
 export const ADMIN_KEY = 'test-admin-key-0123456789abcdef'
@@ -96,6 +98,32 @@ export async function storedBlobs(core: Core): Promise<string[]> {
   const out: string[] = []
   for await (const b of core.store.list()) out.push(b.sha256)
   return out.sort()
+}
+
+/**
+ * Size of every stored blob by hash, for a data dir served by another process: the disk layout,
+ * or the bucket when `storeEnv` (testStoreEnv) puts it on S3.
+ */
+export async function storedSizes(storeEnv: Record<string, string>, dataDir: string): Promise<Map<string, number>> {
+  const config = loadConfig(storeEnv, { 'data-dir': dataDir })
+  const disk = new DiskBlobStore(path.join(dataDir, 'blobs', 'sha256'), path.join(dataDir, 'tmp'))
+  const store =
+    config.blobStore === 's3'
+      ? new S3BlobStore({
+          endpoint: config.blobS3Endpoint!,
+          bucket: config.blobS3Bucket!,
+          region: config.blobS3Region,
+          credentials: { accessKeyId: config.blobS3AccessKeyId!, secretAccessKey: config.blobS3SecretAccessKey! },
+          prefix: config.blobS3Prefix,
+          forcePathStyle: true,
+          timeoutMs: 15_000,
+          staging: disk,
+        })
+      : disk
+  const sizes = new Map<string, number>()
+  for await (const b of store.list()) sizes.set(b.sha256, b.size)
+  if (store instanceof S3BlobStore) store.close()
+  return sizes
 }
 
 /** Why a disk-only test does not run on the S3 store (a visible skip), or false. */
