@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify'
-import type { Config } from './config'
+import { ConfigError, type Config } from './config'
 import { openDatabase, type DB } from './db/database'
 import { FilesRepo } from './db/repos/files'
 import { BlobsRepo } from './db/repos/blobs'
@@ -79,7 +79,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const signer = new TokenSigner(loadSecret(dataDir, config.secret))
   const metrics = new Metrics({ blobs: () => blobsRepo.stats(), outbox: () => outbox.counts() })
   const disk = new DiskBlobStore(dataDir.blobs, dataDir.tmp)
-  const s3 = config.blobStore === 's3' ? s3Store(config, disk, metrics) : undefined
+  const s3 = config.blobStore === 's3' ? createS3Store(config, disk, metrics) : undefined
   const store = options.store ? options.store(s3 ?? disk) : (s3 ?? disk)
 
   const filesRepo = new FilesRepo(db)
@@ -163,18 +163,25 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   }
 }
 
-/** The S3 store of a config with COFFER_BLOB_STORE=s3 (loadConfig checked the settings belong together). */
-function s3Store(config: Config, staging: DiskBlobStore, meter: Metrics): S3BlobStore {
+/**
+ * The S3 store a config describes, staging in `staging`'s tmp dir (createCore; `coffer migrate-blobs`,
+ * which needs both stores whichever one COFFER_BLOB_STORE names).
+ */
+export function createS3Store(config: Config, staging: DiskBlobStore, meter?: Metrics): S3BlobStore {
   const { blobS3AccessKeyId: accessKeyId, blobS3SecretAccessKey: secretAccessKey } = config
+  if (config.blobS3Bucket === undefined) throw new ConfigError('invalid configuration: the S3 store needs COFFER_BLOB_S3_BUCKET')
+  if ((accessKeyId === undefined) !== (secretAccessKey === undefined)) {
+    throw new ConfigError('invalid configuration: set both COFFER_BLOB_S3_ACCESS_KEY_ID and COFFER_BLOB_S3_SECRET_ACCESS_KEY, or neither')
+  }
   return new S3BlobStore({
     ...(config.blobS3Endpoint !== undefined ? { endpoint: config.blobS3Endpoint } : {}),
-    bucket: config.blobS3Bucket!,
+    bucket: config.blobS3Bucket,
     region: config.blobS3Region,
     ...(accessKeyId !== undefined && secretAccessKey !== undefined ? { credentials: { accessKeyId, secretAccessKey } } : {}),
     prefix: config.blobS3Prefix,
     forcePathStyle: config.blobS3ForcePathStyle,
     timeoutMs: config.blobS3TimeoutSeconds * 1000,
-    meter,
+    ...(meter ? { meter } : {}),
     staging,
   })
 }
