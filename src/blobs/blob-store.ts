@@ -74,7 +74,6 @@ export interface BlobStore {
    * recorded). Throws BlobNotFoundError when the content is missing.
    */
   open(sha256: string, range?: ByteRange): Promise<OpenedBlob>
-  exists(sha256: string): boolean
   /** Deletes a stored blob; the caller holds the write transaction that proved it unreferenced. */
   removeSync(sha256: string): void
   /** Every stored sha256, with its modification time (the orphan sweep spares young ones). */

@@ -137,10 +137,6 @@ export class DiskBlobStore implements BlobStore {
     }
   }
 
-  exists(sha256: string): boolean {
-    return fs.existsSync(this.pathOf(sha256))
-  }
-
   removeSync(sha256: string): void {
     fs.rmSync(this.pathOf(sha256), { force: true })
   }
