@@ -90,6 +90,8 @@ t.test('service errors name fields relative to their input, and the body-too-lar
     { errors: [{ path: '/workspaceId' }] },
   )
   await rejectsWith(t, () => core.tenants.create({ name: '' }), 'VALIDATION_ERROR', { errors: [{ path: '/name' }] })
+  await rejectsWith(t, () => core.tenants.create({ name: 'a\u0007b' }), 'VALIDATION_ERROR', { errors: [{ path: '/name' }] })
+  t.equal(core.tenants.create({ name: 'Émoji 😀 Co' }).tenant.name, 'Émoji 😀 Co', 'the same rule as the API schema: any text but control characters')
   await rejectsWith(t, () => core.tenants.create({ name: 'x', allowedFileTypes: ['text/html'] }), 'VALIDATION_ERROR', {
     errors: [{ path: '/allowedFileTypes' }],
   })
