@@ -15,6 +15,35 @@ const SQL_OUTSIDE_DB = {
   message: 'SQL lives in src/db/: add a repo method (src/db/repos/) and call it from a service.',
 }
 
+const NO_FS = ['node:fs', 'fs', 'node:fs/promises', 'fs/promises'].map((name) => ({
+  name,
+  message: 'No fs here: blob content goes through BlobStore (src/blobs/), data-dir files through src/lib/.',
+}))
+const NO_BLOB_PATHS = { group: ['**/blobs/layout'], message: 'Blob paths are private to src/blobs/: read content with BlobStore.open.' }
+const NO_HTTP = [{ name: 'fastify', message: 'Services, contract, db and blobs know no HTTP: keep Fastify in src/http/.' }]
+const INWARDS = {
+  group: ['**/http/*', '**/http/**', '**/cli/*', '**/app', '**/server'],
+  message: 'Dependencies point inwards: fronts (http, cli) call services, never the reverse.',
+}
+
+/**
+ * The code map's layering (README, Code map) as no-restricted-imports, one entry per folder (a
+ * later flat-config entry replaces a rule's options, so each folder gets its whole list here):
+ * - files on disk: only src/blobs, src/db, src/lib and src/cli import fs;
+ * - blob paths: only src/blobs knows the layout;
+ * - services, contract, db and blobs know no HTTP framework and import no front.
+ */
+function layering() {
+  const rule = (paths, patterns) => ({ 'no-restricted-imports': ['error', { paths, patterns }] })
+  return [
+    { files: ['src/*.ts', 'src/http/**/*.ts', 'src/webhooks/**/*.ts'], rules: rule(NO_FS, [NO_BLOB_PATHS]) },
+    { files: ['src/services/**/*.ts', 'src/contract/**/*.ts'], rules: rule([...NO_FS, ...NO_HTTP], [NO_BLOB_PATHS, INWARDS]) },
+    { files: ['src/db/**/*.ts'], rules: rule(NO_HTTP, [NO_BLOB_PATHS, INWARDS]) },
+    { files: ['src/blobs/**/*.ts'], rules: rule(NO_HTTP, [INWARDS]) },
+    { files: ['src/lib/**/*.ts', 'src/cli/**/*.ts'], rules: rule([], [NO_BLOB_PATHS]) },
+  ]
+}
+
 export default tseslint.config(
   { ignores: ['dist/**', 'data/**', 'node_modules/**', 'scripts/eslint.config.mjs'] },
   js.configs.recommended,
@@ -35,52 +64,7 @@ export default tseslint.config(
     ignores: ['src/db/**'],
     rules: { 'no-restricted-syntax': ['error', SQL_OUTSIDE_DB] },
   },
-  {
-    // Files on disk are touched by the blob store, the database and data-dir helpers, and the CLI
-    // (its DEST checks); never by routes, services, contract or webhooks.
-    files: ['src/**/*.ts'],
-    ignores: ['src/blobs/**', 'src/db/**', 'src/lib/**', 'src/cli/**'],
-    rules: {
-      'no-restricted-imports': [
-        'error',
-        {
-          paths: [
-            { name: 'node:fs', message: 'No fs here: blob content goes through BlobStore (src/blobs/), data-dir files through src/lib/.' },
-            { name: 'fs', message: 'No fs here: blob content goes through BlobStore (src/blobs/), data-dir files through src/lib/.' },
-            { name: 'node:fs/promises', message: 'No fs here: blob content goes through BlobStore (src/blobs/).' },
-          ],
-          patterns: [{ group: ['**/blobs/layout'], message: 'Blob paths are private to src/blobs/: read content with BlobStore.open.' }],
-        },
-      ],
-    },
-  },
-  {
-    files: ['src/lib/**/*.ts', 'src/db/**/*.ts', 'src/cli/**/*.ts'],
-    rules: {
-      'no-restricted-imports': [
-        'error',
-        { patterns: [{ group: ['**/blobs/layout'], message: 'Blob paths are private to src/blobs/: read content with BlobStore.open.' }] },
-      ],
-    },
-  },
-  {
-    // Services, contract and the stores know no HTTP framework.
-    files: ['src/services/**/*.ts', 'src/contract/**/*.ts', 'src/blobs/**/*.ts', 'src/db/**/*.ts'],
-    rules: {
-      'no-restricted-imports': [
-        'error',
-        {
-          paths: [{ name: 'fastify', message: 'Services, contract, db and blobs know no HTTP: keep Fastify in src/http/.' }],
-          patterns: [
-            {
-              group: ['**/http/*', '**/http/**', '**/cli/*', '**/app', '**/server'],
-              message: 'Dependencies point inwards: fronts (http, cli) call services, never the reverse.',
-            },
-          ],
-        },
-      ],
-    },
-  },
+  ...layering(),
   {
     // Tests read response bodies as untyped JSON on purpose (the assertions check their shape), and
     // tap's top-level t.test() calls are promises tap itself awaits.

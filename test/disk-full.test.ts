@@ -123,3 +123,28 @@ t.test("ENOSPC injected at the blob store's write: 507, nothing partial, recover
   diskFull = false
   t.equal((await upload(app, tenant.headers, { bytes: fileBytes('image/png', 5000, 2) })).put.statusCode, 200, 'and writes resume')
 })
+
+t.test("a failing read at the blob store's open: 500 without detail, logged, and the next read works", async (t) => {
+  let failReads = false
+  const failingReads = (disk: BlobStore): BlobStore =>
+    Object.assign(Object.create(disk) as BlobStore, {
+      open: (sha256: string, range?: Parameters<BlobStore['open']>[1]) =>
+        failReads ? Promise.reject(Object.assign(new Error('EIO: i/o error, read'), { code: 'EIO' })) : disk.open(sha256, range),
+    })
+  const { app, logs } = await makeApp(t, {}, { store: failingReads })
+  const tenant = await createTenant(app)
+  const bytes = fileBytes('image/png', 3000)
+  const r = await upload(app, tenant.headers, { bytes })
+  failReads = true
+  const failed = await app.inject({ url: `/api/v1/files/${r.fileId}/download`, headers: tenant.headers })
+  t.equal(failed.statusCode, 500)
+  t.same(failed.json().error, { code: 'INTERNAL_ERROR', message: 'Internal server error', details: { requestId: failed.headers['x-request-id'] } })
+  t.ok(
+    logs.some((l) => l.msg === 'request failed' && l.level === 50),
+    'the read error is logged',
+  )
+  failReads = false
+  const ok = await app.inject({ url: `/api/v1/files/${r.fileId}/download`, headers: tenant.headers })
+  t.equal(ok.statusCode, 200)
+  t.ok(ok.rawPayload.equals(bytes))
+})

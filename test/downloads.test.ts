@@ -156,14 +156,12 @@ t.test('signed URLs with COFFER_PUBLIC_URL and behind a trusted proxy', async (t
   t.match(url2, /^https:\/\/files\.example\.com\/api\/v1\//)
 })
 
-t.test('signed download: no header needed; every tampering, expiry and deletion refused', async (t) => {
+t.test('signed download: no header needed; expiry and deletion refused (tampering: security.test.ts)', async (t) => {
   const { app, clock } = await makeApp(t)
   const tenant = await createTenant(app)
-  const other = await createTenant(app)
   const bytes = fileBytes('image/png', 2000)
   const a = await upload(app, tenant.headers, { bytes })
   const b = await upload(app, tenant.headers)
-  const c = await upload(app, other.headers)
   const signed = (await app.inject({ url: `/api/v1/files/${a.fileId}/signed-url?expiresIn=600`, headers: tenant.headers })).json()
   const u = new URL(signed.url)
   const path = u.pathname + u.search
@@ -173,34 +171,6 @@ t.test('signed download: no header needed; every tampering, expiry and deletion 
   t.equal(ok.headers['cache-control'], 'private, max-age=600')
   t.equal((await app.inject({ url: path, headers: { range: 'bytes=0-0' } })).statusCode, 206)
   t.equal((await app.inject({ method: 'HEAD', url: path })).statusCode, 200)
-  const token = u.searchParams.get('token')!
-  const expires = u.searchParams.get('expires')!
-  const flip = (s: string) => s.slice(0, -1) + (s.endsWith('0') ? '1' : '0')
-  const tampered = [
-    `/api/v1/files/${a.fileId}/download?expires=${expires}&token=${flip(token)}`,
-    `/api/v1/files/${a.fileId}/download?expires=${Number(expires) + 1000}&token=${token}`,
-    `/api/v1/files/${b.fileId}/download?expires=${expires}&token=${token}`,
-    `/api/v1/files/${c.fileId}/download?expires=${expires}&token=${token}`,
-    `/api/v1/files/01890000-0000-7000-8000-000000000000/download?expires=${expires}&token=${token}`,
-    `/api/v1/files/${a.fileId}/download?expires=${expires}`,
-    `/api/v1/files/${a.fileId}/download?token=${token}`,
-    `/api/v1/files/${a.fileId}/download`,
-    `/api/v1/files/${a.fileId}/download?expires=-1&token=${token}`,
-    `/api/v1/files/${a.fileId}/download?expires=${expires}&token=${token.slice(2)}`,
-  ]
-  for (const p of tampered) {
-    const res = await app.inject({ url: p })
-    t.equal(res.statusCode, 401, p)
-    t.equal(res.json().error.code, 'UNAUTHORIZED')
-  }
-  const uploadToken = (
-    await app.inject({ method: 'POST', url: '/api/v1/upload/request', headers: tenant.headers, payload: { fileType: 'image/png', fileName: 'x.png' } })
-  ).json()
-  const ut = new URL(uploadToken.presignedUrl, 'http://x')
-  const crossPurpose = await app.inject({
-    url: `/api/v1/files/${uploadToken.fileId}/download?expires=${ut.searchParams.get('expires')}&token=${ut.searchParams.get('token')}`,
-  })
-  t.equal(crossPurpose.statusCode, 401, 'an upload token does not download')
   clock.advance(599_000)
   const late = await app.inject({ url: path })
   t.equal(late.statusCode, 200)

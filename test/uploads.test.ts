@@ -288,33 +288,11 @@ t.test('PUT: failures mark the file failed, release the reservation once, and le
   t.same(tooBigDetails, { fileSize: 1001, maxSize: 1000 })
 })
 
-t.test('PUT: the token guards the fileId, the expiry and itself', async (t) => {
+t.test('PUT: an expired upload URL → 401 (tampering: security.test.ts)', async (t) => {
   const { app, clock } = await makeApp(t)
   const tenant = await createTenant(app)
   const a = (await handshake(app, tenant.headers, { fileType: 'image/png', fileName: 'a.png' })).json() as Handshake
-  const b = (await handshake(app, tenant.headers, { fileType: 'image/png', fileName: 'b.png' })).json() as Handshake
-  const url = new URL(a.presignedUrl, 'http://x')
-  const token = url.searchParams.get('token')!
-  const expires = url.searchParams.get('expires')!
   const body = fileBytes('image/png', 100)
-  const flip = (s: string) => s.slice(0, -1) + (s.endsWith('0') ? '1' : '0')
-  const tampered = [
-    `/api/v1/upload/${a.fileId}?expires=${expires}&token=${flip(token)}`,
-    `/api/v1/upload/${a.fileId}?expires=${Number(expires) + 1}&token=${token}`,
-    `/api/v1/upload/${b.fileId}?expires=${expires}&token=${token}`,
-    `/api/v1/upload/01890000-0000-7000-8000-000000000000?expires=${expires}&token=${token}`,
-    `/api/v1/upload/not-a-uuid?expires=${expires}&token=${token}`,
-    `/api/v1/upload/${a.fileId}?expires=${expires}`,
-    `/api/v1/upload/${a.fileId}?token=${token}`,
-    `/api/v1/upload/${a.fileId}?expires=abc&token=${token}`,
-    `/api/v1/upload/${a.fileId}?expires=${expires}&token=${token.toUpperCase()}x`,
-  ]
-  for (const u of tampered) {
-    const res = await app.inject({ method: 'PUT', url: u, headers: { 'content-type': 'image/png' }, payload: body })
-    t.equal(res.statusCode, 401, u)
-    t.equal(res.json().error.code, 'UNAUTHORIZED')
-  }
-  t.equal((await statusOf(app, tenant.headers, a.fileId)).processingStatus, 'pending', 'refused attempts do not fail the upload')
   clock.advance(15 * 60_000)
   const expired = await app.inject({ method: 'PUT', url: a.presignedUrl, headers: { 'content-type': 'image/png' }, payload: body })
   t.equal(expired.statusCode, 401)

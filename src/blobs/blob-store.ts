@@ -91,7 +91,6 @@ export interface BlobStore {
    * recorded). Throws BlobNotFoundError when the content is missing.
    */
   open(sha256: string, range?: ByteRange): Promise<OpenedBlob>
-  exists(sha256: string): Promise<boolean>
   /** Deletes a stored blob; the caller holds the write transaction that proved it unreferenced (disk only). */
   removeSync(sha256: string): void
   /** Deletes a stored blob, if present; outside any transaction (remote stores: see `remote`). */

@@ -142,10 +142,6 @@ export class DiskBlobStore implements BlobStore {
     }
   }
 
-  async exists(sha256: string): Promise<boolean> {
-    return fs.existsSync(this.pathOf(sha256))
-  }
-
   removeSync(sha256: string): void {
     fs.rmSync(this.pathOf(sha256), { force: true })
   }

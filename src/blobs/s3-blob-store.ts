@@ -150,10 +150,6 @@ export class S3BlobStore implements BlobStore {
     return { length, body }
   }
 
-  async exists(sha256: string): Promise<boolean> {
-    return (await this.head(this.key(sha256))) !== undefined
-  }
-
   removeSync(): void {
     throw new Error('a remote blob store deletes asynchronously (S3BlobStore.remove, ordered by services/remote-blobs.ts)')
   }

@@ -19,7 +19,7 @@ export interface CreateTenantInput {
 }
 
 /** The contract's rule for names (no control characters, no lone surrogates), as the API schema applies it. */
-const NAME_TEXT = new RegExp(NO_CONTROL)
+const NAME_TEXT = new RegExp(NO_CONTROL, 'u')
 
 /**
  * Checks a tenant's settings whichever front they came from (the admin API validates the same
