@@ -177,10 +177,10 @@ const OPTIONS = {
   blobS3Prefix: {
     env: 'COFFER_BLOB_S3_PREFIX',
     flag: 'blob-s3-prefix',
-    def: '',
+    def: undefined,
     schema: Type.String({ pattern: "^([A-Za-z0-9!_.*'()-]+/)*$", maxLength: 512 }),
     hint: "empty, or path segments each ending in / (letters, digits, !_.*'()-)",
-    help: 'Key prefix inside the bucket, e.g. coffer/ (objects are <prefix>sha256/aa/bb/<hex>)',
+    help: 'Key prefix inside the bucket, e.g. coffer/ (objects are <prefix>sha256/aa/bb/<hex>); default none',
   },
   blobS3ForcePathStyle: {
     env: 'COFFER_BLOB_S3_FORCE_PATH_STYLE',

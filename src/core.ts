@@ -178,7 +178,7 @@ export function createS3Store(config: Config, staging: DiskBlobStore, meter?: Me
     bucket: config.blobS3Bucket,
     region: config.blobS3Region,
     ...(accessKeyId !== undefined && secretAccessKey !== undefined ? { credentials: { accessKeyId, secretAccessKey } } : {}),
-    prefix: config.blobS3Prefix,
+    prefix: config.blobS3Prefix ?? '',
     forcePathStyle: config.blobS3ForcePathStyle,
     timeoutMs: config.blobS3TimeoutSeconds * 1000,
     ...(meter ? { meter } : {}),

@@ -114,7 +114,7 @@ export async function storedSizes(storeEnv: Record<string, string>, dataDir: str
           bucket: config.blobS3Bucket!,
           region: config.blobS3Region,
           credentials: { accessKeyId: config.blobS3AccessKeyId!, secretAccessKey: config.blobS3SecretAccessKey! },
-          prefix: config.blobS3Prefix,
+          prefix: config.blobS3Prefix ?? '',
           forcePathStyle: true,
           timeoutMs: 15_000,
           staging: disk,
