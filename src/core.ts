@@ -62,7 +62,6 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const clock = options.clock ?? systemClock
   const dataDir = ensureDataDir(config.dataDir)
   const db = openDatabase(dataDir.db, dataDir.root)
-  const signer = new TokenSigner(loadSecret(dataDir, config.secret))
   const disk = new DiskBlobStore(dataDir.blobs, dataDir.tmp)
   const store = options.store ? options.store(disk) : disk
   const filesRepo = new FilesRepo(db)
@@ -71,6 +70,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const outbox = new OutboxRepo(db)
   const events = new FileEvents(outbox, filesRepo, clock)
   const tenants = new TenantsService(db, clock)
+  const signer = new TokenSigner(loadSecret(dataDir, config.secret), (tenantId) => tenants.repo.signingGeneration(tenantId))
   const metrics = new Metrics({ blobs: () => blobsRepo.stats(), outbox: () => outbox.counts() })
   const files = new FilesService(db, filesRepo, workspacesRepo, signer, clock, events)
   const uploads = new UploadsService({

@@ -165,4 +165,13 @@ CREATE TRIGGER blobs_after_delete AFTER DELETE ON blobs BEGIN
 END;
 `,
   },
+  {
+    version: 4,
+    name: 'tenant signing generation',
+    sql: `
+-- Part of the HKDF info of a tenant's URL-signing key: regenerating the tenant's key bumps it, so
+-- every signed download URL and presigned upload path made with the old key stops verifying (#12).
+ALTER TABLE tenants ADD COLUMN signing_generation INTEGER NOT NULL DEFAULT 0 CHECK (signing_generation >= 0);
+`,
+  },
 ]

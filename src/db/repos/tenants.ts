@@ -51,6 +51,7 @@ export class TenantsRepo {
   private readonly all
   private readonly insertStmt
   private readonly rotateStmt
+  private readonly generationStmt
 
   constructor(db: DB) {
     this.byId = db.prepare<[string], Row>(`SELECT ${COLUMNS} FROM tenants WHERE id = ?`)
@@ -61,7 +62,16 @@ export class TenantsRepo {
       `INSERT INTO tenants (id, name, key_hash, key_kind, webhook_secret, quota_bytes, allowed_types, created_at)
        VALUES (@id, @name, @keyHash, @keyKind, @webhookSecret, @quotaBytes, @allowedTypes, @createdAt)`,
     )
-    this.rotateStmt = db.prepare('UPDATE tenants SET key_hash = ?, webhook_secret = ? WHERE id = ?')
+    this.rotateStmt = db.prepare('UPDATE tenants SET key_hash = ?, webhook_secret = ?, signing_generation = signing_generation + 1 WHERE id = ?')
+    this.generationStmt = db.prepare<[string], number>('SELECT signing_generation FROM tenants WHERE id = ?').pluck()
+  }
+
+  /**
+   * The generation that URL-signing keys of this tenant are derived from (lib/tokens.ts), or
+   * undefined when the tenant does not exist: then no token of it verifies.
+   */
+  signingGeneration(id: string): number | undefined {
+    return this.generationStmt.get(id) as number | undefined
   }
 
   get(id: string): Tenant | undefined {
@@ -88,7 +98,10 @@ export class TenantsRepo {
     this.insertStmt.run({ ...t, allowedTypes: JSON.stringify(t.allowedFileTypes) })
   }
 
-  /** Replaces the key hash and webhook secret; returns false when the tenant does not exist. */
+  /**
+   * Replaces the key hash and webhook secret and bumps the signing generation (every URL signed
+   * before stops verifying); returns false when the tenant does not exist.
+   */
   rotate(id: string, keyHash: Buffer, webhookSecret: string): boolean {
     return this.rotateStmt.run(keyHash, webhookSecret, id).changes === 1
   }
