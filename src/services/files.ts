@@ -3,7 +3,7 @@ import type { FileRecord, FilesRepo, Cursor } from '../db/repos/files'
 import type { WorkspacesRepo } from '../db/repos/workspaces'
 import type { DB } from '../db/database'
 import type { AuthenticatedTenant } from '../db/repos/tenants'
-import type { TokenSigner } from '../lib/tokens'
+import type { TokenPurpose, TokenSigner } from '../lib/tokens'
 import { isoTime, type Clock } from '../lib/clock'
 import { isUuid } from '../lib/ids'
 import type { FileEvents } from '../webhooks/events'
@@ -107,9 +107,16 @@ export class FilesService {
       .immediate()
   }
 
-  /** The tenant owning a file id (any state), for per-tenant accounting of token-authorised requests. */
-  tenantOf(fileId: string): string | undefined {
-    return isUuid(fileId) ? this.files.get(fileId.toLowerCase())?.tenantId : undefined
+  /**
+   * The tenant whose signature `token` carries for this file, or undefined when it proves nothing
+   * (any state of the file, expired or not): per-tenant accounting of token-authorised requests
+   * charges a tenant only once a token proved it (#12 item 2).
+   */
+  tokenSigner(purpose: TokenPurpose, fileId: string, expiresRaw: string | undefined, token: string | undefined): string | undefined {
+    if (expiresRaw === undefined || token === undefined || !/^\d{1,15}$/.test(expiresRaw) || !isUuid(fileId)) return undefined
+    const id = fileId.toLowerCase()
+    const f = this.files.get(id)
+    return this.signer.verify(purpose, f?.tenantId, id, Number(expiresRaw), token) ? f?.tenantId : undefined
   }
 
   /** A file whose content can be downloaded; pending and failed uploads have none. */
