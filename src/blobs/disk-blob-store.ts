@@ -25,9 +25,9 @@ class Inspector extends Transform {
   override _transform(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null, data?: Buffer) => void): void {
     this.size += chunk.length
     noteStreamed(chunk.length)
-    this.guard.onChunk?.(chunk.length)
     if (this.size > this.guard.maxBytes) return cb(this.guard.onOverflow())
     try {
+      this.guard.onChunk?.(chunk.length)
       if (!this.headChecked) {
         this.head.push(chunk)
         this.headLength += chunk.length

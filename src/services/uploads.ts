@@ -8,7 +8,7 @@ import type { BlobsRepo } from '../db/repos/blobs'
 import type { BlobStore, StagedBlob } from '../blobs/blob-store'
 import type { TokenSigner } from '../lib/tokens'
 import type { FilesService } from './files'
-import type { Quotas } from './quotas'
+import type { Quotas, StreamCharge } from './quotas'
 import { isoTime, type Clock } from '../lib/clock'
 import { isUuid, uuidv7 } from '../lib/ids'
 import { FILE_TYPES, MAX_FILE_SIZE, type FileType } from '../lib/file-types'
@@ -177,10 +177,14 @@ export class UploadsService {
     const limit = this.deps.quotas.limitFor(file)
     if (input.contentLength !== undefined && input.contentLength > limit.maxBytes) this.failWith(file, limit.overflow(input.contentLength))
     let staged: StagedBlob
+    const inFlight = this.deps.quotas.stream(file)
     try {
       staged = await this.deps.store.stage(input.body, {
         maxBytes: limit.maxBytes,
-        onChunk: this.deps.meter && ((bytes) => this.deps.meter!.received(bytes)),
+        onChunk: (bytes) => {
+          this.deps.meter?.received(bytes)
+          inFlight.add(bytes)
+        },
         onOverflow: () => limit.overflow(input.contentLength ?? null),
         checkHead: (head) => {
           if (head.length > 0 && !hasSignature(type, head)) {
@@ -189,27 +193,31 @@ export class UploadsService {
         },
       })
     } catch (err) {
+      inFlight.release()
       this.failWith(file, err)
     }
     try {
       if (staged.size === 0) throw new AppError('VALIDATION_ERROR', 'The upload body is empty', { errors: [{ path: '/body', message: 'is empty' }] })
       await this.deps.store.place(staged)
-      return this.commit(file, staged)
+      return this.commit(file, staged, inFlight)
     } catch (err) {
       if (staged.size > 0) this.removeIfOrphan(staged.sha256)
       // A row deleted or settled meanwhile is reported as such, not failed a second time.
       if (err instanceof AppError && (err.code === 'FILE_NOT_FOUND' || err.code === 'CONFLICT')) throw err
       this.failWith(file, err)
     } finally {
+      inFlight.release()
       await this.deps.store.discard(staged)
     }
   }
 
   /** The transaction that turns a staged blob into a completed file. */
-  private commit(file: FileRecord, staged: StagedBlob): FileRecord {
+  private commit(file: FileRecord, staged: StagedBlob, inFlight: StreamCharge): FileRecord {
     const { db, clock, files, blobs, store } = this.deps
     return db
       .transaction(() => {
+        // Its bytes stop being in flight here and, if it commits, become usage in the same tick.
+        inFlight.release()
         const current = files.get(file.id)
         if (!current || current.deletedAt !== null) throw notFound.file()
         if (current.status !== 'pending') throw new AppError('CONFLICT', `This upload is already ${current.status}`, { field: 'upload' })
