@@ -16,6 +16,7 @@ import { uploadContentRoutes, uploadRequestRoutes } from './http/routes/upload'
 import { downloadRoutes, filesRoutes } from './http/routes/files'
 import { workspacesRoutes } from './http/routes/workspaces'
 import { registerRateLimit } from './http/rate-limit'
+import { registerJsonBody } from './http/json-body'
 import { registerRequestLifecycle } from './http/request-lifecycle'
 import { documentSecurity, registerOpenApi } from './http/openapi'
 import { metricsRoutes } from './http/routes/metrics'
@@ -79,6 +80,7 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
   app.setValidatorCompiler(validatorCompiler)
   // The API speaks JSON only; a text/plain body is answered as a wrong Content-Type, not as a wrong shape.
   app.removeContentTypeParser('text/plain')
+  registerJsonBody(app)
   app.addSchema(ErrorResponse)
   app.decorateRequest('tenant', null)
   registerErrorHandling(app)

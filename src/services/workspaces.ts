@@ -5,8 +5,11 @@ import type { AuthenticatedTenant } from '../db/repos/tenants'
 import { unixSeconds, type Clock } from '../lib/clock'
 import { isUuid, uuidv7 } from '../lib/ids'
 import type { FileEvents } from '../webhooks/events'
+import { valueDeeperThan } from '../lib/json-depth'
 
 export const MAX_METADATA_BYTES = 16 * 1024
+/** Metadata nests at most this deep (the object itself is level 1). */
+export const MAX_METADATA_DEPTH = 32
 
 export interface CreateWorkspaceInput {
   name: string
@@ -37,6 +40,8 @@ export function workspaceView(w: Workspace) {
 }
 
 function checkMetadata(metadata: Record<string, unknown> | null | undefined): void {
+  // Depth first: serializing a deeply nested value would exhaust the stack.
+  if (metadata && valueDeeperThan(metadata, MAX_METADATA_DEPTH)) throw validationError('/metadata', `must nest at most ${MAX_METADATA_DEPTH} levels`)
   if (metadata && Buffer.byteLength(JSON.stringify(metadata)) > MAX_METADATA_BYTES) {
     throw validationError('/metadata', `must be at most ${MAX_METADATA_BYTES} bytes as JSON`)
   }

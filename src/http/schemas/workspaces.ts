@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import { NO_CONTROL, Uuid } from './common'
+import { MAX_METADATA_BYTES, MAX_METADATA_DEPTH } from '../../services/workspaces'
 
 const Name = Type.String({ minLength: 1, maxLength: 255, pattern: NO_CONTROL, 'x-message': 'must contain no control characters' })
 export const Slug = Type.String({
@@ -9,7 +10,14 @@ export const Slug = Type.String({
   'x-message': 'must be lowercase letters, digits and single hyphens between them (1-63 characters)',
 })
 const Quota = Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER })
-const Metadata = Type.Object({}, { additionalProperties: true, description: 'Arbitrary JSON object, at most 16 KiB serialized' })
+const Metadata = Type.Object(
+  {},
+  {
+    additionalProperties: true,
+    'x-free-json': { maxDepth: MAX_METADATA_DEPTH, maxBytes: MAX_METADATA_BYTES },
+    description: `Arbitrary JSON object, at most 16 KiB serialized and ${MAX_METADATA_DEPTH} levels deep`,
+  },
+)
 
 export const CreateWorkspaceBody = Type.Object(
   {
