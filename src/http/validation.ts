@@ -2,6 +2,7 @@ import Ajv, { type ErrorObject, type ValidateFunction } from 'ajv'
 import addFormats from 'ajv-formats'
 import type { FastifySchemaCompiler } from 'fastify'
 import { valueDeeperThan } from '../lib/json-depth'
+import { isSafeJson } from '../lib/text'
 
 /**
  * Two validators: JSON bodies are checked strictly (a string "5" is not the number 5, unknown
@@ -29,6 +30,7 @@ function makeAjv(coerceTypes: boolean | 'array'): Ajv {
     const fail = (message: string) => ((freeJson.errors = [{ keyword: 'x-free-json', message, params: {} }]), false)
     if (valueDeeperThan(data, schema.maxDepth)) return fail(`must nest at most ${schema.maxDepth} levels`)
     if (Buffer.byteLength(JSON.stringify(data) ?? '') > schema.maxBytes) return fail(`must be at most ${schema.maxBytes} bytes as JSON`)
+    if (!isSafeJson(data)) return fail('must contain no control, bidi or invisible formatting characters in its keys and strings')
     return true
   } as ((schema: { maxDepth: number; maxBytes: number }, data: unknown) => boolean) & { errors?: Partial<ErrorObject>[] }
   ajv.addKeyword({ keyword: 'x-free-json', schemaType: 'object', errors: true, validate: freeJson })

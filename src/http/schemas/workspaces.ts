@@ -1,8 +1,8 @@
 import { Type } from '@sinclair/typebox'
-import { NO_CONTROL, Uuid } from './common'
+import { NO_CONTROL, NO_CONTROL_MESSAGE, Uuid } from './common'
 import { MAX_METADATA_BYTES, MAX_METADATA_DEPTH } from '../../services/workspaces'
 
-const Name = Type.String({ minLength: 1, maxLength: 255, pattern: NO_CONTROL, 'x-message': 'must contain no control characters' })
+const Name = Type.String({ minLength: 1, maxLength: 255, pattern: NO_CONTROL, 'x-message': NO_CONTROL_MESSAGE })
 export const Slug = Type.String({
   minLength: 1,
   maxLength: 63,
