@@ -2,6 +2,7 @@ import { Value } from '@sinclair/typebox/value'
 import { CreateTenantBody } from '../http/schemas/tenants'
 import { createdTenantView } from '../services/tenants'
 import { isoTime } from '../lib/clock'
+import { escapeUnsafe } from '../lib/text'
 import { DATA_DIR_OPTION, parse, println, UsageError, withCore, type CliIO } from './io'
 
 export const TENANT_HELP = `Usage:
@@ -61,7 +62,7 @@ export async function tenantCommand(args: string[], io: CliIO): Promise<number> 
       if (rows.length === 0) return println(io.stdout, 'No tenants yet. Create one: coffer tenant create --name NAME')
       println(io.stdout, ['ID'.padEnd(36), 'USED/QUOTA (bytes)'.padEnd(26), 'CREATED'.padEnd(24), 'NAME'].join('  '))
       for (const r of rows) {
-        println(io.stdout, [r.id, `${r.usedBytes}/${r.quotaBytes}`.padEnd(26), r.createdAt.padEnd(24), r.name].join('  '))
+        println(io.stdout, [r.id, `${r.usedBytes}/${r.quotaBytes}`.padEnd(26), r.createdAt.padEnd(24), escapeUnsafe(r.name)].join('  '))
       }
     })
   }

@@ -1,5 +1,6 @@
 import { DATA_DIR_OPTION, parse, println, UsageError, withCore, type CliIO } from './io'
 import { isoTime } from '../lib/clock'
+import { escapeUnsafe } from '../lib/text'
 import type { OutboxStatus } from '../db/repos/outbox'
 
 export const WEBHOOKS_HELP = `Usage:
@@ -43,7 +44,9 @@ export async function webhooksCommand(args: string[], io: CliIO): Promise<number
       if (events.length === 0) return println(io.stdout, status ? `No ${status} webhook events.` : 'No webhook events.')
       println(io.stdout, ['ID'.padEnd(36), 'EVENT'.padEnd(13), 'STATUS'.padEnd(9), 'TRIES', 'CREATED'.padEnd(24), 'URL / LAST ERROR'].join('  '))
       for (const e of events) {
-        println(io.stdout, [e.id.padEnd(36), e.event.padEnd(13), e.status.padEnd(9), String(e.attempts).padEnd(5), e.createdAt.padEnd(24), `${e.url}${e.lastError ? `  (${e.lastError})` : ''}`].join('  '))
+        // Stored before #12 (or by another writer), a URL may still hold control characters: shown escaped, never raw.
+        const target = escapeUnsafe(`${e.url}${e.lastError ? `  (${e.lastError})` : ''}`)
+        println(io.stdout, [e.id.padEnd(36), e.event.padEnd(13), e.status.padEnd(9), String(e.attempts).padEnd(5), e.createdAt.padEnd(24), target].join('  '))
       }
     })
   }
