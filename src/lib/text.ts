@@ -68,3 +68,15 @@ export function isSafeJson(value: unknown): boolean {
 export function escapeUnsafe(s: string): string {
   return s.replace(new RegExp(`[${UNSAFE_CLASS}]`, 'gu'), (c) => `\\u{${c.codePointAt(0)!.toString(16)}}`)
 }
+
+/**
+ * The key two tenant names are compared by (#12 item 12): NFC-normalised and case-folded, so
+ * `Äpfel`, `äPFEL` and the NFD spelling of either are one name, and so are `ΟΔΟΣ`, `οδος`
+ * and `οδοσ` (final sigma). Folding is upper-casing then lower-casing with the full Unicode
+ * mappings (`ß` and `SS` meet as `ss`), which also merges a few pairs that Unicode case folding
+ * keeps apart (Turkish dotless `ı` with `i`): for names that must not be confused, erring on the
+ * side of "the same" is the safe side.
+ */
+export function nameKey(name: string): string {
+  return name.normalize('NFC').toUpperCase().toLowerCase().normalize('NFC').replace(/\u03c2/g, '\u03c3')
+}

@@ -75,8 +75,9 @@ export class TenantsService {
     }
     this.db
       .transaction(() => {
-        if (this.repo.getByName(row.name)) {
-          throw new AppError('CONFLICT', `A tenant named "${row.name}" already exists`, { field: 'name' })
+        const same = this.repo.getByName(row.name)
+        if (same) {
+          throw new AppError('CONFLICT', `A tenant named "${same.name}" already exists (names are compared ignoring case and Unicode normalisation)`, { field: 'name' })
         }
         this.repo.insert(row)
       })
