@@ -17,6 +17,7 @@ import { downloadRoutes, filesRoutes } from './http/routes/files'
 import { workspacesRoutes } from './http/routes/workspaces'
 import { registerRateLimit } from './http/rate-limit'
 import { registerJsonBody } from './http/json-body'
+import { clientErrorHandler } from './http/client-error'
 import { registerRequestLifecycle } from './http/request-lifecycle'
 import { documentSecurity, registerOpenApi } from './http/openapi'
 import { metricsRoutes } from './http/routes/metrics'
@@ -60,6 +61,8 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
       reply.header('x-request-id', request.id)
       return sendError(reply, appErr)
     },
+    // Requests Node's parser refuses (malformed, headers too large) get the envelope too.
+    clientErrorHandler,
     // Requests arriving during close are refused by request-lifecycle.ts, in the contract's error shape.
     return503OnClosing: false,
     schemaController: {
