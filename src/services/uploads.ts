@@ -170,8 +170,16 @@ export class UploadsService {
 
   private async receiveAuthorized(file: FileRecord, input: ReceiveInput): Promise<FileRecord> {
     const type = file.fileType as FileType
-    const sent = input.contentType?.split(';')[0]?.trim().toLowerCase()
-    if (sent !== undefined && sent !== '' && sent !== type) {
+    const sent = mediaTypeOf(input.contentType)
+    if (sent === null) {
+      this.failWith(
+        file,
+        new AppError('VALIDATION_ERROR', `Content-Type ${JSON.stringify(input.contentType)} is not a single media type; send ${type}`, {
+          errors: [{ path: '/headers/content-type', message: `must be ${type}` }],
+        }),
+      )
+    }
+    if (sent !== undefined && sent !== type) {
       this.failWith(file, new AppError('INVALID_FILE_TYPE', `Content-Type ${JSON.stringify(sent)} does not match the declared ${type}`, { fileType: sent, allowedTypes: [type] }))
     }
     const limit = this.deps.quotas.limitFor(file)
@@ -262,6 +270,20 @@ export class UploadsService {
       // Best effort: `coffer gc` removes orphans it finds later.
     }
   }
+}
+
+const TOKEN = "[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+const MEDIA_TYPE = new RegExp(`^\\s*(${TOKEN}/${TOKEN})\\s*((?:;\\s*(?:${TOKEN}=(?:${TOKEN}|"(?:[^"\\\\]|\\\\.)*")\\s*)?)*)$`)
+
+/**
+ * The media type of a Content-Type header (RFC 9110 §8.3: `type/subtype` and optional
+ * parameters), lowercased; undefined when the header is absent or empty, null when it is not one
+ * media type (`image/png, text/html`, `;`).
+ */
+export function mediaTypeOf(header: string | undefined): string | undefined | null {
+  if (header === undefined || header.trim() === '') return undefined
+  const m = MEDIA_TYPE.exec(header)
+  return m ? m[1]!.toLowerCase() : null
 }
 
 const FAILURE_OUTCOMES: ReadonlySet<string> = new Set(['invalid_file_type', 'file_too_large', 'quota_exceeded', 'validation_error', 'insufficient_storage'])
