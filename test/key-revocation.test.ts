@@ -1,5 +1,7 @@
 import t from 'tap'
 import crypto from 'node:crypto'
+import fs from 'node:fs'
+import path from 'node:path'
 import { PassThrough } from 'node:stream'
 import { admin, createTenant, handshake, makeApp, upload, type Handshake } from './helper'
 import { tenantCommand } from '../src/cli/tenant'
@@ -73,4 +75,20 @@ t.test('a signed URL for a missing file costs the same HMAC as one for an existi
     t.equal(res.statusCode, 401, label)
     t.equal(hmacs.args().length - before, 1, `${label}: one HMAC computed`)
   }
+})
+
+t.test('storing content another tenant already stored does the same durable work (dedup timing, #12 item 6)', async (t) => {
+  const { app, core } = await makeApp(t)
+  const a = await createTenant(app)
+  const b = await createTenant(app)
+  const bytes = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), crypto.randomBytes(5000)])
+  const sha = crypto.createHash('sha256').update(bytes).digest('hex')
+  const blobDir = path.dirname(core.store.pathOf(sha))
+  const opens = t.capture(fs.promises, 'open', fs.promises.open)
+  // args() hands over the calls made since it was last called.
+  const dirSyncs = () => opens.args().filter(([p]) => p === blobDir).length
+  t.equal((await upload(app, a.headers, { bytes })).put.statusCode, 200)
+  t.ok(dirSyncs() >= 1, 'new content: its directory is synced')
+  t.equal((await upload(app, b.headers, { bytes })).put.statusCode, 200)
+  t.equal(dirSyncs(), 1, 'content stored before: its directory is synced as well')
 })
