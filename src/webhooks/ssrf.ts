@@ -19,7 +19,8 @@ for (const [addr, prefix] of [
   ['198.18.0.0', 15],
   ['224.0.0.0', 4],
   ['240.0.0.0', 4],
-] as const) blocked.addSubnet(addr, prefix, 'ipv4')
+] as const)
+  blocked.addSubnet(addr, prefix, 'ipv4')
 for (const [addr, prefix] of [
   ['::', 128],
   ['::1', 128],

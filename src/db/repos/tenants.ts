@@ -53,6 +53,7 @@ export class TenantsRepo {
   private readonly insertStmt
   private readonly rotateStmt
   private readonly generationStmt
+  private readonly dataVersionStmt
 
   constructor(db: DB) {
     this.byId = db.prepare<[string], Row>(`SELECT ${COLUMNS} FROM tenants WHERE id = ?`)
@@ -65,6 +66,7 @@ export class TenantsRepo {
     )
     this.rotateStmt = db.prepare('UPDATE tenants SET key_hash = ?, webhook_secret = ?, signing_generation = signing_generation + 1 WHERE id = ?')
     this.generationStmt = db.prepare<[string], number>('SELECT signing_generation FROM tenants WHERE id = ?').pluck()
+    this.dataVersionStmt = db.prepare<[], number>('PRAGMA data_version').pluck()
   }
 
   /**
@@ -73,6 +75,14 @@ export class TenantsRepo {
    */
   signingGeneration(id: string): number | undefined {
     return this.generationStmt.get(id) as number | undefined
+  }
+
+  /**
+   * SQLite's `data_version`: changes when another connection (the CLI) commits to the database,
+   * not on this connection's own commits. The authentication cache keys on it.
+   */
+  dataVersion(): number {
+    return this.dataVersionStmt.get() as number
   }
 
   get(id: string): Tenant | undefined {
@@ -96,7 +106,16 @@ export class TenantsRepo {
     return this.all.all().map(toTenant)
   }
 
-  insert(t: { id: string; name: string; keyHash: Buffer; keyKind: 'live' | 'test'; webhookSecret: string; quotaBytes: number; allowedFileTypes: string[]; createdAt: number }): void {
+  insert(t: {
+    id: string
+    name: string
+    keyHash: Buffer
+    keyKind: 'live' | 'test'
+    webhookSecret: string
+    quotaBytes: number
+    allowedFileTypes: string[]
+    createdAt: number
+  }): void {
     this.insertStmt.run({ ...t, nameKey: nameKey(t.name), allowedTypes: JSON.stringify(t.allowedFileTypes) })
   }
 

@@ -3,9 +3,10 @@ import type { FastifyRequest } from 'fastify'
 import { AppError } from '../../errors'
 import type { App } from '../types'
 import type { Core } from '../../core'
-import { PathId, withErrors } from '../schemas/common'
-import { FileSchema, HandshakeBody, HandshakeResponse, UploadQuery, WorkspaceHeader } from '../schemas/files'
-import { fileView } from '../../services/files'
+import { PathId } from '../../contract/common'
+import { FileSchema, HandshakeBody, HandshakeResponse, UploadQuery, WorkspaceHeader, fileView, handshakeView } from '../../contract/files'
+import { withErrors } from '../responses'
+import { bodyError, contentLength, mediaType } from '../upload-body'
 
 /** Step one of an upload: the handshake (registered in the tenant-key scope). */
 export async function uploadRequestRoutes(app: App, core: Core): Promise<void> {
@@ -20,7 +21,11 @@ export async function uploadRequestRoutes(app: App, core: Core): Promise<void> {
         response: withErrors({ 200: HandshakeResponse }, 403, 404, 413),
       },
     },
-    async (request) => core.uploads.handshake(request.tenant!, request.body, request.headers['x-workspace-id']),
+    async (request) => {
+      const tenant = request.tenant!
+      const { file, grant } = core.uploads.handshake(tenant, request.body, request.headers['x-workspace-id'])
+      return handshakeView(file, grant, tenant.allowedFileTypes)
+    },
   )
 }
 
@@ -58,21 +63,21 @@ export async function uploadContentRoutes(app: App, core: Core): Promise<void> {
       },
     },
     async (request, reply) => {
-      const lengthHeader = request.headers['content-length']
-      const contentLength = lengthHeader !== undefined && /^\d+$/.test(lengthHeader) ? Number(lengthHeader) : undefined
+      const length = contentLength(request.headers['content-length'])
       try {
         const file = await core.uploads.receive({
           fileId: request.params.fileId,
           expires: request.query.expires,
           token: request.query.token,
-          contentType: sentContentType.get(request),
-          contentLength,
+          contentType: mediaType(sentContentType.get(request)),
+          contentLength: length,
           body: request.raw,
+          bodyError,
         })
         return fileView(file)
       } catch (err) {
         if (!request.raw.readableEnded) {
-          if (err instanceof AppError && err.code === 'UNAUTHORIZED' && !(contentLength !== undefined && contentLength <= DRAIN_LIMIT_BYTES)) {
+          if (err instanceof AppError && err.code === 'UNAUTHORIZED' && !(length !== undefined && length <= DRAIN_LIMIT_BYTES)) {
             // Nobody proved anything: a large (or unsized) body is not worth reading to its end
             // (a 10 GB Content-Length was drained for 7 s). `Connection: close` makes Node close
             // the connection once the answer is written (#12 item 10).

@@ -1,6 +1,11 @@
-import { Type } from '@sinclair/typebox'
+import { Type, type Static } from '@sinclair/typebox'
+import type { Workspace } from '../db/repos/workspaces'
+import { unixSeconds } from '../lib/clock'
 import { NO_CONTROL, NO_CONTROL_MESSAGE, Uuid } from './common'
-import { MAX_METADATA_BYTES, MAX_METADATA_DEPTH } from '../../services/workspaces'
+
+/** Workspace metadata: at most this many bytes as JSON, and this many levels deep (the object itself is level 1). */
+export const MAX_METADATA_BYTES = 16 * 1024
+export const MAX_METADATA_DEPTH = 32
 
 const Name = Type.String({ minLength: 1, maxLength: 255, pattern: NO_CONTROL, 'x-message': NO_CONTROL_MESSAGE })
 export const Slug = Type.String({
@@ -51,3 +56,17 @@ export const WorkspaceSchema = Type.Object({
 })
 
 export const WorkspaceList = Type.Object({ workspaces: Type.Array(WorkspaceSchema) })
+
+/** The Workspace resource as the API shows it (spec part 2): times in Unix seconds. */
+export function workspaceView(w: Workspace): Static<typeof WorkspaceSchema> {
+  return {
+    id: w.id,
+    name: w.name,
+    slug: w.slug,
+    quotaBytes: w.quotaBytes,
+    usedBytes: w.usedBytes,
+    metadata: w.metadata,
+    createdAt: unixSeconds(w.createdAt),
+    updatedAt: unixSeconds(w.updatedAt),
+  }
+}

@@ -1,0 +1,34 @@
+import { AppError } from '../errors'
+
+const TOKEN = "[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+const MEDIA_TYPE = new RegExp(`^\\s*(${TOKEN}/${TOKEN})\\s*((?:;\\s*(?:${TOKEN}=(?:${TOKEN}|"(?:[^"\\\\]|\\\\.)*")\\s*)?)*)$`)
+
+/**
+ * The media type of a Content-Type header (RFC 9110 §8.3: `type/subtype` and optional
+ * parameters), lower case, without parameters; undefined when the header is absent or empty,
+ * null when it is not one media type (`image/png, text/html`, `;`: #12 item 11).
+ */
+export function mediaType(header: string | undefined): string | undefined | null {
+  if (header === undefined || header.trim() === '') return undefined
+  const m = MEDIA_TYPE.exec(header)
+  return m ? m[1]!.toLowerCase() : null
+}
+
+/** A Content-Length header as a number, when it is one. */
+export function contentLength(header: string | undefined): number | undefined {
+  return header !== undefined && /^\d+$/.test(header) ? Number(header) : undefined
+}
+
+/**
+ * What an error from a request body stream means for the client: the connection was cut before
+ * the body ended (reset, aborted, closed early) is a VALIDATION_ERROR on `/body`; anything else is
+ * not the client's doing (undefined: the service decides).
+ */
+export function bodyError(err: unknown): AppError | undefined {
+  if (err instanceof AppError) return undefined
+  const code = (err as NodeJS.ErrnoException | undefined)?.code
+  if (code === 'ERR_STREAM_PREMATURE_CLOSE' || code === 'ECONNRESET' || code === 'ECONNABORTED' || (err as Error | undefined)?.name === 'AbortError') {
+    return new AppError('VALIDATION_ERROR', 'The upload was cut off before the body ended', { errors: [{ path: '/body', message: 'was cut off' }] })
+  }
+  return undefined
+}
