@@ -22,7 +22,16 @@ function runWithClosedStdout(args: string[], env: Record<string, string>): Promi
 t.test('every command survives a reader that went away', async (t) => {
   const dir = tempDir(t)
   const env = { COFFER_DATA_DIR: dir }
-  for (const args of [['version'], ['--help'], ['tenant', 'create', '--name', 'Pipe'], ['tenant', 'list'], ['verify'], ['verify', '--json'], ['gc'], ['webhooks', 'list']]) {
+  for (const args of [
+    ['version'],
+    ['--help'],
+    ['tenant', 'create', '--name', 'Pipe'],
+    ['tenant', 'list'],
+    ['verify'],
+    ['verify', '--json'],
+    ['gc'],
+    ['webhooks', 'list'],
+  ]) {
     const { code, stderr } = await runWithClosedStdout(args, env)
     t.equal(code, 0, `coffer ${args.join(' ')}: exit code`)
     t.notMatch(stderr, /EPIPE|Error|at /, `coffer ${args.join(' ')}: no stack trace`)

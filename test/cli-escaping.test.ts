@@ -30,6 +30,7 @@ t.test('webhooks list and tenant list escape control and bidi characters', async
   t.equal(await webhooksCommand(['list'], io), 0)
   t.equal(await tenantCommand(['list'], io), 0)
   const out = (stdout.read() as Buffer).toString('utf8')
+  // eslint-disable-next-line no-control-regex -- the point: no control character may appear
   t.notMatch(out, /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202a-\u202e]/, 'no raw control or bidi character reaches the terminal')
   t.match(out, 'https://example.com/a\\u{1b}[31m\\u{d}\\u{a}01890000', 'shown escaped')
   t.match(out, 'evil\\u{1b}[2J\\u{202e}eman')

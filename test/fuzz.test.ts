@@ -228,8 +228,24 @@ t.test('fuzz', async (t) => {
 
   await t.test('nested JSON of any depth, balanced or not, in every body and free-form field (#12)', async (t) => {
     const nested = fc
-      .record({ depth: fc.integer({ min: 1, max: 20_000 }), open: fc.constantFrom('[', '{"a":', '[{"b":'), balanced: fc.boolean(), leaf: fc.constantFrom('1', '"x"', 'null', '{}', '[]', '"[[{"') })
-      .map(({ depth, open, balanced, leaf }) => open.repeat(depth) + leaf + (balanced ? [...open].reverse().map((c) => (c === '[' ? ']' : c === '{' ? '}' : '')).join('').repeat(depth) : ''))
+      .record({
+        depth: fc.integer({ min: 1, max: 20_000 }),
+        open: fc.constantFrom('[', '{"a":', '[{"b":'),
+        balanced: fc.boolean(),
+        leaf: fc.constantFrom('1', '"x"', 'null', '{}', '[]', '"[[{"'),
+      })
+      .map(
+        ({ depth, open, balanced, leaf }) =>
+          open.repeat(depth) +
+          leaf +
+          (balanced
+            ? [...open]
+                .reverse()
+                .map((c) => (c === '[' ? ']' : c === '{' ? '}' : ''))
+                .join('')
+                .repeat(depth)
+            : ''),
+      )
     const places: [string, (id: number) => string, (v: string, id: number) => string, Record<string, string>][] = [
       ['POST', () => '/api/v1/workspaces', (v, id) => `{"name":"W","slug":"n${id}","metadata":{"m":${v}}}`, tenant.headers],
       ['PATCH', () => `/api/v1/workspaces/${ws.id}`, (v) => `{"metadata":${v}}`, tenant.headers],
@@ -250,17 +266,49 @@ t.test('fuzz', async (t) => {
   await t.test('Unicode-hostile strings in every stored string: refused, or stored without a hostile character (#12)', async (t) => {
     const hostileChar = fc.constantFrom(
       ...['\u0000', '\u0007', '\u001b', '\r', '\n', '\t', '\u007f', '\u0085', '\u009b', '\u061c', '\u180e', '\u200b', '\u200c', '\u200d', '\u200e', '\u200f'],
-      ...['\u2028', '\u2029', '\u202a', '\u202e', '\u2060', '\u2066', '\u2069', '\ufeff', '\ufff9', '\ufffe', '\uffff', '\ud800', '\udfff', '\uff0f', '\uff3c', '\u2215'],
+      ...[
+        '\u2028',
+        '\u2029',
+        '\u202a',
+        '\u202e',
+        '\u2060',
+        '\u2066',
+        '\u2069',
+        '\ufeff',
+        '\ufff9',
+        '\ufffe',
+        '\uffff',
+        '\ud800',
+        '\udfff',
+        '\uff0f',
+        '\uff3c',
+        '\u2215',
+      ],
       ...['\u0301', '😀', '👨\u200d👩', 'Ä', 'A\u0308', 'ς', 'Σ', 'İ', 'ß', '/', '\\', '..', '"', '%00', '\u{e0041}'],
     )
     const hostile = fc.array(fc.oneof(hostileChar, fc.string({ maxLength: 3 })), { minLength: 1, maxLength: 12 }).map((a) => a.join(''))
     let n = 0
     const requests: ((h: string, h2: string) => InjectOptions)[] = [
       (h) => ({ method: 'POST', url: '/api/v1/admin/tenants', headers: admin, payload: { name: `${h}${n++}` } }),
-      (h, h2) => ({ method: 'POST', url: '/api/v1/workspaces', headers: tenant.headers, payload: { name: h, slug: `u${n++}`, metadata: { [h2]: [h, { k: h2 }] } } }),
+      (h, h2) => ({
+        method: 'POST',
+        url: '/api/v1/workspaces',
+        headers: tenant.headers,
+        payload: { name: h, slug: `u${n++}`, metadata: { [h2]: [h, { k: h2 }] } },
+      }),
       (h, h2) => ({ method: 'PATCH', url: `/api/v1/workspaces/${ws.id}`, headers: tenant.headers, payload: { name: h2, metadata: { m: h } } }),
-      (h, h2) => ({ method: 'POST', url: '/api/v1/upload/request', headers: tenant.headers, payload: { fileType: 'image/png', fileName: h, context: h2, tags: { [h2]: h } } }),
-      (h) => ({ method: 'POST', url: '/api/v1/upload/request', headers: tenant.headers, payload: { fileType: 'image/png', fileName: 'a.png', webhookUrl: `https://example.com/${h}` } }),
+      (h, h2) => ({
+        method: 'POST',
+        url: '/api/v1/upload/request',
+        headers: tenant.headers,
+        payload: { fileType: 'image/png', fileName: h, context: h2, tags: { [h2]: h } },
+      }),
+      (h) => ({
+        method: 'POST',
+        url: '/api/v1/upload/request',
+        headers: tenant.headers,
+        payload: { fileType: 'image/png', fileName: 'a.png', webhookUrl: `https://example.com/${h}` },
+      }),
     ]
     await fc.assert(
       fc.asyncProperty(fc.constantFrom(...requests), hostile, hostile, async (make, h, h2) => {
@@ -273,9 +321,10 @@ t.test('fuzz', async (t) => {
         // Only the stored strings go into a failure message: the tenant's response also holds its key.
         const { name: sName, originalName, context, tags, metadata } = stored as Record<string, unknown>
         const strings = { name: sName, originalName, context, tags, metadata }
-        if (!isSafeJson(strings)) return t.fail(`stored a hostile character: ${JSON.stringify(strings).slice(0, 300)}`), false
+        if (!isSafeJson(strings)) return (t.fail(`stored a hostile character: ${JSON.stringify(strings).slice(0, 300)}`), false)
         const name = (stored as { originalName?: string }).originalName
-        if (name !== undefined && !new RegExp(FILE_NAME_PATTERN, 'u').test(name)) return t.fail(`stored a file name with a separator: ${JSON.stringify(name)}`), false
+        if (name !== undefined && !new RegExp(FILE_NAME_PATTERN, 'u').test(name))
+          return (t.fail(`stored a file name with a separator: ${JSON.stringify(name)}`), false)
         return true
       }),
       { numRuns: RUNS * 2, ...SEED },

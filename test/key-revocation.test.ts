@@ -31,7 +31,12 @@ t.test('regenerating a key revokes the signed URLs and upload paths made before'
   const dead = await app.inject({ url: link })
   t.equal(dead.statusCode, 401, 'the old signed download URL is refused at once')
   t.equal(dead.json().error.code, 'UNAUTHORIZED')
-  const put = await app.inject({ method: 'PUT', url: pending.presignedUrl, headers: { 'content-type': 'image/png' }, payload: Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]) })
+  const put = await app.inject({
+    method: 'PUT',
+    url: pending.presignedUrl,
+    headers: { 'content-type': 'image/png' },
+    payload: Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+  })
   t.equal(put.statusCode, 401, 'the old presigned upload path is refused')
   t.equal((await app.inject({ url: otherLink })).statusCode, 200, "another tenant's links are untouched")
 
@@ -41,7 +46,7 @@ t.test('regenerating a key revokes the signed URLs and upload paths made before'
   t.equal((await app.inject({ url: `/api/v1/files/${done.fileId}/download`, headers: newHeaders })).statusCode, 200)
 })
 
-t.test('the CLI regenerating the key (another connection) revokes a running server\'s URLs too', async (t) => {
+t.test("the CLI regenerating the key (another connection) revokes a running server's URLs too", async (t) => {
   const { app, dir } = await makeApp(t)
   const tenant = await createTenant(app)
   const done = await upload(app, tenant.headers)
@@ -69,9 +74,17 @@ t.test('a signed URL for a missing file costs the same HMAC as one for an existi
     t.equal(res.statusCode, 401, label)
     t.equal(hmacs.args().length - before, 1, `${label}: one HMAC computed`)
   }
-  for (const [label, id] of [['upload, existing id', done.fileId], ['upload, missing id', missing]] as const) {
+  for (const [label, id] of [
+    ['upload, existing id', done.fileId],
+    ['upload, missing id', missing],
+  ] as const) {
     const before = hmacs.args().length
-    const res = await app.inject({ method: 'PUT', url: `/api/v1/upload/${id}?expires=${expires}&token=${token}`, headers: { 'content-type': 'image/png' }, payload: 'x' })
+    const res = await app.inject({
+      method: 'PUT',
+      url: `/api/v1/upload/${id}?expires=${expires}&token=${token}`,
+      headers: { 'content-type': 'image/png' },
+      payload: 'x',
+    })
     t.equal(res.statusCode, 401, label)
     t.equal(hmacs.args().length - before, 1, `${label}: one HMAC computed`)
   }

@@ -57,11 +57,25 @@ t.test('unproven requests on token routes are charged to the client address, not
   t.equal(existing.headers['x-ratelimit-remaining'], absent.headers['x-ratelimit-remaining'], 'the headers do not tell an existing id from a missing one')
   for (let i = 0; i < 10; i++) {
     await app.inject({ url: `/api/v1/files/${r.fileId}/download?${forged}`, remoteAddress: '127.0.0.9' })
-    await app.inject({ method: 'PUT', url: `/api/v1/upload/${r.fileId}?${forged}`, headers: { 'content-type': 'image/png' }, payload: 'x', remoteAddress: '127.0.0.9' })
+    await app.inject({
+      method: 'PUT',
+      url: `/api/v1/upload/${r.fileId}?${forged}`,
+      headers: { 'content-type': 'image/png' },
+      payload: 'x',
+      remoteAddress: '127.0.0.9',
+    })
   }
-  t.equal((await app.inject({ url: `/api/v1/files/${r.fileId}/download?${forged}`, remoteAddress: '127.0.0.9' })).statusCode, 429, 'the prober is limited by its address')
+  t.equal(
+    (await app.inject({ url: `/api/v1/files/${r.fileId}/download?${forged}`, remoteAddress: '127.0.0.9' })).statusCode,
+    429,
+    'the prober is limited by its address',
+  )
   const owner = await app.inject({ url: '/api/v1/tenant/quota', headers: tenant.headers })
   t.equal(owner.statusCode, 200, 'the owner is not locked out by someone holding the file id')
   t.equal(owner.headers['x-ratelimit-remaining'], '0', 'the owner was charged for its own requests only')
-  t.equal((await app.inject({ url: `/api/v1/files/${r.fileId}/download?${forged}`, remoteAddress: '127.0.0.11' })).statusCode, 401, 'another address has its own budget')
+  t.equal(
+    (await app.inject({ url: `/api/v1/files/${r.fileId}/download?${forged}`, remoteAddress: '127.0.0.11' })).statusCode,
+    401,
+    'another address has its own budget',
+  )
 })

@@ -38,16 +38,27 @@ t.test('at the handshake, in URL form, unless private webhooks are allowed', asy
     t.match(res.json().error.details.errors, [{ path: '/webhookUrl' }])
   }
   for (const a of ALLOWED) {
-    t.equal((await handshake(app, tenant.headers, { fileType: 'image/png', fileName: 'a.png', webhookUrl: `http://[${a}]/hook` })).statusCode, 200, `http://[${a}]/`)
+    t.equal(
+      (await handshake(app, tenant.headers, { fileType: 'image/png', fileName: 'a.png', webhookUrl: `http://[${a}]/hook` })).statusCode,
+      200,
+      `http://[${a}]/`,
+    )
   }
   const allowed = await makeApp(t, { COFFER_WEBHOOK_ALLOW_PRIVATE: 'true' })
   const other = await createTenant(allowed.app)
-  t.equal((await handshake(allowed.app, other.headers, { fileType: 'image/png', fileName: 'a.png', webhookUrl: 'http://[::ffff:0:127.0.0.1]/h' })).statusCode, 200, 'allowed with COFFER_WEBHOOK_ALLOW_PRIVATE')
+  t.equal(
+    (await handshake(allowed.app, other.headers, { fileType: 'image/png', fileName: 'a.png', webhookUrl: 'http://[::ffff:0:127.0.0.1]/h' })).statusCode,
+    200,
+    'allowed with COFFER_WEBHOOK_ALLOW_PRIVATE',
+  )
 })
 
 t.test('at delivery, when a name resolves to one of them', async (t) => {
   for (const a of ['64:ff9b::7f00:1', '2002:a00:1::1', '::ffff:0:a9fe:a9fe']) {
-    const result = await deliver({ id: 'msg_1', url: 'http://hooks.example.com/h', body: '{}', secret: 'whsec_AAAA', timestampSeconds: 1 }, { allowPrivate: false, resolve: async () => [a] })
+    const result = await deliver(
+      { id: 'msg_1', url: 'http://hooks.example.com/h', body: '{}', secret: 'whsec_AAAA', timestampSeconds: 1 },
+      { allowPrivate: false, resolve: async () => [a] },
+    )
     t.same(result, { ok: false, error: `refused: hooks.example.com resolves to private address ${a}` })
   }
 })

@@ -29,13 +29,21 @@ t.test('names that differ only in case or normalisation are the same tenant name
       t.match(res.json().error.message, first!.normalize('NFC'))
     }
   }
-  t.equal((await app.inject({ method: 'POST', url: '/api/v1/admin/tenants', headers: admin, payload: { name: 'Apfel' } })).statusCode, 201, 'a different letter is a different name')
+  t.equal(
+    (await app.inject({ method: 'POST', url: '/api/v1/admin/tenants', headers: admin, payload: { name: 'Apfel' } })).statusCode,
+    201,
+    'a different letter is a different name',
+  )
 })
 
 t.test('the migration keeps existing tenants whose names now collide, and refuses new ones', async (t) => {
   const dir = tempDir(t)
   const dataDir = ensureDataDir(dir)
-  const before = openDatabase(dataDir.db, dataDir.root, MIGRATIONS.filter((m) => m.version < 5))
+  const before = openDatabase(
+    dataDir.db,
+    dataDir.root,
+    MIGRATIONS.filter((m) => m.version < 5),
+  )
   const insert = before.prepare(
     `INSERT INTO tenants (id, name, key_hash, key_kind, webhook_secret, quota_bytes, allowed_types, created_at) VALUES (?, ?, randomblob(32), 'live', 'whsec_x', 1000, '[]', ?)`,
   )
@@ -45,7 +53,11 @@ t.test('the migration keeps existing tenants whose names now collide, and refuse
   before.close()
   const core = createCore(loadConfig({}, { 'data-dir': dir }))
   t.teardown(() => core.close())
-  t.same(core.tenants.list().map((x) => x.name), ['Äpfel', 'A\u0308PFEL', 'Birne'], 'every tenant survives the migration')
+  t.same(
+    core.tenants.list().map((x) => x.name),
+    ['Äpfel', 'A\u0308PFEL', 'Birne'],
+    'every tenant survives the migration',
+  )
   t.throws(() => core.tenants.create({ name: 'ÄPFEL' }), { code: 'CONFLICT', message: /"Äpfel"/ }, 'the oldest owns the name')
   t.throws(() => core.tenants.create({ name: 'birne' }), { code: 'CONFLICT' })
   t.ok(core.tenants.create({ name: 'Kirsche' }).tenant.id)

@@ -18,7 +18,12 @@ t.test('a malformed Content-Type fails the upload, releases its reservation and 
     t.equal(quota.usedBytes, 0, 'its reservation is released: the next handshake can reserve the whole quota')
   }
   const h = (await handshake(app, tenant.headers, { fileType: 'image/png', fileName: 'a.png' })).json() as Handshake
-  const ok = await app.inject({ method: 'PUT', url: h.presignedUrl, headers: { 'content-type': 'image/png; charset=binary' }, payload: fileBytes('image/png', 1000) })
+  const ok = await app.inject({
+    method: 'PUT',
+    url: h.presignedUrl,
+    headers: { 'content-type': 'image/png; charset=binary' },
+    payload: fileBytes('image/png', 1000),
+  })
   t.equal(ok.statusCode, 200, 'parameters are fine')
 })
 
@@ -29,7 +34,6 @@ function slowPut(port: number, path: string, contentLength: number, opts: { chun
     const socket = net.connect(port, '127.0.0.1')
     let answer = ''
     let sent = 0
-    let timer: NodeJS.Timeout | undefined
     const finish = (ended: boolean) => {
       clearInterval(timer)
       clearTimeout(limit)
@@ -42,7 +46,7 @@ function slowPut(port: number, path: string, contentLength: number, opts: { chun
     socket.on('end', () => finish(true))
     socket.on('error', () => finish(true))
     socket.write(`PUT ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: image/png\r\nContent-Length: ${contentLength}\r\n\r\n`)
-    timer = setInterval(() => {
+    const timer = setInterval(() => {
       const n = Math.min(opts.chunk, contentLength - sent)
       if (!socket.writable || n <= 0) return
       socket.write(Buffer.alloc(n, 0x61))

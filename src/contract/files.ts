@@ -34,7 +34,9 @@ export const HandshakeBody = Type.Object(
     tags: Type.Optional(Tags),
     // Control characters would reach the outbox and `coffer webhooks list` raw (#12 item 8); the
     // URL parser would even drop tabs and newlines silently.
-    webhookUrl: Type.Optional(Type.String({ maxLength: 2048, pattern: NO_CONTROL, 'x-message': NO_CONTROL_MESSAGE, description: 'Absolute http(s) URL notified when the upload ends' })),
+    webhookUrl: Type.Optional(
+      Type.String({ maxLength: 2048, pattern: NO_CONTROL, 'x-message': NO_CONTROL_MESSAGE, description: 'Absolute http(s) URL notified when the upload ends' }),
+    ),
     workspaceId: Type.Optional(Uuid),
   },
   { additionalProperties: false },

@@ -18,8 +18,12 @@ export function registerJsonBody(app: FastifyInstance): void {
     const text = body as string
     if (text.length === 0 && request.routeOptions.schema?.body === undefined) return done(null, undefined)
     if (jsonDeeperThan(text, MAX_BODY_DEPTH)) {
-      return done(new AppError('VALIDATION_ERROR', `Body nests deeper than ${MAX_BODY_DEPTH} levels`, { errors: [{ path: '/', message: `nests deeper than ${MAX_BODY_DEPTH} levels` }] }))
+      return done(
+        new AppError('VALIDATION_ERROR', `Body nests deeper than ${MAX_BODY_DEPTH} levels`, {
+          errors: [{ path: '/', message: `nests deeper than ${MAX_BODY_DEPTH} levels` }],
+        }),
+      )
     }
-    parse(request, text, done)
+    void parse(request, text, done)
   })
 }

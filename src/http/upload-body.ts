@@ -1,8 +1,5 @@
 import { AppError } from '../errors'
 
-const TOKEN = "[!#$%&'*+.^_`|~0-9A-Za-z-]+"
-const MEDIA_TYPE = new RegExp(`^\\s*(${TOKEN}/${TOKEN})\\s*((?:;\\s*(?:${TOKEN}=(?:${TOKEN}|"(?:[^"\\\\]|\\\\.)*")\\s*)?)*)$`)
-
 /**
  * The media type of a Content-Type header (RFC 9110 §8.3: `type/subtype` and optional
  * parameters), lower case, without parameters; undefined when the header is absent or empty,
@@ -10,7 +7,11 @@ const MEDIA_TYPE = new RegExp(`^\\s*(${TOKEN}/${TOKEN})\\s*((?:;\\s*(?:${TOKEN}=
  */
 export function mediaType(header: string | undefined): string | undefined | null {
   if (header === undefined || header.trim() === '') return undefined
-  const m = MEDIA_TYPE.exec(header)
+  // type/subtype (RFC 9110 tokens), then `; name=value` parameters, the value a token or a quoted string.
+  const m =
+    /^\s*([!#$%&'*+.^_`|~0-9A-Za-z-]+\/[!#$%&'*+.^_`|~0-9A-Za-z-]+)\s*(?:;\s*(?:[!#$%&'*+.^_`|~0-9A-Za-z-]+=(?:[!#$%&'*+.^_`|~0-9A-Za-z-]+|"(?:[^"\\]|\\.)*")\s*)?)*$/.exec(
+      header,
+    )
   return m ? m[1]!.toLowerCase() : null
 }
 

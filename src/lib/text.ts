@@ -53,7 +53,7 @@ export function isSafeJson(value: unknown): boolean {
     const v = stack.pop()
     if (typeof v === 'string') {
       if (!isSafeText(v)) return false
-    } else if (Array.isArray(v)) stack.push(...v)
+    } else if (Array.isArray(v)) for (const item of v as unknown[]) stack.push(item)
     else if (v !== null && typeof v === 'object') {
       for (const [k, child] of Object.entries(v)) {
         if (!isSafeText(k)) return false
@@ -78,5 +78,10 @@ export function escapeUnsafe(s: string): string {
  * side of "the same" is the safe side.
  */
 export function nameKey(name: string): string {
-  return name.normalize('NFC').toUpperCase().toLowerCase().normalize('NFC').replace(/\u03c2/g, '\u03c3')
+  return name
+    .normalize('NFC')
+    .toUpperCase()
+    .toLowerCase()
+    .normalize('NFC')
+    .replace(/\u03c2/g, '\u03c3')
 }

@@ -77,7 +77,9 @@ export class TenantsService {
       .transaction(() => {
         const same = this.repo.getByName(row.name)
         if (same) {
-          throw new AppError('CONFLICT', `A tenant named "${same.name}" already exists (names are compared ignoring case and Unicode normalisation)`, { field: 'name' })
+          throw new AppError('CONFLICT', `A tenant named "${same.name}" already exists (names are compared ignoring case and Unicode normalisation)`, {
+            field: 'name',
+          })
         }
         this.repo.insert(row)
       })

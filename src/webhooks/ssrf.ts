@@ -34,7 +34,8 @@ for (const [addr, prefix] of [
   ['2001::', 32], // Teredo: an obfuscated IPv4 address and port
   ['2001:db8::', 32], // documentation
   ['64:ff9b:1::', 48], // local-use NAT64: the operator's own translators
-] as const) blocked.addSubnet(addr, prefix, 'ipv6')
+] as const)
+  blocked.addSubnet(addr, prefix, 'ipv6')
 
 /**
  * IPv6 prefixes (first 96 bits) whose last 32 bits are an IPv4 address that the packet reaches:

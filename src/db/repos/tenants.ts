@@ -74,7 +74,7 @@ export class TenantsRepo {
    * undefined when the tenant does not exist: then no token of it verifies.
    */
   signingGeneration(id: string): number | undefined {
-    return this.generationStmt.get(id) as number | undefined
+    return this.generationStmt.get(id)
   }
 
   /**
