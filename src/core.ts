@@ -76,7 +76,6 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const clock = options.clock ?? systemClock
   const dataDir = ensureDataDir(config.dataDir)
   const db = openDatabase(dataDir.db, dataDir.root)
-  const signer = new TokenSigner(loadSecret(dataDir, config.secret))
   const metrics = new Metrics({ blobs: () => blobsRepo.stats(), outbox: () => outbox.counts() })
   const disk = new DiskBlobStore(dataDir.blobs, dataDir.tmp)
   const s3 = config.blobStore === 's3' ? createS3Store(config, disk, metrics) : undefined
@@ -92,6 +91,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     : undefined
 
   const events = new FileEvents(outbox, filesRepo, clock)
+  const signer = new TokenSigner(loadSecret(dataDir, config.secret), (tenantId) => tenantsRepo.signingGeneration(tenantId))
   const tenants = new TenantsService(db, tenantsRepo, clock)
   const urls = new SignedUrls(signer, filesRepo, clock)
   const quotas = new Quotas(tenantsRepo, workspacesRepo)
