@@ -4,7 +4,7 @@ import path from 'node:path'
 import { createHash } from 'node:crypto'
 import Database from 'better-sqlite3'
 import { buildBundle, createTenantOverHttp, runCoffer, startCoffer, type Running } from './process-helper'
-import { fileBytes, storedSizes, tempDir, testStoreEnv, TEST_BLOB_STORE } from './helper'
+import { fileBytes, purgeStoredBlobs, storedSizes, tempDir, testStoreEnv, TEST_BLOB_STORE } from './helper'
 import { startReceiver } from './webhook-receiver'
 
 // Concurrent uploads, deletes and workspace operations while the server is killed with SIGKILL at
@@ -40,6 +40,7 @@ t.test(`SIGKILL at random moments (${KILLS} kills): nothing acknowledged is lost
   // COFFER_TEST_BLOB_STORE=s3 runs the same crashes on the S3 store (one key prefix for the whole test).
   const storeEnv = testStoreEnv()
   const env = { ...storeEnv, COFFER_ADMIN_API_KEY: ADMIN, COFFER_WEBHOOK_ALLOW_PRIVATE: 'true', COFFER_LOG_LEVEL: 'info' }
+  t.teardown(() => purgeStoredBlobs(storeEnv, dataDir))
   let server: Running = await startCoffer(['serve', '--port', '0', '--data-dir', 'data'], { cwd, env })
   t.teardown(() => void server.child.kill('SIGKILL'))
 

@@ -15,6 +15,7 @@ import { TEST_LOG_DIR } from './log-scan/secrets'
 import { fixtureEnv } from './s3/fixture'
 import { DiskBlobStore } from '../src/blobs/disk-blob-store'
 import { S3BlobStore } from '../src/blobs/s3-blob-store'
+import type { BlobStore } from '../src/blobs/blob-store'
 import { randomUUID } from 'node:crypto'
 
 export const ADMIN_KEY = 'test-admin-key-0123456789abcdef'
@@ -73,6 +74,7 @@ export async function makeApp(
   t.teardown(async () => {
     await core.webhooks.stop()
     await app.close()
+    if (core.store.remote) await purge(core.store)
     core.close()
   })
   return { app, core, clock, dir, config, logs: lines }
@@ -105,6 +107,35 @@ export async function storedBlobs(core: Core): Promise<string[]> {
  * or the bucket when `storeEnv` (testStoreEnv) puts it on S3.
  */
 export async function storedSizes(storeEnv: Record<string, string>, dataDir: string): Promise<Map<string, number>> {
+  const store = storeFor(storeEnv, dataDir)
+  const sizes = new Map<string, number>()
+  for await (const b of store.list()) sizes.set(b.sha256, b.size)
+  if (store instanceof S3BlobStore) store.close()
+  return sizes
+}
+
+/**
+ * Deletes what a test left in the fixture's bucket under its prefix: the fixture keeps its objects
+ * (in RAM, capped) from run to run, and a full OSD makes writes hang. Best effort: a test whose
+ * store is down has nothing there.
+ */
+async function purge(store: BlobStore): Promise<void> {
+  try {
+    for await (const b of store.list()) await store.remove(b.sha256)
+  } catch {
+    // unreachable store (the store-down tests): nothing was written
+  }
+}
+
+/** purge() for a data dir served by another process (the crash test). */
+export async function purgeStoredBlobs(storeEnv: Record<string, string>, dataDir: string): Promise<void> {
+  const store = storeFor(storeEnv, dataDir)
+  if (!(store instanceof S3BlobStore)) return
+  await purge(store)
+  store.close()
+}
+
+function storeFor(storeEnv: Record<string, string>, dataDir: string): BlobStore {
   const config = loadConfig(storeEnv, { 'data-dir': dataDir })
   const disk = new DiskBlobStore(path.join(dataDir, 'blobs', 'sha256'), path.join(dataDir, 'tmp'))
   const store =
@@ -120,10 +151,7 @@ export async function storedSizes(storeEnv: Record<string, string>, dataDir: str
           staging: disk,
         })
       : disk
-  const sizes = new Map<string, number>()
-  for await (const b of store.list()) sizes.set(b.sha256, b.size)
-  if (store instanceof S3BlobStore) store.close()
-  return sizes
+  return store
 }
 
 /** Why a disk-only test does not run on the S3 store (a visible skip), or false. */
