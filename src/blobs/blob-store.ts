@@ -48,23 +48,6 @@ export class BlobNotFoundError extends Error {
   }
 }
 
-/**
- * Content-addressed blob storage. The contract every implementation keeps (the disk store today;
- * an S3-compatible remote store is planned, issue #16):
- * - `stage` streams the content somewhere temporary while hashing it, never buffering it whole;
- *   on any failure nothing of it remains.
- * - `place` makes the blob durable under its hash before returning; placing content that is
- *   already stored is a no-op. Async, before the commit transaction: the slow part of a write.
- * - `ensurePlaced` and `removeSync` are SYNCHRONOUS because they run inside a SQLite write
- *   transaction (better-sqlite3 transactions cannot await): that lock is what orders a commit
- *   and a garbage collection of the same hash (GarbageCollector.collect). For the disk store both
- *   are a few syscalls. A remote store cannot do network I/O there: it would implement
- *   `ensurePlaced` as a check against what `place` recorded, and `removeSync` by recording the
- *   hash for deletion after the transaction commits (a tombstone the collector retries). Keep new
- *   synchronous methods out of this interface for that reason.
- * - `open` is async and returns a stream (or a small Buffer) plus its length, so a remote store
- *   can answer with a ranged GET.
- */
 /** One stored blob as a listing sees it. */
 export interface ListedBlob {
   sha256: string
@@ -73,6 +56,23 @@ export interface ListedBlob {
   size: number
 }
 
+/**
+ * Content-addressed blob storage. The contract every implementation keeps (the disk store, and
+ * S3BlobStore for S3-compatible object storage, issue #16):
+ * - `stage` streams the content somewhere temporary while hashing it, never buffering it whole;
+ *   on any failure nothing of it remains.
+ * - `place` makes the blob durable under its hash before returning; placing content that is
+ *   already stored is a no-op. Async, before the commit transaction: the slow part of a write.
+ * - `ensurePlaced` and `removeSync` are SYNCHRONOUS because they run inside a SQLite write
+ *   transaction (better-sqlite3 transactions cannot await): that lock is what orders a commit
+ *   and a garbage collection of the same hash (GarbageCollector.collect). For the disk store both
+ *   are a few syscalls. A remote store cannot do network I/O there (`remote: true`): its uploads
+ *   lease their hash before `place` and its deletions go through tombstones, both recorded in the
+ *   database (services/remote-blobs.ts), so its `ensurePlaced` has nothing to do and it has no
+ *   `removeSync`. Keep new synchronous methods out of this interface for that reason.
+ * - `open` is async and returns a stream (or a small Buffer) plus its length, so a remote store
+ *   can answer with a ranged GET.
+ */
 export interface BlobStore {
   /**
    * False for the disk store. True for a remote store (S3): `removeSync` is unavailable, since no

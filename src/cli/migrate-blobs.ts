@@ -1,7 +1,6 @@
 import { createS3Store } from '../core'
 import { DiskBlobStore } from '../blobs/disk-blob-store'
 import type { BlobStore } from '../blobs/blob-store'
-import { BlobsRepo } from '../db/repos/blobs'
 import { migrateBlobs } from '../services/migrate-blobs'
 import { DATA_DIR_OPTION, parse, println, UsageError, withCore, type CliIO } from './io'
 
@@ -27,7 +26,7 @@ export async function migrateBlobsCommand(args: string[], io: CliIO): Promise<nu
     const [from, target]: [BlobStore, BlobStore] = to === 's3' ? [disk, s3] : [s3, disk]
     try {
       const started = Date.now()
-      const r = await migrateBlobs({ blobs: new BlobsRepo(core.db), from, to: target })
+      const r = await migrateBlobs({ db: core.db, from, to: target })
       const seconds = (Date.now() - started) / 1000
       if (values.json) println(io.stdout, JSON.stringify({ to, ...r, seconds }))
       else {

@@ -1,5 +1,6 @@
 import { Readable } from 'node:stream'
-import type { BlobsRepo } from '../db/repos/blobs'
+import type { DB } from '../db/database'
+import { BlobsRepo } from '../db/repos/blobs'
 import { BlobNotFoundError, type BlobStore } from '../blobs/blob-store'
 
 export interface MigrateReport {
@@ -24,8 +25,9 @@ export interface MigrateReport {
  * during the run is copied by the next run, content collected meanwhile is reported missing (its
  * copy, if made, is an orphan the target's `coffer gc` sweeps). The source is never modified.
  */
-export async function migrateBlobs(deps: { blobs: BlobsRepo; from: BlobStore; to: BlobStore; onBlob?: (done: number) => void }): Promise<MigrateReport> {
-  const { blobs, from, to } = deps
+export async function migrateBlobs(deps: { db: DB; from: BlobStore; to: BlobStore }): Promise<MigrateReport> {
+  const { from, to } = deps
+  const blobs = new BlobsRepo(deps.db)
   const report: MigrateReport = { checked: 0, copied: 0, bytesCopied: 0, present: 0, missing: [], corrupt: [] }
   const inTarget = new Map<string, number>()
   for await (const b of to.list()) inTarget.set(b.sha256, b.size)
@@ -33,7 +35,6 @@ export async function migrateBlobs(deps: { blobs: BlobsRepo; from: BlobStore; to
     const rows = blobs.sizesAfter(after, 500)
     for (const { sha256, size } of rows) {
       report.checked++
-      deps.onBlob?.(report.checked)
       if (inTarget.get(sha256) === size) {
         report.present++
         continue
