@@ -22,6 +22,11 @@ import { systemResolver, type Resolver } from './webhooks/ssrf'
 import type { FastifyBaseLogger } from 'fastify'
 import { createLogger } from './lib/logger'
 import { Metrics } from './lib/metrics'
+import { ObjectsRepo } from './db/repos/objects'
+import { MultipartRepo } from './db/repos/multipart'
+import { S3CredentialsRepo } from './db/repos/s3-credentials'
+import { S3CredentialsService } from './services/s3-credentials'
+import { createS3Services, type S3Services } from './s3/services'
 
 /** Everything the HTTP layer and the CLI work with, built from one config. */
 export interface Core {
@@ -39,6 +44,10 @@ export interface Core {
   readonly webhooks: WebhookScheduler
   /** Prometheus metrics; the HTTP layer records requests, the services what they see. */
   readonly metrics: Metrics
+  /** S3 credential pairs of tenants (admin API, CLI, SigV4 lookups). */
+  readonly s3Credentials: S3CredentialsService
+  /** The S3 front's operations (s3.md), on the same repositories, blobs and quotas. */
+  readonly s3: S3Services
   close(): void
 }
 
@@ -62,7 +71,8 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const clock = options.clock ?? systemClock
   const dataDir = ensureDataDir(config.dataDir)
   const db = openDatabase(dataDir.db, dataDir.root)
-  const signer = new TokenSigner(loadSecret(dataDir, config.secret))
+  const serverSecret = loadSecret(dataDir, config.secret)
+  const signer = new TokenSigner(serverSecret)
   const disk = new DiskBlobStore(dataDir.blobs, dataDir.tmp)
   const store = options.store ? options.store(disk) : disk
   const filesRepo = new FilesRepo(db)
@@ -72,6 +82,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const events = new FileEvents(outbox, filesRepo, clock)
   const tenants = new TenantsService(db, clock)
   const metrics = new Metrics({ blobs: () => blobsRepo.stats(), outbox: () => outbox.counts() })
+  const quotas = new Quotas(tenants.repo, workspacesRepo)
   const files = new FilesService(db, filesRepo, workspacesRepo, signer, clock, events)
   const uploads = new UploadsService({
     db,
@@ -82,7 +93,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     store,
     signer,
     filesService: files,
-    quotas: new Quotas(tenants.repo, workspacesRepo),
+    quotas,
     events,
     uploadUrlTtlMs: config.uploadUrlTtlSeconds * 1000,
     webhookAllowPrivate: config.webhookAllowPrivate,
@@ -100,6 +111,21 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   })
   events.onEnqueued(() => webhooks.notify())
   const gc = new GarbageCollector({ db, clock, files: filesRepo, blobs: blobsRepo, store, retentionMs: config.deletedRetentionSeconds * 1000 })
+  const s3Credentials = new S3CredentialsService(db, new S3CredentialsRepo(db), tenants.repo, clock, serverSecret)
+  const s3 = createS3Services({
+    db,
+    clock,
+    store,
+    workspaces: workspacesRepo,
+    objects: new ObjectsRepo(db),
+    multipart: new MultipartRepo(db),
+    blobs: blobsRepo,
+    files: filesRepo,
+    quotas,
+    region: config.s3Region,
+    maxObjectBytes: config.s3MaxObjectBytes,
+    multipartTtlMs: config.s3MultipartTtlSeconds * 1000,
+  })
   let closed = false
   return {
     config,
@@ -115,6 +141,8 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     outbox,
     webhooks,
     metrics,
+    s3Credentials,
+    s3,
     close() {
       if (closed) return
       closed = true

@@ -67,6 +67,7 @@ const STOP_SIGNALS: NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP']
 async function serve(args: string[]): Promise<number> {
   const { values } = parse(args, {
     port: { type: 'string' },
+    's3-port': { type: 'string' },
     host: { type: 'string' },
     'data-dir': { type: 'string' },
     'log-level': { type: 'string' },

@@ -12,14 +12,17 @@ import { AwsChunkedDecoder } from '../src/s3/chunked'
 import { S3Error } from '../src/s3/errors'
 import { DigestStream } from '../src/s3/checksums'
 
+const toBytes = (d: string | ArrayBuffer | ArrayBufferView): string | Buffer =>
+  typeof d === 'string' ? d : d instanceof ArrayBuffer ? Buffer.from(d) : Buffer.from(d.buffer, d.byteOffset, d.byteLength)
+
 /** The hash constructor the SDK signer wants, from node:crypto (HMAC when given a key). */
 class NodeSha256 {
   private readonly h
-  constructor(secret?: string | Uint8Array) {
-    this.h = secret === undefined ? createHash('sha256') : createHmac('sha256', secret)
+  constructor(secret?: string | ArrayBuffer | ArrayBufferView) {
+    this.h = secret === undefined ? createHash('sha256') : createHmac('sha256', toBytes(secret))
   }
-  update(data: string | Uint8Array) {
-    this.h.update(data)
+  update(data: string | ArrayBuffer | ArrayBufferView) {
+    this.h.update(toBytes(data))
   }
   async digest() {
     return new Uint8Array(this.h.digest())

@@ -13,7 +13,7 @@ import { buildBundle, runCoffer, startCoffer } from './process-helper'
 
 async function start(t: Test, env: Record<string, string> = {}) {
   const dir = tempDir(t)
-  const config = loadConfig({ COFFER_LOG_LEVEL: 'debug', ...env }, { port: '0', 'data-dir': dir })
+  const config = loadConfig({ COFFER_LOG_LEVEL: 'debug', ...env }, { port: '0', 's3-port': '0', 'data-dir': dir })
   const { stream, lines } = captureLogs()
   const server = await startServer(config, createLogger(config.logLevel, stream))
   t.teardown(() => server.close())

@@ -7,16 +7,20 @@ import type { App } from '../http/types'
 import { closeGracefully } from '../http/request-lifecycle'
 import type { Background } from '../lib/background'
 import { Periodic } from '../lib/periodic'
+import { buildS3App, type S3App } from '../s3/server'
 
-export const SERVE_HELP = `Usage: coffer serve [--port PORT] [--host HOST] [--data-dir DIR] [--log-level LEVEL]
-       coffer serve --ephemeral [--port PORT] [--host HOST] [--log-level LEVEL]
+export const SERVE_HELP = `Usage: coffer serve [--port PORT] [--s3-port PORT|off] [--host HOST] [--data-dir DIR] [--log-level LEVEL]
+       coffer serve --ephemeral [--port PORT] [--s3-port PORT|off] [--host HOST] [--log-level LEVEL]
 
-Runs the HTTP API. Flags override COFFER_* environment variables (see coffer --help).
+Runs the HTTP API, and the S3 API on a second port (default 9000; off disables it).
+Flags override COFFER_* environment variables (see coffer --help).
 
 --ephemeral  A throwaway instance for CI: a temporary data dir (under TMPDIR) removed on exit,
              a generated admin key and one tenant with an sk_test_ key, webhooks to loopback
              and private addresses allowed. Once listening it prints exactly one JSON line on
-             stdout, {"url","adminApiKey","tenant":{"id","apiKey"}}; logs go to stderr.
+             stdout, {"url","adminApiKey","tenant":{"id","apiKey"},"s3":{"endpoint","region",
+             "accessKeyId","secretAccessKey"}}; logs go to stderr. The S3 port is a free one
+             unless --s3-port is given.
 
 SIGTERM or SIGINT shuts down gracefully: no new requests, in-flight ones get up to
 COFFER_SHUTDOWN_TIMEOUT_SECONDS to finish, then the database closes and the exit code is 0.`
@@ -25,6 +29,8 @@ COFFER_SHUTDOWN_TIMEOUT_SECONDS to finish, then the database closes and the exit
 export interface Server {
   url: string
   app: App
+  /** The S3 listener, unless COFFER_S3_PORT=off. */
+  s3?: { url: string; app: S3App }
   core: Core
   /** Started once listening, stopped by close(). */
   background: readonly Background[]
@@ -43,6 +49,10 @@ export function backgroundComponents(core: Core, logger: Logger): Background[] {
       const swept = core.uploads.sweepExpired()
       if (swept > 0) logger.info({ swept }, 'abandoned uploads marked failed')
     }, logger),
+    new Periodic('reclaim-multipart-uploads', 60_000, () => {
+      const reclaimed = core.s3.multipart.reclaim()
+      if (reclaimed > 0) logger.info({ reclaimed }, 'expired S3 multipart uploads reclaimed')
+    }, logger),
     new Periodic('gc', 10 * 60_000, () => {
       const r = core.gc.collect()
       if (r.filesPurged + r.blobsRemoved > 0) logger.info(r, 'garbage collected')
@@ -56,6 +66,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
   if (leftovers > 0) logger.info({ removed: leftovers }, 'removed partial uploads left by a previous run')
   core.metrics.collectProcessMetrics()
   const app = await buildApp(core, { logger })
+  const s3App = config.s3Port === 'off' ? undefined : await buildS3App(core, { logger })
   const background = backgroundComponents(core, logger)
   let closing: Promise<void> | undefined
   const close = () =>
@@ -65,7 +76,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
       // Background work stops while the requests in flight finish; both before the database closes.
       const stopped = Promise.allSettled(background.map((b) => b.stop()))
       try {
-        await closeGracefully(app, timeoutMs, logger)
+        await Promise.all([closeGracefully(app, timeoutMs, logger), s3App && closeGracefully(s3App as unknown as App, timeoutMs, logger)])
         // Uploads cut off at the timeout still mark their file failed and remove their temp file.
         await core.uploads.settled()
         for (const r of await stopped) if (r.status === 'rejected') logger.error({ err: r.reason }, 'a background component failed to stop')
@@ -77,6 +88,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
   logger.info({ dataDir: config.dataDir }, 'coffer starting')
   try {
     await app.listen({ port: config.port, host: config.host, listenTextResolver: (address) => `coffer listening on ${address}` })
+    if (s3App) await s3App.listen({ port: config.s3Port as number, host: config.host, listenTextResolver: (address) => `coffer S3 listening on ${address}` })
   } catch (err) {
     await close()
     throw err
@@ -86,11 +98,13 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
   const port = typeof addr === 'object' && addr ? addr.port : config.port
   const host = config.host.includes(':') ? `[${config.host}]` : config.host
   const url = `http://${host}:${port}`
+  const s3Addr = s3App?.server.address()
+  const s3 = s3App && typeof s3Addr === 'object' && s3Addr ? { url: `http://${host}:${s3Addr.port}`, app: s3App } : undefined
   if (config.adminApiKey === undefined) {
     logger.warn(
       `admin API disabled: set COFFER_ADMIN_API_KEY (at least 16 characters) to enable it, ` +
         `or create a tenant offline with: coffer tenant create --name NAME --data-dir ${config.dataDir}`,
     )
   }
-  return { url, app, core, background, close }
+  return { url, app, core, background, close, ...(s3 ? { s3 } : {}) }
 }

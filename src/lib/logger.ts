@@ -1,7 +1,7 @@
 import pino, { type DestinationStream, type Logger } from 'pino'
 
 /** Query parameters whose values are credentials; they never reach a log line. */
-const SECRET_PARAMS = /([?&](?:token|apiKey|api_key|key|secret)=)[^&#]*/gi
+const SECRET_PARAMS = /([?&](?:token|apiKey|api_key|key|secret|X-Amz-Signature|X-Amz-Security-Token)=)[^&#]*/gi
 
 /** The URL with every credential-bearing query value replaced by `[REDACTED]`. */
 export function redactUrl(url: string): string {
@@ -33,6 +33,8 @@ export function createLogger(level: string, destination: DestinationStream | Nod
           '*.webhookSecret',
           'token',
           '*.token',
+          'secretAccessKey',
+          '*.secretAccessKey',
         ],
         censor: '[REDACTED]',
       },
