@@ -9,6 +9,9 @@ import { CreateBucketCommand } from '@aws-sdk/client-s3'
 import { makeS3, pattern } from './s3-helper'
 import { tempDir } from './helper'
 
+// Longer than the suite's default per-file timeout: real clients and processes, bounded per step.
+t.setTimeout(900000)
+
 const ROOT = path.join(__dirname, '..')
 
 /** Installs the clients when missing; a machine that cannot (not root, no apt) skips loudly, CI fails. */

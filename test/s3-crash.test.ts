@@ -19,6 +19,9 @@ import { buildBundle, createTenantOverHttp, startCoffer, type Running } from './
 import { tempDir } from './helper'
 import { pattern } from './s3-helper'
 
+// Longer than the suite's default per-file timeout: real clients and processes, bounded per step.
+t.setTimeout(300000)
+
 buildBundle()
 
 const KILLS = Number(process.env.COFFER_S3_CRASH_KILLS ?? 6)

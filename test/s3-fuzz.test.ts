@@ -8,6 +8,9 @@ import { SignatureV4 } from '@smithy/signature-v4'
 import type { InjectOptions } from 'fastify'
 import { makeS3, type S3Context } from './s3-helper'
 
+// Longer than the suite's default per-file timeout: real clients and processes, bounded per step.
+t.setTimeout(300000)
+
 const RUNS = Number(process.env.COFFER_FUZZ_RUNS ?? 150)
 const SEED = process.env.COFFER_FUZZ_SEED === undefined ? {} : { seed: Number(process.env.COFFER_FUZZ_SEED) }
 

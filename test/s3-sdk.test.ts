@@ -2,6 +2,7 @@
 // (flexible checksums: aws-chunked bodies with CRC32 trailers) and lib-storage's multipart Upload.
 import { createHash } from 'node:crypto'
 import { Readable } from 'node:stream'
+import { crc32 } from 'node:zlib'
 import t from 'tap'
 import {
   AbortMultipartUploadCommand,
@@ -137,6 +138,22 @@ t.test('streaming bodies of unknown length and empty objects', async (t) => {
   t.equal(empty.ContentLength, 0)
   t.equal(await empty.Body!.transformToString(), '')
   t.equal(empty.ETag, '"d41d8cd98f00b204e9800998ecf8427e"')
+})
+
+t.test('a streamed body goes aws-chunked with a CRC32 trailer (the SDK default), verified, stored and returned', async (t) => {
+  const { client, logs } = await makeS3(t)
+  await client.send(new CreateBucketCommand({ Bucket: 'trailer' }))
+  const data = pattern(700_000, 13)
+  const put = await client.send(new PutObjectCommand({ Bucket: 'trailer', Key: 'k', Body: Readable.from([data.subarray(0, 1000), data.subarray(1000)]), ContentLength: data.length }))
+  const crc = Buffer.alloc(4)
+  crc.writeUInt32BE(crc32(data))
+  t.equal(put.ChecksumCRC32, crc.toString('base64'))
+  t.ok(logs.some((l) => l.front === 's3' && l.method === 'PUT' && l.payload === 'chunked-unsigned-trailer' && l.statusCode === 200), 'sent as STREAMING-UNSIGNED-PAYLOAD-TRAILER')
+  const got = await client.send(new GetObjectCommand({ Bucket: 'trailer', Key: 'k', ChecksumMode: 'ENABLED' }))
+  t.equal(got.ChecksumCRC32, crc.toString('base64'), 'the checksum comes back (and the SDK validates the body against it)')
+  t.ok(Buffer.from(await got.Body!.transformToByteArray()).equals(data))
+  const sha = await client.send(new PutObjectCommand({ Bucket: 'trailer', Key: 's', Body: data, ChecksumAlgorithm: 'SHA256' }))
+  t.equal(sha.ChecksumSHA256, createHash('sha256').update(data).digest('base64'))
 })
 
 t.test('listings: v2 and v1, prefix, delimiter, pagination in binary key order', async (t) => {

@@ -132,6 +132,8 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
       )
       const tenant = auth.principal
       request.s3TenantId = tenant.id
+      const p = auth.payload
+      request.s3Payload = p.kind === 'streaming' ? `chunked-${p.signed ? 'signed' : 'unsigned'}${p.trailer ? '-trailer' : ''}` : auth.presigned ? `presigned-${p.kind}` : p.kind
       const body = (): BodySpec => ({ source: request.raw, payload: auth.payload, signing: auth.signing, headers: request.headers })
       if (target.bucket === undefined) return service(request, reply, tenant, target)
       if (target.key === undefined) return bucketOp(request, reply, tenant, target, body, auth)

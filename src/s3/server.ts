@@ -16,6 +16,8 @@ declare module 'fastify' {
     s3Resource?: string
     /** The authenticated tenant of an S3 request (access log). */
     s3TenantId?: string
+    /** How the body was signed (access log): sha256, unsigned, or an aws-chunked mode. */
+    s3Payload?: string
   }
 }
 
@@ -87,6 +89,7 @@ export async function buildS3App(core: Core, opts: { logger: FastifyBaseLogger }
         statusCode: reply.statusCode,
         responseTimeMs: Math.round(reply.elapsedTime * 100) / 100,
         tenantId: request.s3TenantId,
+        payload: request.s3Payload,
       },
       'request completed',
     )
