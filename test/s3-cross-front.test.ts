@@ -3,6 +3,7 @@
 import { createHash } from 'node:crypto'
 import t from 'tap'
 import {
+  CompleteMultipartUploadCommand,
   CreateBucketCommand,
   CreateMultipartUploadCommand,
   DeleteObjectCommand,
@@ -121,4 +122,53 @@ t.test('quotas: S3 writes refused at the workspace and tenant limits; multipart 
   t.equal(ctx.core.s3.multipart.reclaim(), 1)
   ctx.clock.set(Date.now())
   t.same(await usage(ctx, wsId), { tenant: 9_000, workspace: 9_000 })
+})
+
+t.test('multipart parts survive a restart and a full garbage collection, then complete', async (t) => {
+  const first = await makeS3(t)
+  await first.client.send(new CreateBucketCommand({ Bucket: 'durable' }))
+  const p1 = pattern(5 * 1024 * 1024, 51)
+  const p2 = pattern(777, 52)
+  const { UploadId } = await first.client.send(new CreateMultipartUploadCommand({ Bucket: 'durable', Key: 'resumed.bin' }))
+  const e1 = await first.client.send(new UploadPartCommand({ Bucket: 'durable', Key: 'resumed.bin', UploadId, PartNumber: 1, Body: p1 }))
+  await first.close()
+
+  const second = await makeS3(t, {}, { dir: first.dir, existing: { ...first.tenant, credentials: first.credentials } })
+  const gc = second.core.gc.collect(true)
+  t.equal(gc.blobsRemoved, 0, 'a full collection keeps the blobs of parts')
+  const e2 = await second.client.send(new UploadPartCommand({ Bucket: 'durable', Key: 'resumed.bin', UploadId, PartNumber: 2, Body: p2 }))
+  await second.client.send(new CompleteMultipartUploadCommand({ Bucket: 'durable', Key: 'resumed.bin', UploadId, MultipartUpload: { Parts: [{ PartNumber: 1, ETag: e1.ETag }, { PartNumber: 2, ETag: e2.ETag }] } }))
+  const got = await second.client.send(new GetObjectCommand({ Bucket: 'durable', Key: 'resumed.bin' }))
+  t.ok(Buffer.from(await got.Body!.transformToByteArray()).equals(Buffer.concat([p1, p2])))
+  const wsId = await workspaceId(second, 'durable')
+  t.same(await usage(second, wsId), { tenant: p1.length + p2.length, workspace: p1.length + p2.length })
+  // The parts' own blobs are gone once the object holds the content.
+  const blobs = second.core.db.prepare('SELECT count(*) FROM blobs').pluck().get()
+  t.equal(blobs, 1, 'only the assembled object remains stored')
+})
+
+t.test('deleting a workspace through the API releases the parts of its uploads at the next reclaim', async (t) => {
+  const ctx = await makeS3(t)
+  await ctx.client.send(new CreateBucketCommand({ Bucket: 'doomed' }))
+  const wsId = await workspaceId(ctx, 'doomed')
+  const { UploadId } = await ctx.client.send(new CreateMultipartUploadCommand({ Bucket: 'doomed', Key: 'k' }))
+  await ctx.client.send(new UploadPartCommand({ Bucket: 'doomed', Key: 'k', UploadId, PartNumber: 1, Body: pattern(4096) }))
+  t.equal(ctx.core.tenants.quota(ctx.tenant.id).usedBytes, 4096)
+  t.equal((await ctx.app.inject({ method: 'DELETE', url: `/api/v1/workspaces/${wsId}`, headers: ctx.tenant.headers })).statusCode, 200)
+  t.equal(ctx.core.s3.multipart.reclaim(), 1)
+  t.equal(ctx.core.tenants.quota(ctx.tenant.id).usedBytes, 0)
+})
+
+t.test('concurrent S3 and API writes never pass the quota, and usage stays exact', async (t) => {
+  const ctx = await makeS3(t, {}, { quotaBytes: 100_000 })
+  await ctx.client.send(new CreateBucketCommand({ Bucket: 'race' }))
+  const wsId = await workspaceId(ctx, 'race')
+  const s3Writes = Array.from({ length: 12 }, (_, i) => ctx.client.send(new PutObjectCommand({ Bucket: 'race', Key: `s3-${i}`, Body: pattern(10_000, i) })).then(() => 10_000, () => 0))
+  const apiWrites = Array.from({ length: 12 }, (_, i) =>
+    upload(ctx.app, ctx.tenant.headers, { bytes: fileBytes('image/png', 10_000, i), declare: i % 2 === 0, extra: { workspaceId: wsId } }).then((r) => (r.put.statusCode === 200 ? 10_000 : 0), () => 0),
+  )
+  const stored = (await Promise.all([...s3Writes, ...apiWrites])).reduce((a, b) => a + b, 0)
+  t.ok(stored <= 100_000, `stored ${stored} of a 100000-byte quota`)
+  t.ok(stored >= 80_000, 'and the quota was used')
+  t.same(await usage(ctx, wsId), { tenant: stored, workspace: stored })
 })

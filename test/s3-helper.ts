@@ -28,8 +28,12 @@ export interface S3Context {
  * A core with both fronts: the API for `inject`, the S3 listener on a free loopback port (real
  * clients need a socket). The clock is manual but starts at the real time: clients sign with it.
  */
-export async function makeS3(t: Test, env: Record<string, string> = {}, opts: { quotaBytes?: number } = {}): Promise<S3Context> {
-  const dir = tempDir(t, 'coffer-s3-')
+export async function makeS3(
+  t: Test,
+  env: Record<string, string> = {},
+  opts: { quotaBytes?: number; dir?: string; existing?: S3Context['tenant'] & { credentials: S3Context['credentials'] } } = {},
+): Promise<S3Context & { close(): Promise<void> }> {
+  const dir = opts.dir ?? tempDir(t, 'coffer-s3-')
   const config = loadConfig({ COFFER_ADMIN_API_KEY: ADMIN_KEY, COFFER_LOG_LEVEL: 'debug', COFFER_S3_PORT: '0', ...env }, { 'data-dir': dir })
   const clock = new ManualClock(Date.now())
   const { stream, lines } = captureLogs()
@@ -42,16 +46,20 @@ export async function makeS3(t: Test, env: Record<string, string> = {}, opts: { 
   const endpoint = `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}`
   // The clock follows real time so that signatures made now verify (tests may still move it).
   const ticker = setInterval(() => clock.set(Math.max(clock.now(), Date.now())), 200)
-  const tenant = await createTenantWithS3(app, opts.quotaBytes)
+  const tenant = opts.existing ?? (await createTenantWithS3(app, opts.quotaBytes))
   const client = s3Client(endpoint, tenant.credentials, config.s3Region)
-  t.teardown(async () => {
+  let closed = false
+  const close = async () => {
+    if (closed) return
+    closed = true
     clearInterval(ticker)
     client.destroy()
     await s3app.close()
     await app.close()
     core.close()
-  })
-  return { app, s3app, core, config, clock, dir, endpoint, logs: lines, tenant, credentials: tenant.credentials, client }
+  }
+  t.teardown(close)
+  return { app, s3app, core, config, clock, dir, endpoint, logs: lines, tenant, credentials: tenant.credentials, client, close }
 }
 
 export function s3Client(endpoint: string, credentials: { accessKeyId: string; secretAccessKey: string }, region = 'us-east-1'): S3Client {
