@@ -1,51 +1,16 @@
 // Random and malformed input on the S3 front never yields a 5xx (but the contract's 501
 // NotImplemented), a hang or a crash: every answer is a 2xx/3xx or a 4xx in S3's XML error shape.
 // Requests are signed with the AWS SDK's signer, so the fuzzing reaches past authentication.
-import { createHash, createHmac } from 'node:crypto'
 import t, { type Test } from 'tap'
 import fc from 'fast-check'
-import { SignatureV4 } from '@smithy/signature-v4'
 import type { InjectOptions } from 'fastify'
-import { makeS3, type S3Context } from './s3-helper'
+import { encodeKey, makeS3, signedRequest, type S3Context } from './s3-helper'
 
 // Longer than the suite's default per-file timeout: real clients and processes, bounded per step.
 t.setTimeout(300000)
 
 const RUNS = Number(process.env.COFFER_FUZZ_RUNS ?? 150)
 const SEED = process.env.COFFER_FUZZ_SEED === undefined ? {} : { seed: Number(process.env.COFFER_FUZZ_SEED) }
-
-const toBytes = (d: string | ArrayBuffer | ArrayBufferView): string | Buffer =>
-  typeof d === 'string' ? d : d instanceof ArrayBuffer ? Buffer.from(d) : Buffer.from(d.buffer, d.byteOffset, d.byteLength)
-class NodeSha256 {
-  private readonly h
-  constructor(secret?: string | ArrayBuffer | ArrayBufferView) {
-    this.h = secret === undefined ? createHash('sha256') : createHmac('sha256', toBytes(secret))
-  }
-  update(data: string | ArrayBuffer | ArrayBufferView) {
-    this.h.update(toBytes(data))
-  }
-  async digest() {
-    return new Uint8Array(this.h.digest())
-  }
-}
-
-/** Percent-encodes a key as S3 clients do (every byte but unreserved characters and `/`). */
-const encodeKey = (key: string) => key.split('/').map((s) => encodeURIComponent(s).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)).join('/')
-
-async function signedRequest(ctx: S3Context, req: { method: string; path: string; query?: Record<string, string>; headers?: Record<string, string>; payload?: string | Buffer; payloadHash?: string }): Promise<InjectOptions> {
-  const signer = new SignatureV4({ service: 's3', region: 'us-east-1', credentials: ctx.credentials, sha256: NodeSha256, uriEscapePath: false })
-  const host = ctx.endpoint.replace('http://', '')
-  const signed = await signer.sign({
-    method: req.method,
-    protocol: 'http:',
-    hostname: '127.0.0.1',
-    path: req.path,
-    query: req.query ?? {},
-    headers: { host, 'x-amz-content-sha256': req.payloadHash ?? 'UNSIGNED-PAYLOAD', ...req.headers },
-  })
-  const qs = Object.entries(req.query ?? {}).map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join('&')
-  return { method: req.method as 'GET', url: qs ? `${req.path}?${qs}` : req.path, headers: signed.headers, ...(req.payload !== undefined ? { payload: req.payload } : {}) }
-}
 
 async function expectSane(t: Test, ctx: S3Context, req: InjectOptions): Promise<boolean> {
   const res = await Promise.race([

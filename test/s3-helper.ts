@@ -1,4 +1,7 @@
+import { createHash, createHmac } from 'node:crypto'
 import type { Test } from 'tap'
+import type { InjectOptions } from 'fastify'
+import { SignatureV4 } from '@smithy/signature-v4'
 import { S3Client } from '@aws-sdk/client-s3'
 import { buildApp } from '../src/app'
 import { loadConfig, type Config } from '../src/config'
@@ -92,3 +95,38 @@ export function pattern(size: number, seed = 1): Buffer {
   }
   return out
 }
+
+const toBytes = (d: string | ArrayBuffer | ArrayBufferView): string | Buffer =>
+  typeof d === 'string' ? d : d instanceof ArrayBuffer ? Buffer.from(d) : Buffer.from(d.buffer, d.byteOffset, d.byteLength)
+class NodeSha256 {
+  private readonly h
+  constructor(secret?: string | ArrayBuffer | ArrayBufferView) {
+    this.h = secret === undefined ? createHash('sha256') : createHmac('sha256', toBytes(secret))
+  }
+  update(data: string | ArrayBuffer | ArrayBufferView) {
+    this.h.update(toBytes(data))
+  }
+  async digest() {
+    return new Uint8Array(this.h.digest())
+  }
+}
+
+/** Percent-encodes a key as S3 clients do (every byte but unreserved characters and `/`). */
+export const encodeKey = (key: string) => key.split('/').map((s) => encodeURIComponent(s).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)).join('/')
+
+/** A request signed by the AWS SDK's own signer, for `inject` into the S3 app. */
+export async function signedRequest(ctx: Pick<S3Context, 'credentials' | 'endpoint'>, req: { method: string; path: string; host?: string; query?: Record<string, string>; headers?: Record<string, string>; payload?: string | Buffer; payloadHash?: string }): Promise<InjectOptions> {
+  const signer = new SignatureV4({ service: 's3', region: 'us-east-1', credentials: ctx.credentials, sha256: NodeSha256, uriEscapePath: false })
+  const host = ctx.endpoint.replace('http://', '')
+  const signed = await signer.sign({
+    method: req.method,
+    protocol: 'http:',
+    hostname: '127.0.0.1',
+    path: req.path,
+    query: req.query ?? {},
+    headers: { host: req.host ?? host, 'x-amz-content-sha256': req.payloadHash ?? 'UNSIGNED-PAYLOAD', ...req.headers },
+  })
+  const qs = Object.entries(req.query ?? {}).map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join('&')
+  return { method: req.method as 'GET', url: qs ? `${req.path}?${qs}` : req.path, headers: signed.headers, ...(req.payload !== undefined ? { payload: req.payload } : {}) }
+}
+

@@ -30,7 +30,7 @@ import {
   type S3ServiceException,
 } from '@aws-sdk/client-s3'
 import { Upload } from '@aws-sdk/lib-storage'
-import { createTenantWithS3, makeS3, pattern, s3Client } from './s3-helper'
+import { createTenantWithS3, makeS3, pattern, s3Client, signedRequest } from './s3-helper'
 import { ADMIN_KEY } from './helper'
 
 async function s3Error(p: Promise<unknown>): Promise<{ name: string; status: number | undefined }> {
@@ -325,4 +325,31 @@ t.test('authentication: unknown keys, wrong secrets, revocation, tenants isolate
   t.equal(revoke.statusCode, 204)
   t.same(await s3Error(client.send(new ListBucketsCommand({}))), { name: 'InvalidAccessKeyId', status: 403 })
   for (const c of [stranger, wrong, otherRegion, otherClient]) c.destroy()
+})
+
+t.test('virtual-hosted-style addressing when COFFER_S3_DOMAIN is set', async (t) => {
+  const ctx = await makeS3(t, { COFFER_S3_DOMAIN: 's3.coffer.test' })
+  await ctx.client.send(new CreateBucketCommand({ Bucket: 'vhost' }))
+  const put = await ctx.s3app.inject(await signedRequest(ctx, { method: 'PUT', host: 'vhost.s3.coffer.test', path: '/dir/file.txt', payload: 'virtual' }))
+  t.equal(put.statusCode, 200)
+  const got = await ctx.client.send(new GetObjectCommand({ Bucket: 'vhost', Key: 'dir/file.txt' }))
+  t.equal(await got.Body!.transformToString(), 'virtual', 'written by host, read by path')
+  const list = await ctx.s3app.inject(await signedRequest(ctx, { method: 'GET', host: 'vhost.s3.coffer.test', path: '/', query: { 'list-type': '2' } }))
+  t.match(list.body, '<Key>dir/file.txt</Key>')
+  t.match(list.body, '<Name>vhost</Name>')
+})
+
+t.test('every response carries x-amz-request-id, the id of its log line; errors are S3 XML', async (t) => {
+  const ctx = await makeS3(t)
+  const res = await fetch(`${ctx.endpoint}/some-bucket/key`)
+  t.equal(res.status, 403)
+  const id = res.headers.get('x-amz-request-id')
+  t.match(id, /^[0-9A-F]{16}$/)
+  const body = await res.text()
+  t.match(body, /^<\?xml version="1.0" encoding="UTF-8"\?>\n<Error><Code>AccessDenied<\/Code><Message>[^<]+<\/Message><Resource>\/some-bucket\/key<\/Resource><RequestId>[0-9A-F]{16}<\/RequestId><\/Error>$/)
+  t.match(body, `<RequestId>${id}</RequestId>`)
+  t.ok(ctx.logs.some((l) => l.reqId === id && l.front === 's3' && l.statusCode === 403), 'the access log line has the same id')
+  const cors = await fetch(`${ctx.endpoint}/some-bucket`, { method: 'OPTIONS' })
+  t.equal(cors.status, 501)
+  t.match(await cors.text(), '<Code>NotImplemented</Code>')
 })
