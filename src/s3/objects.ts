@@ -21,6 +21,19 @@ export function nameOfKey(key: string): string {
   return (segments.at(-1) ?? key).slice(0, 255) || 'object'
 }
 
+function checkWriteConditions(c: { ifMatch?: string | undefined; ifNoneMatch?: string | undefined }, current: ObjectRow | undefined): void {
+  const failed = () => new S3Error('PreconditionFailed', 'At least one of the pre-conditions you specified did not hold')
+  if (c.ifNoneMatch !== undefined) {
+    if (c.ifNoneMatch.trim() !== '*') throw new S3Error('NotImplemented', 'If-None-Match on writes supports only *')
+    if (current) throw failed()
+  }
+  if (c.ifMatch !== undefined) {
+    if (!current) throw new S3Error('NoSuchKey', 'The specified key does not exist.')
+    const tags = c.ifMatch.split(',').map((t) => t.trim())
+    if (!tags.includes('*') && !tags.includes(etagOf(current))) throw failed()
+  }
+}
+
 /** The ETag of an object: S3 writes record theirs; API uploads are addressed by their SHA-256. */
 export const etagOf = (o: ObjectRow): string => o.info?.etag ?? `"${o.sha256}"`
 
@@ -44,13 +57,17 @@ export class S3Objects {
   }
 
   /** PutObject: streams the body to the store, then replaces whatever the key held in one transaction. */
-  async put(tenant: AuthenticatedTenant, bucket: string, key: string, body: BodySpec, input: ObjectInput) {
+  async put(tenant: AuthenticatedTenant, bucket: string, key: string, body: BodySpec, input: ObjectInput, conditions: { ifMatch?: string | undefined; ifNoneMatch?: string | undefined } = {}) {
     checkKey(key)
     const w = this.buckets.resolve(tenant, bucket)
     const existing = this.deps.objects.get(w.id, key)
+    // Conditional writes (If-None-Match: * creates only; If-Match replaces only that version):
+    // checked now, and again in the commit transaction, where a concurrent writer cannot slip in.
+    const check = () => checkWriteConditions(conditions, this.deps.objects.get(w.id, key))
+    check()
     const ingested = await ingest(this.deps.store, body, this.writeLimit(tenant, w, existing?.size ?? 0, this.deps.maxObjectBytes))
     const info: ObjectInfo = { ...input, etag: `"${ingested.digests.md5Hex}"`, ...(ingested.checksum ? { checksum: ingested.checksum } : {}) }
-    const row = await this.commitStaged(tenant, w, key, ingested.staged, info)
+    const row = await this.commitStaged(tenant, w, key, ingested.staged, info, check)
     return { etag: info.etag, checksum: ingested.checksum, row }
   }
 

@@ -69,8 +69,29 @@ const header = (request: Req, name: string): string | undefined => {
 
 const iso = (ms: number) => new Date(ms).toISOString()
 
+/**
+ * Write options Coffer does not implement. Ignoring them would pretend (a client asking for
+ * encryption, a public ACL, tags or a retention lock must not believe it got one): 501.
+ */
+function refuseUnsupported(request: Req): void {
+  for (const name of Object.keys(request.headers)) {
+    if (
+      name.startsWith('x-amz-server-side-encryption') ||
+      name.startsWith('x-amz-object-lock') ||
+      name === 'x-amz-bucket-object-lock-enabled' ||
+      name === 'x-amz-tagging' ||
+      name === 'x-amz-website-redirect-location' ||
+      name.startsWith('x-amz-grant-') ||
+      (name === 'x-amz-acl' && header(request, name) !== 'private' && header(request, name) !== 'bucket-owner-full-control')
+    ) {
+      throw notImplemented(`The ${name} header`)
+    }
+  }
+}
+
 /** The stored attributes of an object written with these request headers (s3.md: user metadata ≤ 2 KB). */
 function objectInput(request: Req): ObjectInput {
+  refuseUnsupported(request)
   const meta: Record<string, string> = {}
   let metaBytes = 0
   for (const [name, value] of Object.entries(request.headers)) {
@@ -192,6 +213,7 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
             throw new S3Error('InvalidArgument', `The specified location-constraint is not valid: this endpoint's region is ${region}`)
           }
         }
+        refuseUnsupported(request)
         s3.buckets.create(tenant, bucket)
         return reply.header('location', `/${bucket}`).send()
       }
@@ -338,7 +360,10 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
         const extra = subresources(q, new Set())
         if (extra.length > 0) throw notImplemented(`PUT of the object sub-resource "${extra[0]}"`)
         if (header(request, 'x-amz-copy-source') !== undefined) return copyObject(request, reply, tenant, bucket, key)
-        const { etag, checksum } = await s3.objects.put(tenant, bucket, key, body(), objectInput(request))
+        const { etag, checksum } = await s3.objects.put(tenant, bucket, key, body(), objectInput(request), {
+          ifMatch: header(request, 'if-match'),
+          ifNoneMatch: header(request, 'if-none-match'),
+        })
         reply.header('etag', etag)
         if (checksum) reply.header(`x-amz-checksum-${checksum.algorithm}`, checksum.value)
         return reply.send()
