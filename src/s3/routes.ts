@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import rateLimit from '@fastify/rate-limit'
 import type { Core } from '../core'
 import type { AuthenticatedTenant } from '../db/repos/tenants'
 import type { ObjectInfo, ObjectRow } from '../db/repos/objects'
@@ -11,6 +12,14 @@ import { listPage, prefixEnd } from './listing'
 import { MAX_PARTS } from './multipart'
 import { awsEncode } from './sigv4'
 import { sendObject, evaluateConditions } from './render'
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Set by the S3 authentication hook. */
+    s3Target?: Target
+    s3Auth?: Verified<AuthenticatedTenant>
+  }
+}
 
 type Req = FastifyRequest
 type Reply = FastifyReply
@@ -132,29 +141,65 @@ function xml(reply: Reply, root: string, body: XmlNode): Reply {
   return reply.type('application/xml').send(xmlDocument(root, body))
 }
 
+/**
+ * COFFER_RATE_LIMIT_MAX applies to S3 requests too, per tenant, answered with S3's `SlowDown`
+ * (503). The S3 listener keeps its own counters: a tenant gets the limit on each front.
+ */
+async function registerS3RateLimit(app: FastifyInstance, core: Core): Promise<void> {
+  const { rateLimitMax, rateLimitWindowSeconds } = core.config
+  if (rateLimitMax === 0) return
+  await app.register(rateLimit, {
+    global: true,
+    hook: 'preHandler',
+    max: rateLimitMax,
+    timeWindow: rateLimitWindowSeconds * 1000,
+    keyGenerator: (request) => request.s3TenantId ?? '',
+    allowList: (_request, key) => key === '',
+    errorResponseBuilder: (_request, context) => new S3Error('SlowDown', `Please reduce your request rate: ${context.max} requests per ${rateLimitWindowSeconds} s; retry in ${context.after}`),
+  })
+}
+
 /** Registers the one route of the S3 listener and dispatches by method, bucket, key and sub-resource. */
 export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> {
   const { s3, s3Credentials, config } = core
   const region = config.s3Region
 
-  app.route({
-    method: ['GET', 'HEAD', 'PUT', 'POST', 'DELETE', 'OPTIONS', 'PATCH'],
-    url: '*',
-    handler: async (request, reply) => {
+  // Authentication first (a hook, so the per-tenant rate limit that follows knows the tenant).
+  app.addHook('preHandler', (request, _reply, done) => {
+    try {
       const target = targetOf(request, config.s3Domain)
+      request.s3Target = target
       request.s3Resource = target.bucket === undefined ? '/' : `/${target.bucket}${target.key !== undefined ? `/${target.key}` : ''}`
       if (request.method === 'OPTIONS' || request.method === 'PATCH') throw notImplemented(`${request.method} (CORS and other methods)`)
       const auth = verifySigV4(
         { method: request.method, url: request.raw.url ?? '/', rawHeaders: request.raw.rawHeaders },
-        { region, now: core.clock.now(), lookup: (id) => {
-          const found = s3Credentials.lookup(id)
-          return found && { secret: found.secret, principal: found.tenant }
-        } },
+        {
+          region,
+          now: core.clock.now(),
+          lookup: (id) => {
+            const found = s3Credentials.lookup(id)
+            return found && { secret: found.secret, principal: found.tenant }
+          },
+        },
       )
-      const tenant = auth.principal
-      request.s3TenantId = tenant.id
+      request.s3Auth = auth
+      request.s3TenantId = auth.principal.id
       const p = auth.payload
       request.s3Payload = p.kind === 'streaming' ? `chunked-${p.signed ? 'signed' : 'unsigned'}${p.trailer ? '-trailer' : ''}` : auth.presigned ? `presigned-${p.kind}` : p.kind
+    } catch (err) {
+      return done(err as Error)
+    }
+    done()
+  })
+  await registerS3RateLimit(app, core)
+
+  app.route({
+    method: ['GET', 'HEAD', 'PUT', 'POST', 'DELETE', 'OPTIONS', 'PATCH'],
+    url: '*',
+    handler: async (request, reply) => {
+      const target = request.s3Target!
+      const auth = request.s3Auth!
+      const tenant = auth.principal
       const body = (): BodySpec => ({ source: request.raw, payload: auth.payload, signing: auth.signing, headers: request.headers })
       if (target.bucket === undefined) return service(request, reply, tenant, target)
       if (target.key === undefined) return bucketOp(request, reply, tenant, target, body, auth)
