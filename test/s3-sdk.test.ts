@@ -1,6 +1,7 @@
 // The operation matrix through the AWS SDK for JavaScript v3 with its default settings
 // (flexible checksums: aws-chunked bodies with CRC32 trailers) and lib-storage's multipart Upload.
 import { createHash } from 'node:crypto'
+import http from 'node:http'
 import { Readable } from 'node:stream'
 import { crc32 } from 'node:zlib'
 import t from 'tap'
@@ -382,4 +383,34 @@ t.test('the per-tenant rate limit answers SlowDown', async (t) => {
   const otherClient = s3Client(ctx.endpoint, other.credentials)
   t.teardown(() => otherClient.destroy())
   t.ok(await otherClient.send(new ListBucketsCommand({})))
+})
+
+t.test('Expect: 100-continue: a refused PutObject is answered before its body is sent', async (t) => {
+  const ctx = await makeS3(t, {}, { quotaBytes: 1000 })
+  await ctx.client.send(new CreateBucketCommand({ Bucket: 'expect' }))
+  const send = async (size: number) => {
+    const req = await signedRequest(ctx, { method: 'PUT', path: '/expect/obj', headers: { expect: '100-continue', 'content-length': String(size) } })
+    return new Promise<{ status: number; continued: boolean; body: string }>((resolve, reject) => {
+      let continued = false
+      const r = http.request(`${ctx.endpoint}/expect/obj`, { method: 'PUT', headers: req.headers as http.OutgoingHttpHeaders })
+      r.on('continue', () => {
+        continued = true
+        r.end(Buffer.alloc(size, 1))
+      })
+      r.on('response', (res) => {
+        let body = ''
+        res.on('data', (d) => (body += d))
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, continued, body }))
+      })
+      r.on('error', reject)
+      r.flushHeaders()
+    })
+  }
+  const refused = await send(5000)
+  t.equal(refused.status, 403)
+  t.equal(refused.continued, false, 'no 100 Continue: the body was never sent')
+  t.match(refused.body, '<Code>QuotaExceeded</Code>')
+  const accepted = await send(500)
+  t.equal(accepted.continued, true)
+  t.equal(accepted.status, 200)
 })

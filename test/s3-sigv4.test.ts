@@ -259,7 +259,7 @@ t.test('STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER: chunk and trailer signatures
   await t.rejects(decode(badSig, opts), { code: 'SignatureDoesNotMatch' })
 })
 
-t.test('DigestStream computes MD5, SHA-256 and the requested checksums in one pass', async (t) => {
+t.test('DigestStream computes MD5 and the requested checksums in one pass', async (t) => {
   const data = Buffer.from('The quick brown fox jumps over the lazy dog')
   const d = new DigestStream(['crc32', 'crc32c', 'sha1', 'sha256'])
   await pipeline(Readable.from([data.subarray(0, 10), data.subarray(10)]), d, async function* (src) {
@@ -268,9 +268,8 @@ t.test('DigestStream computes MD5, SHA-256 and the requested checksums in one pa
   const r = d.digests()
   t.equal(r.size, data.length)
   t.equal(r.md5Hex, '9e107d9d372bb6826bd81d3542a419d6')
-  t.equal(r.sha256Hex, 'd7a8fbb307d7809469ca9abcb0082e4f8d5651e46d3cdb762d02d0bf37c9e592')
   t.equal(r.checksums.crc32, Buffer.from('414fa339', 'hex').toString('base64'))
   t.equal(r.checksums.crc32c, Buffer.from('22620404', 'hex').toString('base64'))
   t.equal(r.checksums.sha1, Buffer.from('2fd4e1c67a2d28fced849ee1bb76e7391b93eb12', 'hex').toString('base64'))
-  t.equal(r.checksums.sha256, Buffer.from(r.sha256Hex, 'hex').toString('base64'))
+  t.equal(r.checksums.sha256, undefined, 'SHA-256 is the blob store\'s content address, not computed twice')
 })

@@ -44,35 +44,36 @@ function u32(value: number): string {
   return b.toString('base64')
 }
 
-/** What one pass over a body produced: MD5 (ETag), SHA-256 (content address) and any requested checksum. */
+/**
+ * What the pass over a body produced besides the SHA-256, which the blob store computes as the
+ * content address in the same pass: MD5 (the ETag) and any requested checksum.
+ */
 export interface Digests {
   size: number
   md5Hex: string
-  sha256Hex: string
-  /** base64 value per requested algorithm. */
+  /** base64 value per requested algorithm (`sha256` is filled in from the content address). */
   checksums: Partial<Record<ChecksumAlgorithm, string>>
 }
 
 /**
- * A pass-through stream that computes every digest the S3 front needs while the bytes flow to
- * the blob store, so the body is read exactly once and never held whole.
+ * A pass-through stream that computes the digests the S3 front needs while the bytes flow to
+ * the blob store (which hashes SHA-256 itself), so the body is read exactly once and never held
+ * whole. SHA-256 is not computed twice: a requested sha256 checksum is the content address.
  */
 export class DigestStream extends Transform {
   private readonly md5 = createHash('md5')
-  private readonly sha256 = createHash('sha256')
   private readonly extra: [ChecksumAlgorithm, Running][]
   private size = 0
   private result: Digests | undefined
 
   constructor(algorithms: Iterable<ChecksumAlgorithm> = []) {
     super()
-    this.extra = [...new Set(algorithms)].map((a) => [a, running(a)])
+    this.extra = [...new Set(algorithms)].filter((a) => a !== 'sha256').map((a) => [a, running(a)])
   }
 
   override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
     this.size += chunk.length
     this.md5.update(chunk)
-    this.sha256.update(chunk)
     for (const [, r] of this.extra) r.update(chunk)
     cb(null, chunk)
   }
@@ -82,7 +83,7 @@ export class DigestStream extends Transform {
     if (!this.result) {
       const checksums: Partial<Record<ChecksumAlgorithm, string>> = {}
       for (const [a, r] of this.extra) checksums[a] = r.base64()
-      this.result = { size: this.size, md5Hex: this.md5.digest('hex'), sha256Hex: this.sha256.digest('hex'), checksums }
+      this.result = { size: this.size, md5Hex: this.md5.digest('hex'), checksums }
     }
     return this.result
   }

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import { PassThrough, type Readable } from 'node:stream'
 import type { BlobStore, StagedBlob } from '../blobs/blob-store'
 import { isDiskFull } from '../errors'
@@ -13,6 +14,12 @@ export interface BodySpec {
   signing: SigningContext
   /** Request headers (lower-case names). */
   headers: Record<string, string | string[] | undefined>
+  /**
+   * Called once the request has passed every check that can be made before its body: answers a
+   * client waiting on `Expect: 100-continue`, which otherwise never sends a body that would only
+   * be refused (an over-size or over-quota object is answered before a byte of it travels).
+   */
+  proceed?: () => void
 }
 
 export interface Ingested {
@@ -64,6 +71,7 @@ export async function ingest(store: Pick<BlobStore, 'stage' | 'discard'>, spec: 
   }
 
   const digest = new DigestStream(algorithms)
+  spec.proceed?.()
   const body = connect(spec.source, decoder, digest)
   let staged: StagedBlob
   try {
@@ -74,7 +82,8 @@ export async function ingest(store: Pick<BlobStore, 'stage' | 'discard'>, spec: 
   }
   try {
     const digests = digest.digests()
-    if (payload.kind === 'sha256' && payload.hex !== digests.sha256Hex) {
+    if (algorithms.includes('sha256')) digests.checksums.sha256 = Buffer.from(staged.sha256, 'hex').toString('base64')
+    if (payload.kind === 'sha256' && payload.hex !== staged.sha256) {
       throw new S3Error('XAmzContentSHA256Mismatch', 'The provided x-amz-content-sha256 header does not match what was computed.')
     }
     if (contentMd5 !== undefined && Buffer.from(contentMd5, 'base64').toString('hex') !== digests.md5Hex) {
@@ -146,12 +155,14 @@ export async function readSmallBody(spec: BodySpec, maxBytes: number): Promise<B
   // The staging area of this body is memory: it is small and bounded.
   const collector: Pick<BlobStore, 'stage' | 'discard'> = {
     stage: async (source, guard) => {
+      const hash = createHash('sha256')
       for await (const chunk of source as AsyncIterable<Buffer>) {
         size += chunk.length
         if (size > guard.maxBytes) throw guard.onOverflow()
+        hash.update(chunk)
         chunks.push(chunk)
       }
-      return { sha256: '', size, tmpPath: '' }
+      return { sha256: hash.digest('hex'), size, tmpPath: '' }
     },
     discard: async () => undefined,
   }

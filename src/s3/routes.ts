@@ -200,7 +200,15 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
       const target = request.s3Target!
       const auth = request.s3Auth!
       const tenant = auth.principal
-      const body = (): BodySpec => ({ source: request.raw, payload: auth.payload, signing: auth.signing, headers: request.headers })
+      const body = (): BodySpec => ({
+        source: request.raw,
+        payload: auth.payload,
+        signing: auth.signing,
+        headers: request.headers,
+        proceed: () => {
+          if (/^100-continue$/i.test(header(request, 'expect') ?? '') && !reply.raw.headersSent) reply.raw.writeContinue()
+        },
+      })
       if (target.bucket === undefined) return service(request, reply, tenant, target)
       if (target.key === undefined) return bucketOp(request, reply, tenant, target, body, auth)
       return objectOp(request, reply, tenant, target, body, auth)

@@ -57,6 +57,9 @@ export async function buildS3App(core: Core, opts: { logger: FastifyBaseLogger }
       return sendS3Error(request, reply, new S3Error('InvalidRequest', 'The request could not be parsed'))
     },
   })
+  // `Expect: 100-continue` is answered by the operation once its checks pass (BodySpec.proceed), not
+  // by Node at once: a refused upload is refused before its body is sent.
+  app.server.on('checkContinue', (req, res) => app.server.emit('request', req, res))
   app.removeAllContentTypeParsers()
   // Leave every body unread: the operations consume request.raw themselves.
   app.addContentTypeParser('*', (_request, _payload, done) => done(null, undefined))
