@@ -80,7 +80,7 @@ export class S3Buckets {
       const w = this.resolve(tenant, name)
       if (objects.hasLiveFiles(w.id)) throw new S3Error('BucketNotEmpty', 'The bucket you tried to delete is not empty', { BucketName: name })
       for (const uploadId of multipart.idsInWorkspace(w.id)) this.dropBlobs(multipart.delete(uploadId))
-      workspaces.softDeleteWithFiles(tenant.id, w.id, clock.now())
+      workspaces.softDelete(tenant.id, w.id, clock.now())
     }).immediate()
   }
 

@@ -70,12 +70,18 @@ export function fromAppError(err: AppError): S3Error {
     case 'QUOTA_EXCEEDED':
       return new S3Error('QuotaExceeded', err.message)
     case 'FILE_TOO_LARGE':
+    case 'BODY_TOO_LARGE':
     case 'PAYLOAD_TOO_LARGE':
       return new S3Error('EntityTooLarge', err.message)
     case 'FILE_NOT_FOUND':
       return new S3Error('NoSuchKey', 'The specified key does not exist.')
     case 'WORKSPACE_NOT_FOUND':
       return new S3Error('NoSuchBucket', 'The specified bucket does not exist')
+    case 'PRECONDITION_FAILED':
+      return new S3Error('PreconditionFailed', 'At least one of the pre-conditions you specified did not hold')
+    case 'RANGE_NOT_SATISFIABLE':
+      // The renderer (http/send-blob.ts) has set Content-Range: bytes */size already.
+      return new S3Error('InvalidRange', 'The requested range is not satisfiable')
     case 'RATE_LIMITED':
       return new S3Error('SlowDown', 'Please reduce your request rate.')
     case 'INSUFFICIENT_STORAGE':

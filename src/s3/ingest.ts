@@ -125,12 +125,13 @@ function toIngestError(err: unknown): Error {
 }
 
 /** A stream of the given blobs one after another (multipart completion, copies). */
-export function concatenate(open: (sha256: string) => Readable, shas: string[]): Readable {
+export function concatenate(open: (sha256: string) => Promise<Buffer | Readable>, shas: string[]): Readable {
   const out = new PassThrough({ highWaterMark: 1024 * 1024 })
   void (async () => {
     try {
       for (const sha of shas) {
-        for await (const chunk of open(sha)) {
+        const body = await open(sha)
+        for await (const chunk of Buffer.isBuffer(body) ? [body] : (body as AsyncIterable<Buffer>)) {
           if (!out.write(chunk)) await new Promise<void>((resolve, reject) => {
             out.once('drain', resolve)
             out.once('close', () => reject(new Error('closed')))

@@ -9,7 +9,6 @@ import { S3Error, fromAppError } from './errors'
 import { concatenate, ingest, type BodySpec } from './ingest'
 import { checkKey, type ObjectInput, type S3Objects } from './objects'
 import type { S3Buckets, S3Deps } from './buckets'
-import { openBlob } from '../blobs/read'
 import type { StagedBlob } from '../blobs/blob-store'
 
 export const MIN_PART_BYTES = 5 * 1024 * 1024
@@ -60,7 +59,7 @@ export class S3Multipart {
   async uploadPartCopy(tenant: AuthenticatedTenant, bucket: string, key: string, uploadId: string, partNumber: number, source: ObjectRow, range: { start: number; end: number } | undefined) {
     const { w, upload } = this.upload(tenant, bucket, key, uploadId)
     const replaced = this.deps.multipart.part(upload.id, partNumber)?.size ?? 0
-    const stream = source.size === 0 ? emptyStream() : openBlob(this.deps.store, source.sha256, range ?? { start: 0, end: source.size - 1 })
+    const stream = source.size === 0 ? emptyStream() : asStream((await this.deps.store.open(source.sha256, range ?? { start: 0, end: source.size - 1 })).body)
     const ingested = await ingest(this.deps.store, { source: stream, payload: { kind: 'unsigned' }, signing: { key: Buffer.alloc(0), amzDate: '', scope: '', seedSignature: '' }, headers: {} }, this.objects.writeLimit(tenant, w, replaced, MAX_PART_BYTES))
     await this.commitPart(tenant, w, upload, partNumber, ingested.staged, ingested.digests.md5Hex)
     return { etag: `"${ingested.digests.md5Hex}"`, lastModified: this.deps.clock.now() }
@@ -118,7 +117,7 @@ export class S3Multipart {
     }
     const etag = `"${createHash('md5').update(Buffer.concat(chosen.map((p) => Buffer.from(p.md5, 'hex')))).digest('hex')}-${chosen.length}"`
     const total = chosen.reduce((n, p) => n + p.size, 0)
-    const body = concatenate((sha) => openBlob(this.deps.store, sha), chosen.map((p) => p.sha256))
+    const body = concatenate(async (sha) => (await this.deps.store.open(sha)).body, chosen.map((p) => p.sha256))
     // The assembled object takes no more room than its parts, which are charged already.
     const staged = await this.deps.store.stage(body, { maxBytes: total, onOverflow: () => new S3Error('InternalError', 'parts changed during completion') })
     if (staged.size !== total) {
@@ -181,4 +180,9 @@ function normalizeEtag(etag: string): string {
 
 function emptyStream(): Readable {
   return Readable.from([])
+}
+
+/** Small blobs open as one Buffer (BlobStore.open): a stream of it. */
+function asStream(body: Buffer | Readable): Readable {
+  return Buffer.isBuffer(body) ? Readable.from([body]) : body
 }

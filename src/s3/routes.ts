@@ -11,7 +11,8 @@ import { etagOf, type ObjectInput } from './objects'
 import { listPage, prefixEnd } from './listing'
 import { MAX_PARTS } from './multipart'
 import { awsEncode } from './sigv4'
-import { sendObject, evaluateConditions } from './render'
+import { sendObject } from './render'
+import { copySourceHolds } from './conditions'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -464,7 +465,7 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
   /** x-amz-copy-source-if-* preconditions, as GetObject's conditionals but answered 412. */
   function copyConditions(request: Req) {
     return (source: ObjectRow) => {
-      const outcome = evaluateConditions(
+      const holds = copySourceHolds(
         {
           ifMatch: header(request, 'x-amz-copy-source-if-match'),
           ifNoneMatch: header(request, 'x-amz-copy-source-if-none-match'),
@@ -474,7 +475,7 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
         etagOf(source),
         source.completedAt,
       )
-      if (outcome !== 'ok') throw new S3Error('PreconditionFailed', 'At least one of the pre-conditions you specified did not hold')
+      if (!holds) throw new S3Error('PreconditionFailed', 'At least one of the pre-conditions you specified did not hold')
     }
   }
 

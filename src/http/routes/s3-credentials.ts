@@ -1,7 +1,8 @@
 import { Type } from '@sinclair/typebox'
 import type { App } from '../types'
 import type { Core } from '../../core'
-import { IsoTime, PathId, withErrors } from '../schemas/common'
+import { IsoTime, PathId } from '../../contract/common'
+import { withErrors } from '../responses'
 
 const CreatedCredential = Type.Object({
   accessKeyId: Type.String(),
