@@ -70,11 +70,18 @@ t.test('serve --ephemeral: one JSON line on stdout, a working tenant, logs on st
   // The S3 endpoint and pair work, and see the API's upload as an object.
   const s3 = new S3Client({ endpoint: info.s3.endpoint, region: info.s3.region, forcePathStyle: true, credentials: info.s3 })
   t.teardown(() => s3.destroy())
-  const ws = await fetch(`${info.url}/api/v1/workspaces`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ name: 'CI', slug: 'ci-bucket' }) })
+  const ws = await fetch(`${info.url}/api/v1/workspaces`, {
+    method: 'POST',
+    headers: { ...auth, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'CI', slug: 'ci-bucket' }),
+  })
   t.equal(ws.status, 201)
   await s3.send(new PutObjectCommand({ Bucket: 'ci-bucket', Key: 'hello.txt', Body: 'hello over S3' }))
   t.equal(await (await s3.send(new GetObjectCommand({ Bucket: 'ci-bucket', Key: 'hello.txt' }))).Body!.transformToString(), 'hello over S3')
-  t.same((await s3.send(new ListObjectsV2Command({ Bucket: 'ci-bucket' }))).Contents?.map((o) => o.Key), ['hello.txt'])
+  t.same(
+    (await s3.send(new ListObjectsV2Command({ Bucket: 'ci-bucket' }))).Contents?.map((o) => o.Key),
+    ['hello.txt'],
+  )
 
   server.child.kill('SIGTERM')
   t.equal(await server.exited, 0, 'SIGTERM exits 0')

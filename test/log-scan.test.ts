@@ -13,7 +13,12 @@ t.test('the log scanner recognises every kind of credential and passes clean lin
   t.same(findSecrets('{"url":"/api/v1/upload/x?expires=1&token=[REDACTED]","sha256":"' + 'ab'.repeat(32) + '"}'), [])
   t.same(findSecrets('{"secretAccessKey":"' + 'Ab1+/'.repeat(8) + '"}'), ['S3 secret access key'])
   t.same(findSecrets('{"url":"/b/k?X-Amz-Credential=CK&X-Amz-Signature=' + 'ab'.repeat(32) + '"}'), ['S3 presigned URL signature'])
-  t.same(findSecrets('{"h":"AWS4-HMAC-SHA256 Credential=CKAAAAAAAAAAAAAAAAAA/20260101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=' + 'ab'.repeat(32) + '"}'), ['SigV4 Authorization header'])
+  t.same(
+    findSecrets(
+      '{"h":"AWS4-HMAC-SHA256 Credential=CKAAAAAAAAAAAAAAAAAA/20260101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=' + 'ab'.repeat(32) + '"}',
+    ),
+    ['SigV4 Authorization header'],
+  )
   t.same(findSecrets('{"url":"/b/k?X-Amz-Signature=[REDACTED]","secretAccessKey":"[REDACTED]"}'), [])
 })
 

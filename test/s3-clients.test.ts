@@ -55,7 +55,7 @@ function writeTree(dir: string): Record<string, Buffer> {
     'sub/b.bin': pattern(200_000, 2),
     'sub/deeper/c with space.dat': pattern(3_333, 3),
     'ünïcödé.txt': Buffer.from('unicode name\n'),
-    'empty': Buffer.alloc(0),
+    empty: Buffer.alloc(0),
   }
   for (const [name, data] of Object.entries(files)) {
     fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true })
@@ -78,7 +78,13 @@ t.test('AWS CLI: s3 mb/cp/ls/sync/rm and s3api multipart and presign', { skip: m
   const home = tempDir(t, 'coffer-awscli-')
   fs.mkdirSync(path.join(home, '.aws'))
   fs.writeFileSync(path.join(home, '.aws', 'config'), '[default]\nregion = us-east-1\ns3 =\n  addressing_style = path\n')
-  const env = { HOME: home, AWS_ACCESS_KEY_ID: ctx.credentials.accessKeyId, AWS_SECRET_ACCESS_KEY: ctx.credentials.secretAccessKey, AWS_EC2_METADATA_DISABLED: 'true', AWS_PAGER: '' }
+  const env = {
+    HOME: home,
+    AWS_ACCESS_KEY_ID: ctx.credentials.accessKeyId,
+    AWS_SECRET_ACCESS_KEY: ctx.credentials.secretAccessKey,
+    AWS_EC2_METADATA_DISABLED: 'true',
+    AWS_PAGER: '',
+  }
   const aws = (...args: string[]) => run('/usr/bin/aws', ['--endpoint-url', ctx.endpoint, ...args], env, home)
 
   await ok(t, aws('s3', 'mb', 's3://cli-bucket'), 'aws s3 mb')
@@ -105,12 +111,80 @@ t.test('AWS CLI: s3 mb/cp/ls/sync/rm and s3api multipart and presign', { skip: m
   fs.writeFileSync(path.join(home, 'part1'), part)
   fs.writeFileSync(path.join(home, 'part2'), Buffer.from('tail'))
   const created = JSON.parse(await ok(t, aws('s3api', 'create-multipart-upload', '--bucket', 'cli-bucket', '--key', 'manual.bin'), 'create-multipart-upload'))
-  const e1 = JSON.parse(await ok(t, aws('s3api', 'upload-part', '--bucket', 'cli-bucket', '--key', 'manual.bin', '--part-number', '1', '--upload-id', created.UploadId, '--body', path.join(home, 'part1')), 'upload-part 1')).ETag
-  const e2 = JSON.parse(await ok(t, aws('s3api', 'upload-part', '--bucket', 'cli-bucket', '--key', 'manual.bin', '--part-number', '2', '--upload-id', created.UploadId, '--body', path.join(home, 'part2')), 'upload-part 2')).ETag
-  const parts = JSON.parse(await ok(t, aws('s3api', 'list-parts', '--bucket', 'cli-bucket', '--key', 'manual.bin', '--upload-id', created.UploadId), 'list-parts'))
-  t.same(parts.Parts.map((p: { PartNumber: number }) => p.PartNumber), [1, 2])
-  fs.writeFileSync(path.join(home, 'parts.json'), JSON.stringify({ Parts: [{ PartNumber: 1, ETag: e1 }, { PartNumber: 2, ETag: e2 }] }))
-  const done = JSON.parse(await ok(t, aws('s3api', 'complete-multipart-upload', '--bucket', 'cli-bucket', '--key', 'manual.bin', '--upload-id', created.UploadId, '--multipart-upload', `file://${path.join(home, 'parts.json')}`), 'complete-multipart-upload'))
+  const e1 = JSON.parse(
+    await ok(
+      t,
+      aws(
+        's3api',
+        'upload-part',
+        '--bucket',
+        'cli-bucket',
+        '--key',
+        'manual.bin',
+        '--part-number',
+        '1',
+        '--upload-id',
+        created.UploadId,
+        '--body',
+        path.join(home, 'part1'),
+      ),
+      'upload-part 1',
+    ),
+  ).ETag
+  const e2 = JSON.parse(
+    await ok(
+      t,
+      aws(
+        's3api',
+        'upload-part',
+        '--bucket',
+        'cli-bucket',
+        '--key',
+        'manual.bin',
+        '--part-number',
+        '2',
+        '--upload-id',
+        created.UploadId,
+        '--body',
+        path.join(home, 'part2'),
+      ),
+      'upload-part 2',
+    ),
+  ).ETag
+  const parts = JSON.parse(
+    await ok(t, aws('s3api', 'list-parts', '--bucket', 'cli-bucket', '--key', 'manual.bin', '--upload-id', created.UploadId), 'list-parts'),
+  )
+  t.same(
+    parts.Parts.map((p: { PartNumber: number }) => p.PartNumber),
+    [1, 2],
+  )
+  fs.writeFileSync(
+    path.join(home, 'parts.json'),
+    JSON.stringify({
+      Parts: [
+        { PartNumber: 1, ETag: e1 },
+        { PartNumber: 2, ETag: e2 },
+      ],
+    }),
+  )
+  const done = JSON.parse(
+    await ok(
+      t,
+      aws(
+        's3api',
+        'complete-multipart-upload',
+        '--bucket',
+        'cli-bucket',
+        '--key',
+        'manual.bin',
+        '--upload-id',
+        created.UploadId,
+        '--multipart-upload',
+        `file://${path.join(home, 'parts.json')}`,
+      ),
+      'complete-multipart-upload',
+    ),
+  )
   t.match(done.ETag, /-2"$/)
   const head = JSON.parse(await ok(t, aws('s3api', 'head-object', '--bucket', 'cli-bucket', '--key', 'manual.bin'), 'head-object'))
   t.equal(head.ContentLength, part.length + 4)
@@ -222,5 +296,3 @@ t.test('s3cmd: mb, put (multipart), ls, get, del', { skip: missing }, async (t) 
   await ok(t, s3cmd('del', 's3://s3cmd-bucket/dir/big.bin', 's3://s3cmd-bucket/small.txt'), 's3cmd del')
   await ok(t, s3cmd('rb', 's3://s3cmd-bucket'), 's3cmd rb')
 })
-
-

@@ -42,7 +42,9 @@ async function start(cwd: string): Promise<{ server: Running; api: string; s3: s
 
 t.test(`S3 writes under SIGKILL (${KILLS} kills): nothing acknowledged is lost`, async (t) => {
   const cwd = tempDir(t, 'coffer-s3crash-')
-  let { server, api, s3 } = await start(cwd)
+  const first = await start(cwd)
+  const api = first.api
+  let { server, s3 } = first
   t.teardown(() => void server.child.kill('SIGKILL'))
   const tenant = await createTenantOverHttp(api, ADMIN, { name: 's3crash', quotaBytes: 1024 ** 3 })
   const credRes = await fetch(`${api}/api/v1/admin/tenants/${tenant.id}/s3-credentials`, { method: 'POST', headers: { authorization: `Bearer ${ADMIN}` } })
@@ -74,7 +76,19 @@ t.test(`S3 writes under SIGKILL (${KILLS} kills): nothing acknowledged is lost`,
           const { UploadId } = await c.send(new CreateMultipartUploadCommand({ Bucket: 'crash', Key: key }))
           const e1 = await c.send(new UploadPartCommand({ Bucket: 'crash', Key: key, UploadId, PartNumber: 1, Body: p1 }))
           const e2 = await c.send(new UploadPartCommand({ Bucket: 'crash', Key: key, UploadId, PartNumber: 2, Body: p2 }))
-          await c.send(new CompleteMultipartUploadCommand({ Bucket: 'crash', Key: key, UploadId, MultipartUpload: { Parts: [{ PartNumber: 1, ETag: e1.ETag }, { PartNumber: 2, ETag: e2.ETag }] } }))
+          await c.send(
+            new CompleteMultipartUploadCommand({
+              Bucket: 'crash',
+              Key: key,
+              UploadId,
+              MultipartUpload: {
+                Parts: [
+                  { PartNumber: 1, ETag: e1.ETag },
+                  { PartNumber: 2, ETag: e2.ETag },
+                ],
+              },
+            }),
+          )
           acked.set(key, sha(Buffer.concat([p1, p2])))
           stats.multipart++
         } else if (acked.size > 0) {
@@ -99,7 +113,7 @@ t.test(`S3 writes under SIGKILL (${KILLS} kills): nothing acknowledged is lost`,
     stop.now = true
     await Promise.all(workers)
     s3c.destroy()
-    ;({ server, api, s3 } = await start(cwd))
+    ;({ server, s3 } = await start(cwd))
     s3c = client(s3)
 
     // Every acknowledged object that no delete was sent for reads back byte for byte.

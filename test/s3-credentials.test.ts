@@ -23,13 +23,25 @@ t.test('admin API: create (secret once), list (ids only), revoke; foreign ids an
   t.match(second.json(), { accessKeyId: /^CK/, secretAccessKey: /.{40}/, createdAt: /^\d{4}-\d\d-\d\dT/ })
   const list = await app.inject({ method: 'GET', url: `/api/v1/admin/tenants/${tenant.id}/s3-credentials`, headers: admin })
   t.equal(list.statusCode, 200)
-  t.same(list.json().credentials.map((c: { accessKeyId: string }) => c.accessKeyId).sort(), [credentials.accessKeyId, second.json().accessKeyId].sort())
+  t.same(
+    list
+      .json()
+      .credentials.map((c: { accessKeyId: string }) => c.accessKeyId)
+      .sort(),
+    [credentials.accessKeyId, second.json().accessKeyId].sort(),
+  )
   t.notOk(list.body.includes(credentials.secretAccessKey))
 
   t.equal((await app.inject({ method: 'POST', url: `/api/v1/admin/tenants/${tenant.id}/s3-credentials` })).statusCode, 401, 'admin key required')
-  t.equal((await app.inject({ method: 'POST', url: '/api/v1/admin/tenants/00000000-0000-7000-8000-000000000000/s3-credentials', headers: admin })).statusCode, 404)
+  t.equal(
+    (await app.inject({ method: 'POST', url: '/api/v1/admin/tenants/00000000-0000-7000-8000-000000000000/s3-credentials', headers: admin })).statusCode,
+    404,
+  )
   t.equal((await app.inject({ method: 'GET', url: '/api/v1/admin/tenants/nope/s3-credentials', headers: admin })).statusCode, 404)
-  t.equal((await app.inject({ method: 'DELETE', url: `/api/v1/admin/tenants/${tenant.id}/s3-credentials/CKNOTAKEY0000000000X`, headers: admin })).statusCode, 404)
+  t.equal(
+    (await app.inject({ method: 'DELETE', url: `/api/v1/admin/tenants/${tenant.id}/s3-credentials/CKNOTAKEY0000000000X`, headers: admin })).statusCode,
+    404,
+  )
 
   // Sealed at rest: neither the database nor its WAL holds a secret in the clear.
   for (const f of fs.readdirSync(dir).filter((n) => n.startsWith('coffer.db'))) {

@@ -30,12 +30,26 @@ async function workspaceId(ctx: S3Context, slug: string): Promise<string> {
 t.test('an S3 bucket is a workspace; an API workspace is a bucket', async (t) => {
   const ctx = await makeS3(t)
   await ctx.client.send(new CreateBucketCommand({ Bucket: 'from-s3' }))
-  const created = await ctx.app.inject({ method: 'POST', url: '/api/v1/workspaces', headers: ctx.tenant.headers, payload: { name: 'From the API', slug: 'from-api' } })
+  const created = await ctx.app.inject({
+    method: 'POST',
+    url: '/api/v1/workspaces',
+    headers: ctx.tenant.headers,
+    payload: { name: 'From the API', slug: 'from-api' },
+  })
   t.equal(created.statusCode, 201)
   const res = await ctx.app.inject({ method: 'GET', url: '/api/v1/workspaces', headers: ctx.tenant.headers })
-  t.same(res.json().workspaces.map((w: { slug: string }) => w.slug).sort(), ['from-api', 'from-s3'])
+  t.same(
+    res
+      .json()
+      .workspaces.map((w: { slug: string }) => w.slug)
+      .sort(),
+    ['from-api', 'from-s3'],
+  )
   const buckets = await ctx.client.send(new ListBucketsCommand({}))
-  t.same(buckets.Buckets?.map((b) => b.Name), ['from-api', 'from-s3'])
+  t.same(
+    buckets.Buckets?.map((b) => b.Name),
+    ['from-api', 'from-s3'],
+  )
 })
 
 t.test('objects written through S3 are listed, downloaded and deleted through the API', async (t) => {
@@ -81,7 +95,10 @@ t.test('files uploaded through the API into a workspace are objects <fileId>/<fi
 
   const key = `${up.fileId}/cat photo.png`
   const list = await ctx.client.send(new ListObjectsV2Command({ Bucket: 'api-files' }))
-  t.same(list.Contents?.map((o) => [o.Key, o.Size]), [[key, bytes.length]])
+  t.same(
+    list.Contents?.map((o) => [o.Key, o.Size]),
+    [[key, bytes.length]],
+  )
   const sha = createHash('sha256').update(bytes).digest('hex')
   t.equal(list.Contents?.[0]?.ETag, `"${sha}"`, 'API uploads carry their content address as ETag')
   const got = await ctx.client.send(new GetObjectCommand({ Bucket: 'api-files', Key: key }))
@@ -103,7 +120,10 @@ t.test('quotas: S3 writes refused at the workspace and tenant limits; multipart 
   const patch = await ctx.app.inject({ method: 'PATCH', url: `/api/v1/workspaces/${wsId}`, headers: ctx.tenant.headers, payload: { quotaBytes: 10_000 } })
   t.equal(patch.statusCode, 200)
   await ctx.client.send(new PutObjectCommand({ Bucket: 'quota', Key: 'fits', Body: pattern(6_000) }))
-  await t.rejects(ctx.client.send(new PutObjectCommand({ Bucket: 'quota', Key: 'too-much', Body: pattern(5_000) })), { name: 'QuotaExceeded', $metadata: { httpStatusCode: 403 } })
+  await t.rejects(ctx.client.send(new PutObjectCommand({ Bucket: 'quota', Key: 'too-much', Body: pattern(5_000) })), {
+    name: 'QuotaExceeded',
+    $metadata: { httpStatusCode: 403 },
+  })
   // Replacing a key counts the bytes it frees.
   await ctx.client.send(new PutObjectCommand({ Bucket: 'quota', Key: 'fits', Body: pattern(9_000) }))
   t.same(await usage(ctx, wsId), { tenant: 9_000, workspace: 9_000 })
@@ -113,7 +133,12 @@ t.test('quotas: S3 writes refused at the workspace and tenant limits; multipart 
   await ctx.client.send(new UploadPartCommand({ Bucket: 'quota', Key: 'mp', UploadId, PartNumber: 1, Body: pattern(5 * 1024 * 1024) }))
   t.same(await usage(ctx, wsId), { tenant: 9_000 + 5 * 1024 * 1024, workspace: 9_000 + 5 * 1024 * 1024 }, 'parts are reserved')
   // The parts' reservation counts against API uploads too.
-  const api = await ctx.app.inject({ method: 'POST', url: '/api/v1/upload/request', headers: ctx.tenant.headers, payload: { fileType: 'image/png', fileName: 'x.png', fileSizeBytes: 1024 * 1024 } })
+  const api = await ctx.app.inject({
+    method: 'POST',
+    url: '/api/v1/upload/request',
+    headers: ctx.tenant.headers,
+    payload: { fileType: 'image/png', fileName: 'x.png', fileSizeBytes: 1024 * 1024 },
+  })
   t.equal(api.statusCode, 403)
   t.equal(api.json().error.code, 'QUOTA_EXCEEDED')
 
@@ -137,7 +162,19 @@ t.test('multipart parts survive a restart and a full garbage collection, then co
   const gc = second.core.gc.collect(true)
   t.equal(gc.blobsRemoved, 0, 'a full collection keeps the blobs of parts')
   const e2 = await second.client.send(new UploadPartCommand({ Bucket: 'durable', Key: 'resumed.bin', UploadId, PartNumber: 2, Body: p2 }))
-  await second.client.send(new CompleteMultipartUploadCommand({ Bucket: 'durable', Key: 'resumed.bin', UploadId, MultipartUpload: { Parts: [{ PartNumber: 1, ETag: e1.ETag }, { PartNumber: 2, ETag: e2.ETag }] } }))
+  await second.client.send(
+    new CompleteMultipartUploadCommand({
+      Bucket: 'durable',
+      Key: 'resumed.bin',
+      UploadId,
+      MultipartUpload: {
+        Parts: [
+          { PartNumber: 1, ETag: e1.ETag },
+          { PartNumber: 2, ETag: e2.ETag },
+        ],
+      },
+    }),
+  )
   const got = await second.client.send(new GetObjectCommand({ Bucket: 'durable', Key: 'resumed.bin' }))
   t.ok(Buffer.from(await got.Body!.transformToByteArray()).equals(Buffer.concat([p1, p2])))
   const wsId = await workspaceId(second, 'durable')
@@ -163,9 +200,17 @@ t.test('concurrent S3 and API writes never pass the quota, and usage stays exact
   const ctx = await makeS3(t, {}, { quotaBytes: 100_000 })
   await ctx.client.send(new CreateBucketCommand({ Bucket: 'race' }))
   const wsId = await workspaceId(ctx, 'race')
-  const s3Writes = Array.from({ length: 12 }, (_, i) => ctx.client.send(new PutObjectCommand({ Bucket: 'race', Key: `s3-${i}`, Body: pattern(10_000, i) })).then(() => 10_000, () => 0))
+  const s3Writes = Array.from({ length: 12 }, (_, i) =>
+    ctx.client.send(new PutObjectCommand({ Bucket: 'race', Key: `s3-${i}`, Body: pattern(10_000, i) })).then(
+      () => 10_000,
+      () => 0,
+    ),
+  )
   const apiWrites = Array.from({ length: 12 }, (_, i) =>
-    upload(ctx.app, ctx.tenant.headers, { bytes: fileBytes('image/png', 10_000, i), declare: i % 2 === 0, extra: { workspaceId: wsId } }).then((r) => (r.put.statusCode === 200 ? 10_000 : 0), () => 0),
+    upload(ctx.app, ctx.tenant.headers, { bytes: fileBytes('image/png', 10_000, i), declare: i % 2 === 0, extra: { workspaceId: wsId } }).then(
+      (r) => (r.put.statusCode === 200 ? 10_000 : 0),
+      () => 0,
+    ),
   )
   const stored = (await Promise.all([...s3Writes, ...apiWrites])).reduce((a, b) => a + b, 0)
   t.ok(stored <= 100_000, `stored ${stored} of a 100000-byte quota`)

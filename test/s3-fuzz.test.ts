@@ -60,14 +60,22 @@ t.test('S3 fuzz', async (t) => {
     )
     await fc.assert(
       fc.asyncProperty(mutate, fc.option(text), async (authorization, date) =>
-        expectSane(t, ctx, { ...base, headers: { ...(base.headers as Record<string, string>), authorization, ...(date !== null ? { 'x-amz-date': date } : {}) } }),
+        expectSane(t, ctx, {
+          ...base,
+          headers: { ...(base.headers as Record<string, string>), authorization, ...(date !== null ? { 'x-amz-date': date } : {}) },
+        }),
       ),
       { numRuns: RUNS, ...SEED },
     )
-    const params = fc.dictionary(fc.constantFrom('X-Amz-Algorithm', 'X-Amz-Credential', 'X-Amz-Date', 'X-Amz-Expires', 'X-Amz-SignedHeaders', 'X-Amz-Signature', 'X-Amz-Content-Sha256'), text)
+    const params = fc.dictionary(
+      fc.constantFrom('X-Amz-Algorithm', 'X-Amz-Credential', 'X-Amz-Date', 'X-Amz-Expires', 'X-Amz-SignedHeaders', 'X-Amz-Signature', 'X-Amz-Content-Sha256'),
+      text,
+    )
     await fc.assert(
       fc.asyncProperty(params, async (q) => {
-        const qs = Object.entries(q).map(([k, v]) => `${k}=${encodeURIComponent(v)}`).join('&')
+        const qs = Object.entries(q)
+          .map(([k, v]) => `${k}=${encodeURIComponent(v)}`)
+          .join('&')
         return expectSane(t, ctx, { method: 'GET', url: `/fuzz/existing?${qs}` })
       }),
       { numRuns: RUNS, ...SEED },
@@ -83,7 +91,12 @@ t.test('S3 fuzz', async (t) => {
       fc.constant('<CompleteMultipartUpload><Part><PartNumber>99999999999</PartNumber></Part></CompleteMultipartUpload>'),
       fc.constant('<CreateBucketConfiguration><LocationConstraint>mars-1</LocationConstraint></CreateBucketConfiguration>'),
       fc.constant(`<Delete>${'<Object><Key>k</Key></Object>'.repeat(1001)}</Delete>`),
-      fc.array(fc.constantFrom('<Delete>', '</Delete>', '<Object>', '</Object>', '<Key>', '</Key>', 'k', '<Quiet>true</Quiet>', '&amp;', '&bogus;', '<![CDATA[x]]>'), { maxLength: 30 }).map((a) => a.join('')),
+      fc
+        .array(
+          fc.constantFrom('<Delete>', '</Delete>', '<Object>', '</Object>', '<Key>', '</Key>', 'k', '<Quiet>true</Quiet>', '&amp;', '&bogus;', '<![CDATA[x]]>'),
+          { maxLength: 30 },
+        )
+        .map((a) => a.join('')),
     )
     const targets: { method: string; path: string; query?: Record<string, string> }[] = [
       { method: 'POST', path: '/fuzz', query: { delete: '' } },
@@ -102,24 +115,30 @@ t.test('S3 fuzz', async (t) => {
       text,
       fc.constant(valid),
       fc.nat({ max: valid.length }).map((n) => valid.slice(0, n)),
-      fc.tuple(fc.nat({ max: valid.length - 1 }), fc.string({ unit: 'binary', minLength: 1, maxLength: 3 })).map(([i, s]) => valid.slice(0, i) + s + valid.slice(i + 1)),
+      fc
+        .tuple(fc.nat({ max: valid.length - 1 }), fc.string({ unit: 'binary', minLength: 1, maxLength: 3 }))
+        .map(([i, s]) => valid.slice(0, i) + s + valid.slice(i + 1)),
       fc.constant('ffffffffffffff\r\nabc'),
       fc.constant(`${'1;'.repeat(3000)}\r\n`),
     )
     const modes = fc.constantFrom('STREAMING-UNSIGNED-PAYLOAD-TRAILER', 'STREAMING-AWS4-HMAC-SHA256-PAYLOAD', 'STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER')
     await fc.assert(
-      fc.asyncProperty(framing, modes, fc.constantFrom('x-amz-checksum-crc32', 'x-amz-checksum-sha256', 'x-amz-checksum-bogus', ''), async (payload, mode, trailer) =>
-        expectSane(
-          t,
-          ctx,
-          await signedRequest(ctx, {
-            method: 'PUT',
-            path: '/fuzz/chunked',
-            payload,
-            payloadHash: mode,
-            headers: { 'content-encoding': 'aws-chunked', ...(trailer ? { 'x-amz-trailer': trailer } : {}), 'x-amz-decoded-content-length': '5' },
-          }),
-        ),
+      fc.asyncProperty(
+        framing,
+        modes,
+        fc.constantFrom('x-amz-checksum-crc32', 'x-amz-checksum-sha256', 'x-amz-checksum-bogus', ''),
+        async (payload, mode, trailer) =>
+          expectSane(
+            t,
+            ctx,
+            await signedRequest(ctx, {
+              method: 'PUT',
+              path: '/fuzz/chunked',
+              payload,
+              payloadHash: mode,
+              headers: { 'content-encoding': 'aws-chunked', ...(trailer ? { 'x-amz-trailer': trailer } : {}), 'x-amz-decoded-content-length': '5' },
+            }),
+          ),
       ),
       { numRuns: RUNS, ...SEED },
     )
@@ -128,18 +147,38 @@ t.test('S3 fuzz', async (t) => {
   await t.test('keys and listing parameters', async (t) => {
     const op = fc.constantFrom('PUT', 'GET', 'HEAD', 'DELETE')
     await fc.assert(
-      fc.asyncProperty(op, keyArb, async (method, key) => expectSane(t, ctx, await signedRequest(ctx, { method, path: `/fuzz/${encodeKey(key)}`, ...(method === 'PUT' ? { payload: 'v' } : {}) }))),
+      fc.asyncProperty(op, keyArb, async (method, key) =>
+        expectSane(t, ctx, await signedRequest(ctx, { method, path: `/fuzz/${encodeKey(key)}`, ...(method === 'PUT' ? { payload: 'v' } : {}) })),
+      ),
       { numRuns: RUNS, ...SEED },
     )
     const params = fc.dictionary(
-      fc.constantFrom('list-type', 'prefix', 'delimiter', 'max-keys', 'marker', 'continuation-token', 'start-after', 'encoding-type', 'fetch-owner', 'uploads', 'max-uploads', 'key-marker', 'acl', 'versions'),
+      fc.constantFrom(
+        'list-type',
+        'prefix',
+        'delimiter',
+        'max-keys',
+        'marker',
+        'continuation-token',
+        'start-after',
+        'encoding-type',
+        'fetch-owner',
+        'uploads',
+        'max-uploads',
+        'key-marker',
+        'acl',
+        'versions',
+      ),
       fc.oneof(text, fc.constantFrom('2', '0', '-1', '1000000', 'url', '/')),
     )
     await fc.assert(
       fc.asyncProperty(params, async (query) => expectSane(t, ctx, await signedRequest(ctx, { method: 'GET', path: '/fuzz', query }))),
       { numRuns: RUNS, ...SEED },
     )
-    const objParams = fc.dictionary(fc.constantFrom('partNumber', 'uploadId', 'versionId', 'response-content-type', 'tagging', 'max-parts', 'part-number-marker'), fc.oneof(text, fc.constant(uploadId)))
+    const objParams = fc.dictionary(
+      fc.constantFrom('partNumber', 'uploadId', 'versionId', 'response-content-type', 'tagging', 'max-parts', 'part-number-marker'),
+      fc.oneof(text, fc.constant(uploadId)),
+    )
     await fc.assert(
       fc.asyncProperty(fc.constantFrom('GET', 'PUT', 'POST', 'DELETE'), objParams, async (method, query) =>
         expectSane(t, ctx, await signedRequest(ctx, { method, path: '/fuzz/mp', query, ...(method === 'PUT' || method === 'POST' ? { payload: 'x' } : {}) })),

@@ -112,10 +112,25 @@ class NodeSha256 {
 }
 
 /** Percent-encodes a key as S3 clients do (every byte but unreserved characters and `/`). */
-export const encodeKey = (key: string) => key.split('/').map((s) => encodeURIComponent(s).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)).join('/')
+export const encodeKey = (key: string) =>
+  key
+    .split('/')
+    .map((s) => encodeURIComponent(s).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`))
+    .join('/')
 
 /** A request signed by the AWS SDK's own signer, for `inject` into the S3 app. */
-export async function signedRequest(ctx: Pick<S3Context, 'credentials' | 'endpoint'>, req: { method: string; path: string; host?: string; query?: Record<string, string>; headers?: Record<string, string>; payload?: string | Buffer; payloadHash?: string }): Promise<InjectOptions> {
+export async function signedRequest(
+  ctx: Pick<S3Context, 'credentials' | 'endpoint'>,
+  req: {
+    method: string
+    path: string
+    host?: string
+    query?: Record<string, string>
+    headers?: Record<string, string>
+    payload?: string | Buffer
+    payloadHash?: string
+  },
+): Promise<InjectOptions> {
   const signer = new SignatureV4({ service: 's3', region: 'us-east-1', credentials: ctx.credentials, sha256: NodeSha256, uriEscapePath: false })
   const host = ctx.endpoint.replace('http://', '')
   const signed = await signer.sign({
@@ -126,7 +141,13 @@ export async function signedRequest(ctx: Pick<S3Context, 'credentials' | 'endpoi
     query: req.query ?? {},
     headers: { host: req.host ?? host, 'x-amz-content-sha256': req.payloadHash ?? 'UNSIGNED-PAYLOAD', ...req.headers },
   })
-  const qs = Object.entries(req.query ?? {}).map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join('&')
-  return { method: req.method as 'GET', url: qs ? `${req.path}?${qs}` : req.path, headers: signed.headers, ...(req.payload !== undefined ? { payload: req.payload } : {}) }
+  const qs = Object.entries(req.query ?? {})
+    .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`)
+    .join('&')
+  return {
+    method: req.method as 'GET',
+    url: qs ? `${req.path}?${qs}` : req.path,
+    headers: signed.headers,
+    ...(req.payload !== undefined ? { payload: req.payload } : {}),
+  }
 }
-

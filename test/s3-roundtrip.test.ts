@@ -49,7 +49,9 @@ async function start(t: Test, env: Record<string, string> = {}) {
   t.teardown(() => void server.child.kill('SIGKILL'))
   const api = /coffer listening on (http:\/\/[^\s"]+)/.exec(server.lines.join('\n'))![1]!
   const tenant = await createTenantOverHttp(api, ADMIN, { name: 'big', quotaBytes: 2048 * MiB })
-  const cred = (await (await fetch(`${api}/api/v1/admin/tenants/${tenant.id}/s3-credentials`, { method: 'POST', headers: { authorization: `Bearer ${ADMIN}` } })).json()) as {
+  const cred = (await (
+    await fetch(`${api}/api/v1/admin/tenants/${tenant.id}/s3-credentials`, { method: 'POST', headers: { authorization: `Bearer ${ADMIN}` } })
+  ).json()) as {
     accessKeyId: string
     secretAccessKey: string
   }

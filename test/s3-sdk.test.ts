@@ -54,7 +54,10 @@ t.test('buckets: create, list, head, location, versioning, delete', async (t) =>
   t.same(await s3Error(client.send(new CreateBucketCommand({ Bucket: 'photos' }))), { name: 'BucketAlreadyOwnedByYou', status: 409 })
   t.same(await s3Error(client.send(new CreateBucketCommand({ Bucket: 'Bad_Name' }))), { name: 'InvalidBucketName', status: 400 })
   const list = await client.send(new ListBucketsCommand({}))
-  t.same(list.Buckets?.map((b) => b.Name), ['a.b-c', 'photos'])
+  t.same(
+    list.Buckets?.map((b) => b.Name),
+    ['a.b-c', 'photos'],
+  )
   t.ok(list.Buckets?.[0]?.CreationDate instanceof Date)
   const head = await client.send(new HeadBucketCommand({ Bucket: 'photos' }))
   t.equal(head.$metadata.httpStatusCode, 200)
@@ -67,7 +70,10 @@ t.test('buckets: create, list, head, location, versioning, delete', async (t) =>
   t.same(await s3Error(client.send(new DeleteBucketCommand({ Bucket: 'photos' }))), { name: 'BucketNotEmpty', status: 409 })
   await client.send(new DeleteObjectCommand({ Bucket: 'photos', Key: 'x' }))
   await client.send(new DeleteBucketCommand({ Bucket: 'photos' }))
-  t.same((await client.send(new ListBucketsCommand({}))).Buckets?.map((b) => b.Name), ['a.b-c'])
+  t.same(
+    (await client.send(new ListBucketsCommand({}))).Buckets?.map((b) => b.Name),
+    ['a.b-c'],
+  )
   t.same(await s3Error(client.send(new DeleteBucketCommand({ Bucket: 'photos' }))), { name: 'NoSuchBucket', status: 404 })
   t.same(await s3Error(client.send(new PutBucketPolicyCommand({ Bucket: 'a.b-c', Policy: '{}' }))), { name: 'NotImplemented', status: 501 })
 })
@@ -77,7 +83,14 @@ t.test('objects: put, get, head, ranges, conditionals, metadata, overrides, dele
   await client.send(new CreateBucketCommand({ Bucket: 'docs' }))
   const body = pattern(300_000, 3)
   const put = await client.send(
-    new PutObjectCommand({ Bucket: 'docs', Key: 'dir/ünï cödé+%.bin', Body: body, ContentType: 'application/x-test', Metadata: { owner: 'Ada' }, CacheControl: 'max-age=60' }),
+    new PutObjectCommand({
+      Bucket: 'docs',
+      Key: 'dir/ünï cödé+%.bin',
+      Body: body,
+      ContentType: 'application/x-test',
+      Metadata: { owner: 'Ada' },
+      CacheControl: 'max-age=60',
+    }),
   )
   t.equal(put.ETag, `"${md5(body)}"`, 'ETag is the MD5 of the bytes')
   const got = await client.send(new GetObjectCommand({ Bucket: 'docs', Key: 'dir/ünï cödé+%.bin' }))
@@ -102,13 +115,33 @@ t.test('objects: put, get, head, ranges, conditionals, metadata, overrides, dele
   t.ok(Buffer.from(await range.Body!.transformToByteArray()).equals(body.subarray(100, 200)))
   const suffix = await client.send(new GetObjectCommand({ Bucket: 'docs', Key: 'dir/ünï cödé+%.bin', Range: 'bytes=-10' }))
   t.ok(Buffer.from(await suffix.Body!.transformToByteArray()).equals(body.subarray(-10)))
-  t.same(await s3Error(client.send(new GetObjectCommand({ Bucket: 'docs', Key: 'dir/ünï cödé+%.bin', Range: `bytes=${body.length}-` }))), { name: 'InvalidRange', status: 416 })
+  t.same(await s3Error(client.send(new GetObjectCommand({ Bucket: 'docs', Key: 'dir/ünï cödé+%.bin', Range: `bytes=${body.length}-` }))), {
+    name: 'InvalidRange',
+    status: 416,
+  })
 
-  t.same(await s3Error(client.send(new GetObjectCommand({ Bucket: 'docs', Key: 'dir/ünï cödé+%.bin', IfMatch: '"0000"' }))), { name: 'PreconditionFailed', status: 412 })
+  t.same(await s3Error(client.send(new GetObjectCommand({ Bucket: 'docs', Key: 'dir/ünï cödé+%.bin', IfMatch: '"0000"' }))), {
+    name: 'PreconditionFailed',
+    status: 412,
+  })
   t.equal((await s3Error(client.send(new GetObjectCommand({ Bucket: 'docs', Key: 'dir/ünï cödé+%.bin', IfNoneMatch: put.ETag })))).status, 304)
-  t.equal((await s3Error(client.send(new GetObjectCommand({ Bucket: 'docs', Key: 'dir/ünï cödé+%.bin', IfModifiedSince: new Date(Date.now() + 60_000) })))).status, 304)
-  t.same(await s3Error(client.send(new GetObjectCommand({ Bucket: 'docs', Key: 'dir/ünï cödé+%.bin', IfUnmodifiedSince: new Date(Date.now() - 3_600_000) }))), { name: 'PreconditionFailed', status: 412 })
-  const ok = await client.send(new GetObjectCommand({ Bucket: 'docs', Key: 'dir/ünï cödé+%.bin', IfMatch: put.ETag, ResponseContentType: 'text/plain', ResponseContentDisposition: 'attachment; filename="x.txt"' }))
+  t.equal(
+    (await s3Error(client.send(new GetObjectCommand({ Bucket: 'docs', Key: 'dir/ünï cödé+%.bin', IfModifiedSince: new Date(Date.now() + 60_000) })))).status,
+    304,
+  )
+  t.same(await s3Error(client.send(new GetObjectCommand({ Bucket: 'docs', Key: 'dir/ünï cödé+%.bin', IfUnmodifiedSince: new Date(Date.now() - 3_600_000) }))), {
+    name: 'PreconditionFailed',
+    status: 412,
+  })
+  const ok = await client.send(
+    new GetObjectCommand({
+      Bucket: 'docs',
+      Key: 'dir/ünï cödé+%.bin',
+      IfMatch: put.ETag,
+      ResponseContentType: 'text/plain',
+      ResponseContentDisposition: 'attachment; filename="x.txt"',
+    }),
+  )
   t.equal(ok.ContentType, 'text/plain', 'response-content-type override')
   t.equal(ok.ContentDisposition, 'attachment; filename="x.txt"')
   await ok.Body!.transformToByteArray()
@@ -146,11 +179,16 @@ t.test('a streamed body goes aws-chunked with a CRC32 trailer (the SDK default),
   const { client, logs } = await makeS3(t)
   await client.send(new CreateBucketCommand({ Bucket: 'trailer' }))
   const data = pattern(700_000, 13)
-  const put = await client.send(new PutObjectCommand({ Bucket: 'trailer', Key: 'k', Body: Readable.from([data.subarray(0, 1000), data.subarray(1000)]), ContentLength: data.length }))
+  const put = await client.send(
+    new PutObjectCommand({ Bucket: 'trailer', Key: 'k', Body: Readable.from([data.subarray(0, 1000), data.subarray(1000)]), ContentLength: data.length }),
+  )
   const crc = Buffer.alloc(4)
   crc.writeUInt32BE(crc32(data))
   t.equal(put.ChecksumCRC32, crc.toString('base64'))
-  t.ok(logs.some((l) => l.front === 's3' && l.method === 'PUT' && l.payload === 'chunked-unsigned-trailer' && l.statusCode === 200), 'sent as STREAMING-UNSIGNED-PAYLOAD-TRAILER')
+  t.ok(
+    logs.some((l) => l.front === 's3' && l.method === 'PUT' && l.payload === 'chunked-unsigned-trailer' && l.statusCode === 200),
+    'sent as STREAMING-UNSIGNED-PAYLOAD-TRAILER',
+  )
   const got = await client.send(new GetObjectCommand({ Bucket: 'trailer', Key: 'k', ChecksumMode: 'ENABLED' }))
   t.equal(got.ChecksumCRC32, crc.toString('base64'), 'the checksum comes back (and the SDK validates the body against it)')
   t.ok(Buffer.from(await got.Body!.transformToByteArray()).equals(data))
@@ -165,16 +203,32 @@ t.test('listings: v2 and v1, prefix, delimiter, pagination in binary key order',
   for (const k of keys) await client.send(new PutObjectCommand({ Bucket: 'list', Key: k, Body: k }))
   const binary = [...keys].sort((x, y) => Buffer.compare(Buffer.from(x), Buffer.from(y)))
   const all = await client.send(new ListObjectsV2Command({ Bucket: 'list' }))
-  t.same(all.Contents?.map((o) => o.Key), binary, 'UTF-8 binary order')
+  t.same(
+    all.Contents?.map((o) => o.Key),
+    binary,
+    'UTF-8 binary order',
+  )
   t.equal(all.KeyCount, keys.length)
   t.equal(all.Contents?.[0]?.Size, 3)
 
   const top = await client.send(new ListObjectsV2Command({ Bucket: 'list', Delimiter: '/' }))
-  t.same(top.CommonPrefixes?.map((p) => p.Prefix), ['a/', 'c/'])
-  t.same(top.Contents?.map((o) => o.Key), ['b', 'd', 'z', 'é', '\uFB01', '\u{1F600}'])
+  t.same(
+    top.CommonPrefixes?.map((p) => p.Prefix),
+    ['a/', 'c/'],
+  )
+  t.same(
+    top.Contents?.map((o) => o.Key),
+    ['b', 'd', 'z', 'é', '\uFB01', '\u{1F600}'],
+  )
   const underA = await client.send(new ListObjectsV2Command({ Bucket: 'list', Prefix: 'a/', Delimiter: '/' }))
-  t.same(underA.Contents?.map((o) => o.Key), ['a/1', 'a/2'])
-  t.same(underA.CommonPrefixes?.map((p) => p.Prefix), ['a/b/'])
+  t.same(
+    underA.Contents?.map((o) => o.Key),
+    ['a/1', 'a/2'],
+  )
+  t.same(
+    underA.CommonPrefixes?.map((p) => p.Prefix),
+    ['a/b/'],
+  )
 
   // Paging two entries at a time visits every key and prefix exactly once.
   const seen: string[] = []
@@ -191,17 +245,34 @@ t.test('listings: v2 and v1, prefix, delimiter, pagination in binary key order',
   t.equal(pages, 4)
 
   const after = await client.send(new ListObjectsV2Command({ Bucket: 'list', StartAfter: 'c/z' }))
-  t.same(after.Contents?.map((o) => o.Key), binary.slice(binary.indexOf('c/z') + 1))
+  t.same(
+    after.Contents?.map((o) => o.Key),
+    binary.slice(binary.indexOf('c/z') + 1),
+  )
   const v1 = await client.send(new ListObjectsCommand({ Bucket: 'list', Marker: 'b', MaxKeys: 3 }))
-  t.same(v1.Contents?.map((o) => o.Key), ['c/x/y', 'c/z', 'd'])
+  t.same(
+    v1.Contents?.map((o) => o.Key),
+    ['c/x/y', 'c/z', 'd'],
+  )
   t.equal(v1.IsTruncated, true)
   const v1d = await client.send(new ListObjectsCommand({ Bucket: 'list', Delimiter: '/', MaxKeys: 1 }))
-  t.same(v1d.CommonPrefixes?.map((p) => p.Prefix), ['a/'])
+  t.same(
+    v1d.CommonPrefixes?.map((p) => p.Prefix),
+    ['a/'],
+  )
   t.equal(v1d.NextMarker, 'a/')
   const v1next = await client.send(new ListObjectsCommand({ Bucket: 'list', Delimiter: '/', MaxKeys: 1, Marker: 'a/' }))
-  t.same(v1next.Contents?.map((o) => o.Key), ['b'], 'a marker at a common prefix skips past it')
+  t.same(
+    v1next.Contents?.map((o) => o.Key),
+    ['b'],
+    'a marker at a common prefix skips past it',
+  )
   const encoded = await client.send(new ListObjectsV2Command({ Bucket: 'list', Prefix: 'é', EncodingType: 'url' }))
-  t.same(encoded.Contents?.map((o) => o.Key), ['%C3%A9'], 'encoding-type=url: keys come back percent-encoded')
+  t.same(
+    encoded.Contents?.map((o) => o.Key),
+    ['%C3%A9'],
+    'encoding-type=url: keys come back percent-encoded',
+  )
   t.equal(encoded.Prefix, '%C3%A9')
 })
 
@@ -217,13 +288,25 @@ t.test('DeleteObjects and CopyObject', async (t) => {
   t.ok(Buffer.from(await got.Body!.transformToByteArray()).equals(body))
   t.same(got.Metadata, { a: '1' })
   t.equal(got.ContentType, 'image/x-test')
-  const replaced = await client.send(new CopyObjectCommand({ Bucket: 'dst', Key: 'copy2', CopySource: 'src/orig', MetadataDirective: 'REPLACE', Metadata: { b: '2' }, ContentType: 'text/plain' }))
+  const replaced = await client.send(
+    new CopyObjectCommand({
+      Bucket: 'dst',
+      Key: 'copy2',
+      CopySource: 'src/orig',
+      MetadataDirective: 'REPLACE',
+      Metadata: { b: '2' },
+      ContentType: 'text/plain',
+    }),
+  )
   t.equal(replaced.CopyObjectResult?.ETag, put.ETag)
   const head2 = await client.send(new HeadObjectCommand({ Bucket: 'dst', Key: 'copy2' }))
   t.same(head2.Metadata, { b: '2' })
   t.equal(head2.ContentType, 'text/plain')
   t.same(await s3Error(client.send(new CopyObjectCommand({ Bucket: 'src', Key: 'orig', CopySource: 'src/orig' }))), { name: 'InvalidRequest', status: 400 })
-  t.same(await s3Error(client.send(new CopyObjectCommand({ Bucket: 'dst', Key: 'c3', CopySource: 'src/orig', CopySourceIfMatch: '"nope"' }))), { name: 'PreconditionFailed', status: 412 })
+  t.same(await s3Error(client.send(new CopyObjectCommand({ Bucket: 'dst', Key: 'c3', CopySource: 'src/orig', CopySourceIfMatch: '"nope"' }))), {
+    name: 'PreconditionFailed',
+    status: 412,
+  })
   t.equal(core.tenants.quota(tenant.id).usedBytes, 3 * body.length, 'a copy is charged like an object, though the content is shared')
 
   const del = await client.send(new DeleteObjectsCommand({ Bucket: 'dst', Delete: { Objects: [{ Key: 'copy' }, { Key: 'copy2' }, { Key: 'never-existed' }] } }))
@@ -237,31 +320,88 @@ t.test('multipart: create, upload parts, list, complete with the multipart ETag;
   await client.send(new CreateBucketCommand({ Bucket: 'mpu' }))
   const part1 = pattern(5 * 1024 * 1024, 1)
   const part2 = pattern(1234, 2)
-  const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket: 'mpu', Key: 'big.bin', ContentType: 'application/x-big', Metadata: { k: 'v' } }))
+  const { UploadId } = await client.send(
+    new CreateMultipartUploadCommand({ Bucket: 'mpu', Key: 'big.bin', ContentType: 'application/x-big', Metadata: { k: 'v' } }),
+  )
   t.ok(UploadId)
   const p2 = await client.send(new UploadPartCommand({ Bucket: 'mpu', Key: 'big.bin', UploadId, PartNumber: 2, Body: part2 }))
   const p1 = await client.send(new UploadPartCommand({ Bucket: 'mpu', Key: 'big.bin', UploadId, PartNumber: 1, Body: part1 }))
   t.equal(p1.ETag, `"${md5(part1)}"`)
   t.equal(core.tenants.quota(tenant.id).usedBytes, part1.length + part2.length, 'parts are charged while the upload lives')
   const parts = await client.send(new ListPartsCommand({ Bucket: 'mpu', Key: 'big.bin', UploadId }))
-  t.same(parts.Parts?.map((p) => [p.PartNumber, p.Size, p.ETag]), [[1, part1.length, p1.ETag], [2, part2.length, p2.ETag]])
+  t.same(
+    parts.Parts?.map((p) => [p.PartNumber, p.Size, p.ETag]),
+    [
+      [1, part1.length, p1.ETag],
+      [2, part2.length, p2.ETag],
+    ],
+  )
   const uploads = await client.send(new ListMultipartUploadsCommand({ Bucket: 'mpu' }))
-  t.same(uploads.Uploads?.map((u) => [u.Key, u.UploadId]), [['big.bin', UploadId]])
+  t.same(
+    uploads.Uploads?.map((u) => [u.Key, u.UploadId]),
+    [['big.bin', UploadId]],
+  )
 
   t.same(
-    await s3Error(client.send(new CompleteMultipartUploadCommand({ Bucket: 'mpu', Key: 'big.bin', UploadId, MultipartUpload: { Parts: [{ PartNumber: 2, ETag: p2.ETag }, { PartNumber: 1, ETag: p1.ETag }] } }))),
+    await s3Error(
+      client.send(
+        new CompleteMultipartUploadCommand({
+          Bucket: 'mpu',
+          Key: 'big.bin',
+          UploadId,
+          MultipartUpload: {
+            Parts: [
+              { PartNumber: 2, ETag: p2.ETag },
+              { PartNumber: 1, ETag: p1.ETag },
+            ],
+          },
+        }),
+      ),
+    ),
     { name: 'InvalidPartOrder', status: 400 },
   )
   t.same(
-    await s3Error(client.send(new CompleteMultipartUploadCommand({ Bucket: 'mpu', Key: 'big.bin', UploadId, MultipartUpload: { Parts: [{ PartNumber: 1, ETag: '"00"' }] } }))),
+    await s3Error(
+      client.send(
+        new CompleteMultipartUploadCommand({ Bucket: 'mpu', Key: 'big.bin', UploadId, MultipartUpload: { Parts: [{ PartNumber: 1, ETag: '"00"' }] } }),
+      ),
+    ),
     { name: 'InvalidPart', status: 400 },
   )
   t.same(
-    await s3Error(client.send(new CompleteMultipartUploadCommand({ Bucket: 'mpu', Key: 'big.bin', UploadId, MultipartUpload: { Parts: [{ PartNumber: 2, ETag: p2.ETag }, { PartNumber: 3, ETag: p2.ETag }] } }))),
+    await s3Error(
+      client.send(
+        new CompleteMultipartUploadCommand({
+          Bucket: 'mpu',
+          Key: 'big.bin',
+          UploadId,
+          MultipartUpload: {
+            Parts: [
+              { PartNumber: 2, ETag: p2.ETag },
+              { PartNumber: 3, ETag: p2.ETag },
+            ],
+          },
+        }),
+      ),
+    ),
     { name: 'InvalidPart', status: 400 },
   )
-  const done = await client.send(new CompleteMultipartUploadCommand({ Bucket: 'mpu', Key: 'big.bin', UploadId, MultipartUpload: { Parts: [{ PartNumber: 1, ETag: p1.ETag }, { PartNumber: 2, ETag: p2.ETag }] } }))
-  const expected = createHash('md5').update(Buffer.concat([Buffer.from(md5(part1), 'hex'), Buffer.from(md5(part2), 'hex')])).digest('hex')
+  const done = await client.send(
+    new CompleteMultipartUploadCommand({
+      Bucket: 'mpu',
+      Key: 'big.bin',
+      UploadId,
+      MultipartUpload: {
+        Parts: [
+          { PartNumber: 1, ETag: p1.ETag },
+          { PartNumber: 2, ETag: p2.ETag },
+        ],
+      },
+    }),
+  )
+  const expected = createHash('md5')
+    .update(Buffer.concat([Buffer.from(md5(part1), 'hex'), Buffer.from(md5(part2), 'hex')]))
+    .digest('hex')
   t.equal(done.ETag, `"${expected}-2"`)
   const got = await client.send(new GetObjectCommand({ Bucket: 'mpu', Key: 'big.bin' }))
   t.ok(Buffer.from(await got.Body!.transformToByteArray()).equals(Buffer.concat([part1, part2])))
@@ -275,14 +415,40 @@ t.test('multipart: create, upload parts, list, complete with the multipart ETag;
   const s1 = await client.send(new UploadPartCommand({ Bucket: 'mpu', Key: 'small', UploadId: small.UploadId, PartNumber: 1, Body: 'tiny' }))
   const s2 = await client.send(new UploadPartCommand({ Bucket: 'mpu', Key: 'small', UploadId: small.UploadId, PartNumber: 2, Body: 'tiny too' }))
   t.same(
-    await s3Error(client.send(new CompleteMultipartUploadCommand({ Bucket: 'mpu', Key: 'small', UploadId: small.UploadId, MultipartUpload: { Parts: [{ PartNumber: 1, ETag: s1.ETag }, { PartNumber: 2, ETag: s2.ETag }] } }))),
+    await s3Error(
+      client.send(
+        new CompleteMultipartUploadCommand({
+          Bucket: 'mpu',
+          Key: 'small',
+          UploadId: small.UploadId,
+          MultipartUpload: {
+            Parts: [
+              { PartNumber: 1, ETag: s1.ETag },
+              { PartNumber: 2, ETag: s2.ETag },
+            ],
+          },
+        }),
+      ),
+    ),
     { name: 'EntityTooSmall', status: 400 },
   )
-  const copied = await client.send(new UploadPartCopyCommand({ Bucket: 'mpu', Key: 'small', UploadId: small.UploadId, PartNumber: 3, CopySource: 'mpu/big.bin', CopySourceRange: 'bytes=0-99' }))
+  const copied = await client.send(
+    new UploadPartCopyCommand({
+      Bucket: 'mpu',
+      Key: 'small',
+      UploadId: small.UploadId,
+      PartNumber: 3,
+      CopySource: 'mpu/big.bin',
+      CopySourceRange: 'bytes=0-99',
+    }),
+  )
   t.equal(copied.CopyPartResult?.ETag, `"${md5(part1.subarray(0, 100))}"`)
   await client.send(new AbortMultipartUploadCommand({ Bucket: 'mpu', Key: 'small', UploadId: small.UploadId }))
   t.equal(core.tenants.quota(tenant.id).usedBytes, part1.length + part2.length, 'an abort releases its parts')
-  t.same(await s3Error(client.send(new AbortMultipartUploadCommand({ Bucket: 'mpu', Key: 'small', UploadId: small.UploadId }))), { name: 'NoSuchUpload', status: 404 })
+  t.same(await s3Error(client.send(new AbortMultipartUploadCommand({ Bucket: 'mpu', Key: 'small', UploadId: small.UploadId }))), {
+    name: 'NoSuchUpload',
+    status: 404,
+  })
 })
 
 t.test('lib-storage Upload of 12 MiB in default 5 MiB parts', async (t) => {
@@ -320,10 +486,21 @@ t.test('authentication: unknown keys, wrong secrets, revocation, tenants isolate
   await otherClient.send(new CreateBucketCommand({ Bucket: 'mine' }))
   t.same((await otherClient.send(new ListObjectsV2Command({ Bucket: 'mine' }))).KeyCount, 0)
 
-  const listed = await app.inject({ method: 'GET', url: `/api/v1/admin/tenants/${tenant.id}/s3-credentials`, headers: { authorization: `Bearer ${ADMIN_KEY}` } })
-  t.same(listed.json().credentials.map((c: { accessKeyId: string }) => c.accessKeyId), [ctx.credentials.accessKeyId])
+  const listed = await app.inject({
+    method: 'GET',
+    url: `/api/v1/admin/tenants/${tenant.id}/s3-credentials`,
+    headers: { authorization: `Bearer ${ADMIN_KEY}` },
+  })
+  t.same(
+    listed.json().credentials.map((c: { accessKeyId: string }) => c.accessKeyId),
+    [ctx.credentials.accessKeyId],
+  )
   t.notMatch(listed.body, ctx.credentials.secretAccessKey, 'secrets are never listed')
-  const revoke = await app.inject({ method: 'DELETE', url: `/api/v1/admin/tenants/${tenant.id}/s3-credentials/${ctx.credentials.accessKeyId}`, headers: { authorization: `Bearer ${ADMIN_KEY}` } })
+  const revoke = await app.inject({
+    method: 'DELETE',
+    url: `/api/v1/admin/tenants/${tenant.id}/s3-credentials/${ctx.credentials.accessKeyId}`,
+    headers: { authorization: `Bearer ${ADMIN_KEY}` },
+  })
   t.equal(revoke.statusCode, 204)
   t.same(await s3Error(client.send(new ListBucketsCommand({}))), { name: 'InvalidAccessKeyId', status: 403 })
   for (const c of [stranger, wrong, otherRegion, otherClient]) c.destroy()
@@ -348,9 +525,15 @@ t.test('every response carries x-amz-request-id, the id of its log line; errors 
   const id = res.headers.get('x-amz-request-id')
   t.match(id, /^[0-9A-F]{16}$/)
   const body = await res.text()
-  t.match(body, /^<\?xml version="1.0" encoding="UTF-8"\?>\n<Error><Code>AccessDenied<\/Code><Message>[^<]+<\/Message><Resource>\/some-bucket\/key<\/Resource><RequestId>[0-9A-F]{16}<\/RequestId><\/Error>$/)
+  t.match(
+    body,
+    /^<\?xml version="1.0" encoding="UTF-8"\?>\n<Error><Code>AccessDenied<\/Code><Message>[^<]+<\/Message><Resource>\/some-bucket\/key<\/Resource><RequestId>[0-9A-F]{16}<\/RequestId><\/Error>$/,
+  )
   t.match(body, `<RequestId>${id}</RequestId>`)
-  t.ok(ctx.logs.some((l) => l.reqId === id && l.front === 's3' && l.statusCode === 403), 'the access log line has the same id')
+  t.ok(
+    ctx.logs.some((l) => l.reqId === id && l.front === 's3' && l.statusCode === 403),
+    'the access log line has the same id',
+  )
   const cors = await fetch(`${ctx.endpoint}/some-bucket`, { method: 'OPTIONS' })
   t.equal(cors.status, 501)
   t.match(await cors.text(), '<Code>NotImplemented</Code>')
@@ -360,12 +543,24 @@ t.test('conditional writes; write options Coffer does not implement are refused 
   const { client } = await makeS3(t)
   await client.send(new CreateBucketCommand({ Bucket: 'cond' }))
   const first = await client.send(new PutObjectCommand({ Bucket: 'cond', Key: 'once', Body: 'first', IfNoneMatch: '*' }))
-  t.same(await s3Error(client.send(new PutObjectCommand({ Bucket: 'cond', Key: 'once', Body: 'second', IfNoneMatch: '*' }))), { name: 'PreconditionFailed', status: 412 })
-  t.same(await s3Error(client.send(new PutObjectCommand({ Bucket: 'cond', Key: 'once', Body: 'second', IfMatch: '"0123"' }))), { name: 'PreconditionFailed', status: 412 })
+  t.same(await s3Error(client.send(new PutObjectCommand({ Bucket: 'cond', Key: 'once', Body: 'second', IfNoneMatch: '*' }))), {
+    name: 'PreconditionFailed',
+    status: 412,
+  })
+  t.same(await s3Error(client.send(new PutObjectCommand({ Bucket: 'cond', Key: 'once', Body: 'second', IfMatch: '"0123"' }))), {
+    name: 'PreconditionFailed',
+    status: 412,
+  })
   await client.send(new PutObjectCommand({ Bucket: 'cond', Key: 'once', Body: 'second', IfMatch: first.ETag }))
   t.equal(await (await client.send(new GetObjectCommand({ Bucket: 'cond', Key: 'once' }))).Body!.transformToString(), 'second')
-  t.same(await s3Error(client.send(new PutObjectCommand({ Bucket: 'cond', Key: 'sse', Body: 'x', ServerSideEncryption: 'AES256' }))), { name: 'NotImplemented', status: 501 })
-  t.same(await s3Error(client.send(new PutObjectCommand({ Bucket: 'cond', Key: 'acl', Body: 'x', ACL: 'public-read' }))), { name: 'NotImplemented', status: 501 })
+  t.same(await s3Error(client.send(new PutObjectCommand({ Bucket: 'cond', Key: 'sse', Body: 'x', ServerSideEncryption: 'AES256' }))), {
+    name: 'NotImplemented',
+    status: 501,
+  })
+  t.same(await s3Error(client.send(new PutObjectCommand({ Bucket: 'cond', Key: 'acl', Body: 'x', ACL: 'public-read' }))), {
+    name: 'NotImplemented',
+    status: 501,
+  })
   t.same(await s3Error(client.send(new PutObjectCommand({ Bucket: 'cond', Key: 'tag', Body: 'x', Tagging: 'a=b' }))), { name: 'NotImplemented', status: 501 })
   await t.rejects(client.send(new GetObjectCommand({ Bucket: 'cond', Key: 'sse' })), { name: 'NoSuchKey' }, 'nothing was stored')
   await client.send(new PutObjectCommand({ Bucket: 'cond', Key: 'private', Body: 'x', ACL: 'private' }))

@@ -82,24 +82,58 @@ function s3Code(fn: () => unknown): string | undefined {
 }
 
 t.test('Authorization header signed by the SDK signer verifies; any change does not', async (t) => {
-  const req = await signed({ method: 'GET', path: '/photos/a%20b/%C3%A9t%C3%A9.txt', query: { 'list-type': '2', prefix: 'a/b c', 'max-keys': '5' }, headers: { range: 'bytes=0-9' } })
+  const req = await signed({
+    method: 'GET',
+    path: '/photos/a%20b/%C3%A9t%C3%A9.txt',
+    query: { 'list-type': '2', prefix: 'a/b c', 'max-keys': '5' },
+    headers: { range: 'bytes=0-9' },
+  })
   const v = verify(req)
   t.equal(v.principal, 'tenant-1')
   t.equal(v.accessKeyId, AKID)
   t.same(v.payload, { kind: 'unsigned' })
   t.equal(v.presigned, false)
 
-  t.equal(s3Code(() => verify({ ...req, method: 'PUT' })), 'SignatureDoesNotMatch', 'method is signed')
-  t.equal(s3Code(() => verify({ ...req, url: req.url.replace('a%20b', 'a%20c') })), 'SignatureDoesNotMatch', 'path is signed')
-  t.equal(s3Code(() => verify({ ...req, url: req.url.replace('max-keys=5', 'max-keys=6') })), 'SignatureDoesNotMatch', 'query is signed')
+  t.equal(
+    s3Code(() => verify({ ...req, method: 'PUT' })),
+    'SignatureDoesNotMatch',
+    'method is signed',
+  )
+  t.equal(
+    s3Code(() => verify({ ...req, url: req.url.replace('a%20b', 'a%20c') })),
+    'SignatureDoesNotMatch',
+    'path is signed',
+  )
+  t.equal(
+    s3Code(() => verify({ ...req, url: req.url.replace('max-keys=5', 'max-keys=6') })),
+    'SignatureDoesNotMatch',
+    'query is signed',
+  )
   const hdrs = [...req.rawHeaders]
   hdrs[hdrs.indexOf('range') + 1] = 'bytes=0-10'
-  t.equal(s3Code(() => verify({ ...req, rawHeaders: hdrs })), 'SignatureDoesNotMatch', 'signed headers are signed')
-  t.equal(s3Code(() => verify(req, NOW + 16 * 60_000)), 'RequestTimeTooSkewed', 'clock skew over 15 minutes')
-  t.equal(s3Code(() => verify(req, NOW - 16 * 60_000)), 'RequestTimeTooSkewed')
+  t.equal(
+    s3Code(() => verify({ ...req, rawHeaders: hdrs })),
+    'SignatureDoesNotMatch',
+    'signed headers are signed',
+  )
+  t.equal(
+    s3Code(() => verify(req, NOW + 16 * 60_000)),
+    'RequestTimeTooSkewed',
+    'clock skew over 15 minutes',
+  )
+  t.equal(
+    s3Code(() => verify(req, NOW - 16 * 60_000)),
+    'RequestTimeTooSkewed',
+  )
   t.ok(verify(req, NOW + 14 * 60_000), 'skew under 15 minutes is accepted')
-  t.equal(s3Code(() => verifySigV4(req, { region: REGION, now: NOW, lookup: () => undefined })), 'InvalidAccessKeyId')
-  t.equal(s3Code(() => verifySigV4(req, { region: REGION, now: NOW, lookup: () => ({ secret: 'another-secret', principal: 'x' }) })), 'SignatureDoesNotMatch')
+  t.equal(
+    s3Code(() => verifySigV4(req, { region: REGION, now: NOW, lookup: () => undefined })),
+    'InvalidAccessKeyId',
+  )
+  t.equal(
+    s3Code(() => verifySigV4(req, { region: REGION, now: NOW, lookup: () => ({ secret: 'another-secret', principal: 'x' }) })),
+    'SignatureDoesNotMatch',
+  )
 })
 
 t.test('a request signed for another region names the expected one', async (t) => {
@@ -116,20 +150,45 @@ t.test('a request signed for another region names the expected one', async (t) =
 })
 
 t.test('anonymous, SigV2 and malformed headers are refused with S3 codes', async (t) => {
-  t.equal(s3Code(() => verify({ method: 'GET', url: '/', rawHeaders: ['host', 'x'] })), 'AccessDenied')
-  t.equal(s3Code(() => verify({ method: 'GET', url: '/', rawHeaders: ['host', 'x', 'authorization', 'AWS AKID:c2ln'] })), 'InvalidRequest')
-  t.equal(s3Code(() => verify({ method: 'GET', url: '/', rawHeaders: ['host', 'x', 'authorization', 'AWS4-HMAC-SHA256 garbage'] })), 'AuthorizationHeaderMalformed')
+  t.equal(
+    s3Code(() => verify({ method: 'GET', url: '/', rawHeaders: ['host', 'x'] })),
+    'AccessDenied',
+  )
+  t.equal(
+    s3Code(() => verify({ method: 'GET', url: '/', rawHeaders: ['host', 'x', 'authorization', 'AWS AKID:c2ln'] })),
+    'InvalidRequest',
+  )
+  t.equal(
+    s3Code(() => verify({ method: 'GET', url: '/', rawHeaders: ['host', 'x', 'authorization', 'AWS4-HMAC-SHA256 garbage'] })),
+    'AuthorizationHeaderMalformed',
+  )
   const req = await signed({ method: 'GET', path: '/' })
   const noSha = req.rawHeaders.slice()
   const i = noSha.indexOf('x-amz-content-sha256')
   noSha.splice(i, 2)
-  t.equal(s3Code(() => verify({ ...req, rawHeaders: noSha })), 'InvalidRequest', 'x-amz-content-sha256 is required')
-  t.equal(s3Code(() => verify({ ...req, url: '/%zz' })), 'InvalidArgument', 'bad percent-encoding')
+  t.equal(
+    s3Code(() => verify({ ...req, rawHeaders: noSha })),
+    'InvalidRequest',
+    'x-amz-content-sha256 is required',
+  )
+  t.equal(
+    s3Code(() => verify({ ...req, url: '/%zz' })),
+    'InvalidArgument',
+    'bad percent-encoding',
+  )
 })
 
 t.test('presigned URLs from the SDK signer verify until they expire', async (t) => {
   const p = await signer().presign(
-    { method: 'GET', protocol: 'http:', hostname: '127.0.0.1', port: 9000, path: '/photos/k%2Bey.txt', query: { 'response-content-type': 'text/plain' }, headers: { host: '127.0.0.1:9000', 'x-amz-content-sha256': 'UNSIGNED-PAYLOAD' } },
+    {
+      method: 'GET',
+      protocol: 'http:',
+      hostname: '127.0.0.1',
+      port: 9000,
+      path: '/photos/k%2Bey.txt',
+      query: { 'response-content-type': 'text/plain' },
+      headers: { host: '127.0.0.1:9000', 'x-amz-content-sha256': 'UNSIGNED-PAYLOAD' },
+    },
     { signingDate: new Date(NOW), expiresIn: 3600 },
   )
   const req = toWire(p as never)
@@ -137,10 +196,21 @@ t.test('presigned URLs from the SDK signer verify until they expire', async (t) 
   t.equal(v.presigned, true)
   t.same(v.payload, { kind: 'unsigned' })
   t.ok(verify(req, NOW + 3599_000))
-  t.equal(s3Code(() => verify(req, NOW + 3601_000)), 'AccessDenied', 'expired')
-  t.equal(s3Code(() => verify({ ...req, url: req.url.replace('text%2Fplain', 'text%2Fhtml') })), 'SignatureDoesNotMatch')
+  t.equal(
+    s3Code(() => verify(req, NOW + 3601_000)),
+    'AccessDenied',
+    'expired',
+  )
+  t.equal(
+    s3Code(() => verify({ ...req, url: req.url.replace('text%2Fplain', 'text%2Fhtml') })),
+    'SignatureDoesNotMatch',
+  )
   const week = req.url.replace(/X-Amz-Expires=\d+/, 'X-Amz-Expires=604801')
-  t.equal(s3Code(() => verify({ ...req, url: week })), 'AuthorizationQueryParametersError', 'over 7 days')
+  t.equal(
+    s3Code(() => verify({ ...req, url: week })),
+    'AuthorizationQueryParametersError',
+    'over 7 days',
+  )
 })
 
 /** Amazon's worked example (S3 API reference, "Example: PUT Object" under chunked upload). */
@@ -157,7 +227,10 @@ t.test('STREAMING-AWS4-HMAC-SHA256-PAYLOAD: the reference example verifies chunk
     'x-amz-decoded-content-length': '66560',
     'content-length': '66824',
   }
-  const seed = await s.sign({ method: 'PUT', protocol: 'https:', hostname: 's3.amazonaws.com', path: '/examplebucket/chunkObject.txt', query: {}, headers }, { signingDate: date })
+  const seed = await s.sign(
+    { method: 'PUT', protocol: 'https:', hostname: 's3.amazonaws.com', path: '/examplebucket/chunkObject.txt', query: {}, headers },
+    { signingDate: date },
+  )
   const v = verifySigV4(toWire(seed as never), { region: 'us-east-1', now: date.getTime(), lookup: () => ({ secret: SECRET, principal: 1 }) })
   t.equal(v.signing.seedSignature, '4f232c4386841ef735655705268965c44a0e4690baa4adea153f7db9fa80a0a9', 'the seed signature of the reference')
   t.same(v.payload, { kind: 'streaming', signed: true, trailer: false })
@@ -195,7 +268,7 @@ async function decode(body: Buffer, opts: ConstructorParameters<typeof AwsChunke
   const pieces: Buffer[] = []
   for (let i = 0; i < body.length; i += pieceSize) pieces.push(body.subarray(i, i + pieceSize))
   const out: Buffer[] = []
-  await pipeline(Readable.from(pieces), new AwsChunkedDecoder(opts), async function* (src) {
+  await pipeline(Readable.from(pieces), new AwsChunkedDecoder(opts), async (src: AsyncIterable<unknown>) => {
     for await (const c of src) out.push(c as Buffer)
   })
   return Buffer.concat(out)
@@ -210,8 +283,12 @@ function crc32b64(data: Buffer): string {
 t.test('STREAMING-UNSIGNED-PAYLOAD-TRAILER with a checksum trailer', async (t) => {
   const data = Buffer.from('hello, chunked world'.repeat(1000))
   const body = Buffer.concat([
-    Buffer.from(`${(8192).toString(16)}\r\n`), data.subarray(0, 8192), Buffer.from('\r\n'),
-    Buffer.from(`${(data.length - 8192).toString(16)}\r\n`), data.subarray(8192), Buffer.from('\r\n'),
+    Buffer.from(`${(8192).toString(16)}\r\n`),
+    data.subarray(0, 8192),
+    Buffer.from('\r\n'),
+    Buffer.from(`${(data.length - 8192).toString(16)}\r\n`),
+    data.subarray(8192),
+    Buffer.from('\r\n'),
     Buffer.from(`0\r\nx-amz-checksum-crc32:${crc32b64(data)}\r\n\r\n`),
   ])
   const opts = { trailer: true, announcedTrailers: ['x-amz-checksum-crc32'], decodedLength: data.length }
@@ -229,7 +306,14 @@ t.test('STREAMING-UNSIGNED-PAYLOAD-TRAILER with a checksum trailer', async (t) =
 t.test('STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER: chunk and trailer signatures', async (t) => {
   const s = signer()
   const seed = await s.sign(
-    { method: 'PUT', protocol: 'http:', hostname: '127.0.0.1', path: '/b/k', query: {}, headers: { host: '127.0.0.1:9000', 'x-amz-content-sha256': 'STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER', 'x-amz-trailer': 'x-amz-checksum-crc32c' } },
+    {
+      method: 'PUT',
+      protocol: 'http:',
+      hostname: '127.0.0.1',
+      path: '/b/k',
+      query: {},
+      headers: { host: '127.0.0.1:9000', 'x-amz-content-sha256': 'STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER', 'x-amz-trailer': 'x-amz-checksum-crc32c' },
+    },
     { signingDate: new Date(NOW) },
   )
   const v = verify(toWire(seed as never))
@@ -250,7 +334,7 @@ t.test('STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER: chunk and trailer signatures
   const opts = { signing: v.signing, trailer: true, announcedTrailers: ['x-amz-checksum-crc32c'] }
   const d = new AwsChunkedDecoder(opts)
   const out: Buffer[] = []
-  await pipeline(Readable.from([body]), d, async function* (src) {
+  await pipeline(Readable.from([body]), d, async (src: AsyncIterable<unknown>) => {
     for await (const x of src) out.push(x as Buffer)
   })
   t.ok(Buffer.concat(out).equals(data))
@@ -262,7 +346,7 @@ t.test('STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER: chunk and trailer signatures
 t.test('DigestStream computes MD5 and the requested checksums in one pass', async (t) => {
   const data = Buffer.from('The quick brown fox jumps over the lazy dog')
   const d = new DigestStream(['crc32', 'crc32c', 'sha1', 'sha256'])
-  await pipeline(Readable.from([data.subarray(0, 10), data.subarray(10)]), d, async function* (src) {
+  await pipeline(Readable.from([data.subarray(0, 10), data.subarray(10)]), d, async (src: AsyncIterable<unknown>) => {
     for await (const _ of src) void _
   })
   const r = d.digests()
@@ -271,5 +355,5 @@ t.test('DigestStream computes MD5 and the requested checksums in one pass', asyn
   t.equal(r.checksums.crc32, Buffer.from('414fa339', 'hex').toString('base64'))
   t.equal(r.checksums.crc32c, Buffer.from('22620404', 'hex').toString('base64'))
   t.equal(r.checksums.sha1, Buffer.from('2fd4e1c67a2d28fced849ee1bb76e7391b93eb12', 'hex').toString('base64'))
-  t.equal(r.checksums.sha256, undefined, 'SHA-256 is the blob store\'s content address, not computed twice')
+  t.equal(r.checksums.sha256, undefined, "SHA-256 is the blob store's content address, not computed twice")
 })

@@ -9,7 +9,11 @@ const hmac = (key: Buffer | string, data: string) => createHmac('sha256', key).u
 export const sha256Hex = (data: Buffer | string) => createHash('sha256').update(data).digest('hex')
 
 /** RFC 3986 encoding of each path segment, as S3 clients send it. */
-export const encodePath = (p: string) => p.split('/').map((s) => encodeURIComponent(s).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)).join('/')
+export const encodePath = (p: string) =>
+  p
+    .split('/')
+    .map((s) => encodeURIComponent(s).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`))
+    .join('/')
 
 export interface Credentials {
   accessKeyId: string
@@ -18,11 +22,23 @@ export interface Credentials {
 }
 
 /** The headers that sign `method host path` with `payloadHash` (hex SHA-256, or UNSIGNED-PAYLOAD). */
-export function signHeaders(creds: Credentials, method: string, host: string, path: string, payloadHash: string, extra: Record<string, string> = {}): Record<string, string> {
-  const amzDate = new Date().toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '')
+export function signHeaders(
+  creds: Credentials,
+  method: string,
+  host: string,
+  path: string,
+  payloadHash: string,
+  extra: Record<string, string> = {},
+): Record<string, string> {
+  const amzDate = new Date()
+    .toISOString()
+    .replace(/[-:]/g, '')
+    .replace(/\.\d{3}/, '')
   const date = amzDate.slice(0, 8)
   const headers: Record<string, string> = { host, 'x-amz-content-sha256': payloadHash, 'x-amz-date': amzDate, ...extra }
-  const names = Object.keys(headers).map((h) => h.toLowerCase()).sort()
+  const names = Object.keys(headers)
+    .map((h) => h.toLowerCase())
+    .sort()
   const lower = Object.fromEntries(Object.entries(headers).map(([k, v]) => [k.toLowerCase(), v.trim()]))
   const canonical = [method, path, '', names.map((n) => `${n}:${lower[n]}\n`).join(''), names.join(';'), payloadHash].join('\n')
   const scope = `${date}/${creds.region}/s3/aws4_request`

@@ -44,7 +44,9 @@ export function announceEphemeral(server: Server, eph: Ephemeral, stdout: NodeJS
     url: server.url,
     adminApiKey: eph.adminApiKey,
     tenant: { id: tenant.id, apiKey },
-    ...(server.s3 && s3 ? { s3: { endpoint: server.s3.url, region: server.core.config.s3Region, accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey } } : {}),
+    ...(server.s3 && s3
+      ? { s3: { endpoint: server.s3.url, region: server.core.config.s3Region, accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey } }
+      : {}),
   }
   println(stdout, JSON.stringify(line))
 }

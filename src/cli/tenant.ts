@@ -91,7 +91,7 @@ export async function tenantCommand(args: string[], io: CliIO): Promise<number> 
 async function s3CredentialsCommand(args: string[], io: CliIO): Promise<number> {
   const [action, ...rest] = args
   const { values, positionals } = parse(rest, { ...DATA_DIR_OPTION, json: { type: 'boolean' } }, 2)
-  if (values.help || action === undefined) return println(io.stdout, TENANT_HELP), action === undefined ? 2 : 0
+  if (values.help || action === undefined) return (println(io.stdout, TENANT_HELP), action === undefined ? 2 : 0)
   const tenantId = positionals[0]
   if (tenantId === undefined) throw new UsageError(`tenant s3-credentials ${action} needs a TENANT_ID`)
   if (action === 'create') {

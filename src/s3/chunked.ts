@@ -180,13 +180,17 @@ export class AwsChunkedDecoder extends Transform {
     if (this.opts.trailer && ctx) {
       const presented = this.trailers.get('x-amz-trailer-signature')
       if (presented === undefined) throw incomplete('the trailer has no x-amz-trailer-signature')
-      const canonical = [...this.trailers].filter(([k]) => k !== 'x-amz-trailer-signature').map(([k, v]) => `${k}:${v}\n`).join('')
+      const canonical = [...this.trailers]
+        .filter(([k]) => k !== 'x-amz-trailer-signature')
+        .map(([k, v]) => `${k}:${v}\n`)
+        .join('')
       const expected = signString(ctx.key, trailerStringToSign(ctx, this.previousSignature, createHash('sha256').update(canonical).digest('hex')))
       if (!signatureMatches(expected, presented)) throw badSignature()
     }
     for (const name of this.trailers.keys()) {
       if (name === 'x-amz-trailer-signature') continue
-      if (!this.trailerChecksum || name !== `x-amz-checksum-${this.trailerChecksum.algorithm}`) throw incomplete(`the trailer ${JSON.stringify(name)} was not announced in x-amz-trailer`)
+      if (!this.trailerChecksum || name !== `x-amz-checksum-${this.trailerChecksum.algorithm}`)
+        throw incomplete(`the trailer ${JSON.stringify(name)} was not announced in x-amz-trailer`)
     }
     if (this.trailerChecksum) {
       const name = `x-amz-checksum-${this.trailerChecksum.algorithm}`

@@ -40,7 +40,11 @@ const header = (h: BodySpec['headers'], name: string): string | undefined => {
  * request promised (signed SHA-256, Content-MD5, checksum headers or trailers). Nothing is placed:
  * on any failure the staged file is discarded and the error is S3's.
  */
-export async function ingest(store: Pick<BlobStore, 'stage' | 'discard'>, spec: BodySpec, limit: { maxBytes: number; overflow: () => Error }): Promise<Ingested> {
+export async function ingest(
+  store: Pick<BlobStore, 'stage' | 'discard'>,
+  spec: BodySpec,
+  limit: { maxBytes: number; overflow: () => Error },
+): Promise<Ingested> {
   const { headers, payload } = spec
   const algorithms: ChecksumAlgorithm[] = []
   let declared: { algorithm: ChecksumAlgorithm; value: string } | undefined
@@ -132,10 +136,11 @@ export function concatenate(open: (sha256: string) => Promise<Buffer | Readable>
       for (const sha of shas) {
         const body = await open(sha)
         for await (const chunk of Buffer.isBuffer(body) ? [body] : (body as AsyncIterable<Buffer>)) {
-          if (!out.write(chunk)) await new Promise<void>((resolve, reject) => {
-            out.once('drain', resolve)
-            out.once('close', () => reject(new Error('closed')))
-          })
+          if (!out.write(chunk))
+            await new Promise<void>((resolve, reject) => {
+              out.once('drain', resolve)
+              out.once('close', () => reject(new Error('closed')))
+            })
         }
       }
       out.end()

@@ -36,7 +36,11 @@ const BATCH = 256
  * (or the common prefix just emitted) ends, so a page costs the same at any depth and the keys
  * under a common prefix are skipped with one seek, not read.
  */
-export function listPage(repo: ObjectsRepo, workspaceId: string, q: { prefix: string; delimiter: string; after: string | undefined; maxKeys: number }): ListResult {
+export function listPage(
+  repo: ObjectsRepo,
+  workspaceId: string,
+  q: { prefix: string; delimiter: string; after: string | undefined; maxKeys: number },
+): ListResult {
   const { prefix, delimiter, maxKeys } = q
   const entries: Entry[] = []
   if (maxKeys === 0) return { entries, truncated: false, last: undefined }
@@ -54,7 +58,11 @@ export function listPage(repo: ObjectsRepo, workspaceId: string, q: { prefix: st
   }
   for (;;) {
     const want = Math.min(BATCH, maxKeys + 1 - entries.length)
-    const rows = repo.page(workspaceId, { ...(after !== undefined ? { after } : {}), ...(from !== undefined ? { from } : {}), ...(below !== undefined ? { below } : {}) }, want)
+    const rows = repo.page(
+      workspaceId,
+      { ...(after !== undefined ? { after } : {}), ...(from !== undefined ? { from } : {}), ...(below !== undefined ? { below } : {}) },
+      want,
+    )
     if (rows.length === 0) break
     let sought = false
     for (const row of rows) {

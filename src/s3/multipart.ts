@@ -15,7 +15,8 @@ export const MIN_PART_BYTES = 5 * 1024 * 1024
 export const MAX_PART_BYTES = 5 * 1024 ** 3
 export const MAX_PARTS = 10_000
 
-const noSuchUpload = () => new S3Error('NoSuchUpload', 'The specified upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed.')
+const noSuchUpload = () =>
+  new S3Error('NoSuchUpload', 'The specified upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed.')
 
 /**
  * Multipart uploads (S3 reference: CreateMultipartUpload … CompleteMultipartUpload). Parts are
@@ -34,7 +35,15 @@ export class S3Multipart {
     checkKey(key)
     const w = this.buckets.resolve(tenant, bucket)
     const now = this.deps.clock.now()
-    const upload: MultipartUpload = { id: randomBytes(24).toString('base64url'), tenantId: tenant.id, workspaceId: w.id, key, info: input, createdAt: now, expiresAt: now + this.deps.multipartTtlMs }
+    const upload: MultipartUpload = {
+      id: randomBytes(24).toString('base64url'),
+      tenantId: tenant.id,
+      workspaceId: w.id,
+      key,
+      info: input,
+      createdAt: now,
+      expiresAt: now + this.deps.multipartTtlMs,
+    }
     this.deps.db.transaction(() => this.deps.multipart.insert(upload)).immediate()
     return upload
   }
@@ -47,7 +56,14 @@ export class S3Multipart {
   }
 
   /** UploadPart: the body streamed and hashed to a durable blob, then recorded (replacing a retried part). */
-  async uploadPart(tenant: AuthenticatedTenant, bucket: string, key: string, uploadId: string, partNumber: number, body: BodySpec): Promise<{ etag: string; checksum?: { algorithm: string; value: string } }> {
+  async uploadPart(
+    tenant: AuthenticatedTenant,
+    bucket: string,
+    key: string,
+    uploadId: string,
+    partNumber: number,
+    body: BodySpec,
+  ): Promise<{ etag: string; checksum?: { algorithm: string; value: string } }> {
     const { w, upload } = this.upload(tenant, bucket, key, uploadId)
     const replaced = this.deps.multipart.part(upload.id, partNumber)?.size ?? 0
     const ingested = await ingest(this.deps.store, body, this.objects.writeLimit(tenant, w, replaced, MAX_PART_BYTES))
@@ -56,16 +72,35 @@ export class S3Multipart {
   }
 
   /** UploadPartCopy: a byte range of an object of the tenant becomes a part. */
-  async uploadPartCopy(tenant: AuthenticatedTenant, bucket: string, key: string, uploadId: string, partNumber: number, source: ObjectRow, range: { start: number; end: number } | undefined) {
+  async uploadPartCopy(
+    tenant: AuthenticatedTenant,
+    bucket: string,
+    key: string,
+    uploadId: string,
+    partNumber: number,
+    source: ObjectRow,
+    range: { start: number; end: number } | undefined,
+  ) {
     const { w, upload } = this.upload(tenant, bucket, key, uploadId)
     const replaced = this.deps.multipart.part(upload.id, partNumber)?.size ?? 0
     const stream = source.size === 0 ? emptyStream() : asStream((await this.deps.store.open(source.sha256, range ?? { start: 0, end: source.size - 1 })).body)
-    const ingested = await ingest(this.deps.store, { source: stream, payload: { kind: 'unsigned' }, signing: { key: Buffer.alloc(0), amzDate: '', scope: '', seedSignature: '' }, headers: {} }, this.objects.writeLimit(tenant, w, replaced, MAX_PART_BYTES))
+    const ingested = await ingest(
+      this.deps.store,
+      { source: stream, payload: { kind: 'unsigned' }, signing: { key: Buffer.alloc(0), amzDate: '', scope: '', seedSignature: '' }, headers: {} },
+      this.objects.writeLimit(tenant, w, replaced, MAX_PART_BYTES),
+    )
     await this.commitPart(tenant, w, upload, partNumber, ingested.staged, ingested.digests.md5Hex)
     return { etag: `"${ingested.digests.md5Hex}"`, lastModified: this.deps.clock.now() }
   }
 
-  private async commitPart(tenant: AuthenticatedTenant, w: Workspace, upload: MultipartUpload, partNumber: number, staged: StagedBlob, md5: string): Promise<void> {
+  private async commitPart(
+    tenant: AuthenticatedTenant,
+    w: Workspace,
+    upload: MultipartUpload,
+    partNumber: number,
+    staged: StagedBlob,
+    md5: string,
+  ): Promise<void> {
     const { db, store, blobs, multipart, clock, quotas } = this.deps
     try {
       await store.place(staged)
@@ -97,7 +132,13 @@ export class S3Multipart {
   }
 
   /** CompleteMultipartUpload: S3's part checks, then the parts streamed into one object. */
-  async complete(tenant: AuthenticatedTenant, bucket: string, key: string, uploadId: string, declared: { partNumber: number; etag: string }[]): Promise<ObjectRow> {
+  async complete(
+    tenant: AuthenticatedTenant,
+    bucket: string,
+    key: string,
+    uploadId: string,
+    declared: { partNumber: number; etag: string }[],
+  ): Promise<ObjectRow> {
     const { w, upload } = this.upload(tenant, bucket, key, uploadId)
     if (declared.length === 0) throw new S3Error('MalformedXML', 'The XML you provided was not well-formed or did not validate against our published schema.')
     const stored = new Map(this.deps.multipart.parts(upload.id).map((p) => [p.partNumber, p]))
@@ -108,16 +149,25 @@ export class S3Multipart {
       previous = d.partNumber
       const p = stored.get(d.partNumber)
       if (!p || normalizeEtag(d.etag) !== p.md5) {
-        throw new S3Error('InvalidPart', 'One or more of the specified parts could not be found. The part may not have been uploaded, or the specified entity tag may not have matched the part\'s entity tag.')
+        throw new S3Error(
+          'InvalidPart',
+          "One or more of the specified parts could not be found. The part may not have been uploaded, or the specified entity tag may not have matched the part's entity tag.",
+        )
       }
       chosen.push(p)
     }
     for (const p of chosen.slice(0, -1)) {
-      if (p.size < MIN_PART_BYTES) throw new S3Error('EntityTooSmall', 'Your proposed upload is smaller than the minimum allowed object size.', { PartNumber: String(p.partNumber) })
+      if (p.size < MIN_PART_BYTES)
+        throw new S3Error('EntityTooSmall', 'Your proposed upload is smaller than the minimum allowed object size.', { PartNumber: String(p.partNumber) })
     }
-    const etag = `"${createHash('md5').update(Buffer.concat(chosen.map((p) => Buffer.from(p.md5, 'hex')))).digest('hex')}-${chosen.length}"`
+    const etag = `"${createHash('md5')
+      .update(Buffer.concat(chosen.map((p) => Buffer.from(p.md5, 'hex'))))
+      .digest('hex')}-${chosen.length}"`
     const total = chosen.reduce((n, p) => n + p.size, 0)
-    const body = concatenate(async (sha) => (await this.deps.store.open(sha)).body, chosen.map((p) => p.sha256))
+    const body = concatenate(
+      async (sha) => (await this.deps.store.open(sha)).body,
+      chosen.map((p) => p.sha256),
+    )
     // The assembled object takes no more room than its parts, which are charged already.
     const staged = await this.deps.store.stage(body, { maxBytes: total, onOverflow: () => new S3Error('InternalError', 'parts changed during completion') })
     if (staged.size !== total) {
@@ -142,10 +192,12 @@ export class S3Multipart {
   }
 
   abort(tenant: AuthenticatedTenant, bucket: string, key: string, uploadId: string): void {
-    this.deps.db.transaction(() => {
-      const { upload } = this.upload(tenant, bucket, key, uploadId)
-      this.buckets.dropBlobs(this.deps.multipart.delete(upload.id))
-    }).immediate()
+    this.deps.db
+      .transaction(() => {
+        const { upload } = this.upload(tenant, bucket, key, uploadId)
+        this.buckets.dropBlobs(this.deps.multipart.delete(upload.id))
+      })
+      .immediate()
   }
 
   listParts(tenant: AuthenticatedTenant, bucket: string, key: string, uploadId: string, after: number, maxParts: number) {

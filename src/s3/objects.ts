@@ -57,7 +57,14 @@ export class S3Objects {
   }
 
   /** PutObject: streams the body to the store, then replaces whatever the key held in one transaction. */
-  async put(tenant: AuthenticatedTenant, bucket: string, key: string, body: BodySpec, input: ObjectInput, conditions: { ifMatch?: string | undefined; ifNoneMatch?: string | undefined } = {}) {
+  async put(
+    tenant: AuthenticatedTenant,
+    bucket: string,
+    key: string,
+    body: BodySpec,
+    input: ObjectInput,
+    conditions: { ifMatch?: string | undefined; ifNoneMatch?: string | undefined } = {},
+  ) {
     checkKey(key)
     const w = this.buckets.resolve(tenant, bucket)
     const existing = this.deps.objects.get(w.id, key)
@@ -72,7 +79,14 @@ export class S3Objects {
   }
 
   /** Places a staged blob and makes it the object at `key`; always discards the staged file. */
-  async commitStaged(tenant: AuthenticatedTenant, w: Workspace, key: string, staged: StagedBlob, info: ObjectInfo, beforeCommit?: () => void): Promise<ObjectRow> {
+  async commitStaged(
+    tenant: AuthenticatedTenant,
+    w: Workspace,
+    key: string,
+    staged: StagedBlob,
+    info: ObjectInfo,
+    beforeCommit?: () => void,
+  ): Promise<ObjectRow> {
     try {
       await this.deps.store.place(staged)
       return this.deps.db
@@ -106,7 +120,18 @@ export class S3Objects {
     } catch (err) {
       throw err instanceof AppError ? fromAppError(err) : err
     }
-    objects.insertCompleted({ id: uuidv7(now), tenantId: tenant.id, workspaceId: w.id, key, originalName: nameOfKey(key), fileType: info.contentType, size, sha256, info, now })
+    objects.insertCompleted({
+      id: uuidv7(now),
+      tenantId: tenant.id,
+      workspaceId: w.id,
+      key,
+      originalName: nameOfKey(key),
+      fileType: info.contentType,
+      size,
+      sha256,
+      info,
+      now,
+    })
     return objects.get(w.id, key)!
   }
 
@@ -156,7 +181,13 @@ export class S3Objects {
   }
 
   /** CopyObject within the tenant: the content is shared (same blob), not copied. */
-  copy(tenant: AuthenticatedTenant, from: { bucket: string; key: string }, to: { bucket: string; key: string }, info: ObjectInfo | 'copy', check: (source: ObjectRow) => void): ObjectRow {
+  copy(
+    tenant: AuthenticatedTenant,
+    from: { bucket: string; key: string },
+    to: { bucket: string; key: string },
+    info: ObjectInfo | 'copy',
+    check: (source: ObjectRow) => void,
+  ): ObjectRow {
     checkKey(to.key)
     const { db } = this.deps
     return db
@@ -165,7 +196,8 @@ export class S3Objects {
         check(source)
         const target = this.buckets.resolve(tenant, to.bucket)
         const sourceInfo: ObjectInfo = source.info ?? { etag: etagOf(source), contentType: source.fileType, meta: {} }
-        const finalInfo: ObjectInfo = info === 'copy' ? sourceInfo : { ...info, etag: sourceInfo.etag, ...(sourceInfo.parts ? { parts: sourceInfo.parts } : {}) }
+        const finalInfo: ObjectInfo =
+          info === 'copy' ? sourceInfo : { ...info, etag: sourceInfo.etag, ...(sourceInfo.parts ? { parts: sourceInfo.parts } : {}) }
         return this.replace(tenant, target, to.key, source.sha256, source.size, finalInfo)
       })
       .immediate()
@@ -173,9 +205,11 @@ export class S3Objects {
 
   private removeIfOrphan(sha256: string): void {
     try {
-      this.deps.db.transaction(() => {
-        if (!this.deps.blobs.exists(sha256)) this.deps.store.removeSync(sha256)
-      }).immediate()
+      this.deps.db
+        .transaction(() => {
+          if (!this.deps.blobs.exists(sha256)) this.deps.store.removeSync(sha256)
+        })
+        .immediate()
     } catch {
       // Best effort: `coffer gc` removes orphans it finds later.
     }

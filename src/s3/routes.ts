@@ -35,8 +35,27 @@ interface Target {
 /** Query parameters that never select an operation: signing, the SDK's operation hint. */
 const NEUTRAL_PARAM = /^(X-Amz-|x-amz-|x-id$)/
 
-const BUCKET_LIST_PARAMS = new Set(['prefix', 'delimiter', 'max-keys', 'marker', 'continuation-token', 'start-after', 'fetch-owner', 'encoding-type', 'list-type'])
-const OBJECT_GET_PARAMS = new Set(['response-content-type', 'response-content-language', 'response-expires', 'response-cache-control', 'response-content-disposition', 'response-content-encoding', 'partNumber', 'versionId'])
+const BUCKET_LIST_PARAMS = new Set([
+  'prefix',
+  'delimiter',
+  'max-keys',
+  'marker',
+  'continuation-token',
+  'start-after',
+  'fetch-owner',
+  'encoding-type',
+  'list-type',
+])
+const OBJECT_GET_PARAMS = new Set([
+  'response-content-type',
+  'response-content-language',
+  'response-expires',
+  'response-cache-control',
+  'response-content-disposition',
+  'response-content-encoding',
+  'partNumber',
+  'versionId',
+])
 const UPLOADS_LIST_PARAMS = new Set(['uploads', 'prefix', 'delimiter', 'max-uploads', 'key-marker', 'upload-id-marker', 'encoding-type'])
 const PARTS_LIST_PARAMS = new Set(['uploadId', 'max-parts', 'part-number-marker', 'encoding-type'])
 
@@ -120,7 +139,11 @@ function objectInput(request: Req): ObjectInput {
   const out: ObjectInput = { contentType: contentType && contentType.length <= 255 ? contentType : 'application/octet-stream', meta }
   const cacheControl = opt('cache-control')
   const contentDisposition = opt('content-disposition')
-  const contentEncoding = opt('content-encoding')?.split(',').map((s) => s.trim()).filter((s) => s !== 'aws-chunked').join(',')
+  const contentEncoding = opt('content-encoding')
+    ?.split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== 'aws-chunked')
+    .join(',')
   const contentLanguage = opt('content-language')
   const expires = opt('expires')
   if (cacheControl) out.cacheControl = cacheControl
@@ -156,7 +179,8 @@ async function registerS3RateLimit(app: FastifyInstance, core: Core): Promise<vo
     timeWindow: rateLimitWindowSeconds * 1000,
     keyGenerator: (request) => request.s3TenantId ?? '',
     allowList: (_request, key) => key === '',
-    errorResponseBuilder: (_request, context) => new S3Error('SlowDown', `Please reduce your request rate: ${context.max} requests per ${rateLimitWindowSeconds} s; retry in ${context.after}`),
+    errorResponseBuilder: (_request, context) =>
+      new S3Error('SlowDown', `Please reduce your request rate: ${context.max} requests per ${rateLimitWindowSeconds} s; retry in ${context.after}`),
   })
 }
 
@@ -186,7 +210,8 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
       request.s3Auth = auth
       request.s3TenantId = auth.principal.id
       const p = auth.payload
-      request.s3Payload = p.kind === 'streaming' ? `chunked-${p.signed ? 'signed' : 'unsigned'}${p.trailer ? '-trailer' : ''}` : auth.presigned ? `presigned-${p.kind}` : p.kind
+      request.s3Payload =
+        p.kind === 'streaming' ? `chunked-${p.signed ? 'signed' : 'unsigned'}${p.trailer ? '-trailer' : ''}` : auth.presigned ? `presigned-${p.kind}` : p.kind
     } catch (err) {
       return done(err as Error)
     }
@@ -222,7 +247,8 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
 
   function service(request: Req, reply: Reply, tenant: AuthenticatedTenant, target: Target) {
     if (request.method !== 'GET') throw new S3Error('MethodNotAllowed', 'The specified method is not allowed against this resource.')
-    if (subresources(target.query, new Set(['max-buckets', 'continuation-token', 'prefix', 'bucket-region'])).length > 0) throw notImplemented('This service operation')
+    if (subresources(target.query, new Set(['max-buckets', 'continuation-token', 'prefix', 'bucket-region'])).length > 0)
+      throw notImplemented('This service operation')
     const buckets = s3.buckets.list(tenant)
     return xml(reply, 'ListAllMyBucketsResult', {
       Owner: owner(tenant),
@@ -240,7 +266,11 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
       case 'GET': {
         if (q.has('location')) {
           s3.buckets.resolve(tenant, bucket)
-          return reply.type('application/xml').send(`<?xml version="1.0" encoding="UTF-8"?>\n<LocationConstraint xmlns="http://s3.amazonaws.com/doc/2006-03-01/">${region === 'us-east-1' ? '' : region}</LocationConstraint>`)
+          return reply
+            .type('application/xml')
+            .send(
+              `<?xml version="1.0" encoding="UTF-8"?>\n<LocationConstraint xmlns="http://s3.amazonaws.com/doc/2006-03-01/">${region === 'us-east-1' ? '' : region}</LocationConstraint>`,
+            )
         }
         if (q.has('versioning')) {
           s3.buckets.resolve(tenant, bucket)
@@ -364,7 +394,14 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
       Prefix: prefix,
       MaxUploads: max,
       IsTruncated: truncated,
-      Upload: uploads.map((u) => ({ Key: u.key, UploadId: u.id, Initiator: owner(tenant), Owner: owner(tenant), StorageClass: 'STANDARD', Initiated: iso(u.createdAt) })),
+      Upload: uploads.map((u) => ({
+        Key: u.key,
+        UploadId: u.id,
+        Initiator: owner(tenant),
+        Owner: owner(tenant),
+        StorageClass: 'STANDARD',
+        Initiated: iso(u.createdAt),
+      })),
     })
   }
 
@@ -458,7 +495,8 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
     if (queryPart !== undefined && !/^versionId=null$/.test(queryPart)) throw notImplemented('Copying from an object version')
     const path = decodePath(pathPart!.replace(/^\//, ''))
     const slash = path.indexOf('/')
-    if (slash <= 0 || slash === path.length - 1) throw new S3Error('InvalidArgument', 'Copy Source must mention the source bucket and key: sourcebucket/sourcekey')
+    if (slash <= 0 || slash === path.length - 1)
+      throw new S3Error('InvalidArgument', 'Copy Source must mention the source bucket and key: sourcebucket/sourcekey')
     return { bucket: path.slice(0, slash), key: path.slice(slash + 1) }
   }
 
@@ -484,14 +522,25 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
     const directive = (header(request, 'x-amz-metadata-directive') ?? 'COPY').toUpperCase()
     if (directive !== 'COPY' && directive !== 'REPLACE') throw new S3Error('InvalidArgument', 'Unknown metadata directive.')
     if (directive === 'COPY' && from.bucket === bucket && from.key === key) {
-      throw new S3Error('InvalidRequest', 'This copy request is illegal because it is trying to copy an object to itself without changing the object\'s metadata, storage class, website redirect location or encryption attributes.')
+      throw new S3Error(
+        'InvalidRequest',
+        "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.",
+      )
     }
     const info: ObjectInfo | 'copy' = directive === 'REPLACE' ? { ...objectInput(request), etag: '' } : 'copy'
     const row = s3.objects.copy(tenant, from, { bucket, key }, info, copyConditions(request))
     return xml(reply, 'CopyObjectResult', { ETag: etagOf(row), LastModified: iso(row.completedAt) })
   }
 
-  async function uploadPart(request: Req, reply: Reply, tenant: AuthenticatedTenant, bucket: string, key: string, q: Map<string, string>, body: () => BodySpec) {
+  async function uploadPart(
+    request: Req,
+    reply: Reply,
+    tenant: AuthenticatedTenant,
+    bucket: string,
+    key: string,
+    q: Map<string, string>,
+    body: () => BodySpec,
+  ) {
     const uploadId = q.get('uploadId')
     const partRaw = q.get('partNumber') ?? ''
     if (uploadId === undefined || !/^\d{1,5}$/.test(partRaw) || Number(partRaw) < 1 || Number(partRaw) > MAX_PARTS) {
@@ -507,7 +556,10 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
       if (rangeHeader !== undefined) {
         const m = /^bytes=(\d{1,15})-(\d{1,15})$/.exec(rangeHeader)
         if (!m || Number(m[1]) > Number(m[2]) || Number(m[2]) >= source.size) {
-          throw new S3Error('InvalidArgument', 'The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy')
+          throw new S3Error(
+            'InvalidArgument',
+            'The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy',
+          )
         }
         range = { start: Number(m[1]), end: Number(m[2]) }
       }

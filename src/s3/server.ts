@@ -32,7 +32,13 @@ export function sendS3Error(request: FastifyRequest, reply: FastifyReply, err: S
   const extra = Object.fromEntries(Object.entries(err.extra).filter(([k]) => k !== 'ActualObjectSize'))
   return reply
     .type('application/xml')
-    .send(xmlDocument('Error', { Code: err.code, Message: err.message, ...extra, Resource: request.s3Resource ?? request.url.split('?')[0], RequestId: String(request.id) }, false))
+    .send(
+      xmlDocument(
+        'Error',
+        { Code: err.code, Message: err.message, ...extra, Resource: request.s3Resource ?? request.url.split('?')[0], RequestId: String(request.id) },
+        false,
+      ),
+    )
 }
 
 /**
@@ -54,7 +60,7 @@ export async function buildS3App(core: Core, opts: { logger: FastifyBaseLogger }
     routerOptions: { maxParamLength: 4096, ignoreDuplicateSlashes: false },
     frameworkErrors: (_error, request, reply) => {
       reply.header('x-amz-request-id', request.id)
-      return sendS3Error(request, reply, new S3Error('InvalidRequest', 'The request could not be parsed'))
+      void sendS3Error(request, reply, new S3Error('InvalidRequest', 'The request could not be parsed'))
     },
   })
   // `Expect: 100-continue` is answered by the operation once its checks pass (BodySpec.proceed), not

@@ -20,10 +20,7 @@ export const MAX_SKEW_MS = 15 * 60_000
 export const MAX_PRESIGN_SECONDS = 7 * 24 * 3600
 
 /** How the body of a verified request is to be checked. */
-export type Payload =
-  | { kind: 'unsigned' }
-  | { kind: 'sha256'; hex: string }
-  | { kind: 'streaming'; signed: boolean; trailer: boolean }
+export type Payload = { kind: 'unsigned' } | { kind: 'sha256'; hex: string } | { kind: 'streaming'; signed: boolean; trailer: boolean }
 
 /** The signing context of a verified request: what aws-chunked needs to verify chunk signatures. */
 export interface SigningContext {
@@ -60,14 +57,17 @@ export interface VerifyOptions<P> {
 const AMZ_DATE = /^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$/
 
 function parseAmzDate(value: string): number | undefined {
-  const m = AMZ_DATE.exec(value)
+  const m = value.match(AMZ_DATE)
   if (!m) return undefined
   const t = Date.UTC(+m[1]!, +m[2]! - 1, +m[3]!, +m[4]!, +m[5]!, +m[6]!)
   return Number.isNaN(t) ? undefined : t
 }
 
 function toAmzDate(ms: number): string {
-  return new Date(ms).toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '')
+  return new Date(ms)
+    .toISOString()
+    .replace(/[-:]/g, '')
+    .replace(/\.\d{3}/, '')
 }
 
 /** RFC 3986 encoding as SigV4 wants it: everything but A–Z a–z 0–9 - . _ ~ (and `/` when asked). */
@@ -87,10 +87,13 @@ function decode(text: string): string {
 /** Splits a raw query string into decoded pairs, in order. */
 export function parseQuery(raw: string): [string, string][] {
   if (raw === '') return []
-  return raw.split('&').filter((p) => p !== '').map((pair) => {
-    const eq = pair.indexOf('=')
-    return eq < 0 ? [decode(pair), ''] : [decode(pair.slice(0, eq)), decode(pair.slice(eq + 1))]
-  })
+  return raw
+    .split('&')
+    .filter((p) => p !== '')
+    .map((pair) => {
+      const eq = pair.indexOf('=')
+      return eq < 0 ? [decode(pair), ''] : [decode(pair.slice(0, eq)), decode(pair.slice(eq + 1))]
+    })
 }
 
 function canonicalQuery(pairs: [string, string][]): string {
@@ -103,7 +106,10 @@ function canonicalQuery(pairs: [string, string][]): string {
 
 /** S3 does not normalise paths: each segment is decoded and re-encoded, `//` and `.` kept. */
 function canonicalUri(rawPath: string): string {
-  return rawPath.split('/').map((seg) => awsEncode(decode(seg), false)).join('/')
+  return rawPath
+    .split('/')
+    .map((seg) => awsEncode(decode(seg), false))
+    .join('/')
 }
 
 /** Lower-case header name → values joined by `,`, each trimmed with inner whitespace runs collapsed. */
@@ -118,7 +124,14 @@ export function headerMap(rawHeaders: string[]): Map<string, string> {
   return map
 }
 
-export function canonicalRequest(method: string, url: string, headers: Map<string, string>, signedHeaders: string[], payloadHash: string, dropSignatureParam: boolean): string {
+export function canonicalRequest(
+  method: string,
+  url: string,
+  headers: Map<string, string>,
+  signedHeaders: string[],
+  payloadHash: string,
+  dropSignatureParam: boolean,
+): string {
   const q = url.indexOf('?')
   const rawPath = q < 0 ? url : url.slice(0, q)
   let pairs = parseQuery(q < 0 ? '' : url.slice(q + 1))
@@ -168,7 +181,7 @@ interface Parsed {
 const CREDENTIAL = /^([^/]{1,128})\/(\d{8})\/([^/]{1,64})\/([^/]{1,64})\/([^/]{1,64})$/
 
 function parseCredential(value: string, malformed: (why: string) => S3Error): Omit<Parsed, 'signedHeaders' | 'signature' | 'amzDate'> {
-  const m = CREDENTIAL.exec(value)
+  const m = value.match(CREDENTIAL)
   if (!m) throw malformed(`the Credential is mal-formed; expecting "<YOUR-AKID>/YYYYMMDD/REGION/SERVICE/aws4_request".`)
   return { accessKeyId: m[1]!, date: m[2]!, region: m[3]!, service: m[4]!, terminator: m[5]! }
 }
@@ -176,7 +189,8 @@ function parseCredential(value: string, malformed: (why: string) => S3Error): Om
 function parseHeaderAuth(authorization: string, headers: Map<string, string>): Parsed {
   const malformed = (why: string) => new S3Error('AuthorizationHeaderMalformed', `The authorization header is malformed; ${why}`)
   if (!authorization.startsWith(`${ALGORITHM} `)) {
-    if (/^AWS /.test(authorization)) throw new S3Error('InvalidRequest', 'The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256.')
+    if (/^AWS /.test(authorization))
+      throw new S3Error('InvalidRequest', 'The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256.')
     throw malformed('the authorization mechanism is not AWS4-HMAC-SHA256.')
   }
   const fields = new Map<string, string>()
@@ -210,7 +224,9 @@ function parseQueryAuth(query: Map<string, string>): Parsed & { expires: number 
   const signedHeaders = query.get('X-Amz-SignedHeaders')
   const signature = query.get('X-Amz-Signature')
   if (!credential || !amzDate || !expires || !signedHeaders || !signature) {
-    throw bad('Query-string authentication version 4 requires the X-Amz-Algorithm, X-Amz-Credential, X-Amz-Signature, X-Amz-Date, X-Amz-SignedHeaders, and X-Amz-Expires parameters.')
+    throw bad(
+      'Query-string authentication version 4 requires the X-Amz-Algorithm, X-Amz-Credential, X-Amz-Signature, X-Amz-Date, X-Amz-SignedHeaders, and X-Amz-Expires parameters.',
+    )
   }
   if (!/^\d{1,7}$/.test(expires) || Number(expires) < 1) throw bad('X-Amz-Expires should be a number')
   if (Number(expires) > MAX_PRESIGN_SECONDS) throw bad('X-Amz-Expires must be less than a week (in seconds) that is 604800')
@@ -251,11 +267,15 @@ export function verifySigV4<P>(req: SignedRequest, opts: VerifyOptions<P>): Veri
   const signedTime = parseAmzDate(parsed.amzDate)
   const malformedCode = presigned ? 'AuthorizationQueryParametersError' : 'AuthorizationHeaderMalformed'
   if (signedTime === undefined) throw new S3Error(malformedCode, `X-Amz-Date must be in the ISO8601 Long Format "yyyyMMdd'T'HHmmss'Z'"`)
-  if (parsed.date !== parsed.amzDate.slice(0, 8)) throw new S3Error(malformedCode, `Invalid credential date "${parsed.date}". This date is not the same as X-Amz-Date: "${parsed.amzDate.slice(0, 8)}".`)
+  if (parsed.date !== parsed.amzDate.slice(0, 8))
+    throw new S3Error(malformedCode, `Invalid credential date "${parsed.date}". This date is not the same as X-Amz-Date: "${parsed.amzDate.slice(0, 8)}".`)
   if (parsed.region !== opts.region) {
-    throw new S3Error(malformedCode, `The authorization header is malformed; the region '${parsed.region}' is wrong; expecting '${opts.region}'`, { Region: opts.region })
+    throw new S3Error(malformedCode, `The authorization header is malformed; the region '${parsed.region}' is wrong; expecting '${opts.region}'`, {
+      Region: opts.region,
+    })
   }
-  if (parsed.service !== 's3' || parsed.terminator !== 'aws4_request') throw new S3Error(malformedCode, 'The credential scope must be for service "s3" and end in "aws4_request"')
+  if (parsed.service !== 's3' || parsed.terminator !== 'aws4_request')
+    throw new S3Error(malformedCode, 'The credential scope must be for service "s3" and end in "aws4_request"')
   if (!parsed.signedHeaders.includes('host') || parsed.signedHeaders.some((h) => h !== h.toLowerCase() || h === '')) {
     throw new S3Error(malformedCode, 'SignedHeaders must be lower case, separated by ";", and include host')
   }
@@ -288,7 +308,10 @@ export function verifySigV4<P>(req: SignedRequest, opts: VerifyOptions<P>): Veri
   const key = signingKey(found.secret, parsed.date, parsed.region)
   const expected = signString(key, stringToSign)
   if (!signatureMatches(expected, parsed.signature)) {
-    throw new S3Error('SignatureDoesNotMatch', 'The request signature we calculated does not match the signature you provided. Check your key and signing method.')
+    throw new S3Error(
+      'SignatureDoesNotMatch',
+      'The request signature we calculated does not match the signature you provided. Check your key and signing method.',
+    )
   }
   return {
     principal: found.principal,

@@ -18,13 +18,22 @@ const SMALL = 4096
 const mbps = (bytes: number, ms: number) => bytes / 1e6 / (ms / 1000)
 
 const SPECS = {
-  smallPut: { key: 's3-put-4kib', figure: '4 KiB PutObject/s (c=16)', baselineLabel: 'API uploads of 4 KiB (handshake + PUT), c=16, same server', unit: 'objects/s' },
+  smallPut: {
+    key: 's3-put-4kib',
+    figure: '4 KiB PutObject/s (c=16)',
+    baselineLabel: 'API uploads of 4 KiB (handshake + PUT), c=16, same server',
+    unit: 'objects/s',
+  },
   smallGet: { key: 's3-get-4kib', figure: '4 KiB GetObject/s (c=16)', baselineLabel: 'API downloads of 4 KiB, c=16, same server', unit: 'req/s' },
   largePut: { key: 's3-put-100mib', figure: 'one 100 MiB PutObject, MB/s', baselineLabel: 'one 100 MiB API PUT, same server', unit: 'MB/s' },
   largeGet: { key: 's3-get-100mib', figure: 'one 100 MiB GetObject, MB/s', baselineLabel: 'one 100 MiB API download, same server', unit: 'MB/s' },
 } as const
 
-function result(spec: (typeof SPECS)[keyof typeof SPECS], r: { subject: number; baseline: number; ratio: number }, details: Record<string, unknown>): FigureResult {
+function result(
+  spec: (typeof SPECS)[keyof typeof SPECS],
+  r: { subject: number; baseline: number; ratio: number },
+  details: Record<string, unknown>,
+): FigureResult {
   return { ...spec, coffer: r.subject, baseline: r.baseline, ratio: r.ratio, target: '≥ 0.8× of the API', met: r.ratio >= 0.8, details }
 }
 
@@ -128,7 +137,12 @@ export async function s3Figures(ctx: BenchContext): Promise<FigureResult[]> {
           },
           {
             method: 'PUT',
-            setupRequest: (req, context) => ({ ...req, path: (context as { url: string }).url, headers: { 'content-type': 'image/png' }, body: uniqueCopy(small) }),
+            setupRequest: (req, context) => ({
+              ...req,
+              path: (context as { url: string }).url,
+              headers: { 'content-type': 'image/png' },
+              body: uniqueCopy(small),
+            }),
             onResponse: (status) => {
               if (status === 200) uploads++
             },
@@ -139,8 +153,14 @@ export async function s3Figures(ctx: BenchContext): Promise<FigureResult[]> {
     }
     await apiPutRun(1)
     await s3PutRun(1)
-    const smallPut = await paired(ctx.runs, () => apiPutRun(ctx.loadSeconds), () => s3PutRun(ctx.loadSeconds))
-    out.push(result(SPECS.smallPut, smallPut, { runs: smallPut, seconds: ctx.loadSeconds, note: 'an S3 write is one request; an API upload is two (handshake, PUT)' }))
+    const smallPut = await paired(
+      ctx.runs,
+      () => apiPutRun(ctx.loadSeconds),
+      () => s3PutRun(ctx.loadSeconds),
+    )
+    out.push(
+      result(SPECS.smallPut, smallPut, { runs: smallPut, seconds: ctx.loadSeconds, note: 'an S3 write is one request; an API upload is two (handshake, PUT)' }),
+    )
 
     ctx.log('  S3: 4 KiB GetObject vs API downloads, c=16')
     const apiIds: string[] = []
@@ -152,7 +172,15 @@ export async function s3Figures(ctx: BenchContext): Promise<FigureResult[]> {
     }
     const pick = <T>(a: T[]) => a[Math.floor(Math.random() * a.length)]!
     const apiGetRun = async (seconds: number) =>
-      (await load({ url: coffer.url, connections: 16, duration: seconds, headers: auth(apiKey), requests: [{ setupRequest: (req) => ({ ...req, path: `/api/v1/files/${pick(apiIds)}/download` }) }] })).rps
+      (
+        await load({
+          url: coffer.url,
+          connections: 16,
+          duration: seconds,
+          headers: auth(apiKey),
+          requests: [{ setupRequest: (req) => ({ ...req, path: `/api/v1/files/${pick(apiIds)}/download` }) }],
+        })
+      ).rps
     const s3GetRun = async (seconds: number) =>
       (
         await load({
@@ -171,7 +199,11 @@ export async function s3Figures(ctx: BenchContext): Promise<FigureResult[]> {
       ).rps
     await apiGetRun(1)
     await s3GetRun(1)
-    const smallGet = await paired(ctx.runs, () => apiGetRun(ctx.loadSeconds), () => s3GetRun(ctx.loadSeconds))
+    const smallGet = await paired(
+      ctx.runs,
+      () => apiGetRun(ctx.loadSeconds),
+      () => s3GetRun(ctx.loadSeconds),
+    )
     out.push(result(SPECS.smallGet, smallGet, { runs: smallGet, seconds: ctx.loadSeconds, objects: s3Keys.length }))
     return out
   } finally {

@@ -8,11 +8,13 @@ export class BlobsRepo {
     this.stmts = {
       insert: db.prepare('INSERT INTO blobs (sha256, size_bytes, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING'),
       exists: db.prepare<[string], number>('SELECT 1 FROM blobs WHERE sha256 = ?').pluck(),
-      sizeIfUnreferenced: db.prepare<[string], number>(
-        `SELECT b.size_bytes FROM blobs b WHERE b.sha256 = ?
+      sizeIfUnreferenced: db
+        .prepare<[string], number>(
+          `SELECT b.size_bytes FROM blobs b WHERE b.sha256 = ?
            AND NOT EXISTS (SELECT 1 FROM files f WHERE f.sha256 = b.sha256)
            AND NOT EXISTS (SELECT 1 FROM s3_parts p WHERE p.sha256 = b.sha256)`,
-      ).pluck(),
+        )
+        .pluck(),
       shasAfter: db.prepare<[string, number], string>('SELECT sha256 FROM blobs WHERE sha256 > ? ORDER BY sha256 LIMIT ?').pluck(),
       delete: db.prepare('DELETE FROM blobs WHERE sha256 = ?'),
       stats: db.prepare<[], { bytes: number; count: number }>('SELECT bytes, count FROM blob_totals WHERE id = 1'),

@@ -59,7 +59,10 @@ export class MultipartRepo {
          VALUES (@id, @tenantId, @workspaceId, @key, @info, @createdAt, @expiresAt)`,
       ),
       get: db.prepare<[string, string], UploadRow>('SELECT * FROM s3_uploads WHERE id = ? AND workspace_id = ?'),
-      list: db.prepare<{ workspaceId: string; prefix: string | null; below: string | null; afterKey: string | null; afterId: string; limit: number }, UploadRow>(
+      list: db.prepare<
+        { workspaceId: string; prefix: string | null; below: string | null; afterKey: string | null; afterId: string; limit: number },
+        UploadRow
+      >(
         `SELECT * FROM s3_uploads WHERE workspace_id = @workspaceId
            AND (@prefix IS NULL OR object_key >= @prefix) AND (@below IS NULL OR object_key < @below)
            AND (@afterKey IS NULL OR (object_key, id) > (@afterKey, @afterId))

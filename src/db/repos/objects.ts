@@ -99,10 +99,21 @@ export class ObjectsRepo {
 
   /** The id of the live file (any status) holding `key`: the one a write to that key replaces. */
   liveIdByKey(workspaceId: string, key: string): string | undefined {
-    return this.stmts.liveIdByKey.get(workspaceId, key) as string | undefined
+    return this.stmts.liveIdByKey.get(workspaceId, key)
   }
 
-  insertCompleted(o: { id: string; tenantId: string; workspaceId: string; key: string; originalName: string; fileType: string; size: number; sha256: string; info: ObjectInfo; now: number }): void {
+  insertCompleted(o: {
+    id: string
+    tenantId: string
+    workspaceId: string
+    key: string
+    originalName: string
+    fileType: string
+    size: number
+    sha256: string
+    info: ObjectInfo
+    now: number
+  }): void {
     this.stmts.insert.run({ ...o, info: JSON.stringify(o.info) })
   }
 

@@ -16,7 +16,14 @@ const TenantParams = Type.Object({ tenantId: PathId })
 export async function s3CredentialRoutes(app: App, core: Core): Promise<void> {
   app.post(
     '/api/v1/admin/tenants/:tenantId/s3-credentials',
-    { schema: { tags: ['admin'], summary: 'Create an S3 credential pair for a tenant (the secret is shown once)', params: TenantParams, response: withErrors({ 201: CreatedCredential }, 404) } },
+    {
+      schema: {
+        tags: ['admin'],
+        summary: 'Create an S3 credential pair for a tenant (the secret is shown once)',
+        params: TenantParams,
+        response: withErrors({ 201: CreatedCredential }, 404),
+      },
+    },
     async (request, reply) => {
       const created = core.s3Credentials.create(request.params.tenantId)
       request.log.info({ tenantId: request.params.tenantId, accessKeyId: created.accessKeyId }, 'S3 credential created')
@@ -25,7 +32,14 @@ export async function s3CredentialRoutes(app: App, core: Core): Promise<void> {
   )
   app.get(
     '/api/v1/admin/tenants/:tenantId/s3-credentials',
-    { schema: { tags: ['admin'], summary: 'A tenant\'s S3 access key ids (never the secrets)', params: TenantParams, response: withErrors({ 200: CredentialList }, 404) } },
+    {
+      schema: {
+        tags: ['admin'],
+        summary: "A tenant's S3 access key ids (never the secrets)",
+        params: TenantParams,
+        response: withErrors({ 200: CredentialList }, 404),
+      },
+    },
     async (request) => ({ credentials: core.s3Credentials.list(request.params.tenantId) }),
   )
   app.delete(
