@@ -1,10 +1,10 @@
 import { createHash } from 'node:crypto'
 import { PassThrough, type Readable } from 'node:stream'
 import type { BlobStore, StagedBlob } from '../blobs/blob-store'
-import { isDiskFull } from '../errors'
+import { AppError, isDiskFull } from '../errors'
 import { AwsChunkedDecoder } from './chunked'
 import { DigestStream, isChecksumAlgorithm, type ChecksumAlgorithm, type Digests } from './checksums'
-import { S3Error } from './errors'
+import { S3Error, fromAppError } from './errors'
 import type { Payload, SigningContext } from './sigv4'
 
 /** How a request body arrives and what it must prove once it has. */
@@ -44,6 +44,8 @@ export async function ingest(
   store: Pick<BlobStore, 'stage' | 'discard'>,
   spec: BodySpec,
   limit: { maxBytes: number; overflow: () => Error },
+  /** Counts the bytes in flight against the quotas as they arrive (Quotas.stream); may throw. */
+  onChunk?: (bytes: number) => void,
 ): Promise<Ingested> {
   const { headers, payload } = spec
   const algorithms: ChecksumAlgorithm[] = []
@@ -79,7 +81,7 @@ export async function ingest(
   const body = connect(spec.source, decoder, digest)
   let staged: StagedBlob
   try {
-    staged = await store.stage(body, { maxBytes: limit.maxBytes, onOverflow: limit.overflow })
+    staged = await store.stage(body, { maxBytes: limit.maxBytes, onOverflow: limit.overflow, ...(onChunk ? { onChunk } : {}) })
   } catch (err) {
     spec.source.unpipe()
     throw toIngestError(err)
@@ -120,6 +122,7 @@ function connect(source: Readable, decoder: AwsChunkedDecoder | undefined, diges
 
 function toIngestError(err: unknown): Error {
   if (err instanceof S3Error) return err
+  if (err instanceof AppError) return fromAppError(err)
   if (isDiskFull(err)) return new S3Error('InsufficientStorage', 'The server is out of storage space; nothing was stored')
   const code = (err as NodeJS.ErrnoException | undefined)?.code
   if (code === 'ERR_STREAM_PREMATURE_CLOSE' || code === 'ECONNRESET' || code === 'ECONNABORTED' || (err as Error | undefined)?.name === 'AbortError') {

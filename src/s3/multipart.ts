@@ -66,8 +66,14 @@ export class S3Multipart {
   ): Promise<{ etag: string; checksum?: { algorithm: string; value: string } }> {
     const { w, upload } = this.upload(tenant, bucket, key, uploadId)
     const replaced = this.deps.multipart.part(upload.id, partNumber)?.size ?? 0
-    const ingested = await ingest(this.deps.store, body, this.objects.writeLimit(tenant, w, replaced, MAX_PART_BYTES))
-    await this.commitPart(tenant, w, upload, partNumber, ingested.staged, ingested.digests.md5Hex)
+    const charge = this.objects.charge(tenant, w, replaced)
+    let ingested
+    try {
+      ingested = await ingest(this.deps.store, body, this.objects.writeLimit(tenant, w, replaced, MAX_PART_BYTES), charge.onChunk)
+      await this.commitPart(tenant, w, upload, partNumber, ingested.staged, ingested.digests.md5Hex, charge.release)
+    } finally {
+      charge.release()
+    }
     return { etag: `"${ingested.digests.md5Hex}"`, ...(ingested.checksum ? { checksum: ingested.checksum } : {}) }
   }
 
@@ -100,6 +106,7 @@ export class S3Multipart {
     partNumber: number,
     staged: StagedBlob,
     md5: string,
+    releaseInFlight: () => void = () => {},
   ): Promise<void> {
     const { db, store, blobs, multipart, clock, quotas } = this.deps
     try {
@@ -107,6 +114,7 @@ export class S3Multipart {
       db.transaction(() => {
         if (!multipart.get(w.id, upload.id)) throw noSuchUpload()
         const old = multipart.part(upload.id, partNumber)
+        releaseInFlight()
         try {
           quotas.assertFits(tenant.id, w.id, staged.size - (old?.size ?? 0))
         } catch (err) {

@@ -72,10 +72,38 @@ export class S3Objects {
     // checked now, and again in the commit transaction, where a concurrent writer cannot slip in.
     const check = () => checkWriteConditions(conditions, this.deps.objects.get(w.id, key))
     check()
-    const ingested = await ingest(this.deps.store, body, this.writeLimit(tenant, w, existing?.size ?? 0, this.deps.maxObjectBytes))
-    const info: ObjectInfo = { ...input, etag: `"${ingested.digests.md5Hex}"`, ...(ingested.checksum ? { checksum: ingested.checksum } : {}) }
-    const row = await this.commitStaged(tenant, w, key, ingested.staged, info, check)
-    return { etag: info.etag, checksum: ingested.checksum, row }
+    const charge = this.charge(tenant, w, existing?.size ?? 0)
+    try {
+      const ingested = await ingest(this.deps.store, body, this.writeLimit(tenant, w, existing?.size ?? 0, this.deps.maxObjectBytes), charge.onChunk)
+      const info: ObjectInfo = { ...input, etag: `"${ingested.digests.md5Hex}"`, ...(ingested.checksum ? { checksum: ingested.checksum } : {}) }
+      const row = await this.commitStaged(tenant, w, key, ingested.staged, info, () => {
+        check()
+        // The bytes stop counting as in flight in the transaction that charges them as stored.
+        charge.release()
+      })
+      return { etag: info.etag, checksum: ingested.checksum, row }
+    } finally {
+      charge.release()
+    }
+  }
+
+  /**
+   * Counts a write's bytes in flight against the quotas as they arrive (Quotas.stream, shared with
+   * the API's PUT), so concurrent writes together stage at most the free room. The first
+   * `replacedBytes` are not counted: the write frees them when it commits.
+   */
+  charge(tenant: AuthenticatedTenant, w: Workspace, replacedBytes: number): { onChunk: (bytes: number) => void; release: () => void } {
+    const stream = this.deps.quotas.stream({ tenantId: tenant.id, workspaceId: w.id, declaredSize: null })
+    let seen = 0
+    return {
+      onChunk: (bytes) => {
+        const before = Math.max(0, seen - replacedBytes)
+        seen += bytes
+        const over = Math.max(0, seen - replacedBytes) - before
+        if (over > 0) stream.add(over)
+      },
+      release: () => stream.release(),
+    }
   }
 
   /** Places a staged blob and makes it the object at `key`; always discards the staged file. */

@@ -26,6 +26,17 @@ const newRequestId = () => randomBytes(8).toString('hex').toUpperCase()
 
 /** Renders an S3 error: `<Error><Code/><Message/><Resource/><RequestId/></Error>` (none for HEAD). */
 export function sendS3Error(request: FastifyRequest, reply: FastifyReply, err: S3Error): FastifyReply {
+  // An error is not the object: headers set for it before the failure (metadata, checksums,
+  // content encoding…) would make a client misread the error document.
+  for (const name of Object.keys(reply.getHeaders())) {
+    if (
+      /^(x-amz-checksum-|x-amz-meta-|x-amz-mp-)|^(content-encoding|content-disposition|content-language|cache-control|expires|etag|last-modified|accept-ranges)$/.test(
+        name,
+      )
+    ) {
+      reply.removeHeader(name)
+    }
+  }
   reply.code(err.status)
   if (err.code === 'InvalidRange' && err.extra.ActualObjectSize !== undefined) reply.header('content-range', `bytes */${err.extra.ActualObjectSize}`)
   if (request.method === 'HEAD' || err.status === 304) return reply.send()
