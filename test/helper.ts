@@ -92,7 +92,7 @@ export function testStoreEnv(store = TEST_BLOB_STORE): Record<string, string> {
   if (store === 'disk') return {}
   const fixture = fixtureEnv()
   if ('unavailable' in fixture) throw new Error(`COFFER_TEST_BLOB_STORE=s3 but the Ceph fixture is unavailable: ${fixture.unavailable}`)
-  return { ...fixture.env, COFFER_BLOB_STORE: 's3', COFFER_BLOB_S3_PREFIX: `t-${process.pid}-${randomUUID().slice(0, 8)}/` }
+  return { ...fixture.env, COFFER_BLOB_STORE: 's3', COFFER_S3_PORT: 'off', COFFER_BLOB_S3_PREFIX: `t-${process.pid}-${randomUUID().slice(0, 8)}/` }
 }
 
 /** The hashes of every blob the app's store holds (disk or S3). */

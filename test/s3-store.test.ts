@@ -220,7 +220,7 @@ function run(env: Record<string, string>): void {
     const b = fileBytes('image/png', 3000, 12)
     await upload(app, tenant.headers, { bytes: a })
     await upload(app, tenant.headers, { bytes: b })
-    const cliEnv = { ...env, COFFER_BLOB_STORE: 's3', COFFER_BLOB_S3_PREFIX: prefix, COFFER_DATA_DIR: dir }
+    const cliEnv = { ...env, COFFER_BLOB_STORE: 's3', COFFER_S3_PORT: 'off', COFFER_BLOB_S3_PREFIX: prefix, COFFER_DATA_DIR: dir }
     const io = () => {
       const out: string[] = []
       const err: string[] = []
@@ -262,7 +262,11 @@ function run(env: Record<string, string>): void {
     t.teardown(() => fs.rmSync(dest, { recursive: true, force: true }))
     const out: string[] = []
     const sink = (arr: string[]) => ({ write: (s: string) => (arr.push(s), true) }) as unknown as NodeJS.WritableStream
-    const io = { env: { ...env, COFFER_BLOB_STORE: 's3', COFFER_BLOB_S3_PREFIX: prefix, COFFER_DATA_DIR: dir }, stdout: sink(out), stderr: sink([]) }
+    const io = {
+      env: { ...env, COFFER_BLOB_STORE: 's3', COFFER_S3_PORT: 'off', COFFER_BLOB_S3_PREFIX: prefix, COFFER_DATA_DIR: dir },
+      stdout: sink(out),
+      stderr: sink([]),
+    }
     t.equal(await backupCommand([dest], io), 0)
     t.match(
       out.join(''),
