@@ -62,7 +62,6 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const clock = options.clock ?? systemClock
   const dataDir = ensureDataDir(config.dataDir)
   const db = openDatabase(dataDir.db, dataDir.root)
-  const signer = new TokenSigner(loadSecret(dataDir, config.secret))
   const disk = new DiskBlobStore(dataDir.blobs, dataDir.tmp)
   const store = options.store ? options.store(disk) : disk
   const filesRepo = new FilesRepo(db)
@@ -70,7 +69,8 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const workspacesRepo = new WorkspacesRepo(db)
   const outbox = new OutboxRepo(db)
   const events = new FileEvents(outbox, filesRepo, clock)
-  const tenants = new TenantsService(db, clock)
+  const tenants = new TenantsService(db, clock, { files: filesRepo, workspaces: workspacesRepo, outbox })
+  const signer = new TokenSigner(loadSecret(dataDir, config.secret), (tenantId) => tenants.isLive(tenantId))
   const metrics = new Metrics({ blobs: () => blobsRepo.stats(), outbox: () => outbox.counts() })
   const files = new FilesService(db, filesRepo, workspacesRepo, signer, clock, events)
   const uploads = new UploadsService({
@@ -99,7 +99,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     send: (delivery, signal) => deliver(delivery, { allowPrivate: config.webhookAllowPrivate, resolve, signal }),
   })
   events.onEnqueued(() => webhooks.notify())
-  const gc = new GarbageCollector({ db, clock, files: filesRepo, blobs: blobsRepo, store, retentionMs: config.deletedRetentionSeconds * 1000 })
+  const gc = new GarbageCollector({ db, clock, files: filesRepo, blobs: blobsRepo, store, tenants, retentionMs: config.deletedRetentionSeconds * 1000 })
   let closed = false
   return {
     config,

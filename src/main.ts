@@ -5,7 +5,7 @@ import { tenantCommand } from './cli/tenant'
 import { gcCommand, verifyCommand } from './cli/maintenance'
 import { webhooksCommand } from './cli/webhooks'
 import { backupCommand } from './cli/backup'
-import { parse, println, UsageError, type CliIO } from './cli/io'
+import { OperatorError, parse, println, UsageError, type CliIO } from './cli/io'
 import { announceEphemeral, prepareEphemeral } from './cli/ephemeral'
 import { version } from '../package.json'
 
@@ -15,7 +15,7 @@ Usage: coffer <command> [options]
 
 Commands:
   serve                    run the HTTP API (coffer serve --help)
-  tenant create|list|regenerate-key
+  tenant create|list|show|update|delete|regenerate-key
                            manage tenants offline on the data dir (coffer tenant --help)
   webhooks list|retry      inspect and re-drive webhook deliveries (coffer webhooks --help)
   gc                       purge deleted files past retention and unreferenced blobs
@@ -123,6 +123,11 @@ main(process.argv.slice(2)).then(
   (err: unknown) => {
     if (err instanceof UsageError || err instanceof ConfigError) {
       process.stderr.write(`coffer: ${err.message} (see coffer --help)\n`)
+      process.exitCode = 2
+      return
+    }
+    if (err instanceof OperatorError) {
+      process.stderr.write(`coffer: ${err.message}\n`)
       process.exitCode = 2
       return
     }

@@ -49,7 +49,7 @@ t.test('a backup is one consistent snapshot: blobs it references survive a colle
     afterSnapshot: async () => {
       // The live server goes on: the deleted file is purged with its blob, a new file arrives.
       clock.advance(1000)
-      t.same(core.gc.collect(), { filesPurged: 1, blobsRemoved: 1, bytesFreed: 777 })
+      t.same(core.gc.collect(), { filesPurged: 1, blobsRemoved: 1, bytesFreed: 777, tenantsPurged: 0 })
       after = (await upload(app, b.headers, { bytes: fileBytes('image/png', 1234, 42) })).fileId
     },
   })

@@ -1,3 +1,5 @@
+import fs from 'node:fs'
+import path from 'node:path'
 import { parseArgs, type ParseArgsConfig } from 'node:util'
 import { loadConfig } from '../config'
 import { createCore, type Core } from '../core'
@@ -13,6 +15,15 @@ export interface CliIO {
 /** A usage mistake: printed as one line with a pointer to --help; exit code 2. */
 export class UsageError extends Error {
   override name = 'UsageError'
+}
+
+/**
+ * A problem the person running the command can fix (a missing data dir, a port in use, a
+ * directory it cannot write): printed as one line naming the problem and the setting, exit code 2,
+ * no stack trace.
+ */
+export class OperatorError extends Error {
+  override name = 'OperatorError'
 }
 
 export function parse<O extends NonNullable<ParseArgsConfig['options']>>(args: string[], options: O, positionals = 0) {
@@ -37,7 +48,9 @@ export function println(stream: NodeJS.WritableStream, text = ''): void {
  * code (0 when it returns nothing); a contract error becomes one line on stderr and exit code 1.
  */
 export async function withCore(io: CliIO, dataDir: string | undefined, fn: (core: Core) => void | number | Promise<void | number>): Promise<number> {
-  const core = createCore(loadConfig(io.env, dataDir === undefined ? {} : { 'data-dir': dataDir }))
+  const config = loadConfig(io.env, dataDir === undefined ? {} : { 'data-dir': dataDir })
+  assertDataDir(config.dataDir)
+  const core = createCore(config)
   try {
     return (await fn(core)) ?? 0
   } catch (err) {
@@ -48,5 +61,18 @@ export async function withCore(io: CliIO, dataDir: string | undefined, fn: (core
     throw err
   } finally {
     core.close()
+  }
+}
+
+/**
+ * Only `serve` creates a data dir (#13): every other command works on an existing one, and a
+ * mistyped path fails here, before anything is created.
+ */
+export function assertDataDir(dataDir: string): void {
+  if (!fs.existsSync(dataDir)) {
+    throw new OperatorError(`data dir ${dataDir} does not exist: set --data-dir or COFFER_DATA_DIR to the directory coffer serve uses (only coffer serve creates one)`)
+  }
+  if (!fs.existsSync(path.join(dataDir, 'coffer.db'))) {
+    throw new OperatorError(`${dataDir} holds no Coffer data (no coffer.db): set --data-dir or COFFER_DATA_DIR to the directory coffer serve uses`)
   }
 }

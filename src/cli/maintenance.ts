@@ -20,7 +20,7 @@ export async function gcCommand(args: string[], io: CliIO): Promise<number> {
     const result = { ...collected, orphansRemoved }
     if (values.json) println(io.stdout, JSON.stringify(result))
     else {
-      println(io.stdout, `purged ${result.filesPurged} deleted file(s); removed ${result.blobsRemoved} blob(s) (${result.bytesFreed} bytes) and ${orphansRemoved} orphaned blob file(s)`)
+      println(io.stdout, `purged ${result.filesPurged} deleted file(s) and ${result.tenantsPurged} deleted tenant(s); removed ${result.blobsRemoved} blob(s) (${result.bytesFreed} bytes) and ${orphansRemoved} orphaned blob file(s)`)
     }
   })
 }

@@ -45,7 +45,7 @@ export function backgroundComponents(core: Core, logger: Logger): Background[] {
     }, logger),
     new Periodic('gc', 10 * 60_000, () => {
       const r = core.gc.collect()
-      if (r.filesPurged + r.blobsRemoved > 0) logger.info(r, 'garbage collected')
+      if (r.filesPurged + r.blobsRemoved + r.tenantsPurged > 0) logger.info(r, 'garbage collected')
     }, logger),
   ]
 }

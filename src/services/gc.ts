@@ -3,6 +3,7 @@ import type { FilesRepo } from '../db/repos/files'
 import type { BlobsRepo } from '../db/repos/blobs'
 import type { BlobStore } from '../blobs/blob-store'
 import type { Clock } from '../lib/clock'
+import type { TenantsService } from './tenants'
 
 /** A blob file with no row is an orphan only once it is this old: younger ones may be mid-commit. */
 export const ORPHAN_MIN_AGE_MS = 60 * 60_000
@@ -18,7 +19,7 @@ export interface VerifyReport {
 /** Garbage collection of soft-deleted files and unreferenced blobs, and the integrity check. */
 export class GarbageCollector {
   constructor(
-    private readonly deps: { db: DB; clock: Clock; files: FilesRepo; blobs: BlobsRepo; store: BlobStore; retentionMs: number },
+    private readonly deps: { db: DB; clock: Clock; files: FilesRepo; blobs: BlobsRepo; store: BlobStore; tenants: TenantsService; retentionMs: number },
   ) {}
 
   /**
@@ -27,9 +28,9 @@ export class GarbageCollector {
    * transaction, so a concurrent upload of the same content either keeps the blob alive or, finding
    * it gone, re-links its own copy (BlobStore.ensurePlaced).
    */
-  collect(full = false): { filesPurged: number; blobsRemoved: number; bytesFreed: number } {
-    const { db, clock, files, blobs, store, retentionMs } = this.deps
-    const result = { filesPurged: 0, blobsRemoved: 0, bytesFreed: 0 }
+  collect(full = false): { filesPurged: number; blobsRemoved: number; bytesFreed: number; tenantsPurged: number } {
+    const { db, clock, files, blobs, store, tenants, retentionMs } = this.deps
+    const result = { filesPurged: 0, blobsRemoved: 0, bytesFreed: 0, tenantsPurged: 0 }
     const removeIfUnreferenced = (sha256: string) => {
       const size = blobs.sizeIfUnreferenced(sha256)
       if (size === undefined) return
@@ -46,6 +47,8 @@ export class GarbageCollector {
       }).immediate()
       if (batch.length < BATCH) break
     }
+    // A deleted tenant's row goes once its last file has (#13).
+    result.tenantsPurged = tenants.purgeDeleted()
     if (full) {
       let after = ''
       for (;;) {

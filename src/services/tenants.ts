@@ -1,11 +1,15 @@
-import { AppError, notFound } from '../errors'
+import { AppError, notFound, validationError } from '../errors'
 import type { DB } from '../db/database'
 import { TenantsRepo, type AuthenticatedTenant, type Tenant } from '../db/repos/tenants'
+import type { FilesRepo } from '../db/repos/files'
+import type { WorkspacesRepo } from '../db/repos/workspaces'
+import type { OutboxRepo } from '../db/repos/outbox'
 import { isoTime, type Clock } from '../lib/clock'
 import { uuidv7, isUuid } from '../lib/ids'
 import { newApiKey, newWebhookSecret, sha256 } from '../lib/secrets'
 import { DEFAULT_TENANT_QUOTA, FILE_TYPES } from '../lib/file-types'
-import { timingSafeEqual } from 'node:crypto'
+import { randomBytes, timingSafeEqual } from 'node:crypto'
+import { decodeCursor, encodeCursor } from './files'
 
 export interface CreateTenantInput {
   name: string
@@ -35,6 +39,54 @@ export function createdTenantView(tenant: Tenant, apiKey: string) {
   }
 }
 
+/** A tenant as the admin API and `coffer tenant show|list` show it: usage, never a secret. */
+export function tenantView(t: Tenant, fileCount: number) {
+  return {
+    id: t.id,
+    name: t.name,
+    quotaBytes: t.quotaBytes,
+    usedBytes: t.usedBytes,
+    fileCount,
+    allowedFileTypes: t.allowedFileTypes,
+    createdAt: isoTime(t.createdAt),
+  }
+}
+export type TenantView = ReturnType<typeof tenantView>
+
+export interface UpdateTenantInput {
+  name?: string
+  quotaBytes?: number
+  allowedFileTypes?: string[]
+}
+
+/** The rows a tenant's deletion reaches besides its own. */
+export interface TenantOwnedRepos {
+  files: FilesRepo
+  workspaces: WorkspacesRepo
+  outbox: OutboxRepo
+}
+
+// Control characters, DEL, C1 and lone surrogates: the same rule as the HTTP schema's NO_CONTROL.
+const CONTROL = /[\u0000-\u001f\u007f-\u009f\ud800-\udfff]/
+
+/**
+ * The rules of a tenant's settings, checked here so that every front (the admin API after its
+ * schema, the CLI from its flags) gets the same answer. Paths are the API body's.
+ */
+function checkTenantInput(input: UpdateTenantInput): void {
+  if (input.name !== undefined && (input.name.length < 1 || input.name.length > 100 || CONTROL.test(input.name))) {
+    throw validationError('/name', 'must be 1-100 characters with no control characters')
+  }
+  if (input.quotaBytes !== undefined && !(Number.isSafeInteger(input.quotaBytes) && input.quotaBytes >= 0)) {
+    throw validationError('/quotaBytes', `must be an integer from 0 to ${Number.MAX_SAFE_INTEGER}`)
+  }
+  if (input.allowedFileTypes !== undefined) {
+    if (input.allowedFileTypes.length === 0) throw validationError('/allowedFileTypes', 'must name at least one type')
+    const bad = input.allowedFileTypes.find((t) => !(FILE_TYPES as readonly string[]).includes(t))
+    if (bad !== undefined) throw validationError('/allowedFileTypes', `${JSON.stringify(bad)} is not one of: ${FILE_TYPES.join(', ')}`)
+  }
+}
+
 /** Tenant lifecycle and API-key authentication. */
 export class TenantsService {
   readonly repo: TenantsRepo
@@ -52,6 +104,7 @@ export class TenantsService {
   constructor(
     private readonly db: DB,
     private readonly clock: Clock,
+    private readonly owned: TenantOwnedRepos,
   ) {
     this.repo = new TenantsRepo(db)
     this.dataVersion = db.prepare<[], number>('PRAGMA data_version').pluck()
@@ -117,9 +170,102 @@ export class TenantsService {
   }
 
   get(tenantId: string): Tenant {
-    const t = isUuid(tenantId) ? this.repo.get(tenantId) : undefined
+    const t = isUuid(tenantId) ? this.repo.get(tenantId.toLowerCase()) : undefined
     if (!t) throw notFound.tenant()
     return t
+  }
+
+  /** A page of live tenants, newest first, with their usage; `cursor` is an earlier page's `nextCursor`. */
+  list(q: { limit: number; cursor?: string | undefined }): { tenants: TenantView[]; nextCursor: string | null } {
+    const cursor = q.cursor === undefined ? undefined : decodeCursor(q.cursor)
+    return this.db.transaction(() => {
+      const rows = this.repo.page(cursor, q.limit + 1)
+      const page = rows.slice(0, q.limit)
+      const last = page.at(-1)
+      return {
+        tenants: page.map((t) => tenantView(t, this.repo.fileCount(t.id))),
+        nextCursor: rows.length > q.limit && last ? encodeCursor(last) : null,
+      }
+    })()
+  }
+
+  /** One live tenant with its usage. */
+  show(tenantId: string): TenantView {
+    return this.db.transaction(() => {
+      const t = this.get(tenantId)
+      return tenantView(t, this.repo.fileCount(t.id))
+    })()
+  }
+
+  /**
+   * Changes any of name, quota and allowed types. A quota below the current usage is allowed:
+   * uploads are refused until usage drops under it. Files already stored keep their type.
+   */
+  update(tenantId: string, input: UpdateTenantInput): TenantView {
+    checkTenantInput(input)
+    const view = this.db
+      .transaction(() => {
+        const t = this.get(tenantId)
+        if (input.name !== undefined) {
+          const holder = this.repo.getByName(input.name)
+          if (holder && holder.id !== t.id) throw new AppError('CONFLICT', `A tenant named "${input.name}" already exists`, { field: 'name' })
+        }
+        const allowed = input.allowedFileTypes
+        this.repo.update({
+          id: t.id,
+          name: input.name ?? t.name,
+          quotaBytes: input.quotaBytes ?? t.quotaBytes,
+          allowedFileTypes: allowed === undefined ? t.allowedFileTypes : FILE_TYPES.filter((type) => allowed.includes(type)),
+        })
+        return tenantView(this.repo.get(t.id)!, this.repo.fileCount(t.id))
+      })
+      .immediate()
+    // Authenticated tenants carry their settings (allowed types): the next request reads them anew.
+    this.authenticated.clear()
+    return view
+  }
+
+  /**
+   * Deletes a tenant, irreversibly, in one transaction: its key stops matching, its files are
+   * soft-deleted (pending uploads end failed, with no event) so the garbage collector purges them
+   * and their blobs after the retention like any deleted file, its workspaces are deleted, and
+   * its undelivered webhook events are dropped. Tokens (signed and presigned URLs) of a deleted
+   * tenant never verify (TokenSigner asks isLive), so they stop at once too.
+   */
+  delete(tenantId: string): void {
+    const now = this.clock.now()
+    this.db
+      .transaction(() => {
+        const t = this.get(tenantId)
+        this.owned.files.softDeleteAllOfTenant(t.id, now)
+        this.owned.workspaces.softDeleteAllOfTenant(t.id, now)
+        this.owned.outbox.dropPending(t.id)
+        // The name goes to a placeholder no live tenant can have (names never hold control
+        // characters), and the key hash to one of random bytes, which no key hashes to.
+        this.repo.markDeleted(t.id, now, `\u0000deleted ${t.id}`, sha256(randomBytes(32)))
+      })
+      .immediate()
+    this.authenticated.clear()
+  }
+
+  /** True while the tenant exists and is not deleted: token verification asks this every time. */
+  isLive(tenantId: string): boolean {
+    return this.repo.get(tenantId) !== undefined
+  }
+
+  /**
+   * Removes the rows of deleted tenants whose files have all been purged (the garbage collector
+   * calls this after purging files). Returns how many tenants went.
+   */
+  purgeDeleted(): number {
+    let purged = 0
+    if (this.repo.purgeable(1).length === 0) return 0
+    this.db
+      .transaction(() => {
+        for (const id of this.repo.purgeable(100)) if (this.repo.purge(id)) purged++
+      })
+      .immediate()
+    return purged
   }
 
   quota(tenantId: string): QuotaInfo {

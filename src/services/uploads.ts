@@ -99,7 +99,8 @@ export class UploadsService {
     // workspace deleted meanwhile cannot receive a file.
     db.transaction(() => {
       if (workspaceId !== null && !this.deps.workspaces.getLive(tenant.id, workspaceId)) throw notFound.workspace()
-      if (declared !== null) this.deps.quotas.assertFits(tenant.id, workspaceId, declared)
+      // Also refuses a tenant deleted since its key was checked, so none of its files outlives it.
+      this.deps.quotas.assertFits(tenant.id, workspaceId, declared ?? 0)
       files.insertPending(record)
     }).immediate()
     const token = signer.sign('upload', tenant.id, record.id, record.uploadExpiresAt)

@@ -103,6 +103,13 @@ export class FilesRepo {
            status = CASE WHEN status = 'pending' THEN 'failed' ELSE status END
          WHERE id = @id AND tenant_id = @tenantId AND deleted_at IS NULL`,
       ),
+      softDeleteAllOfTenant: db.prepare(
+        `UPDATE files SET deleted_at = @now,
+           size_bytes = CASE WHEN status = 'pending' THEN 0 ELSE size_bytes END,
+           completed_at = CASE WHEN status = 'pending' THEN @now ELSE completed_at END,
+           status = CASE WHEN status = 'pending' THEN 'failed' ELSE status END
+         WHERE tenant_id = @tenantId AND deleted_at IS NULL`,
+      ),
       expiredPending: db.prepare<[number, number], Row>(
         `SELECT * FROM files WHERE status = 'pending' AND deleted_at IS NULL AND upload_expires_at < ?
          ORDER BY upload_expires_at LIMIT ?`,
@@ -162,6 +169,11 @@ export class FilesRepo {
 
   softDelete(tenantId: string, id: string, now: number): boolean {
     return this.stmts.softDelete.run({ tenantId, id, now }).changes === 1
+  }
+
+  /** Soft-deletes every live file of a tenant (pending uploads become failed); returns how many. */
+  softDeleteAllOfTenant(tenantId: string, now: number): number {
+    return this.stmts.softDeleteAllOfTenant.run({ tenantId, now }).changes
   }
 
   expiredPending(before: number, limit: number): FileRecord[] {

@@ -64,6 +64,7 @@ export class WorkspacesRepo {
          WHERE workspace_id = @id AND deleted_at IS NULL`,
       ),
       pendingFileIds: db.prepare<[string], string>(`SELECT id FROM files WHERE workspace_id = ? AND status = 'pending' AND deleted_at IS NULL`).pluck(),
+      softDeleteAllOfTenant: db.prepare('UPDATE workspaces SET deleted_at = @now WHERE tenant_id = @tenantId AND deleted_at IS NULL'),
       softDelete: db.prepare('UPDATE workspaces SET deleted_at = @now WHERE id = @id AND tenant_id = @tenantId AND deleted_at IS NULL'),
     }
   }
@@ -103,5 +104,10 @@ export class WorkspacesRepo {
   softDeleteWithFiles(tenantId: string, id: string, now: number): boolean {
     this.stmts.deleteFiles.run({ id, now })
     return this.stmts.softDelete.run({ id, tenantId, now }).changes === 1
+  }
+
+  /** Soft-deletes every live workspace of a tenant (its files are deleted apart). */
+  softDeleteAllOfTenant(tenantId: string, now: number): number {
+    return this.stmts.softDeleteAllOfTenant.run({ tenantId, now }).changes
   }
 }
