@@ -10,7 +10,7 @@ import { createLogger } from '../src/lib/logger'
 import { backupDataDir } from '../src/services/backup'
 import type { App } from '../src/http/types'
 import type { Clock } from '../src/lib/clock'
-import { BUNDLE, buildBundle, runCoffer, startCoffer } from './process-helper'
+import { BUNDLE, buildBundle, initDataDir, runCoffer, startCoffer } from './process-helper'
 import { ADMIN_KEY, captureLogs, createTenant, fileBytes, makeApp, tempDir, upload } from './helper'
 
 /** Serves `dataDir` in-process (what `coffer serve --data-dir` does, without the socket). */
@@ -180,6 +180,7 @@ t.test('coffer backup refuses what it must not do', async (t) => {
   buildBundle()
   const dir = tempDir(t)
   const data = path.join(dir, 'data')
+  initDataDir(data)
   t.equal(runCoffer(['tenant', 'create', '--name', 'x', '--data-dir', data], { cwd: dir }).status, 0)
   fs.mkdirSync(path.join(dir, 'full'))
   fs.writeFileSync(path.join(dir, 'full', 'precious'), 'keep me')
@@ -187,7 +188,7 @@ t.test('coffer backup refuses what it must not do', async (t) => {
     [['backup', path.join(dir, 'full'), '--data-dir', data], 2, /exists and is not an empty directory/],
     [['backup', path.join(data, 'inside'), '--data-dir', data], 2, /is inside the data dir/],
     [['backup', data, '--data-dir', data], 2, /is inside the data dir/],
-    [['backup', path.join(dir, 'b'), '--data-dir', path.join(dir, 'nothing')], 1, /holds no Coffer data/],
+    [['backup', path.join(dir, 'b'), '--data-dir', path.join(dir, 'nothing')], 2, /data dir .*nothing does not exist/],
     [['backup', '--data-dir', data], 2, /backup needs a DEST directory/],
   ]
   for (const [args, status, message] of cases) {

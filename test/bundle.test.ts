@@ -83,17 +83,17 @@ t.test('processes starting at once on a new data dir agree on one complete serve
     // What a crash in the middle of generating the secret leaves behind must not matter.
     fs.mkdirSync(path.join(cwd, 'data'))
     fs.writeFileSync(path.join(cwd, 'data', 'secret.999.deadbeef.tmp'), '')
+    // Only serve creates a data dir (#13): the racers are servers, stopped once they listen.
     const runs = await Promise.all(
-      Array.from(
-        { length: racers },
-        () =>
-          new Promise<{ code: number | null; stderr: string }>((resolve) => {
-            const child = spawn(process.execPath, [BUNDLE, 'tenant', 'list', '--json', '--data-dir', 'data'], { cwd, env: { PATH: process.env.PATH ?? '' } })
-            let stderr = ''
-            child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
-            child.once('close', (code) => resolve({ code, stderr }))
-          }),
-      ),
+      Array.from({ length: racers }, async () => {
+        try {
+          const server = await startCoffer(['serve', '--port', '0', '--data-dir', 'data', '--log-level', 'warn'], { cwd, ready: /(admin API disabled)/ })
+          server.child.kill('SIGTERM')
+          return { code: await server.exited, error: '' }
+        } catch (err) {
+          return { code: -1, error: (err as Error).message }
+        }
+      }),
     )
     t.same(
       runs.filter((r) => r.code !== 0),

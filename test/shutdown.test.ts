@@ -9,7 +9,7 @@ import { createCore } from '../src/core'
 import { createLogger } from '../src/lib/logger'
 import { startServer, type Server } from '../src/cli/serve'
 import { captureLogs, fileBytes, receivedAtLeast, tempDir, type Handshake } from './helper'
-import { buildBundle, runCoffer, startCoffer } from './process-helper'
+import { buildBundle, initDataDir, runCoffer, startCoffer } from './process-helper'
 
 async function start(t: Test, env: Record<string, string> = {}) {
   const dir = tempDir(t)
@@ -137,6 +137,7 @@ t.test('close() is idempotent and a closed server refuses connections', async (t
 t.test('the process: SIGTERM waits for the upload in flight, then exits 0; a second signal exits at once', async (t) => {
   buildBundle()
   const dir = tempDir(t)
+  initDataDir(dir)
   const created = runCoffer(['tenant', 'create', '--name', 'signals', '--json', '--data-dir', dir], { cwd: dir })
   const auth = { authorization: `Bearer ${(JSON.parse(created.stdout) as { apiKey: string }).apiKey}` }
   const size = 64 * 1024

@@ -2,7 +2,16 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { loadConfig } from '../config'
 import { backupDataDir } from '../services/backup'
-import { parse, println, UsageError, withCore, type CliIO } from './io'
+import os from 'node:os'
+import { assertDataDir, OperatorError, parse, println, UsageError, withCore, type CliIO } from './io'
+
+function userName(): string {
+  try {
+    return os.userInfo().username
+  } catch {
+    return `uid ${process.getuid?.() ?? '?'}`
+  }
+}
 
 export const BACKUP_HELP = `Usage: coffer backup DEST [--data-dir DIR] [--json]
 
@@ -19,16 +28,21 @@ export async function backupCommand(args: string[], io: CliIO): Promise<number> 
   if (positionals[0] === undefined) throw new UsageError('backup needs a DEST directory')
   const dest = path.resolve(positionals[0])
   const { dataDir } = loadConfig(io.env, values['data-dir'] === undefined ? {} : { 'data-dir': values['data-dir'] })
-  if (!fs.existsSync(path.join(dataDir, 'coffer.db'))) {
-    println(io.stderr, `coffer: ${dataDir} holds no Coffer data (no coffer.db); set --data-dir or COFFER_DATA_DIR`)
-    return 1
-  }
+  assertDataDir(dataDir)
   const rel = path.relative(dataDir, dest)
   if (rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel))) throw new UsageError(`DEST ${dest} is inside the data dir ${dataDir}`)
   if (fs.existsSync(dest) && (!fs.statSync(dest).isDirectory() || fs.readdirSync(dest).length > 0)) {
     throw new UsageError(`DEST ${dest} exists and is not an empty directory: back up into a new one`)
   }
-  fs.mkdirSync(path.dirname(dest), { recursive: true })
+  // The copy is built beside DEST and renamed into place: its parent must be writable.
+  const parent = path.dirname(dest)
+  try {
+    fs.mkdirSync(parent, { recursive: true })
+    fs.accessSync(parent, fs.constants.W_OK)
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code
+    throw new OperatorError(`cannot write the backup into ${parent} (${code ?? 'error'}): choose a DEST in a directory this user (${userName()}) can write, or create it for them first`)
+  }
   return withCore(io, dataDir, async (core) => {
     const started = Date.now()
     const r = await backupDataDir(core, dest)
