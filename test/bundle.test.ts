@@ -1,7 +1,6 @@
 import t from 'tap'
 import fs from 'node:fs'
 import path from 'node:path'
-import { spawn } from 'node:child_process'
 import { BUNDLE, buildBundle, runCoffer, startCoffer } from './process-helper'
 import { tempDir } from './helper'
 
