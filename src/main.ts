@@ -5,6 +5,7 @@ import { tenantCommand } from './cli/tenant'
 import { gcCommand, verifyCommand } from './cli/maintenance'
 import { webhooksCommand } from './cli/webhooks'
 import { backupCommand } from './cli/backup'
+import { downloadCommand, lsCommand, rmCommand, uploadCommand } from './cli/files'
 import { OperatorError, parse, println, UsageError, type CliIO } from './cli/io'
 import { announceEphemeral, prepareEphemeral } from './cli/ephemeral'
 import { version } from '../package.json'
@@ -21,7 +22,13 @@ Commands:
   gc                       purge deleted files past retention and unreferenced blobs
   verify                   re-hash every blob and report missing or corrupt content
   backup DEST              consistent online copy of the data dir into DEST (coffer backup --help)
-  version                  print the version
+  version                  print the version (also -v, --version)
+
+Client commands (talk to a running server; --url/--key or COFFER_URL/COFFER_API_KEY):
+  upload FILE...           upload files; the type comes from their content (coffer upload --help)
+  download FILE_ID         stream a file to disk (-o PATH) or stdout (-o -)
+  ls                       list files, newest first
+  rm FILE_ID...            delete files
 
 Configuration (flags override environment variables, which override defaults):
 ${configHelp()
@@ -42,6 +49,7 @@ async function main(argv: string[]): Promise<number> {
       return command === undefined ? 2 : 0
     case 'version':
     case '--version':
+    case '-v':
       println(io.stdout, version)
       return 0
     case 'serve':
@@ -56,6 +64,14 @@ async function main(argv: string[]): Promise<number> {
       return verifyCommand(args, io)
     case 'backup':
       return backupCommand(args, io)
+    case 'upload':
+      return uploadCommand(args, io)
+    case 'download':
+      return downloadCommand(args, io)
+    case 'ls':
+      return lsCommand(args, io)
+    case 'rm':
+      return rmCommand(args, io)
     default:
       throw new UsageError(`unknown command: ${command}`)
   }
