@@ -132,11 +132,21 @@ async function serve(args: string[]): Promise<number> {
   }
 }
 
-main(process.argv.slice(2)).then(
+/** `--log-level debug|trace` or COFFER_LOG_LEVEL: the stack of a failure is then logged too. */
+function debugging(argv: string[]): boolean {
+  const i = argv.findIndex((a) => a === '--log-level' || a.startsWith('--log-level='))
+  const level = i < 0 ? process.env.COFFER_LOG_LEVEL : argv[i]!.includes('=') ? argv[i]!.split('=')[1] : argv[i + 1]
+  return level === 'debug' || level === 'trace'
+}
+
+const argv = process.argv.slice(2)
+main(argv).then(
   (code) => {
     process.exitCode = code
   },
   (err: unknown) => {
+    // One line for a person; the stack only in the debug log (#13).
+    if (debugging(argv)) createLogger('debug', process.stderr).debug({ err: (err as Error)?.cause ?? err }, 'command failed')
     if (err instanceof UsageError || err instanceof ConfigError) {
       process.stderr.write(`coffer: ${err.message} (see coffer --help)\n`)
       process.exitCode = 2
@@ -147,7 +157,8 @@ main(process.argv.slice(2)).then(
       process.exitCode = 2
       return
     }
-    process.stderr.write(`coffer: ${(err as Error)?.stack ?? String(err)}\n`)
+    const message = (err as Error)?.message ?? String(err)
+    process.stderr.write(`coffer: unexpected error: ${message.split('\n')[0]} (COFFER_LOG_LEVEL=debug logs the stack trace)\n`)
     process.exitCode = 1
   },
 )

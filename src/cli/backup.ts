@@ -2,16 +2,11 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { loadConfig } from '../config'
 import { backupDataDir } from '../services/backup'
-import os from 'node:os'
 import { assertDataDir, OperatorError, parse, println, UsageError, withCore, type CliIO } from './io'
+import { userName } from './startup-errors'
 
-function userName(): string {
-  try {
-    return os.userInfo().username
-  } catch {
-    return `uid ${process.getuid?.() ?? '?'}`
-  }
-}
+/** Errors of writing DEST that the person can fix (full disk, permissions). */
+const WRITE_ERRORS = new Set(['EACCES', 'EPERM', 'EROFS', 'ENOSPC', 'EDQUOT'])
 
 export const BACKUP_HELP = `Usage: coffer backup DEST [--data-dir DIR] [--json]
 
@@ -45,7 +40,14 @@ export async function backupCommand(args: string[], io: CliIO): Promise<number> 
   }
   return withCore(io, dataDir, async (core) => {
     const started = Date.now()
-    const r = await backupDataDir(core, dest)
+    let r: Awaited<ReturnType<typeof backupDataDir>>
+    try {
+      r = await backupDataDir(core, dest)
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code
+      if (code !== undefined && WRITE_ERRORS.has(code)) throw new OperatorError(`cannot write the backup into ${dest} (${code}): choose a DEST with room that ${userName()} can write`, { cause: err })
+      throw err
+    }
     const seconds = (Date.now() - started) / 1000
     if (values.json) println(io.stdout, JSON.stringify({ ...r, seconds }))
     else {

@@ -5,6 +5,7 @@ import { randomBytes } from 'node:crypto'
 import { loadConfig, type Config } from '../config'
 import type { Server } from './serve'
 import { println, UsageError } from './io'
+import { explainTmp } from './startup-errors'
 
 /** A throwaway instance's settings and the temporary data dir it owns. */
 export interface Ephemeral {
@@ -24,7 +25,12 @@ export function prepareEphemeral(env: Record<string, string | undefined>, flags:
   const adminApiKey = randomBytes(32).toString('base64url')
   // Validated before the directory exists, so a bad flag leaves nothing behind.
   loadConfig(env, flags)
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-ephemeral-'))
+  let dir: string
+  try {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-ephemeral-'))
+  } catch (err) {
+    throw explainTmp(err, os.tmpdir())
+  }
   const config = loadConfig(
     { ...env, COFFER_DATA_DIR: undefined, COFFER_ADMIN_API_KEY: adminApiKey, COFFER_WEBHOOK_ALLOW_PRIVATE: 'true' },
     { ...flags, 'data-dir': dir },

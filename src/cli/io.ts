@@ -4,6 +4,7 @@ import { parseArgs, type ParseArgsConfig } from 'node:util'
 import { loadConfig } from '../config'
 import { createCore, type Core } from '../core'
 import { AppError } from '../errors'
+import { explainDataDir } from './startup-errors'
 
 /** What a CLI command may touch: its environment and two output streams. */
 export interface CliIO {
@@ -50,7 +51,12 @@ export function println(stream: NodeJS.WritableStream, text = ''): void {
 export async function withCore(io: CliIO, dataDir: string | undefined, fn: (core: Core) => void | number | Promise<void | number>): Promise<number> {
   const config = loadConfig(io.env, dataDir === undefined ? {} : { 'data-dir': dataDir })
   assertDataDir(config.dataDir)
-  const core = createCore(config)
+  let core: Core
+  try {
+    core = createCore(config)
+  } catch (err) {
+    throw explainDataDir(err, config.dataDir)
+  }
   try {
     return (await fn(core)) ?? 0
   } catch (err) {

@@ -7,6 +7,7 @@ import type { App } from '../http/types'
 import { closeGracefully } from '../http/request-lifecycle'
 import type { Background } from '../lib/background'
 import { Periodic } from '../lib/periodic'
+import { explainDataDir, explainListen } from './startup-errors'
 
 export const SERVE_HELP = `Usage: coffer serve [--port PORT] [--host HOST] [--data-dir DIR] [--log-level LEVEL]
        coffer serve --ephemeral [--port PORT] [--host HOST] [--log-level LEVEL]
@@ -51,8 +52,19 @@ export function backgroundComponents(core: Core, logger: Logger): Background[] {
 }
 
 export async function startServer(config: Config, logger: Logger): Promise<Server> {
-  const core = createCore(config, { log: logger })
-  const leftovers = emptyTmp(core.dataDir)
+  let core: Core
+  let leftovers: number
+  try {
+    core = createCore(config, { log: logger })
+  } catch (err) {
+    throw explainDataDir(err, config.dataDir)
+  }
+  try {
+    leftovers = emptyTmp(core.dataDir)
+  } catch (err) {
+    core.close()
+    throw explainDataDir(err, config.dataDir)
+  }
   if (leftovers > 0) logger.info({ removed: leftovers }, 'removed partial uploads left by a previous run')
   core.metrics.collectProcessMetrics()
   const app = await buildApp(core, { logger })
@@ -79,7 +91,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
     await app.listen({ port: config.port, host: config.host, listenTextResolver: (address) => `coffer listening on ${address}` })
   } catch (err) {
     await close()
-    throw err
+    throw explainListen(err, config.host, config.port)
   }
   for (const b of background) b.start()
   const addr = app.server.address()
