@@ -112,6 +112,7 @@ async function serve(args: string[]): Promise<number> {
     }
     for (const s of STOP_SIGNALS) process.on(s, onSignal)
   })
+  if (eph && eph.staleRemoved.length > 0) logger.info({ removed: eph.staleRemoved }, 'removed the temporary data dirs of ephemeral instances that are gone')
   const server = await startServer(config, logger)
   if (eph) {
     try {
