@@ -52,9 +52,10 @@ const sqliteBindingPlugin = {
 }
 
 /** Temp file + rename: a reader sees the old file or the new one, never a mix. */
-function replaceAtomically(file, bytes) {
+function replaceAtomically(file, bytes, mode = 0o644) {
   const tmp = `${file}.${process.pid}.tmp`
-  fs.writeFileSync(tmp, bytes)
+  fs.writeFileSync(tmp, bytes, { mode })
+  fs.chmodSync(tmp, mode)
   fs.renameSync(tmp, file)
 }
 
@@ -73,13 +74,15 @@ export async function build() {
     legalComments: 'none',
     sourcemap: false,
     define: { __COFFER_BUNDLE__: 'true' },
+    // package.json's bin points here: executable, run by the node on the PATH (#13).
+    banner: { js: '#!/usr/bin/env node' },
     plugins: [sqliteBindingPlugin],
     logLevel: 'warning',
     metafile: true,
   })
   const prebuild = path.join(path.dirname(require.resolve('better-sqlite3/package.json')), 'prebuilds', `${process.platform}-${process.arch}.node`)
   replaceAtomically(addonOut, fs.readFileSync(prebuild))
-  replaceAtomically(outFile, result.outputFiles.find((f) => f.path === outFile).contents)
+  replaceAtomically(outFile, result.outputFiles.find((f) => f.path === outFile).contents, 0o755)
   const size = fs.statSync(outFile).size
   console.error(`built ${path.relative(root, outFile)} (${(size / 1024).toFixed(0)} KiB) and ${path.relative(root, addonOut)}`)
   return result

@@ -8,6 +8,8 @@ import { backupCommand } from './cli/backup'
 import { downloadCommand, lsCommand, rmCommand, uploadCommand } from './cli/files'
 import { OperatorError, parse, println, UsageError, type CliIO } from './cli/io'
 import { announceEphemeral, prepareEphemeral } from './cli/ephemeral'
+import { selfCommand } from './cli/self-command'
+import { isSea } from 'node:sea'
 import { version } from '../package.json'
 
 const HELP = `coffer ${version}: multi-tenant file storage in one executable
@@ -113,7 +115,8 @@ async function serve(args: string[]): Promise<number> {
     for (const s of STOP_SIGNALS) process.on(s, onSignal)
   })
   if (eph && eph.staleRemoved.length > 0) logger.info({ removed: eph.staleRemoved }, 'removed the temporary data dirs of ephemeral instances that are gone')
-  const server = await startServer(config, logger)
+  const self = selfCommand({ execPath: process.execPath, script: process.argv[1], isSea: isSea(), pathEnv: process.env.PATH })
+  const server = await startServer(config, logger, { selfCommand: self })
   if (eph) {
     try {
       announceEphemeral(server, eph, process.stdout)

@@ -8,6 +8,7 @@ import { closeGracefully } from '../http/request-lifecycle'
 import type { Background } from '../lib/background'
 import { Periodic } from '../lib/periodic'
 import { explainDataDir, explainListen } from './startup-errors'
+import { shellWord } from './self-command'
 
 export const SERVE_HELP = `Usage: coffer serve [--port PORT] [--host HOST] [--data-dir DIR] [--log-level LEVEL]
        coffer serve --ephemeral [--port PORT] [--host HOST] [--log-level LEVEL]
@@ -51,7 +52,12 @@ export function backgroundComponents(core: Core, logger: Logger): Background[] {
   ]
 }
 
-export async function startServer(config: Config, logger: Logger): Promise<Server> {
+export interface StartOptions {
+  /** How to run this coffer (src/cli/self-command.ts), for the hints in the log. */
+  selfCommand?: string
+}
+
+export async function startServer(config: Config, logger: Logger, opts: StartOptions = {}): Promise<Server> {
   let core: Core
   let leftovers: number
   try {
@@ -101,7 +107,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
   if (config.adminApiKey === undefined) {
     logger.warn(
       `admin API disabled: set COFFER_ADMIN_API_KEY (at least 16 characters) to enable it, ` +
-        `or create a tenant offline with: coffer tenant create --name NAME --data-dir ${config.dataDir}`,
+        `or create a tenant with: ${opts.selfCommand ?? 'coffer'} tenant create --name NAME --data-dir ${shellWord(config.dataDir)}`,
     )
   }
   return { url, app, core, background, close }
