@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Smoke test of the single executable, as a user would run it: copied alone into an empty
 # directory (no node_modules beside it), then: serve, health, a tenant created from the CLI, an upload
-# and a download with that tenant, /metrics and /openapi.json, SIGTERM, and the ephemeral mode's
+# and a download with that tenant, /metrics, /openapi.json and /docs, SIGTERM, and the ephemeral mode's
 # JSON line and round trip. Needs bash, curl and cmp. Usage: scripts/smoke-sea.sh [path/to/coffer]
 set -euo pipefail
 
@@ -71,6 +71,11 @@ metrics=$(curl -sSf "$URL/metrics") || fail "/metrics"
 grep -q '^coffer_uploads_total{outcome="completed"} 1$' <<<"$metrics" || fail "/metrics"
 openapi=$(curl -sSf "$URL/openapi.json") || fail "/openapi.json"
 grep -q '"openapi":"3.1.0"' <<<"$openapi" || fail "/openapi.json"
+say "API docs page"
+docs=$(curl -sSf "$URL/docs") || fail "/docs"
+grep -q 'docs/swagger-ui-bundle.js' <<<"$docs" || fail "/docs: $docs"
+curl -sSf -o swagger-ui-bundle.js "$URL/docs/swagger-ui-bundle.js" || fail "/docs/swagger-ui-bundle.js"
+grep -q 'SwaggerUIBundle' swagger-ui-bundle.js || fail "/docs/swagger-ui-bundle.js is not Swagger UI"
 stop "${PIDS[-1]}"
 
 say "serve --ephemeral"

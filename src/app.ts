@@ -19,6 +19,7 @@ import { registerRateLimit } from './http/rate-limit'
 import { registerRequestLifecycle } from './http/request-lifecycle'
 import { documentSecurity, registerOpenApi } from './http/openapi'
 import { metricsRoutes } from './http/routes/metrics'
+import { docsRoutes } from './http/routes/docs'
 
 export interface BuildAppOptions {
   logger: FastifyBaseLogger
@@ -90,6 +91,7 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
   await registerRateLimit(app, core)
   await app.register(async (scope) => healthRoutes(scope, core))
   await app.register(async (scope) => metricsRoutes(scope, core))
+  await app.register(async (scope) => docsRoutes(scope))
   await app.register(async (scope) => {
     scope.addHook('onRoute', documentSecurity('adminKey'))
     await adminRoutes(scope, core)
