@@ -51,7 +51,7 @@ const sqliteBindingPlugin = {
   },
 }
 
-/** src/http/docs-assets.ts reads Swagger UI's files from node_modules; the bundle gets them inlined
+/** src/lib/docs-assets.ts reads Swagger UI's files from node_modules; the bundle gets them inlined
  * instead (the single executable has no node_modules): text as string literals, binary files as base64. */
 const docsAssetsPlugin = {
   name: 'coffer-docs-assets',
@@ -60,7 +60,7 @@ const docsAssetsPlugin = {
       args.importer.includes(`${path.sep}src${path.sep}`) ? { path: 'docs-assets', namespace: 'coffer-docs' } : undefined,
     )
     build.onLoad({ filter: /.*/, namespace: 'coffer-docs' }, async () => {
-      const DOCS_FILES = JSON.parse(fs.readFileSync(path.join(root, 'src', 'http', 'docs-files.json'), 'utf8'))
+      const DOCS_FILES = JSON.parse(fs.readFileSync(path.join(root, 'src', 'lib', 'docs-files.json'), 'utf8'))
       const dir = path.dirname(require.resolve('swagger-ui-dist/package.json'))
       const entries = Object.entries(DOCS_FILES).map(([name, type]) => {
         const bytes = fs.readFileSync(path.join(dir, name))

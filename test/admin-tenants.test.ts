@@ -8,7 +8,8 @@ const SUMMARY_KEYS = ['allowedFileTypes', 'createdAt', 'fileCount', 'id', 'name'
 const UNKNOWN_ID = '01890000-0000-7000-8000-000000000000'
 
 const get = (app: App, url: string) => app.inject({ url, headers: admin })
-const patch = (app: App, id: string, payload: unknown) => app.inject({ method: 'PATCH', url: `/api/v1/admin/tenants/${id}`, headers: admin, payload: payload as object })
+const patch = (app: App, id: string, payload: unknown) =>
+  app.inject({ method: 'PATCH', url: `/api/v1/admin/tenants/${id}`, headers: admin, payload: payload as object })
 const del = (app: App, id: string) => app.inject({ method: 'DELETE', url: `/api/v1/admin/tenants/${id}`, headers: admin })
 
 t.test('GET /api/v1/admin/tenants pages newest first, visits each tenant once, lists usage and no secret', async (t) => {
@@ -38,11 +39,18 @@ t.test('GET /api/v1/admin/tenants pages newest first, visits each tenant once, l
     seen.push(...body.tenants)
     cursor = body.nextCursor
   } while (cursor !== null)
-  t.same(seen.map((x) => x.id), [...ids].reverse(), 'every tenant once, newest first')
+  t.same(
+    seen.map((x) => x.id),
+    [...ids].reverse(),
+    'every tenant once, newest first',
+  )
   for (const x of seen) t.same(Object.keys(x).sort(), SUMMARY_KEYS, 'no key or webhook secret in a listing')
   const withFiles = seen.find((x) => x.id === first.id)!
   t.match(withFiles, { name: 'with-files', quotaBytes: 10_000, usedBytes: 550, fileCount: 3, createdAt: /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/ })
-  t.match(seen.find((x) => x.id === ids[0]), { usedBytes: 0, fileCount: 0, quotaBytes: 524288000 })
+  t.match(
+    seen.find((x) => x.id === ids[0]),
+    { usedBytes: 0, fileCount: 0, quotaBytes: 524288000 },
+  )
   const all = await get(app, '/api/v1/admin/tenants?limit=100')
   t.equal(all.json().tenants.length, 6)
   t.equal(all.json().nextCursor, null)
@@ -99,7 +107,11 @@ t.test('PATCH /api/v1/admin/tenants/:id changes name, quota and types, which cou
   t.equal(refused.statusCode, 403)
   t.match(refused.json().error, { code: 'QUOTA_EXCEEDED', details: { scope: 'tenant', quotaBytes: 100, usedBytes: 1500 } })
 
-  const typed = await patch(app, tenant.id, { name: 'Home Library', allowedFileTypes: ['application/pdf', 'image/jpeg', 'application/pdf'], quotaBytes: 1_000_000 })
+  const typed = await patch(app, tenant.id, {
+    name: 'Home Library',
+    allowedFileTypes: ['application/pdf', 'image/jpeg', 'application/pdf'],
+    quotaBytes: 1_000_000,
+  })
   t.equal(typed.statusCode, 200)
   t.match(typed.json(), { name: 'Home Library', allowedFileTypes: ['image/jpeg', 'application/pdf'] })
   const png = await handshake(app, tenant.headers, { fileType: 'image/png', fileName: 'd.png' })
@@ -172,7 +184,10 @@ t.test('DELETE /api/v1/admin/tenants/:id: key, signed and presigned URLs stop at
   t.equal(put.statusCode, 401, 'nor a presigned upload URL')
   t.equal((await get(app, `/api/v1/admin/tenants/${doomed.id}`)).statusCode, 404)
   t.equal((await del(app, doomed.id)).statusCode, 404, 'a second delete finds nothing')
-  t.same((await get(app, '/api/v1/admin/tenants')).json().tenants.map((x: { id: string }) => x.id), [other.id])
+  t.same(
+    (await get(app, '/api/v1/admin/tenants')).json().tenants.map((x: { id: string }) => x.id),
+    [other.id],
+  )
   t.equal(core.outbox.counts().pending, 0, 'pending webhook dropped')
   const live = core.db.prepare('SELECT count(*) AS n FROM files WHERE tenant_id = ? AND deleted_at IS NULL').get(doomed.id) as { n: number }
   t.equal(live.n, 0, 'every file deleted')

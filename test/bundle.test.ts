@@ -35,7 +35,10 @@ t.test('node dist/coffer.cjs serve works from any directory and speaks real HTTP
   const info = await fetch(`${server.url}/api/v1/tenant/info`, { headers: { authorization: `Bearer ${apiKey}` } })
   t.equal(info.status, 200)
   t.equal(((await info.json()) as { name: string }).name, 'Real HTTP')
-  t.notOk(server.lines.some((l) => l.includes(apiKey)), 'the key is never logged')
+  t.notOk(
+    server.lines.some((l) => l.includes(apiKey)),
+    'the key is never logged',
+  )
   server.child.kill('SIGTERM')
   t.equal(await server.exited, 0, 'SIGTERM exits 0')
 })
@@ -58,8 +61,15 @@ t.test('the start-up log says how to enable the admin API, with a tenant command
   // With a `coffer` on the PATH that is this program, the hint says just that.
   const bin = tempDir(t)
   fs.symlinkSync(BUNDLE, path.join(bin, 'coffer'))
-  const onPath = await startCoffer(['serve', '--port', '0', '--data-dir', cwd], { cwd, env: { PATH: `${bin}:${process.env.PATH}` }, ready: /(admin API disabled)/ })
-  t.match(onPath.lines.find((l) => l.includes('admin API disabled')), /create a tenant with: coffer tenant create --name NAME --data-dir /)
+  const onPath = await startCoffer(['serve', '--port', '0', '--data-dir', cwd], {
+    cwd,
+    env: { PATH: `${bin}:${process.env.PATH}` },
+    ready: /(admin API disabled)/,
+  })
+  t.match(
+    onPath.lines.find((l) => l.includes('admin API disabled')),
+    /create a tenant with: coffer tenant create --name NAME --data-dir /,
+  )
   onPath.child.kill('SIGTERM')
   t.equal(await onPath.exited, 0)
 })

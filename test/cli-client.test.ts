@@ -29,7 +29,8 @@ function coffer(args: string[], cwd: string, env: Record<string, string> = {}) {
   return { status: r.status, stdout: r.stdout, out: r.stdout.toString('utf8'), err: r.stderr.toString('utf8') }
 }
 
-const api = async (f: Fixture, p: string, init: RequestInit = {}) => fetch(`${f.url}${p}`, { ...init, headers: { authorization: `Bearer ${f.key}`, 'content-type': 'application/json', ...init.headers } })
+const api = async (f: Fixture, p: string, init: RequestInit = {}) =>
+  fetch(`${f.url}${p}`, { ...init, headers: { authorization: `Bearer ${f.key}`, 'content-type': 'application/json', ...init.headers } })
 
 t.test('coffer upload: type from the content, one id per file, context, tags, workspace; --json the file objects', async (t) => {
   const f = await serve(t)
@@ -41,7 +42,26 @@ t.test('coffer upload: type from the content, one id per file, context, tags, wo
   fs.writeFileSync(path.join(dir, 'report.txt'), pdf)
   const ws = (await (await api(f, '/api/v1/workspaces', { method: 'POST', body: JSON.stringify({ name: 'Photos', slug: 'photos' }) })).json()) as { id: string }
 
-  const r = coffer(['upload', 'holiday.pdf', 'report.txt', '--url', f.url, '--key', f.key, '--workspace', ws.id, '--context', 'trip', '--tag', 'year=2026', '--tag', 'who=me=you'], dir)
+  const r = coffer(
+    [
+      'upload',
+      'holiday.pdf',
+      'report.txt',
+      '--url',
+      f.url,
+      '--key',
+      f.key,
+      '--workspace',
+      ws.id,
+      '--context',
+      'trip',
+      '--tag',
+      'year=2026',
+      '--tag',
+      'who=me=you',
+    ],
+    dir,
+  )
   t.equal(r.status, 0, r.err)
   t.equal(r.err, '', 'nothing on stderr off a terminal')
   const ids = r.out.trim().split('\n')
@@ -52,7 +72,15 @@ t.test('coffer upload: type from the content, one id per file, context, tags, wo
   ]
   for (const [i, e] of expect.entries()) {
     const meta = (await (await api(f, `/api/v1/files/${ids[i]}`)).json()) as Record<string, unknown>
-    t.match(meta, { id: ids[i], originalName: e.name, fileType: e.type, sizeBytes: e.bytes.length, processingStatus: 'completed', context: 'trip', workspaceId: ws.id })
+    t.match(meta, {
+      id: ids[i],
+      originalName: e.name,
+      fileType: e.type,
+      sizeBytes: e.bytes.length,
+      processingStatus: 'completed',
+      context: 'trip',
+      workspaceId: ws.id,
+    })
     t.same(meta.tags, { year: '2026', who: 'me=you' })
     const body = Buffer.from(await (await api(f, `/api/v1/files/${ids[i]}/download`)).arrayBuffer())
     t.ok(body.equals(e.bytes), `${e.name}: the stored bytes are the file's`)
@@ -61,7 +89,7 @@ t.test('coffer upload: type from the content, one id per file, context, tags, wo
   // COFFER_URL / COFFER_API_KEY instead of flags, and --json.
   const j = coffer(['upload', 'report.txt', '--json'], dir, { COFFER_URL: f.url, COFFER_API_KEY: f.key })
   t.equal(j.status, 0, j.err)
-  const objects = JSON.parse(j.out) as Record<string, unknown>[]
+  const objects = JSON.parse(j.out) as { id: string }[]
   t.equal(objects.length, 1)
   const fetched = await (await api(f, `/api/v1/files/${objects[0]!.id}`)).json()
   t.same(objects[0], fetched, '--json prints the file objects as the API returns them')
@@ -105,7 +133,9 @@ t.test('coffer upload failures: each bad file is one line naming it, the others 
 
   // The quota is the server's to refuse, and the message says so.
   const admin = { authorization: `Bearer ${f.adminKey}`, 'content-type': 'application/json' }
-  const small = (await (await fetch(`${f.url}/api/v1/admin/tenants`, { method: 'POST', headers: admin, body: JSON.stringify({ name: 'small', quotaBytes: 50 }) })).json()) as { apiKey: string }
+  const small = (await (
+    await fetch(`${f.url}/api/v1/admin/tenants`, { method: 'POST', headers: admin, body: JSON.stringify({ name: 'small', quotaBytes: 50 }) })
+  ).json()) as { apiKey: string }
   const full = coffer(['upload', 'ok.png'], dir, { ...env, COFFER_API_KEY: small.apiKey })
   t.equal(full.status, 1)
   t.match(full.err, /^coffer: ok\.png: The tenant storage quota is exceeded \(QUOTA_EXCEEDED\)\n$/)
@@ -158,8 +188,14 @@ t.test('coffer ls and rm', async (t) => {
   t.match(rows[0], /^ID\s+SIZE\s+STATUS\s+TYPE\s+CREATED\s+NAME$/)
   t.match(rows[1], new RegExp(`^${ids[1]}\\s+200\\s+completed\\s+application/pdf\\s+\\S+\\s+b\\.pdf$`), 'newest first')
   t.match(rows[2], new RegExp(`^${ids[0]}\\s+100\\s+completed\\s+image/png\\s+\\S+\\s+a\\.png$`))
-  t.same((JSON.parse(coffer(['ls', '--json'], dir, env).out) as { id: string }[]).map((x) => x.id), [ids[1], ids[0]])
-  t.same((JSON.parse(coffer(['ls', '--json', '--type', 'image/png'], dir, env).out) as { id: string }[]).map((x) => x.id), [ids[0]])
+  t.same(
+    (JSON.parse(coffer(['ls', '--json'], dir, env).out) as { id: string }[]).map((x) => x.id),
+    [ids[1], ids[0]],
+  )
+  t.same(
+    (JSON.parse(coffer(['ls', '--json', '--type', 'image/png'], dir, env).out) as { id: string }[]).map((x) => x.id),
+    [ids[0]],
+  )
   const limited = coffer(['ls', '--limit', '1'], dir, env).out
   t.match(limited, /\(1 of 2\)/)
   t.equal(coffer(['ls', '--limit', '0'], dir, env).status, 2)
@@ -177,17 +213,21 @@ t.test('coffer ls and rm', async (t) => {
 
 const hasScript = !spawnSync('script', ['--version']).error
 
-t.test('coffer upload shows progress for large files on a terminal only', { skip: hasScript ? false : 'util-linux `script` is not installed: cannot give the CLI a terminal' }, async (t) => {
-  const f = await serve(t)
-  const dir = tempDir(t)
-  fs.writeFileSync(path.join(dir, 'big.png'), fileBytes('image/png', 3 * 1024 * 1024))
-  const env = { PATH: process.env.PATH ?? '', COFFER_URL: f.url, COFFER_API_KEY: f.key }
-  // `script` runs the command on a pseudo-terminal: its stderr is a TTY there.
-  const tty = spawnSync('script', ['-qec', `${process.execPath} ${BUNDLE} upload big.png`, '/dev/null'], { cwd: dir, env, timeout: 30_000 })
-  const text = tty.stdout.toString('utf8')
-  t.equal(tty.status, 0, text)
-  t.match(text, /big\.png\s+100%\s+3\.0\/3\.0 MiB\s+[\d.]+ MiB\/s/, 'a progress line on a terminal')
-  const plain = coffer(['upload', 'big.png'], dir, env)
-  t.equal(plain.err, '', 'none when stderr is not a terminal')
-  t.notMatch(plain.out, /\r|%/)
-})
+t.test(
+  'coffer upload shows progress for large files on a terminal only',
+  { skip: hasScript ? false : 'util-linux `script` is not installed: cannot give the CLI a terminal' },
+  async (t) => {
+    const f = await serve(t)
+    const dir = tempDir(t)
+    fs.writeFileSync(path.join(dir, 'big.png'), fileBytes('image/png', 3 * 1024 * 1024))
+    const env = { PATH: process.env.PATH ?? '', COFFER_URL: f.url, COFFER_API_KEY: f.key }
+    // `script` runs the command on a pseudo-terminal: its stderr is a TTY there.
+    const tty = spawnSync('script', ['-qec', `${process.execPath} ${BUNDLE} upload big.png`, '/dev/null'], { cwd: dir, env, timeout: 30_000 })
+    const text = tty.stdout.toString('utf8')
+    t.equal(tty.status, 0, text)
+    t.match(text, /big\.png\s+100%\s+3\.0\/3\.0 MiB\s+[\d.]+ MiB\/s/, 'a progress line on a terminal')
+    const plain = coffer(['upload', 'big.png'], dir, env)
+    t.equal(plain.err, '', 'none when stderr is not a terminal')
+    t.notMatch(plain.out, /\r|%/)
+  },
+)

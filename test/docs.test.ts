@@ -43,7 +43,10 @@ t.test('GET /docs: Swagger UI on the generated OpenAPI document, every asset fro
     t.equal(res.json().error.code, 'NOT_FOUND')
   }
   const doc = (await app.inject({ url: '/openapi.json' })).json() as { paths: Record<string, unknown> }
-  t.notOk(Object.keys(doc.paths).some((p) => p.startsWith('/docs')), '/docs is not part of the API document')
+  t.notOk(
+    Object.keys(doc.paths).some((p) => p.startsWith('/docs')),
+    '/docs is not part of the API document',
+  )
 })
 
 t.test('the bundle serves /docs with no node_modules beside it: the assets are inlined', async (t) => {
@@ -51,7 +54,10 @@ t.test('the bundle serves /docs with no node_modules beside it: the assets are i
   const dir = tempDir(t)
   fs.copyFileSync(BUNDLE, path.join(dir, 'coffer.cjs'))
   fs.copyFileSync(path.join(path.dirname(BUNDLE), 'better_sqlite3.node'), path.join(dir, 'better_sqlite3.node'))
-  const server = await startCoffer([path.join(dir, 'coffer.cjs'), 'serve', '--port', '0', '--data-dir', path.join(dir, 'data')], { cwd: dir, command: process.execPath })
+  const server = await startCoffer([path.join(dir, 'coffer.cjs'), 'serve', '--port', '0', '--data-dir', path.join(dir, 'data')], {
+    cwd: dir,
+    command: process.execPath,
+  })
   t.teardown(() => server.child.kill('SIGKILL'))
   for (const name of ['swagger-ui-bundle.js', 'swagger-ui.css', 'favicon-32x32.png']) {
     const res = await fetch(`${server.url}/docs/${name}`)

@@ -125,7 +125,12 @@ t.test("the README's CI recipes work as written, and fail loudly when the fixtur
 
   t.test('the shell script when coffer cannot start: its log, a non-zero exit, nothing left', async (t) => {
     const { dir, tmp } = workspace(t)
-    const r = spawnSync('bash', ['-c', readmeRecipe('shell')], { cwd: dir, encoding: 'utf8', timeout: 30_000, env: { PATH: process.env.PATH, TMPDIR: tmp, COFFER_LOG_LEVEL: 'shouty' } })
+    const r = spawnSync('bash', ['-c', readmeRecipe('shell')], {
+      cwd: dir,
+      encoding: 'utf8',
+      timeout: 30_000,
+      env: { PATH: process.env.PATH, TMPDIR: tmp, COFFER_LOG_LEVEL: 'shouty' },
+    })
     t.not(r.status, 0)
     t.match(r.stderr, /Coffer did not start; its log:\ncoffer: invalid configuration: COFFER_LOG_LEVEL="shouty"/)
     t.notOk(fs.existsSync(path.join(dir, 'downloaded.pdf')))
@@ -138,7 +143,13 @@ t.test("the README's CI recipes work as written, and fail loudly when the fixtur
     readmeRecipe('github-actions')
       .split(/^- name: .*$/m)
       .slice(1)
-      .map((step) => step.split('\n').filter((l) => l.trim() !== '' && !/^\s+(run: \||if: .*)$/.test(l)).map((l) => l.replace(/^ {4}/, '')).join('\n'))
+      .map((step) =>
+        step
+          .split('\n')
+          .filter((l) => l.trim() !== '' && !/^\s+(run: \||if: .*)$/.test(l))
+          .map((l) => l.replace(/^ {4}/, ''))
+          .join('\n'),
+      )
 
   t.test('the GitHub Actions steps', { skip: hasJq ? false : 'jq is not installed (GitHub runners have it)' }, async (t) => {
     const { dir, tmp } = workspace(t)
@@ -156,10 +167,18 @@ t.test("the README's CI recipes work as written, and fail loudly when the fixtur
     t.teardown(() => {
       try {
         process.kill(pid, 'SIGKILL')
-      } catch {}
+      } catch {
+        // already gone
+      }
     })
     t.equal(started.status, 0, started.stderr)
-    const exported = Object.fromEntries(fs.readFileSync(githubEnv, 'utf8').trim().split('\n').map((l) => l.split(/=(.*)/s).slice(0, 2)))
+    const exported = Object.fromEntries(
+      fs
+        .readFileSync(githubEnv, 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => l.split(/=(.*)/s).slice(0, 2)),
+    )
     t.match(exported.COFFER_URL, /^http:\/\/127\.0\.0\.1:\d+$/)
     t.not(exported.COFFER_URL, 'http://127.0.0.1:1', 'not the stale file')
     t.match(exported.COFFER_API_KEY, /^sk_test_/)
@@ -211,5 +230,9 @@ t.test('a data dir on a noexec filesystem: one clear line, exit 2', { skip: canM
   t.equal(eph.status, 2)
   t.match(eph.stderr, /point TMPDIR elsewhere/)
   t.equal(eph.stdout, '')
-  t.same(fs.readdirSync(mnt).filter((f) => f.startsWith('coffer-ephemeral-')), [], 'the ephemeral data dir is removed')
+  t.same(
+    fs.readdirSync(mnt).filter((f) => f.startsWith('coffer-ephemeral-')),
+    [],
+    'the ephemeral data dir is removed',
+  )
 })

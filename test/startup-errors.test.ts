@@ -56,7 +56,12 @@ t.test('serve: a port in use is one line naming the port and the setting', async
 t.test('serve: permission denied on a low port names the port and the setting', async (t) => {
   const dir = openDir(t, 0o777)
   const r = coffer(['serve', '--port', '80', '--data-dir', 'data'], { cwd: dir, unprivileged: true })
-  oneLine(t, r, /^coffer: permission denied listening on 127\.0\.0\.1:80 \(ports below 1024 need root or CAP_NET_BIND_SERVICE\): set --port or COFFER_PORT/, 'port 80')
+  oneLine(
+    t,
+    r,
+    /^coffer: permission denied listening on 127\.0\.0\.1:80 \(ports below 1024 need root or CAP_NET_BIND_SERVICE\): set --port or COFFER_PORT/,
+    'port 80',
+  )
   const host = coffer(['serve', '--port', '0', '--host', '192.0.2.1', '--data-dir', 'data'], { cwd: dir })
   oneLine(t, host, /^coffer: cannot listen on 192\.0\.2\.1: no such address on this machine: set --host or COFFER_HOST/, 'address not on this machine')
 })
@@ -67,7 +72,12 @@ t.test('serve: a data dir it cannot create or write is one line naming it and th
   fs.mkdirSync(locked, { mode: 0o555 })
   fs.chmodSync(locked, 0o555)
   const r = coffer(['serve', '--port', '0', '--data-dir', path.join(locked, 'data')], { cwd: dir, unprivileged: true })
-  oneLine(t, r, /^coffer: cannot use the data dir .*locked\/data: permission denied \(.*\): set --data-dir or COFFER_DATA_DIR to a directory \S+ can write/, 'unwritable parent')
+  oneLine(
+    t,
+    r,
+    /^coffer: cannot use the data dir .*locked\/data: permission denied \(.*\): set --data-dir or COFFER_DATA_DIR to a directory \S+ can write/,
+    'unwritable parent',
+  )
   t.notOk(fs.existsSync(path.join(locked, 'data')))
 
   // An existing data dir of another user's that this one cannot write.
@@ -87,16 +97,30 @@ t.test('a database from a newer version: serve and the CLI refuse with one line'
   const db = openConnection(path.join(data, 'coffer.db'), data)
   db.prepare("INSERT INTO schema_migrations (version, name, applied_at) VALUES (999, 'from the future', 0)").run()
   db.close()
-  for (const args of [['serve', '--port', '0', '--data-dir', data], ['tenant', 'list', '--data-dir', data], ['verify', '--data-dir', data]]) {
+  for (const args of [
+    ['serve', '--port', '0', '--data-dir', data],
+    ['tenant', 'list', '--data-dir', data],
+    ['verify', '--data-dir', data],
+  ]) {
     const r = coffer(args, { cwd: dir })
-    oneLine(t, r, /^coffer: the database in .*data was written by a newer coffer \(schema 999; this one knows up to \d+\): run that newer version, or set --data-dir or COFFER_DATA_DIR/, args[0]!)
+    oneLine(
+      t,
+      r,
+      /^coffer: the database in .*data was written by a newer coffer \(schema 999; this one knows up to \d+\): run that newer version, or set --data-dir or COFFER_DATA_DIR/,
+      args[0]!,
+    )
   }
 })
 
 t.test('serve --ephemeral with an unwritable TMPDIR: one line naming TMPDIR', async (t) => {
   const dir = openDir(t)
   const missing = coffer(['serve', '--ephemeral', '--port', '0'], { cwd: dir, env: { TMPDIR: path.join(dir, 'nope') } })
-  oneLine(t, missing, /^coffer: cannot create a temporary data dir in .*nope: no such file or directory: set TMPDIR to a directory \S+ can write/, 'missing TMPDIR')
+  oneLine(
+    t,
+    missing,
+    /^coffer: cannot create a temporary data dir in .*nope: no such file or directory: set TMPDIR to a directory \S+ can write/,
+    'missing TMPDIR',
+  )
   const ro = path.join(dir, 'ro')
   fs.mkdirSync(ro)
   fs.chmodSync(ro, 0o555)
@@ -125,18 +149,22 @@ t.test('every command but serve refuses a data dir that does not exist, and crea
   t.same(fs.readdirSync(dir), [], 'nothing was created')
 })
 
-t.test('coffer backup into a directory it cannot write: one line, exit 2', { skip: !asRoot ? 'needs root to run the command as another user' : false }, async (t) => {
-  const dir = openDir(t)
-  const data = initDataDir(path.join(dir, 'data'))
-  // nobody may read the data dir for this case: it is the destination that must fail.
-  fs.chmodSync(data, 0o777)
-  for (const f of fs.readdirSync(data, { recursive: true }) as string[]) fs.chmodSync(path.join(data, f), 0o777)
-  const dest = path.join(dir, 'backups')
-  fs.mkdirSync(dest, { mode: 0o755 })
-  const r = coffer(['backup', path.join(dest, 'today'), '--data-dir', data], { cwd: dir, unprivileged: true })
-  oneLine(t, r, /^coffer: cannot write the backup into .*backups \(EACCES\): choose a DEST in a directory this user \(nobody\) can write/, 'unwritable DEST')
-  t.same(fs.readdirSync(dest), [], 'nothing left in DEST')
-})
+t.test(
+  'coffer backup into a directory it cannot write: one line, exit 2',
+  { skip: !asRoot ? 'needs root to run the command as another user' : false },
+  async (t) => {
+    const dir = openDir(t)
+    const data = initDataDir(path.join(dir, 'data'))
+    // nobody may read the data dir for this case: it is the destination that must fail.
+    fs.chmodSync(data, 0o777)
+    for (const f of fs.readdirSync(data, { recursive: true }) as string[]) fs.chmodSync(path.join(data, f), 0o777)
+    const dest = path.join(dir, 'backups')
+    fs.mkdirSync(dest, { mode: 0o755 })
+    const r = coffer(['backup', path.join(dest, 'today'), '--data-dir', data], { cwd: dir, unprivileged: true })
+    oneLine(t, r, /^coffer: cannot write the backup into .*backups \(EACCES\): choose a DEST in a directory this user \(nobody\) can write/, 'unwritable DEST')
+    t.same(fs.readdirSync(dest), [], 'nothing left in DEST')
+  },
+)
 
 t.test('the stack trace goes to the debug log only', async (t) => {
   const dir = openDir(t)

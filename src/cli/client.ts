@@ -33,15 +33,27 @@ export function remoteFrom(values: { url?: string | undefined; key?: string | un
   } catch {
     throw new UsageError(`--url/COFFER_URL ${JSON.stringify(url)} is not a URL (e.g. http://127.0.0.1:8080)`)
   }
-  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new UsageError(`--url/COFFER_URL must be an http:// or https:// URL, not ${parsed.protocol}`)
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')
+    throw new UsageError(`--url/COFFER_URL must be an http:// or https:// URL, not ${parsed.protocol}`)
   // A base path (behind a reverse proxy) is kept: API paths are appended to it.
   return { url: url.replace(/\/+$/, ''), key }
 }
 
-const NETWORK_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ECONNRESET', 'EHOSTUNREACH', 'ENETUNREACH', 'ETIMEDOUT', 'CERT_HAS_EXPIRED', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE'])
+const NETWORK_CODES = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ECONNRESET',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ETIMEDOUT',
+  'CERT_HAS_EXPIRED',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+])
 
 function unreachable(remote: Remote, err: unknown): OperatorError {
-  const code = (err as NodeJS.ErrnoException).code ?? ((err as { cause?: NodeJS.ErrnoException }).cause?.code)
+  const code = (err as NodeJS.ErrnoException).code ?? (err as { cause?: NodeJS.ErrnoException }).cause?.code
   return new OperatorError(`cannot reach ${remote.url} (${code ?? (err as Error).message}): is coffer serve running there? Set --url or COFFER_URL`)
 }
 
@@ -55,7 +67,12 @@ export interface Answer {
  * One request to `remote` (`path` is appended to its base URL), the body streamed from `body`
  * when given. Resolves with the response, whatever its status; a network failure is an OperatorError.
  */
-export function request(remote: Remote, method: string, path: string, opts: { headers?: Record<string, string | number>; body?: Readable | Buffer } = {}): Promise<Answer> {
+export function request(
+  remote: Remote,
+  method: string,
+  path: string,
+  opts: { headers?: Record<string, string | number>; body?: Readable | Buffer } = {},
+): Promise<Answer> {
   const target = new URL(remote.url + path)
   const lib = target.protocol === 'https:' ? https : http
   return new Promise((resolve, reject) => {

@@ -60,7 +60,7 @@ export async function uploadCommand(args: string[], io: CliIO): Promise<number> 
     { ...REMOTE_OPTIONS, workspace: { type: 'string' }, context: { type: 'string' }, tag: { type: 'string', multiple: true }, json: { type: 'boolean' } },
     MANY,
   )
-  if (values.help) return println(io.stdout, UPLOAD_HELP), 0
+  if (values.help) return (println(io.stdout, UPLOAD_HELP), 0)
   if (positionals.length === 0) throw new UsageError('upload needs at least one FILE')
   const tags: Record<string, string> = {}
   for (const t of values.tag ?? []) {
@@ -85,7 +85,12 @@ export async function uploadCommand(args: string[], io: CliIO): Promise<number> 
   return failed === 0 ? 0 : 1
 }
 
-async function uploadOne(remote: Remote, io: CliIO, file: string, opts: { workspaceId: string | undefined; context: string | undefined; tags: Record<string, string> }): Promise<RemoteFile> {
+async function uploadOne(
+  remote: Remote,
+  io: CliIO,
+  file: string,
+  opts: { workspaceId: string | undefined; context: string | undefined; tags: Record<string, string> },
+): Promise<RemoteFile> {
   let fd: number
   try {
     fd = fs.openSync(file, 'r')
@@ -130,7 +135,7 @@ async function uploadOne(remote: Remote, io: CliIO, file: string, opts: { worksp
 
 export async function downloadCommand(args: string[], io: CliIO): Promise<number> {
   const { values, positionals } = parse(args, { ...REMOTE_OPTIONS, output: { type: 'string', short: 'o' } }, 1)
-  if (values.help) return println(io.stdout, DOWNLOAD_HELP), 0
+  if (values.help) return (println(io.stdout, DOWNLOAD_HELP), 0)
   const id = positionals[0]
   if (id === undefined) throw new UsageError('download needs a FILE_ID (coffer ls shows them)')
   const remote = remoteFrom(values, io.env)
@@ -173,7 +178,8 @@ export async function downloadCommand(args: string[], io: CliIO): Promise<number
   } catch (err) {
     fs.rmSync(partial, { force: true })
     const code = (err as NodeJS.ErrnoException).code
-    if (code === 'EACCES' || code === 'EROFS' || code === 'ENOENT' || code === 'ENOSPC') throw new OperatorError(`cannot write ${target} (${code}): choose another place with -o PATH`)
+    if (code === 'EACCES' || code === 'EROFS' || code === 'ENOENT' || code === 'ENOSPC')
+      throw new OperatorError(`cannot write ${target} (${code}): choose another place with -o PATH`)
     throw err
   }
   bar.end()
@@ -190,14 +196,21 @@ function safeName(disposition: string | undefined, fallback: string): string {
 }
 
 export async function lsCommand(args: string[], io: CliIO): Promise<number> {
-  const { values } = parse(args, { ...REMOTE_OPTIONS, workspace: { type: 'string' }, context: { type: 'string' }, type: { type: 'string' }, limit: { type: 'string' }, json: { type: 'boolean' } })
-  if (values.help) return println(io.stdout, LS_HELP), 0
+  const { values } = parse(args, {
+    ...REMOTE_OPTIONS,
+    workspace: { type: 'string' },
+    context: { type: 'string' },
+    type: { type: 'string' },
+    limit: { type: 'string' },
+    json: { type: 'boolean' },
+  })
+  if (values.help) return (println(io.stdout, LS_HELP), 0)
   const max = values.limit === undefined ? Infinity : Number(values.limit)
   if (values.limit !== undefined && !(Number.isInteger(max) && max >= 1)) throw new UsageError('--limit must be a positive integer')
   const remote = remoteFrom(values, io.env)
   const files: RemoteFile[] = []
   let total = 0
-  for (let cursor: string | null = null; files.length < max; ) {
+  for (let cursor: string | null = null; files.length < max;) {
     const q = new URLSearchParams({ limit: String(Math.min(100, max - files.length)) })
     if (cursor) q.set('cursor', cursor)
     if (values.workspace !== undefined) q.set('workspaceId', values.workspace)
@@ -215,11 +228,14 @@ export async function lsCommand(args: string[], io: CliIO): Promise<number> {
     cursor = page.nextCursor
     if (cursor === null) break
   }
-  if (values.json) return println(io.stdout, JSON.stringify(files)), 0
-  if (files.length === 0) return println(io.stdout, 'No files.'), 0
+  if (values.json) return (println(io.stdout, JSON.stringify(files)), 0)
+  if (files.length === 0) return (println(io.stdout, 'No files.'), 0)
   println(io.stdout, ['ID'.padEnd(36), 'SIZE'.padStart(11), 'STATUS'.padEnd(9), 'TYPE'.padEnd(15), 'CREATED'.padEnd(24), 'NAME'].join('  '))
   for (const f of files) {
-    println(io.stdout, [f.id, String(f.sizeBytes).padStart(11), f.processingStatus.padEnd(9), f.fileType.padEnd(15), f.createdAt.padEnd(24), f.originalName].join('  '))
+    println(
+      io.stdout,
+      [f.id, String(f.sizeBytes).padStart(11), f.processingStatus.padEnd(9), f.fileType.padEnd(15), f.createdAt.padEnd(24), f.originalName].join('  '),
+    )
   }
   if (files.length < total) println(io.stdout, `(${files.length} of ${total})`)
   return 0
@@ -227,7 +243,7 @@ export async function lsCommand(args: string[], io: CliIO): Promise<number> {
 
 export async function rmCommand(args: string[], io: CliIO): Promise<number> {
   const { values, positionals } = parse(args, REMOTE_OPTIONS, MANY)
-  if (values.help) return println(io.stdout, RM_HELP), 0
+  if (values.help) return (println(io.stdout, RM_HELP), 0)
   if (positionals.length === 0) throw new UsageError('rm needs at least one FILE_ID')
   const remote = remoteFrom(values, io.env)
   let failed = 0

@@ -4,7 +4,7 @@ import { parseArgs, type ParseArgsConfig } from 'node:util'
 import { loadConfig } from '../config'
 import { createCore, type Core } from '../core'
 import { AppError } from '../errors'
-import { explainDataDir } from './startup-errors'
+import { explainDataDir, OperatorError } from './startup-errors'
 
 /** What a CLI command may touch: its environment and two output streams. */
 export interface CliIO {
@@ -18,14 +18,7 @@ export class UsageError extends Error {
   override name = 'UsageError'
 }
 
-/**
- * A problem the person running the command can fix (a missing data dir, a port in use, a
- * directory it cannot write): printed as one line naming the problem and the setting, exit code 2,
- * no stack trace.
- */
-export class OperatorError extends Error {
-  override name = 'OperatorError'
-}
+export { OperatorError }
 
 export function parse<O extends NonNullable<ParseArgsConfig['options']>>(args: string[], options: O, positionals = 0) {
   try {
@@ -76,7 +69,9 @@ export async function withCore(io: CliIO, dataDir: string | undefined, fn: (core
  */
 export function assertDataDir(dataDir: string): void {
   if (!fs.existsSync(dataDir)) {
-    throw new OperatorError(`data dir ${dataDir} does not exist: set --data-dir or COFFER_DATA_DIR to the directory coffer serve uses (only coffer serve creates one)`)
+    throw new OperatorError(
+      `data dir ${dataDir} does not exist: set --data-dir or COFFER_DATA_DIR to the directory coffer serve uses (only coffer serve creates one)`,
+    )
   }
   if (!fs.existsSync(path.join(dataDir, 'coffer.db'))) {
     throw new OperatorError(`${dataDir} holds no Coffer data (no coffer.db): set --data-dir or COFFER_DATA_DIR to the directory coffer serve uses`)

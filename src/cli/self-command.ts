@@ -1,10 +1,7 @@
 import fs from 'node:fs'
 import path from 'node:path'
 
-/** `text` as one shell word. */
-export function shellWord(text: string): string {
-  return /^[A-Za-z0-9_./:=@%+,-]+$/.test(text) ? text : `'${text.replace(/'/g, `'\\''`)}'`
-}
+import { shellWord } from '../lib/shell-word'
 
 function realpath(p: string): string | undefined {
   try {

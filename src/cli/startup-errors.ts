@@ -1,6 +1,14 @@
 import os from 'node:os'
 import { SchemaTooNewError } from '../db/database'
-import { OperatorError } from './io'
+
+/**
+ * A problem the person running the command can fix (a missing data dir, a port in use, a
+ * directory it cannot write): printed as one line naming the problem and the setting, exit code 2,
+ * no stack trace.
+ */
+export class OperatorError extends Error {
+  override name = 'OperatorError'
+}
 
 /**
  * Turns the errors a person can fix (a port in use, a directory they cannot write, a database
@@ -52,7 +60,10 @@ export function explainListen(err: unknown, host: string, port: number): unknown
     case 'EADDRNOTAVAIL':
     case 'ENOTFOUND':
     case 'EAI_AGAIN':
-      return withCause(`cannot listen on ${host}: no such address on this machine: set --host or COFFER_HOST (127.0.0.1 for this machine only, 0.0.0.0 for all)`, err)
+      return withCause(
+        `cannot listen on ${host}: no such address on this machine: set --host or COFFER_HOST (127.0.0.1 for this machine only, 0.0.0.0 for all)`,
+        err,
+      )
     default:
       return err
   }
@@ -69,7 +80,10 @@ export function explainDataDir(err: unknown, dataDir: string): unknown {
   const code = codeOf(err)
   if (code === undefined || !(code in DESCRIBE)) return err
   const where = (err as NodeJS.ErrnoException).path ?? dataDir
-  return withCause(`cannot use the data dir ${dataDir}: ${DESCRIBE[code]} (${where}): set --data-dir or COFFER_DATA_DIR to a directory ${userName()} can write`, err)
+  return withCause(
+    `cannot use the data dir ${dataDir}: ${DESCRIBE[code]} (${where}): set --data-dir or COFFER_DATA_DIR to a directory ${userName()} can write`,
+    err,
+  )
 }
 
 /** Errors of creating the ephemeral data dir under TMPDIR. */

@@ -1,7 +1,7 @@
-import { Value } from '@sinclair/typebox/value'
-import { CreateTenantBody } from '../http/schemas/tenants'
-import { createdTenantView, type TenantView, type UpdateTenantInput } from '../services/tenants'
+import type { Static } from '@sinclair/typebox'
 import { AppError } from '../errors'
+import { createdTenantView, tenantSummaryView, type TenantSummary } from '../contract/tenants'
+import { checkTenantInput, type CreateTenantInput, type UpdateTenantInput } from '../services/tenants'
 import { DATA_DIR_OPTION, parse, println, UsageError, withCore, type CliIO } from './io'
 
 export const TENANT_HELP = `Usage:
@@ -41,6 +41,8 @@ function asFlagError(err: unknown): never {
   throw err
 }
 
+type TenantView = Static<typeof TenantSummary>
+
 function printTenant(io: CliIO, t: TenantView): void {
   println(io.stdout, `Tenant "${t.name}"`)
   println(io.stdout, `  id:          ${t.id}`)
@@ -63,18 +65,26 @@ export async function tenantCommand(args: string[], io: CliIO): Promise<number> 
   }
   if (sub === 'create') {
     const { values } = parse(rest, { ...opts, name: { type: 'string' }, 'quota-bytes': { type: 'string' }, types: { type: 'string' } })
-    if (values.help) return println(io.stdout, TENANT_HELP), 0
+    if (values.help) return (println(io.stdout, TENANT_HELP), 0)
     if (values.name === undefined) throw new UsageError('tenant create needs --name')
-    const input: Record<string, unknown> = { name: values.name }
-    if (values['quota-bytes'] !== undefined) input.quotaBytes = /^\d+$/.test(values['quota-bytes']) ? Number(values['quota-bytes']) : values['quota-bytes']
-    if (values.types !== undefined) input.allowedFileTypes = values.types.split(',').map((s) => s.trim()).filter(Boolean)
-    const firstError = Value.Errors(CreateTenantBody, input).First()
-    if (firstError) {
-      const flag = Object.entries(FLAG_OF).find(([p]) => firstError.path.startsWith(p))?.[1] ?? firstError.path
-      throw new UsageError(`${flag}: ${firstError.message.toLowerCase()}`)
+    const input: CreateTenantInput = { name: values.name }
+    const quota = values['quota-bytes']
+    if (quota !== undefined) input.quotaBytes = parseBytes('--quota-bytes', quota)
+    if (values.types !== undefined)
+      input.allowedFileTypes = values.types
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean)
+    // The service's own rules, checked before the data dir is opened, and reported by flag.
+    try {
+      checkTenantInput(input)
+    } catch (err) {
+      if (!(err instanceof AppError)) throw err
+      const first = (err.details.errors as { path: string; message: string }[])[0]!
+      throw new UsageError(`${FLAG_OF[first.path] ?? first.path}: ${first.message}`)
     }
     return withCore(io, values['data-dir'], (core) => {
-      const { tenant, apiKey } = core.tenants.create(input as CreateTenantBody)
+      const { tenant, apiKey } = core.tenants.create(input)
       const out = createdTenantView(tenant, apiKey)
       if (values.json) return println(io.stdout, JSON.stringify(out))
       println(io.stdout, `Created tenant "${out.name}"`)
@@ -87,12 +97,12 @@ export async function tenantCommand(args: string[], io: CliIO): Promise<number> 
   }
   if (sub === 'list') {
     const { values } = parse(rest, opts)
-    if (values.help) return println(io.stdout, TENANT_HELP), 0
+    if (values.help) return (println(io.stdout, TENANT_HELP), 0)
     return withCore(io, values['data-dir'], (core) => {
       const rows: TenantView[] = []
-      for (let cursor: string | undefined; ; ) {
+      for (let cursor: string | undefined; ;) {
         const page = core.tenants.list({ limit: 100, cursor })
-        rows.push(...page.tenants)
+        rows.push(...page.tenants.map(tenantSummaryView))
         if (page.nextCursor === null) break
         cursor = page.nextCursor
       }
@@ -100,60 +110,73 @@ export async function tenantCommand(args: string[], io: CliIO): Promise<number> 
       if (rows.length === 0) return println(io.stdout, 'No tenants yet. Create one: coffer tenant create --name NAME')
       println(io.stdout, ['ID'.padEnd(36), 'USED/QUOTA (bytes)'.padEnd(30), 'FILES'.padStart(7), 'CREATED'.padEnd(24), 'NAME'].join('  '))
       for (const r of rows) {
-        println(io.stdout, [r.id, `${r.usedBytes}/${r.quotaBytes} (${percent(r)})`.padEnd(30), String(r.fileCount).padStart(7), r.createdAt.padEnd(24), r.name].join('  '))
+        println(
+          io.stdout,
+          [r.id, `${r.usedBytes}/${r.quotaBytes} (${percent(r)})`.padEnd(30), String(r.fileCount).padStart(7), r.createdAt.padEnd(24), r.name].join('  '),
+        )
       }
     })
   }
   if (sub === 'show') {
     const { values, positionals } = parse(rest, opts, 1)
-    if (values.help) return println(io.stdout, TENANT_HELP), 0
+    if (values.help) return (println(io.stdout, TENANT_HELP), 0)
     const id = positionals[0]
     if (id === undefined) throw new UsageError('tenant show needs a TENANT_ID (coffer tenant list shows them)')
     return withCore(io, values['data-dir'], (core) => {
-      const t = core.tenants.show(id)
+      const t = tenantSummaryView(core.tenants.show(id))
       if (values.json) return println(io.stdout, JSON.stringify(t))
       printTenant(io, t)
     })
   }
   if (sub === 'update') {
     const { values, positionals } = parse(rest, { ...opts, name: { type: 'string' }, 'quota-bytes': { type: 'string' }, types: { type: 'string' } }, 1)
-    if (values.help) return println(io.stdout, TENANT_HELP), 0
+    if (values.help) return (println(io.stdout, TENANT_HELP), 0)
     const id = positionals[0]
     if (id === undefined) throw new UsageError('tenant update needs a TENANT_ID (coffer tenant list shows them)')
     const input: UpdateTenantInput = {}
     if (values.name !== undefined) input.name = values.name
     if (values['quota-bytes'] !== undefined) input.quotaBytes = parseBytes('--quota-bytes', values['quota-bytes'])
-    if (values.types !== undefined) input.allowedFileTypes = values.types.split(',').map((x) => x.trim()).filter(Boolean)
+    if (values.types !== undefined)
+      input.allowedFileTypes = values.types
+        .split(',')
+        .map((x) => x.trim())
+        .filter(Boolean)
     if (Object.keys(input).length === 0) throw new UsageError('tenant update needs at least one of --name, --quota-bytes, --types')
+    try {
+      checkTenantInput(input)
+    } catch (err) {
+      asFlagError(err)
+    }
     return withCore(io, values['data-dir'], (core) => {
-      let t: TenantView
-      try {
-        t = core.tenants.update(id, input)
-      } catch (err) {
-        asFlagError(err)
-      }
+      const t = tenantSummaryView(core.tenants.update(id, input))
       if (values.json) return println(io.stdout, JSON.stringify(t))
       printTenant(io, t)
     })
   }
   if (sub === 'delete') {
     const { values, positionals } = parse(rest, { ...DATA_DIR_OPTION, yes: { type: 'boolean' } }, 1)
-    if (values.help) return println(io.stdout, TENANT_HELP), 0
+    if (values.help) return (println(io.stdout, TENANT_HELP), 0)
     const id = positionals[0]
     if (id === undefined) throw new UsageError('tenant delete needs a TENANT_ID (coffer tenant list shows them)')
     return withCore(io, values['data-dir'], (core) => {
       const t = core.tenants.show(id)
       if (!values.yes) {
-        println(io.stderr, `coffer: deleting tenant "${t.name}" (${t.id}) deletes its ${t.fileCount} file(s) and its workspaces and stops its key, irreversibly; run again with --yes to do it`)
+        println(
+          io.stderr,
+          `coffer: deleting tenant "${t.name}" (${t.id}) deletes its ${t.fileCount} file(s) and its workspaces and stops its key, irreversibly; run again with --yes to do it`,
+        )
         return 2
       }
       core.tenants.delete(t.id)
-      println(io.stdout, `Deleted tenant "${t.name}" (${t.id}): its key and URLs no longer work; its ${t.fileCount} file(s) are deleted and their content is collected after the retention period.`)
+      println(
+        io.stdout,
+        `Deleted tenant "${t.name}" (${t.id}): its key and URLs no longer work; its ${t.fileCount} file(s) are deleted and their content is collected after the retention period.`,
+      )
     })
   }
   if (sub === 'regenerate-key') {
     const { values, positionals } = parse(rest, opts, 1)
-    if (values.help) return println(io.stdout, TENANT_HELP), 0
+    if (values.help) return (println(io.stdout, TENANT_HELP), 0)
     const id = positionals[0]
     if (id === undefined) throw new UsageError('tenant regenerate-key needs a TENANT_ID')
     return withCore(io, values['data-dir'], (core) => {

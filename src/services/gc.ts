@@ -81,7 +81,7 @@ export class GarbageCollector {
   async verify(): Promise<VerifyReport> {
     const { blobs, store } = this.deps
     const report: VerifyReport = { checked: 0, missing: [], corrupt: [], orphans: [] }
-    for (let after = ''; ; ) {
+    for (let after = ''; ;) {
       const shas = blobs.shasAfter(after, BATCH)
       for (const sha of shas) {
         report.checked++

@@ -1,10 +1,13 @@
+import type { Static } from '@sinclair/typebox'
 import { AppError, notFound, validationError } from '../errors'
 import type { DB } from '../db/database'
-import { TenantsRepo, type AuthenticatedTenant, type Tenant } from '../db/repos/tenants'
+import type { AuthenticatedTenant, Tenant, TenantsRepo } from '../db/repos/tenants'
 import type { FilesRepo } from '../db/repos/files'
 import type { WorkspacesRepo } from '../db/repos/workspaces'
 import type { OutboxRepo } from '../db/repos/outbox'
-import { isoTime, type Clock } from '../lib/clock'
+import type { Clock } from '../lib/clock'
+import type { QuotaInfo } from '../contract/tenants'
+import { NO_CONTROL } from '../contract/common'
 import { uuidv7, isUuid } from '../lib/ids'
 import { newApiKey, newWebhookSecret, sha256 } from '../lib/secrets'
 import { DEFAULT_TENANT_QUOTA, FILE_TYPES } from '../lib/file-types'
@@ -19,45 +22,14 @@ export interface CreateTenantInput {
   keyKind?: 'live' | 'test'
 }
 
-export interface QuotaInfo {
-  quotaBytes: number
-  usedBytes: number
-  availableBytes: number
-  usagePercent: number
-}
-
-/** A just-created tenant as the admin API and the CLI show it: the only time its key is shown. */
-export function createdTenantView(tenant: Tenant, apiKey: string) {
-  return {
-    id: tenant.id,
-    name: tenant.name,
-    apiKey,
-    webhookSecret: tenant.webhookSecret,
-    quotaBytes: tenant.quotaBytes,
-    allowedFileTypes: tenant.allowedFileTypes,
-    createdAt: isoTime(tenant.createdAt),
-  }
-}
-
-/** A tenant as the admin API and `coffer tenant show|list` show it: usage, never a secret. */
-export function tenantView(t: Tenant, fileCount: number) {
-  return {
-    id: t.id,
-    name: t.name,
-    quotaBytes: t.quotaBytes,
-    usedBytes: t.usedBytes,
-    fileCount,
-    allowedFileTypes: t.allowedFileTypes,
-    createdAt: isoTime(t.createdAt),
-  }
-}
-export type TenantView = ReturnType<typeof tenantView>
-
 export interface UpdateTenantInput {
   name?: string
   quotaBytes?: number
   allowedFileTypes?: string[]
 }
+
+/** A tenant with the number of its files (not deleted, whatever their status): what an operator lists. */
+export type TenantUsage = Tenant & { fileCount: number }
 
 /** The rows a tenant's deletion reaches besides its own. */
 export interface TenantOwnedRepos {
@@ -66,30 +38,30 @@ export interface TenantOwnedRepos {
   outbox: OutboxRepo
 }
 
-// Control characters, DEL, C1 and lone surrogates: the same rule as the HTTP schema's NO_CONTROL.
-const CONTROL = /[\u0000-\u001f\u007f-\u009f\ud800-\udfff]/
+/** The contract's rule for names (no control characters, no lone surrogates), as the API schema applies it. */
+const NAME_TEXT = new RegExp(NO_CONTROL, 'u')
 
 /**
- * The rules of a tenant's settings, checked here so that every front (the admin API after its
- * schema, the CLI from its flags) gets the same answer. Paths are the API body's.
+ * Checks a tenant's settings whichever front they came from (the admin API validates the same
+ * rules with its schema first; the CLI relies on this). Paths are JSON pointers into the input.
  */
-function checkTenantInput(input: UpdateTenantInput): void {
-  if (input.name !== undefined && (input.name.length < 1 || input.name.length > 100 || CONTROL.test(input.name))) {
-    throw validationError('/name', 'must be 1-100 characters with no control characters')
+export function checkTenantInput(input: UpdateTenantInput): void {
+  if (input.name !== undefined) {
+    if (input.name.length < 1 || input.name.length > 100) throw validationError('/name', 'must be 1 to 100 characters')
+    if (!NAME_TEXT.test(input.name)) throw validationError('/name', 'must contain no control characters')
   }
-  if (input.quotaBytes !== undefined && !(Number.isSafeInteger(input.quotaBytes) && input.quotaBytes >= 0)) {
-    throw validationError('/quotaBytes', `must be an integer from 0 to ${Number.MAX_SAFE_INTEGER}`)
-  }
-  if (input.allowedFileTypes !== undefined) {
-    if (input.allowedFileTypes.length === 0) throw validationError('/allowedFileTypes', 'must name at least one type')
-    const bad = input.allowedFileTypes.find((t) => !(FILE_TYPES as readonly string[]).includes(t))
-    if (bad !== undefined) throw validationError('/allowedFileTypes', `${JSON.stringify(bad)} is not one of: ${FILE_TYPES.join(', ')}`)
+  const q = input.quotaBytes
+  if (q !== undefined && (!Number.isSafeInteger(q) || q < 0)) throw validationError('/quotaBytes', 'must be an integer of at least 0')
+  const types = input.allowedFileTypes
+  if (types !== undefined) {
+    if (types.length === 0) throw validationError('/allowedFileTypes', 'must list at least one file type')
+    const bad = types.find((t) => !(FILE_TYPES as readonly string[]).includes(t))
+    if (bad !== undefined) throw validationError('/allowedFileTypes', `must be among: ${FILE_TYPES.join(', ')} (not ${JSON.stringify(bad)})`)
   }
 }
 
 /** Tenant lifecycle and API-key authentication. */
 export class TenantsService {
-  readonly repo: TenantsRepo
   /**
    * Authenticated tenants by key hash, so a request costs one SQLite read fewer (15% of a
    * metadata read's CPU, #7). Valid while the database is unchanged by other connections
@@ -99,19 +71,17 @@ export class TenantsService {
    */
   private readonly authenticated = new Map<string, { tenant: AuthenticatedTenant; keyHash: Buffer }>()
   private authenticatedAt = -1
-  private readonly dataVersion
 
   constructor(
     private readonly db: DB,
+    private readonly repo: TenantsRepo,
     private readonly clock: Clock,
     private readonly owned: TenantOwnedRepos,
-  ) {
-    this.repo = new TenantsRepo(db)
-    this.dataVersion = db.prepare<[], number>('PRAGMA data_version').pluck()
-  }
+  ) {}
 
   /** Creates a tenant; the returned key and webhook secret exist nowhere else afterwards. */
   create(input: CreateTenantInput): { tenant: Tenant; apiKey: string } {
+    checkTenantInput(input)
     const apiKey = newApiKey(input.keyKind ?? 'live')
     const allowed = input.allowedFileTypes ?? [...FILE_TYPES]
     // Keep the spec's order and drop duplicates.
@@ -153,7 +123,7 @@ export class TenantsService {
   authenticate(apiKey: string): AuthenticatedTenant | undefined {
     if (!/^sk_(live|test)_[A-Za-z0-9_-]{20,100}$/.test(apiKey)) return undefined
     const hash = sha256(apiKey)
-    const version = this.dataVersion.get() as number
+    const version = this.repo.dataVersion()
     if (version !== this.authenticatedAt) {
       this.authenticated.clear()
       this.authenticatedAt = version
@@ -176,24 +146,24 @@ export class TenantsService {
   }
 
   /** A page of live tenants, newest first, with their usage; `cursor` is an earlier page's `nextCursor`. */
-  list(q: { limit: number; cursor?: string | undefined }): { tenants: TenantView[]; nextCursor: string | null } {
+  list(q: { limit: number; cursor?: string | undefined }): { tenants: TenantUsage[]; nextCursor: string | null } {
     const cursor = q.cursor === undefined ? undefined : decodeCursor(q.cursor)
     return this.db.transaction(() => {
       const rows = this.repo.page(cursor, q.limit + 1)
       const page = rows.slice(0, q.limit)
       const last = page.at(-1)
       return {
-        tenants: page.map((t) => tenantView(t, this.repo.fileCount(t.id))),
+        tenants: page.map((t) => ({ ...t, fileCount: this.repo.fileCount(t.id) })),
         nextCursor: rows.length > q.limit && last ? encodeCursor(last) : null,
       }
     })()
   }
 
   /** One live tenant with its usage. */
-  show(tenantId: string): TenantView {
+  show(tenantId: string): TenantUsage {
     return this.db.transaction(() => {
       const t = this.get(tenantId)
-      return tenantView(t, this.repo.fileCount(t.id))
+      return { ...t, fileCount: this.repo.fileCount(t.id) }
     })()
   }
 
@@ -201,9 +171,9 @@ export class TenantsService {
    * Changes any of name, quota and allowed types. A quota below the current usage is allowed:
    * uploads are refused until usage drops under it. Files already stored keep their type.
    */
-  update(tenantId: string, input: UpdateTenantInput): TenantView {
+  update(tenantId: string, input: UpdateTenantInput): TenantUsage {
     checkTenantInput(input)
-    const view = this.db
+    const updated = this.db
       .transaction(() => {
         const t = this.get(tenantId)
         if (input.name !== undefined) {
@@ -217,12 +187,12 @@ export class TenantsService {
           quotaBytes: input.quotaBytes ?? t.quotaBytes,
           allowedFileTypes: allowed === undefined ? t.allowedFileTypes : FILE_TYPES.filter((type) => allowed.includes(type)),
         })
-        return tenantView(this.repo.get(t.id)!, this.repo.fileCount(t.id))
+        return { ...this.repo.get(t.id)!, fileCount: this.repo.fileCount(t.id) }
       })
       .immediate()
     // Authenticated tenants carry their settings (allowed types): the next request reads them anew.
     this.authenticated.clear()
-    return view
+    return updated
   }
 
   /**
@@ -268,7 +238,7 @@ export class TenantsService {
     return purged
   }
 
-  quota(tenantId: string): QuotaInfo {
+  quota(tenantId: string): Static<typeof QuotaInfo> {
     const t = this.get(tenantId)
     const available = Math.max(0, t.quotaBytes - t.usedBytes)
     const percent = t.quotaBytes === 0 ? (t.usedBytes > 0 ? 100 : 0) : (t.usedBytes / t.quotaBytes) * 100

@@ -66,14 +66,18 @@ export class OutboxRepo {
       get: db.prepare<[string], Row>('SELECT * FROM outbox WHERE id = ?'),
       due: db.prepare<[number, number], Row>(`SELECT * FROM outbox WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?`),
       nextDueAt: db.prepare<[], number | null>(`SELECT min(next_attempt_at) FROM outbox WHERE status = 'pending'`).pluck(),
-      delivered: db.prepare(`UPDATE outbox SET status = 'delivered', attempts = attempts + 1, last_error = NULL, delivered_at = @now, updated_at = @now WHERE id = @id AND status = 'pending'`),
+      delivered: db.prepare(
+        `UPDATE outbox SET status = 'delivered', attempts = attempts + 1, last_error = NULL, delivered_at = @now, updated_at = @now WHERE id = @id AND status = 'pending'`,
+      ),
       failed: db.prepare(
         `UPDATE outbox SET attempts = attempts + 1, last_error = @error, updated_at = @now,
            status = CASE WHEN attempts + 1 >= @maxAttempts THEN 'dead' ELSE 'pending' END,
            next_attempt_at = @nextAttemptAt
          WHERE id = @id AND status = 'pending'`,
       ),
-      list: db.prepare<[{ status: string | null; limit: number }], Row>(`SELECT * FROM outbox WHERE (@status IS NULL OR status = @status) ORDER BY created_at DESC, id DESC LIMIT @limit`),
+      list: db.prepare<[{ status: string | null; limit: number }], Row>(
+        `SELECT * FROM outbox WHERE (@status IS NULL OR status = @status) ORDER BY created_at DESC, id DESC LIMIT @limit`,
+      ),
       retry: db.prepare(`UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = @now, updated_at = @now WHERE id = @id AND status != 'pending'`),
       retryAllDead: db.prepare(`UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = @now, updated_at = @now WHERE status = 'dead'`),
       dropPending: db.prepare(`DELETE FROM outbox WHERE tenant_id = ? AND status = 'pending'`),

@@ -74,17 +74,28 @@ export class TenantsRepo {
       rotate: db.prepare(`UPDATE tenants SET key_hash = ?, webhook_secret = ? WHERE id = ? AND ${live}`),
       update: db.prepare(`UPDATE tenants SET name = @name, quota_bytes = @quotaBytes, allowed_types = @allowedTypes WHERE id = @id AND ${live}`),
       markDeleted: db.prepare(`UPDATE tenants SET deleted_at = @now, name = @name, key_hash = @keyHash WHERE id = @id AND ${live}`),
-      purgeable: db.prepare<[number], string>(
-        `SELECT id FROM tenants t WHERE deleted_at IS NOT NULL
+      purgeable: db
+        .prepare<[number], string>(
+          `SELECT id FROM tenants t WHERE deleted_at IS NOT NULL
            AND NOT EXISTS (SELECT 1 FROM files f WHERE f.tenant_id = t.id AND f.deleted_at IS NULL)
            AND NOT EXISTS (SELECT 1 FROM files f WHERE f.tenant_id = t.id AND f.deleted_at IS NOT NULL)
          LIMIT ?`,
-      ).pluck(),
+        )
+        .pluck(),
       purgeWorkspaces: db.prepare('DELETE FROM workspaces WHERE tenant_id = ?'),
       purgeOutbox: db.prepare('DELETE FROM outbox WHERE tenant_id = ?'),
       purgeCounts: db.prepare('DELETE FROM file_counts WHERE tenant_id = ?'),
       purge: db.prepare('DELETE FROM tenants WHERE id = ? AND deleted_at IS NOT NULL'),
+      dataVersion: db.prepare<[], number>('PRAGMA data_version').pluck(),
     }
+  }
+
+  /**
+   * SQLite's `data_version`: changes when another connection (the CLI) commits to the database,
+   * not on this connection's own commits. The authentication cache keys on it.
+   */
+  dataVersion(): number {
+    return this.stmts.dataVersion.get() as number
   }
 
   get(id: string): Tenant | undefined {
@@ -120,7 +131,16 @@ export class TenantsRepo {
     return this.stmts.fileCount.get(id) as number
   }
 
-  insert(t: { id: string; name: string; keyHash: Buffer; keyKind: 'live' | 'test'; webhookSecret: string; quotaBytes: number; allowedFileTypes: string[]; createdAt: number }): void {
+  insert(t: {
+    id: string
+    name: string
+    keyHash: Buffer
+    keyKind: 'live' | 'test'
+    webhookSecret: string
+    quotaBytes: number
+    allowedFileTypes: string[]
+    createdAt: number
+  }): void {
     this.stmts.insert.run({ ...t, allowedTypes: JSON.stringify(t.allowedFileTypes) })
   }
 

@@ -1,10 +1,20 @@
 import type { App } from '../types'
 import type { Core } from '../../core'
 import { adminAuth } from '../auth'
-import { CreateTenantBody, CreatedTenant, RegeneratedKey, TenantList, TenantListQuery, TenantSummary, UpdateTenantBody } from '../schemas/tenants'
-import { PathId, withErrors } from '../schemas/common'
+import {
+  CreateTenantBody,
+  CreatedTenant,
+  RegeneratedKey,
+  TenantList,
+  TenantListQuery,
+  TenantSummary,
+  UpdateTenantBody,
+  createdTenantView,
+  tenantSummaryView,
+} from '../../contract/tenants'
+import { PathId } from '../../contract/common'
 import { Type } from '@sinclair/typebox'
-import { createdTenantView } from '../../services/tenants'
+import { withErrors } from '../responses'
 
 const TenantParams = Type.Object({ tenantId: PathId })
 
@@ -27,7 +37,7 @@ export async function adminRoutes(app: App, core: Core): Promise<void> {
     {
       schema: {
         tags: ['admin'],
-        summary: 'Replace a tenant\'s API key and webhook secret; the old key stops working at once',
+        summary: "Replace a tenant's API key and webhook secret; the old key stops working at once",
         params: Type.Object({ tenantId: PathId }),
         response: withErrors({ 200: RegeneratedKey }, 404),
       },
@@ -53,14 +63,18 @@ export async function adminRoutes(app: App, core: Core): Promise<void> {
         querystring: TenantListQuery,
         response: withErrors({ 200: TenantList }),
       },
+      config: { inputPointer: '/query' },
     },
-    async (request) => core.tenants.list(request.query),
+    async (request) => {
+      const page = core.tenants.list(request.query)
+      return { tenants: page.tenants.map(tenantSummaryView), nextCursor: page.nextCursor }
+    },
   )
 
   app.get(
     '/api/v1/admin/tenants/:tenantId',
     { schema: { tags: ['admin'], summary: 'A tenant with its usage', params: TenantParams, response: withErrors({ 200: TenantSummary }, 404) } },
-    async (request) => core.tenants.show(request.params.tenantId),
+    async (request) => tenantSummaryView(core.tenants.show(request.params.tenantId)),
   )
 
   app.patch(
@@ -68,16 +82,16 @@ export async function adminRoutes(app: App, core: Core): Promise<void> {
     {
       schema: {
         tags: ['admin'],
-        summary: 'Change a tenant\'s name, quota or allowed file types',
+        summary: "Change a tenant's name, quota or allowed file types",
         params: TenantParams,
         body: UpdateTenantBody,
         response: withErrors({ 200: TenantSummary }, 404, 409, 413),
       },
     },
     async (request) => {
-      const view = core.tenants.update(request.params.tenantId, request.body)
-      request.log.info({ tenantId: view.id, changed: Object.keys(request.body) }, 'tenant updated')
-      return view
+      const updated = core.tenants.update(request.params.tenantId, request.body)
+      request.log.info({ tenantId: updated.id, changed: Object.keys(request.body) }, 'tenant updated')
+      return tenantSummaryView(updated)
     },
   )
 

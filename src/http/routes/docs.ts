@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
 import type { App } from '../types'
-import { loadDocsAssets, type DocsAsset } from '../docs-assets'
+import { loadDocsAssets, type DocsAsset } from '../../lib/docs-assets'
 
 /** The page. Paths are relative so that it works behind a reverse proxy that adds a prefix. */
 const PAGE = `<!doctype html>
@@ -52,7 +52,11 @@ export async function docsRoutes(app: App): Promise<void> {
 
   const send = (name: string) => async (request: { headers: Record<string, string | string[] | undefined> }, reply: import('fastify').FastifyReply) => {
     const a = assets().get(name)!
-    reply.header('content-security-policy', CSP).header('x-content-type-options', 'nosniff').header('etag', a.etag).header('cache-control', 'public, max-age=3600')
+    reply
+      .header('content-security-policy', CSP)
+      .header('x-content-type-options', 'nosniff')
+      .header('etag', a.etag)
+      .header('cache-control', 'public, max-age=3600')
     if (request.headers['if-none-match'] === a.etag) return reply.code(304).send()
     return reply.type(a.type).send(a.body)
   }
@@ -62,7 +66,10 @@ export async function docsRoutes(app: App): Promise<void> {
   app.get('/docs/', { schema: { hide: true } }, async (_request, reply) => reply.redirect('../docs', 301))
   app.get<{ Params: { name: string } }>('/docs/:name', { schema: { hide: true } }, async (request, reply) => {
     if (!assets().has(request.params.name) || request.params.name === 'index.html') {
-      return reply.code(404).type('application/json; charset=utf-8').send({ error: { code: 'NOT_FOUND', message: 'Not found', details: {} } })
+      return reply
+        .code(404)
+        .type('application/json; charset=utf-8')
+        .send({ error: { code: 'NOT_FOUND', message: 'Not found', details: {} } })
     }
     return send(request.params.name)(request, reply)
   })

@@ -1,6 +1,8 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { FileTypeSchema, IsoTime, NO_CONTROL, Uuid } from './common'
-import { FILE_TYPES } from '../../lib/file-types'
+import { FILE_TYPES } from '../lib/file-types'
+import type { AuthenticatedTenant, Tenant } from '../db/repos/tenants'
+import { isoTime } from '../lib/clock'
 
 export const TenantName = Type.String({ minLength: 1, maxLength: 100, pattern: NO_CONTROL, 'x-message': 'must contain no control characters' })
 
@@ -20,7 +22,9 @@ export const UpdateTenantBody = Type.Object(
     quotaBytes: Type.Optional(
       Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'May be below the current usage: uploads are then refused until usage drops' }),
     ),
-    allowedFileTypes: Type.Optional(Type.Array(FileTypeSchema, { minItems: 1, maxItems: FILE_TYPES.length * 4, description: 'Files already stored keep their type' })),
+    allowedFileTypes: Type.Optional(
+      Type.Array(FileTypeSchema, { minItems: 1, maxItems: FILE_TYPES.length * 4, description: 'Files already stored keep their type' }),
+    ),
   },
   { additionalProperties: false, minProperties: 1, 'x-message': 'must set at least one of name, quotaBytes, allowedFileTypes' },
 )
@@ -81,3 +85,41 @@ export const QuotaInfo = Type.Object({
   availableBytes: Type.Integer(),
   usagePercent: Type.Number(),
 })
+
+/** A just-created tenant as the admin API and the CLI show it: the only time its key is shown. */
+export function createdTenantView(tenant: Tenant, apiKey: string): Static<typeof CreatedTenant> {
+  return {
+    id: tenant.id,
+    name: tenant.name,
+    apiKey,
+    webhookSecret: tenant.webhookSecret,
+    quotaBytes: tenant.quotaBytes,
+    allowedFileTypes: tenant.allowedFileTypes,
+    createdAt: isoTime(tenant.createdAt),
+  }
+}
+
+/** The calling tenant's own profile (`GET /tenant/info`). */
+export function tenantInfoView(t: AuthenticatedTenant): Static<typeof TenantInfo> {
+  return {
+    id: t.id,
+    name: t.name,
+    allowedFileTypes: t.allowedFileTypes,
+    createdAt: isoTime(t.createdAt),
+    quotaBytes: t.quotaBytes,
+    webhookSecret: t.webhookSecret,
+  }
+}
+
+/** A tenant as the admin API and `coffer tenant show|list` give it: usage, never a key or secret. */
+export function tenantSummaryView(t: Tenant & { fileCount: number }): Static<typeof TenantSummary> {
+  return {
+    id: t.id,
+    name: t.name,
+    quotaBytes: t.quotaBytes,
+    usedBytes: t.usedBytes,
+    fileCount: t.fileCount,
+    allowedFileTypes: t.allowedFileTypes,
+    createdAt: isoTime(t.createdAt),
+  }
+}
