@@ -83,10 +83,10 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const outbox = new OutboxRepo(db)
 
   const events = new FileEvents(outbox, filesRepo, clock)
+  // A deleted tenant has no signing generation: it verifies no token (#13).
+  const signer = new TokenSigner(loadSecret(dataDir, config.secret), (tenantId) => tenantsRepo.signingGeneration(tenantId))
   const metrics = new Metrics({ blobs: () => blobsRepo.stats(), outbox: () => outbox.counts() })
   const tenants = new TenantsService(db, tenantsRepo, clock, { files: filesRepo, workspaces: workspacesRepo, outbox })
-  // A deleted tenant verifies no token (#13).
-  const signer = new TokenSigner(loadSecret(dataDir, config.secret), (tenantId) => tenants.isLive(tenantId))
   const urls = new SignedUrls(signer, filesRepo, clock)
   const quotas = new Quotas(tenantsRepo, workspacesRepo)
   const workspaces = new WorkspacesService(db, workspacesRepo, filesRepo, clock, events)

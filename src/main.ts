@@ -100,6 +100,18 @@ const serveProcess: ServeProcess = {
   selfCommand: () => selfCommand({ execPath: process.execPath, script: process.argv[1], isSea: isSea(), pathEnv: process.env.PATH }),
 }
 
+/**
+ * A reader that goes away (`coffer verify | head -1`) makes the next write fail with EPIPE: that
+ * ends the output, not the process with a stack trace (#12 item 16). Nothing more is written to
+ * that stream; the command finishes and exits with its own code.
+ */
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') return
+    throw err
+  })
+}
+
 /** `--log-level debug|trace` or COFFER_LOG_LEVEL: the stack of a failure is then logged too. */
 function debugging(argv: string[]): boolean {
   const i = argv.findIndex((a) => a === '--log-level' || a.startsWith('--log-level='))

@@ -3,6 +3,7 @@ import { AppError } from '../errors'
 import { createdTenantView, tenantSummaryView, type TenantSummary } from '../contract/tenants'
 import { checkTenantInput, type CreateTenantInput, type UpdateTenantInput } from '../services/tenants'
 import { DATA_DIR_OPTION, parse, println, UsageError, withCore, type CliIO } from './io'
+import { escapeUnsafe } from '../lib/text'
 
 export const TENANT_HELP = `Usage:
   coffer tenant create --name NAME [--quota-bytes BYTES] [--types TYPE,…] [--json]
@@ -112,7 +113,13 @@ export async function tenantCommand(args: string[], io: CliIO): Promise<number> 
       for (const r of rows) {
         println(
           io.stdout,
-          [r.id, `${r.usedBytes}/${r.quotaBytes} (${percent(r)})`.padEnd(30), String(r.fileCount).padStart(7), r.createdAt.padEnd(24), r.name].join('  '),
+          [
+            r.id,
+            `${r.usedBytes}/${r.quotaBytes} (${percent(r)})`.padEnd(30),
+            String(r.fileCount).padStart(7),
+            r.createdAt.padEnd(24),
+            escapeUnsafe(r.name),
+          ].join('  '),
         )
       }
     })

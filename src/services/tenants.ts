@@ -7,7 +7,7 @@ import type { WorkspacesRepo } from '../db/repos/workspaces'
 import type { OutboxRepo } from '../db/repos/outbox'
 import type { Clock } from '../lib/clock'
 import type { QuotaInfo } from '../contract/tenants'
-import { NO_CONTROL } from '../contract/common'
+import { NO_CONTROL, NO_CONTROL_MESSAGE } from '../contract/common'
 import { uuidv7, isUuid } from '../lib/ids'
 import { newApiKey, newWebhookSecret, sha256 } from '../lib/secrets'
 import { DEFAULT_TENANT_QUOTA, FILE_TYPES } from '../lib/file-types'
@@ -38,7 +38,7 @@ export interface TenantOwnedRepos {
   outbox: OutboxRepo
 }
 
-/** The contract's rule for names (no control characters, no lone surrogates), as the API schema applies it. */
+/** The contract's rule for names (no control, bidi or invisible characters, no lone surrogates), as the API schema applies it. */
 const NAME_TEXT = new RegExp(NO_CONTROL, 'u')
 
 /**
@@ -48,7 +48,7 @@ const NAME_TEXT = new RegExp(NO_CONTROL, 'u')
 export function checkTenantInput(input: UpdateTenantInput): void {
   if (input.name !== undefined) {
     if (input.name.length < 1 || input.name.length > 100) throw validationError('/name', 'must be 1 to 100 characters')
-    if (!NAME_TEXT.test(input.name)) throw validationError('/name', 'must contain no control characters')
+    if (!NAME_TEXT.test(input.name)) throw validationError('/name', NO_CONTROL_MESSAGE)
   }
   const q = input.quotaBytes
   if (q !== undefined && (!Number.isSafeInteger(q) || q < 0)) throw validationError('/quotaBytes', 'must be an integer of at least 0')
@@ -98,8 +98,11 @@ export class TenantsService {
     }
     this.db
       .transaction(() => {
-        if (this.repo.getByName(row.name)) {
-          throw new AppError('CONFLICT', `A tenant named "${row.name}" already exists`, { field: 'name' })
+        const same = this.repo.getByName(row.name)
+        if (same) {
+          throw new AppError('CONFLICT', `A tenant named "${same.name}" already exists (names are compared ignoring case and Unicode normalisation)`, {
+            field: 'name',
+          })
         }
         this.repo.insert(row)
       })
@@ -200,7 +203,7 @@ export class TenantsService {
    * soft-deleted (pending uploads end failed, with no event) so the garbage collector purges them
    * and their blobs after the retention like any deleted file, its workspaces are deleted, and
    * its undelivered webhook events are dropped. Tokens (signed and presigned URLs) of a deleted
-   * tenant never verify (TokenSigner asks isLive), so they stop at once too.
+   * tenant never verify (it has no signing generation any more), so they stop at once too.
    */
   delete(tenantId: string): void {
     const now = this.clock.now()
@@ -216,11 +219,6 @@ export class TenantsService {
       })
       .immediate()
     this.authenticated.clear()
-  }
-
-  /** True while the tenant exists and is not deleted: token verification asks this every time. */
-  isLive(tenantId: string): boolean {
-    return this.repo.get(tenantId) !== undefined
   }
 
   /**

@@ -1,4 +1,5 @@
 import type { DB } from '../database'
+import { nameKey } from '../../lib/text'
 
 /** A tenant as the services see it. Times are epoch milliseconds. */
 export interface Tenant {
@@ -59,7 +60,7 @@ export class TenantsRepo {
       byId: db.prepare<[string], Row>(`SELECT ${COLUMNS} FROM tenants WHERE id = ? AND ${live}`),
       byKeyHash: db.prepare<[Buffer], Row & { key_hash: Buffer }>(`SELECT ${COLUMNS}, key_hash FROM tenants WHERE key_hash = ? AND ${live}`),
       // Deleted tenants give up their name (markDeleted), so a name is taken only by a live one.
-      byName: db.prepare<[string], Row>(`SELECT ${COLUMNS} FROM tenants WHERE name = ?`),
+      byName: db.prepare<[string], Row>(`SELECT ${COLUMNS} FROM tenants WHERE name_key = ?`),
       all: db.prepare<[], Row>(`SELECT ${COLUMNS} FROM tenants WHERE ${live} ORDER BY created_at, id`),
       firstPage: db.prepare<[number], Row>(`SELECT ${COLUMNS} FROM tenants WHERE ${live} ORDER BY created_at DESC, id DESC LIMIT ?`),
       pageAfter: db.prepare<[number, string, number], Row>(
@@ -68,12 +69,16 @@ export class TenantsRepo {
       // file_counts is keyed by tenant first: an index range, whatever the number of files.
       fileCount: db.prepare<[string], number>('SELECT coalesce(sum(n), 0) FROM file_counts WHERE tenant_id = ?').pluck(),
       insert: db.prepare(
-        `INSERT INTO tenants (id, name, key_hash, key_kind, webhook_secret, quota_bytes, allowed_types, created_at)
-         VALUES (@id, @name, @keyHash, @keyKind, @webhookSecret, @quotaBytes, @allowedTypes, @createdAt)`,
+        `INSERT INTO tenants (id, name, name_key, key_hash, key_kind, webhook_secret, quota_bytes, allowed_types, created_at)
+         VALUES (@id, @name, @nameKey, @keyHash, @keyKind, @webhookSecret, @quotaBytes, @allowedTypes, @createdAt)`,
       ),
-      rotate: db.prepare(`UPDATE tenants SET key_hash = ?, webhook_secret = ? WHERE id = ? AND ${live}`),
-      update: db.prepare(`UPDATE tenants SET name = @name, quota_bytes = @quotaBytes, allowed_types = @allowedTypes WHERE id = @id AND ${live}`),
-      markDeleted: db.prepare(`UPDATE tenants SET deleted_at = @now, name = @name, key_hash = @keyHash WHERE id = @id AND ${live}`),
+      rotate: db.prepare(`UPDATE tenants SET key_hash = ?, webhook_secret = ?, signing_generation = signing_generation + 1 WHERE id = ? AND ${live}`),
+      // A deleted tenant has no generation: none of its tokens verifies (#13).
+      generation: db.prepare<[string], number>(`SELECT signing_generation FROM tenants WHERE id = ? AND ${live}`).pluck(),
+      update: db.prepare(
+        `UPDATE tenants SET name = @name, name_key = @nameKey, quota_bytes = @quotaBytes, allowed_types = @allowedTypes WHERE id = @id AND ${live}`,
+      ),
+      markDeleted: db.prepare(`UPDATE tenants SET deleted_at = @now, name = @name, name_key = @name, key_hash = @keyHash WHERE id = @id AND ${live}`),
       purgeable: db
         .prepare<[number], string>(
           `SELECT id FROM tenants t WHERE deleted_at IS NOT NULL
@@ -88,6 +93,14 @@ export class TenantsRepo {
       purge: db.prepare('DELETE FROM tenants WHERE id = ? AND deleted_at IS NOT NULL'),
       dataVersion: db.prepare<[], number>('PRAGMA data_version').pluck(),
     }
+  }
+
+  /**
+   * The generation that URL-signing keys of this tenant are derived from (lib/tokens.ts), or
+   * undefined when the tenant does not exist: then no token of it verifies.
+   */
+  signingGeneration(id: string): number | undefined {
+    return this.stmts.generation.get(id)
   }
 
   /**
@@ -109,9 +122,9 @@ export class TenantsRepo {
     return r && { tenant: toTenant(r), keyHash: r.key_hash }
   }
 
-  /** The tenant holding `name` (case-insensitive). */
+  /** The tenant whose name is the same as `name` once both are case-folded and NFC-normalised (nameKey). */
   getByName(name: string): Tenant | undefined {
-    const r = this.stmts.byName.get(name)
+    const r = this.stmts.byName.get(nameKey(name))
     return r && toTenant(r)
   }
 
@@ -141,21 +154,28 @@ export class TenantsRepo {
     allowedFileTypes: string[]
     createdAt: number
   }): void {
-    this.stmts.insert.run({ ...t, allowedTypes: JSON.stringify(t.allowedFileTypes) })
+    this.stmts.insert.run({ ...t, nameKey: nameKey(t.name), allowedTypes: JSON.stringify(t.allowedFileTypes) })
   }
 
-  /** Replaces the key hash and webhook secret; returns false when the tenant does not exist. */
+  /**
+   * Replaces the key hash and webhook secret and bumps the signing generation (every URL signed
+   * before stops verifying); returns false when the tenant does not exist.
+   */
   rotate(id: string, keyHash: Buffer, webhookSecret: string): boolean {
     return this.stmts.rotate.run(keyHash, webhookSecret, id).changes === 1
   }
 
   update(t: { id: string; name: string; quotaBytes: number; allowedFileTypes: string[] }): boolean {
-    return this.stmts.update.run({ id: t.id, name: t.name, quotaBytes: t.quotaBytes, allowedTypes: JSON.stringify(t.allowedFileTypes) }).changes === 1
+    return (
+      this.stmts.update.run({ id: t.id, name: t.name, nameKey: nameKey(t.name), quotaBytes: t.quotaBytes, allowedTypes: JSON.stringify(t.allowedFileTypes) })
+        .changes === 1
+    )
   }
 
   /**
-   * Marks a live tenant deleted. `name` and `keyHash` replace the real ones, so the name is free
-   * for a new tenant and no key can match any more; the row stays until purge().
+   * Marks a live tenant deleted. `name` (also its name key: a placeholder no live name can have)
+   * and `keyHash` replace the real ones, so the name is free for a new tenant and no key can match
+   * any more; the row stays until purge().
    */
   markDeleted(id: string, now: number, name: string, keyHash: Buffer): boolean {
     return this.stmts.markDeleted.run({ id, now, name, keyHash }).changes === 1
