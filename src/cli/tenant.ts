@@ -45,7 +45,7 @@ function asFlagError(err: unknown): never {
 type TenantView = Static<typeof TenantSummary>
 
 function printTenant(io: CliIO, t: TenantView): void {
-  println(io.stdout, `Tenant "${t.name}"`)
+  println(io.stdout, `Tenant "${escapeUnsafe(t.name)}"`)
   println(io.stdout, `  id:          ${t.id}`)
   println(io.stdout, `  used/quota:  ${t.usedBytes}/${t.quotaBytes} bytes (${percent(t)})`)
   println(io.stdout, `  files:       ${t.fileCount}`)
@@ -170,14 +170,14 @@ export async function tenantCommand(args: string[], io: CliIO): Promise<number> 
       if (!values.yes) {
         println(
           io.stderr,
-          `coffer: deleting tenant "${t.name}" (${t.id}) deletes its ${t.fileCount} file(s) and its workspaces and stops its key, irreversibly; run again with --yes to do it`,
+          `coffer: deleting tenant "${escapeUnsafe(t.name)}" (${t.id}) deletes its ${t.fileCount} file(s) and its workspaces and stops its key, irreversibly; run again with --yes to do it`,
         )
         return 2
       }
       core.tenants.delete(t.id)
       println(
         io.stdout,
-        `Deleted tenant "${t.name}" (${t.id}): its key and URLs no longer work; its ${t.fileCount} file(s) are deleted and their content is collected after the retention period.`,
+        `Deleted tenant "${escapeUnsafe(t.name)}" (${t.id}): its key and URLs no longer work; its ${t.fileCount} file(s) are deleted and their content is collected after the retention period.`,
       )
     })
   }
