@@ -170,6 +170,8 @@ t.test('DELETE /api/v1/admin/tenants/:id: key, signed and presigned URLs stop at
   const signedPath = new URL(signed.url).pathname + new URL(signed.url).search
   t.equal((await app.inject({ url: signedPath })).statusCode, 200, 'the signed URL works before')
   t.equal(core.outbox.counts().pending, 1, 'a webhook waits for delivery (the scheduler is not running)')
+  const s3 = core.s3Credentials.create(doomed.id)
+  t.ok(core.s3Credentials.lookup(s3.accessKeyId), 'an S3 credential works before')
 
   const res = await del(app, doomed.id)
   t.equal(res.statusCode, 204)
@@ -189,6 +191,7 @@ t.test('DELETE /api/v1/admin/tenants/:id: key, signed and presigned URLs stop at
     [other.id],
   )
   t.equal(core.outbox.counts().pending, 0, 'pending webhook dropped')
+  t.notOk(core.s3Credentials.lookup(s3.accessKeyId), 'its S3 credentials stop too')
   const live = core.db.prepare('SELECT count(*) AS n FROM files WHERE tenant_id = ? AND deleted_at IS NULL').get(doomed.id) as { n: number }
   t.equal(live.n, 0, 'every file deleted')
   const wsLive = core.db.prepare('SELECT count(*) AS n FROM workspaces WHERE tenant_id = ? AND deleted_at IS NULL').get(doomed.id) as { n: number }
@@ -206,7 +209,7 @@ t.test('DELETE /api/v1/admin/tenants/:id: key, signed and presigned URLs stop at
   const download = await app.inject({ url: `/api/v1/files/${othersFile.fileId}/download`, headers: other.headers })
   t.equal(download.statusCode, 200)
   t.ok(download.rawPayload.equals(shared), 'the shared content stays for the other tenant')
-  for (const table of ['tenants', 'workspaces', 'files', 'outbox']) {
+  for (const table of ['tenants', 'workspaces', 'files', 'outbox', 's3_credentials', 's3_uploads']) {
     const col = table === 'tenants' ? 'id' : 'tenant_id'
     const n = core.db.prepare(`SELECT count(*) AS n FROM ${table} WHERE ${col} = ?`).get(doomed.id) as { n: number }
     t.equal(n.n, 0, `no ${table} row of the deleted tenant remains`)

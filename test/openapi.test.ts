@@ -16,6 +16,8 @@ const OPERATIONS: Record<string, string[]> = {
   '/api/v1/admin/tenants': ['get', 'post'],
   '/api/v1/admin/tenants/{tenantId}': ['delete', 'get', 'patch'],
   '/api/v1/admin/tenants/{tenantId}/regenerate-key': ['post'],
+  '/api/v1/admin/tenants/{tenantId}/s3-credentials': ['post', 'get'],
+  '/api/v1/admin/tenants/{tenantId}/s3-credentials/{accessKeyId}': ['delete'],
   '/api/v1/tenant/info': ['get'],
   '/api/v1/tenant/quota': ['get'],
   '/api/v1/upload/request': ['post'],

@@ -213,6 +213,8 @@ export class TenantsService {
         this.owned.files.softDeleteAllOfTenant(t.id, now)
         this.owned.workspaces.softDeleteAllOfTenant(t.id, now)
         this.owned.outbox.dropPending(t.id)
+        // S3 credentials stop with the key; multipart uploads in progress are aborted.
+        this.repo.dropS3(t.id)
         // The name goes to a placeholder no live tenant can have (names never hold control
         // characters), and the key hash to one of random bytes, which no key hashes to.
         this.repo.markDeleted(t.id, now, `\u0000deleted ${t.id}`, sha256(randomBytes(32)))

@@ -87,6 +87,9 @@ export class TenantsRepo {
          LIMIT ?`,
         )
         .pluck(),
+      dropS3Parts: db.prepare('DELETE FROM s3_parts WHERE upload_id IN (SELECT id FROM s3_uploads WHERE tenant_id = ?)'),
+      dropS3Uploads: db.prepare('DELETE FROM s3_uploads WHERE tenant_id = ?'),
+      dropS3Credentials: db.prepare('DELETE FROM s3_credentials WHERE tenant_id = ?'),
       purgeWorkspaces: db.prepare('DELETE FROM workspaces WHERE tenant_id = ?'),
       purgeOutbox: db.prepare('DELETE FROM outbox WHERE tenant_id = ?'),
       purgeCounts: db.prepare('DELETE FROM file_counts WHERE tenant_id = ?'),
@@ -186,8 +189,20 @@ export class TenantsRepo {
     return this.stmts.purgeable.all(limit)
   }
 
+  /**
+   * Removes a tenant's S3 credentials and its multipart uploads in progress (their parts release
+   * their quota through the s3_parts triggers; the blobs they leave unreferenced are collected by
+   * `coffer gc`). Call in the transaction that deletes the tenant.
+   */
+  dropS3(id: string): void {
+    this.stmts.dropS3Parts.run(id)
+    this.stmts.dropS3Uploads.run(id)
+    this.stmts.dropS3Credentials.run(id)
+  }
+
   /** Removes a deleted tenant's last rows: workspaces, webhook events, counts, the tenant. Call in a write transaction. */
   purge(id: string): boolean {
+    this.dropS3(id)
     this.stmts.purgeWorkspaces.run(id)
     this.stmts.purgeOutbox.run(id)
     this.stmts.purgeCounts.run(id)
