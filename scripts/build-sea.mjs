@@ -31,6 +31,27 @@ function run(command, args, opts = {}) {
   return execFileSync(command, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], ...opts })
 }
 
+/**
+ * Runs `fn` without LIEF's "Can't find string offset for section name '.note…'" warnings (#13).
+ * LIEF, the ELF library inside postject, prints one for each note segment of the Node binary
+ * whose section name it cannot find once strip has rewritten the section names: the notes are
+ * copied unchanged and the executable is unaffected (it is run below before it is kept). Every
+ * other line still reaches stderr.
+ */
+async function quietLief(fn) {
+  const write = process.stderr.write
+  process.stderr.write = function (chunk, ...rest) {
+    const text = String(chunk)
+    if (/^warning: Can't find string offset for section name '\.note[^']*'\n?$/.test(text)) return true
+    return write.call(process.stderr, chunk, ...rest)
+  }
+  try {
+    return await fn()
+  } finally {
+    process.stderr.write = write
+  }
+}
+
 export async function buildSea() {
   const major = Number(process.versions.node.split('.')[0])
   if (major !== 24) throw new Error(`the executable embeds the Node running this script, which is ${process.version}: run it with Node 24 (npm run build:sea)`)
@@ -65,7 +86,7 @@ export async function buildSea() {
     // Addons resolve N-API from the dynamic symbol table, which strip keeps; make sure it runs.
     const probe = run(exe, ['-p', 'process.versions.node'])
     if (probe.trim() !== process.versions.node) throw new Error(`the stripped node does not run: ${probe}`)
-    await postject.inject(exe, 'NODE_SEA_BLOB', fs.readFileSync(blob), { sentinelFuse: SENTINEL_FUSE })
+    await quietLief(() => postject.inject(exe, 'NODE_SEA_BLOB', fs.readFileSync(blob), { sentinelFuse: SENTINEL_FUSE }))
 
     const version = run(exe, ['version'], { cwd: os.tmpdir(), env: { PATH: '/usr/bin:/bin' } }).trim()
     const expected = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')).version

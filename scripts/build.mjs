@@ -51,10 +51,33 @@ const sqliteBindingPlugin = {
   },
 }
 
+/** src/lib/docs-assets.ts reads Swagger UI's files from node_modules; the bundle gets them inlined
+ * instead (the single executable has no node_modules): text as string literals, binary files as base64. */
+const docsAssetsPlugin = {
+  name: 'coffer-docs-assets',
+  setup(build) {
+    build.onResolve({ filter: /\/docs-assets$/ }, (args) =>
+      args.importer.includes(`${path.sep}src${path.sep}`) ? { path: 'docs-assets', namespace: 'coffer-docs' } : undefined,
+    )
+    build.onLoad({ filter: /.*/, namespace: 'coffer-docs' }, async () => {
+      const DOCS_FILES = JSON.parse(fs.readFileSync(path.join(root, 'src', 'lib', 'docs-files.json'), 'utf8'))
+      const dir = path.dirname(require.resolve('swagger-ui-dist/package.json'))
+      const entries = Object.entries(DOCS_FILES).map(([name, type]) => {
+        const bytes = fs.readFileSync(path.join(dir, name))
+        const text = type.startsWith('text/')
+        const literal = JSON.stringify(bytes.toString(text ? 'utf8' : 'base64'))
+        return `${JSON.stringify(name)}: { type: ${JSON.stringify(type)}, body: Buffer.from(${literal}, ${text ? "'utf8'" : "'base64'"}) }`
+      })
+      return { contents: `exports.loadDocsAssets = function () { return { ${entries.join(',\n')} }; };`, loader: 'js' }
+    })
+  },
+}
+
 /** Temp file + rename: a reader sees the old file or the new one, never a mix. */
-function replaceAtomically(file, bytes) {
+function replaceAtomically(file, bytes, mode = 0o644) {
   const tmp = `${file}.${process.pid}.tmp`
-  fs.writeFileSync(tmp, bytes)
+  fs.writeFileSync(tmp, bytes, { mode })
+  fs.chmodSync(tmp, mode)
   fs.renameSync(tmp, file)
 }
 
@@ -73,13 +96,15 @@ export async function build() {
     legalComments: 'none',
     sourcemap: false,
     define: { __COFFER_BUNDLE__: 'true' },
-    plugins: [sqliteBindingPlugin],
+    // package.json's bin points here: executable, run by the node on the PATH (#13).
+    banner: { js: '#!/usr/bin/env node' },
+    plugins: [sqliteBindingPlugin, docsAssetsPlugin],
     logLevel: 'warning',
     metafile: true,
   })
   const prebuild = path.join(path.dirname(require.resolve('better-sqlite3/package.json')), 'prebuilds', `${process.platform}-${process.arch}.node`)
   replaceAtomically(addonOut, fs.readFileSync(prebuild))
-  replaceAtomically(outFile, result.outputFiles.find((f) => f.path === outFile).contents)
+  replaceAtomically(outFile, result.outputFiles.find((f) => f.path === outFile).contents, 0o755)
   const size = fs.statSync(outFile).size
   console.error(`built ${path.relative(root, outFile)} (${(size / 1024).toFixed(0)} KiB) and ${path.relative(root, addonOut)}`)
   return result

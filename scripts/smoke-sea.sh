@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Smoke test of the single executable, as a user would run it: copied alone into an empty
-# directory (no node_modules beside it), then: health, a tenant created from the CLI, an upload
-# and a download with that tenant, /metrics and /openapi.json, SIGTERM, and the ephemeral mode's
+# directory (no node_modules beside it), then: serve, health, a tenant created from the CLI, an upload
+# and a download with that tenant, /metrics, /openapi.json and /docs, SIGTERM, and the ephemeral mode's
 # JSON line and round trip. Needs bash, curl and cmp. Usage: scripts/smoke-sea.sh [path/to/coffer]
 set -euo pipefail
 
@@ -46,11 +46,6 @@ stop() {
   [ "$rc" = 0 ] || fail "exit code $rc after SIGTERM"
 }
 
-say "tenant created from the CLI"
-./coffer tenant create --name smoke --json --data-dir data > tenant.json
-KEY=$(field apiKey < tenant.json)
-[[ $KEY == sk_live_* ]] || fail "no API key in: $(cat tenant.json)"
-
 say "serve, health"
 ./coffer serve --port 0 --s3-port 0 --data-dir data > serve.log 2>&1 &
 PIDS+=($!)
@@ -61,6 +56,12 @@ health=$(curl -sSf "$URL/health") || fail "/health"
 grep -q '"status":"ok"' <<<"$health" || fail "/health"
 ls data/.cache/better_sqlite3-*.node > /dev/null || fail "the SQLite addon is not unpacked under the data dir"
 
+# Only serve creates a data dir; the CLI works on it, also while the server runs.
+say "tenant created from the CLI"
+./coffer tenant create --name smoke --json --data-dir data > tenant.json
+KEY=$(field apiKey < tenant.json)
+[[ $KEY == sk_live_* ]] || fail "no API key in: $(cat tenant.json)"
+
 say "upload and download"
 roundtrip "$URL" "$KEY"
 
@@ -70,6 +71,11 @@ metrics=$(curl -sSf "$URL/metrics") || fail "/metrics"
 grep -q '^coffer_uploads_total{outcome="completed"} 1$' <<<"$metrics" || fail "/metrics"
 openapi=$(curl -sSf "$URL/openapi.json") || fail "/openapi.json"
 grep -q '"openapi":"3.1.0"' <<<"$openapi" || fail "/openapi.json"
+say "API docs page"
+docs=$(curl -sSf "$URL/docs") || fail "/docs"
+grep -q 'docs/swagger-ui-bundle.js' <<<"$docs" || fail "/docs: $docs"
+curl -sSf -o swagger-ui-bundle.js "$URL/docs/swagger-ui-bundle.js" || fail "/docs/swagger-ui-bundle.js"
+grep -q 'SwaggerUIBundle' swagger-ui-bundle.js || fail "/docs/swagger-ui-bundle.js is not Swagger UI"
 stop "${PIDS[-1]}"
 
 say "serve --ephemeral"

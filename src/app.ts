@@ -21,6 +21,7 @@ import { clientErrorHandler } from './http/client-error'
 import { registerRequestLifecycle } from './http/request-lifecycle'
 import { documentSecurity, registerOpenApi } from './http/openapi'
 import { metricsRoutes } from './http/routes/metrics'
+import { docsRoutes } from './http/routes/docs'
 import { s3CredentialRoutes } from './http/routes/s3-credentials'
 
 export interface BuildAppOptions {
@@ -96,6 +97,7 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
   await registerRateLimit(app, core)
   await app.register(async (scope) => healthRoutes(scope, core))
   await app.register(async (scope) => metricsRoutes(scope, core))
+  await app.register(async (scope) => docsRoutes(scope))
   await app.register(async (scope) => {
     scope.addHook('onRoute', documentSecurity('adminKey'))
     await adminRoutes(scope, core)

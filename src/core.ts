@@ -101,8 +101,9 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     : undefined
 
   const events = new FileEvents(outbox, filesRepo, clock)
+  // A deleted tenant has no signing generation: it verifies no token (#13).
   const signer = new TokenSigner(serverSecret, (tenantId) => tenantsRepo.signingGeneration(tenantId))
-  const tenants = new TenantsService(db, tenantsRepo, clock)
+  const tenants = new TenantsService(db, tenantsRepo, clock, { files: filesRepo, workspaces: workspacesRepo, outbox })
   const urls = new SignedUrls(signer, filesRepo, clock)
   const quotas = new Quotas(tenantsRepo, workspacesRepo)
   const workspaces = new WorkspacesService(db, workspacesRepo, filesRepo, clock, events)
@@ -145,6 +146,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     files: filesRepo,
     blobs: blobsRepo,
     store,
+    tenants,
     retentionMs: config.deletedRetentionSeconds * 1000,
     ...(remote ? { remote } : {}),
   })

@@ -6,7 +6,11 @@ import { gcCommand, verifyCommand } from './cli/maintenance'
 import { webhooksCommand } from './cli/webhooks'
 import { backupCommand } from './cli/backup'
 import { migrateBlobsCommand } from './cli/migrate-blobs'
-import { println, UsageError, type CliIO } from './cli/io'
+import { downloadCommand, lsCommand, rmCommand, uploadCommand } from './cli/files'
+import { OperatorError, println, UsageError, type CliIO } from './cli/io'
+import { selfCommand } from './cli/self-command'
+import { createLogger } from './lib/logger'
+import { isSea } from 'node:sea'
 import { version } from '../package.json'
 
 const HELP = `coffer ${version}: multi-tenant file storage in one executable
@@ -15,7 +19,7 @@ Usage: coffer <command> [options]
 
 Commands:
   serve                    run the HTTP API (coffer serve --help)
-  tenant create|list|regenerate-key
+  tenant create|list|show|update|delete|regenerate-key
                            manage tenants offline on the data dir (coffer tenant --help)
   webhooks list|retry      inspect and re-drive webhook deliveries (coffer webhooks --help)
   gc                       purge deleted files past retention and unreferenced blobs
@@ -23,7 +27,13 @@ Commands:
   backup DEST              consistent online copy of the data dir into DEST (coffer backup --help)
   migrate-blobs --to s3|disk
                            copy the content between the data dir and S3 storage (coffer migrate-blobs --help)
-  version                  print the version
+  version                  print the version (also -v, --version)
+
+Client commands (talk to a running server; --url/--key or COFFER_URL/COFFER_API_KEY):
+  upload FILE...           upload files; the type comes from their content (coffer upload --help)
+  download FILE_ID         stream a file to disk (-o PATH) or stdout (-o -)
+  ls                       list files, newest first
+  rm FILE_ID...            delete files
 
 Configuration (flags override environment variables, which override defaults):
 ${configHelp()
@@ -44,6 +54,7 @@ async function main(argv: string[]): Promise<number> {
       return command === undefined ? 2 : 0
     case 'version':
     case '--version':
+    case '-v':
       println(io.stdout, version)
       return 0
     case 'serve':
@@ -60,6 +71,14 @@ async function main(argv: string[]): Promise<number> {
       return backupCommand(args, io)
     case 'migrate-blobs':
       return migrateBlobsCommand(args, io)
+    case 'upload':
+      return uploadCommand(args, io)
+    case 'download':
+      return downloadCommand(args, io)
+    case 'ls':
+      return lsCommand(args, io)
+    case 'rm':
+      return rmCommand(args, io)
     default:
       throw new UsageError(`unknown command: ${command}`)
   }
@@ -83,6 +102,7 @@ const serveProcess: ServeProcess = {
       for (const s of STOP_SIGNALS) process.on(s, onSignal)
     }),
   onExit: (fn) => process.once('exit', fn),
+  selfCommand: () => selfCommand({ execPath: process.execPath, script: process.argv[1], isSea: isSea(), pathEnv: process.env.PATH }),
 }
 
 /**
@@ -97,17 +117,33 @@ for (const stream of [process.stdout, process.stderr]) {
   })
 }
 
-main(process.argv.slice(2)).then(
+/** `--log-level debug|trace` or COFFER_LOG_LEVEL: the stack of a failure is then logged too. */
+function debugging(argv: string[]): boolean {
+  const i = argv.findIndex((a) => a === '--log-level' || a.startsWith('--log-level='))
+  const level = i < 0 ? process.env.COFFER_LOG_LEVEL : argv[i]!.includes('=') ? argv[i]!.split('=')[1] : argv[i + 1]
+  return level === 'debug' || level === 'trace'
+}
+
+const argv = process.argv.slice(2)
+main(argv).then(
   (code) => {
     process.exitCode = code
   },
   (err: unknown) => {
+    // One line for a person; the stack only in the debug log (#13).
+    if (debugging(argv)) createLogger('debug', process.stderr).debug({ err: (err as Error)?.cause ?? err }, 'command failed')
     if (err instanceof UsageError || err instanceof ConfigError) {
       process.stderr.write(`coffer: ${err.message} (see coffer --help)\n`)
       process.exitCode = 2
       return
     }
-    process.stderr.write(`coffer: ${(err as Error)?.stack ?? String(err)}\n`)
+    if (err instanceof OperatorError) {
+      process.stderr.write(`coffer: ${err.message}\n`)
+      process.exitCode = 2
+      return
+    }
+    const message = (err as Error)?.message ?? String(err)
+    process.stderr.write(`coffer: unexpected error: ${message.split('\n')[0]} (COFFER_LOG_LEVEL=debug logs the stack trace)\n`)
     process.exitCode = 1
   },
 )

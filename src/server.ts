@@ -3,6 +3,7 @@ import { buildApp } from './app'
 import type { Config } from './config'
 import { createCore, type Core } from './core'
 import { emptyTmp } from './lib/data-dir'
+import { shellWord } from './lib/shell-word'
 import type { App } from './http/types'
 import { closeGracefully } from './http/request-lifecycle'
 import type { Background } from './lib/background'
@@ -65,9 +66,20 @@ export function backgroundComponents(core: Core, logger: Logger): Background[] {
   ]
 }
 
-export async function startServer(config: Config, logger: Logger): Promise<Server> {
+export interface StartOptions {
+  /** How to run this coffer again (`coffer`, or its full path), for the hints in the log. */
+  selfCommand?: string
+}
+
+export async function startServer(config: Config, logger: Logger, opts: StartOptions = {}): Promise<Server> {
   const core = createCore(config, { log: logger })
-  const leftovers = emptyTmp(core.dataDir)
+  let leftovers: number
+  try {
+    leftovers = emptyTmp(core.dataDir)
+  } catch (err) {
+    core.close()
+    throw err
+  }
   if (leftovers > 0) logger.info({ removed: leftovers }, 'removed partial uploads left by a previous run')
   core.metrics.collectProcessMetrics()
   if (core.store.remote) {
@@ -121,7 +133,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
   if (config.adminApiKey === undefined) {
     logger.warn(
       `admin API disabled: set COFFER_ADMIN_API_KEY (at least 16 characters) to enable it, ` +
-        `or create a tenant offline with: coffer tenant create --name NAME --data-dir ${config.dataDir}`,
+        `or create a tenant with: ${opts.selfCommand ?? 'coffer'} tenant create --name NAME --data-dir ${shellWord(config.dataDir)}`,
     )
   }
   return { url, app, core, background, close, ...(s3 ? { s3 } : {}) }

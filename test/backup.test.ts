@@ -10,7 +10,7 @@ import { createLogger } from '../src/lib/logger'
 import { backupDataDir } from '../src/services/backup'
 import type { App } from '../src/http/types'
 import type { Clock } from '../src/lib/clock'
-import { BUNDLE, buildBundle, runCoffer, startCoffer } from './process-helper'
+import { BUNDLE, buildBundle, initDataDir, runCoffer, startCoffer } from './process-helper'
 import { ADMIN_KEY, captureLogs, createTenant, diskOnly, fileBytes, makeApp, tempDir, upload, blobFile } from './helper'
 
 /** Serves `dataDir` in-process (what `coffer serve --data-dir` does, without the socket). */
@@ -54,7 +54,7 @@ t.test('a backup is one consistent snapshot: blobs it references survive a colle
     afterSnapshot: async () => {
       // The live server goes on: the deleted file is purged with its blob, a new file arrives.
       clock.advance(1000)
-      t.same(await core.gc.collect(), { filesPurged: 1, blobsRemoved: 1, bytesFreed: 777 })
+      t.same(await core.gc.collect(), { filesPurged: 1, blobsRemoved: 1, bytesFreed: 777, tenantsPurged: 0 })
       after = (await upload(app, b.headers, { bytes: fileBytes('image/png', 1234, 42) })).fileId
     },
   })
@@ -192,6 +192,7 @@ t.test('coffer backup refuses what it must not do', async (t) => {
   buildBundle()
   const dir = tempDir(t)
   const data = path.join(dir, 'data')
+  initDataDir(data)
   t.equal(runCoffer(['tenant', 'create', '--name', 'x', '--data-dir', data], { cwd: dir }).status, 0)
   fs.mkdirSync(path.join(dir, 'full'))
   fs.writeFileSync(path.join(dir, 'full', 'precious'), 'keep me')
@@ -199,7 +200,7 @@ t.test('coffer backup refuses what it must not do', async (t) => {
     [['backup', path.join(dir, 'full'), '--data-dir', data], 2, /exists and is not an empty directory/],
     [['backup', path.join(data, 'inside'), '--data-dir', data], 2, /is inside the data dir/],
     [['backup', data, '--data-dir', data], 2, /is inside the data dir/],
-    [['backup', path.join(dir, 'b'), '--data-dir', path.join(dir, 'nothing')], 1, /holds no Coffer data/],
+    [['backup', path.join(dir, 'b'), '--data-dir', path.join(dir, 'nothing')], 2, /data dir .*nothing does not exist/],
     [['backup', '--data-dir', data], 2, /backup needs a DEST directory/],
   ]
   for (const [args, status, message] of cases) {

@@ -1,7 +1,7 @@
 import t from 'tap'
 import fs from 'node:fs'
 import path from 'node:path'
-import { spawn } from 'node:child_process'
+import { spawnSync } from 'node:child_process'
 import { BUNDLE, buildBundle, runCoffer, startCoffer } from './process-helper'
 import { tempDir } from './helper'
 
@@ -43,14 +43,46 @@ t.test('node dist/coffer.cjs serve works from any directory and speaks real HTTP
   t.equal(await server.exited, 0, 'SIGTERM exits 0')
 })
 
-t.test('the start-up log says how to enable the admin API when no key is set', async (t) => {
+t.test('the start-up log says how to enable the admin API, with a tenant command that runs as written', async (t) => {
   const cwd = tempDir(t)
   const server = await startCoffer(['serve', '--port', '0', '--data-dir', cwd], { cwd, ready: /(admin API disabled)/ })
-  const line = server.lines.find((l) => l.includes('admin API disabled')) ?? ''
+  const line = (JSON.parse(server.lines.find((l) => l.includes('admin API disabled'))!) as { msg: string }).msg
   t.match(line, /COFFER_ADMIN_API_KEY/)
-  t.match(line, /coffer tenant create --name NAME/)
+  // No `coffer` on this PATH: the hint names node and the bundle by their full paths.
+  const hint = /create a tenant with: (.*)$/.exec(line)?.[1] ?? ''
+  t.equal(hint, `${process.execPath} ${BUNDLE} tenant create --name NAME --data-dir ${cwd}`)
+  const words = hint.replace('NAME', 'hinted').split(' ')
+  const ran = spawnSync(words[0]!, words.slice(1), { cwd, encoding: 'utf8' })
+  t.equal(ran.status, 0, ran.stderr)
+  t.match(ran.stdout, /Created tenant "hinted"/)
   server.child.kill('SIGTERM')
   t.equal(await server.exited, 0)
+
+  // With a `coffer` on the PATH that is this program, the hint says just that.
+  const bin = tempDir(t)
+  fs.symlinkSync(BUNDLE, path.join(bin, 'coffer'))
+  const onPath = await startCoffer(['serve', '--port', '0', '--data-dir', cwd], {
+    cwd,
+    env: { PATH: `${bin}:${process.env.PATH}` },
+    ready: /(admin API disabled)/,
+  })
+  t.match(
+    onPath.lines.find((l) => l.includes('admin API disabled')),
+    /create a tenant with: coffer tenant create --name NAME --data-dir /,
+  )
+  onPath.child.kill('SIGTERM')
+  t.equal(await onPath.exited, 0)
+})
+
+t.test('dist/coffer.cjs runs as a command: shebang and executable bit (package.json bin)', async (t) => {
+  const pkg = JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'package.json'), 'utf8')) as { bin: { coffer: string }; version: string }
+  t.equal(path.resolve(__dirname, '..', pkg.bin.coffer), BUNDLE)
+  t.equal(fs.readFileSync(BUNDLE, 'utf8').split('\n')[0], '#!/usr/bin/env node')
+  t.ok(fs.statSync(BUNDLE).mode & 0o111, 'executable')
+  // Run directly, with Node 24 first on the PATH as npm puts it for a package's bin.
+  const r = spawnSync(BUNDLE, ['-v'], { encoding: 'utf8', env: { PATH: `${path.dirname(process.execPath)}:${process.env.PATH}` } })
+  t.equal(r.status, 0, r.stderr)
+  t.equal(r.stdout.trim(), pkg.version)
 })
 
 t.test('CLI: --help, version, bad config, unknown command', async (t) => {
@@ -86,17 +118,17 @@ t.test('processes starting at once on a new data dir agree on one complete serve
     // What a crash in the middle of generating the secret leaves behind must not matter.
     fs.mkdirSync(path.join(cwd, 'data'))
     fs.writeFileSync(path.join(cwd, 'data', 'secret.999.deadbeef.tmp'), '')
+    // Only serve creates a data dir (#13): the racers are servers, stopped once they listen.
     const runs = await Promise.all(
-      Array.from(
-        { length: racers },
-        () =>
-          new Promise<{ code: number | null; stderr: string }>((resolve) => {
-            const child = spawn(process.execPath, [BUNDLE, 'tenant', 'list', '--json', '--data-dir', 'data'], { cwd, env: { PATH: process.env.PATH ?? '' } })
-            let stderr = ''
-            child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
-            child.once('close', (code) => resolve({ code, stderr }))
-          }),
-      ),
+      Array.from({ length: racers }, async () => {
+        try {
+          const server = await startCoffer(['serve', '--port', '0', '--data-dir', 'data', '--log-level', 'warn'], { cwd, ready: /(admin API disabled)/ })
+          server.child.kill('SIGTERM')
+          return { code: await server.exited, error: '' }
+        } catch (err) {
+          return { code: -1, error: (err as Error).message }
+        }
+      }),
     )
     t.same(
       runs.filter((r) => r.code !== 0),

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { spawn } from 'node:child_process'
-import { BUNDLE, buildBundle } from './process-helper'
+import { BUNDLE, buildBundle, initDataDir } from './process-helper'
 import { tempDir } from './helper'
 
 // #12 item 16: `coffer verify … | head -1` must not die with an EPIPE stack trace. The reader
@@ -20,7 +20,8 @@ function runWithClosedStdout(args: string[], env: Record<string, string>): Promi
 }
 
 t.test('every command survives a reader that went away', async (t) => {
-  const dir = tempDir(t)
+  // A data dir as serve leaves it: the other commands refuse a path that holds none (#13).
+  const dir = initDataDir(tempDir(t))
   const env = { COFFER_DATA_DIR: dir }
   for (const args of [
     ['version'],

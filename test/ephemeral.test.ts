@@ -4,6 +4,9 @@ import os from 'node:os'
 import { buildBundle, runCoffer, startCoffer, type Running } from './process-helper'
 import { fileBytes, tempDir } from './helper'
 import { prepareEphemeral } from '../src/cli/ephemeral'
+import { OWNER_FILE, ownerAlive, ownerLine } from '../src/cli/ephemeral-owner'
+import path from 'node:path'
+import { spawnSync } from 'node:child_process'
 import { UsageError } from '../src/cli/io'
 import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3'
 
@@ -133,4 +136,52 @@ t.test('prepareEphemeral: the configuration it builds', async (t) => {
   eph.remove()
   t.notOk(fs.existsSync(eph.config.dataDir))
   t.throws(() => prepareEphemeral({}, { 'data-dir': 'x' }), UsageError)
+})
+
+t.test("an instance killed with SIGKILL leaves its dir; the next start removes it, never a live instance's", async (t) => {
+  const tmp = tempDir(t)
+  const opts = { cwd: tmp, env: { TMPDIR: tmp }, ready: READY }
+  const killed = await startCoffer(['serve', '--ephemeral', '--port', '0'], opts)
+  const live = await startCoffer(['serve', '--ephemeral', '--port', '0'], opts)
+  t.teardown(() => live.child.kill('SIGKILL'))
+  const killedDir = dataDirOf(killed)
+  const liveDir = dataDirOf(live)
+  killed.child.kill('SIGKILL')
+  await killed.exited
+  t.ok(fs.existsSync(killedDir), 'SIGKILL runs no exit handler: the dir stays')
+
+  // A dir whose owner file names a process that is alive (this test) but started at another time
+  // (a reused pid): its owner is gone. One without an owner file may be an instance just starting.
+  const reused = fs.mkdtempSync(`${tmp}/coffer-ephemeral-`)
+  const [, start, ns] = ownerLine().split(' ')
+  fs.writeFileSync(`${reused}/${OWNER_FILE}`, `${process.pid} ${Number(start) - 1} ${ns}`)
+  const starting = fs.mkdtempSync(`${tmp}/coffer-ephemeral-`)
+  const mine = fs.mkdtempSync(`${tmp}/coffer-ephemeral-`)
+  fs.writeFileSync(`${mine}/${OWNER_FILE}`, ownerLine())
+
+  const next = await startCoffer(['serve', '--ephemeral', '--port', '0'], opts)
+  t.teardown(() => next.child.kill('SIGKILL'))
+  t.notOk(fs.existsSync(killedDir), "the killed instance's dir is removed")
+  t.notOk(fs.existsSync(reused), 'a dir whose pid was reused by a later process is removed')
+  t.ok(fs.existsSync(liveDir), "a live instance's dir is kept")
+  t.ok(fs.existsSync(starting), 'a dir without an owner is kept')
+  t.ok(fs.existsSync(mine), 'a dir of a live process is kept')
+  const note = next.lines.find((l) => l.includes('ephemeral instances that are gone'))
+  t.ok(note, 'the removal is logged')
+  t.same((JSON.parse(note!) as { removed: string[] }).removed.sort(), [killedDir, reused].sort())
+  // The live instance still works.
+  t.equal((await fetch(`${live.url}/health`)).status, 200)
+  next.child.kill('SIGTERM')
+  live.child.kill('SIGTERM')
+  t.equal(await next.exited, 0)
+  t.equal(await live.exited, 0)
+  t.same(fs.readdirSync(tmp).sort(), [path.basename(starting), path.basename(mine)].sort())
+})
+
+t.test('ownerAlive: gone only when the pid is free or names a later process', async (t) => {
+  t.ok(ownerAlive(ownerLine()), 'this process')
+  const child = spawnSync(process.execPath, ['-e', 'console.log(process.pid)'], { encoding: 'utf8' })
+  t.notOk(ownerAlive(`${child.stdout.trim()} 1 ${ownerLine().split(' ')[2]}`), 'an exited process')
+  t.ok(ownerAlive(`${process.pid} 1 pid:[1]`), 'a pid of another namespace is not judged')
+  t.ok(ownerAlive('garbage'), 'an unreadable owner is kept')
 })

@@ -19,7 +19,7 @@ t.test('identical content is stored once and survives deleting one of the two fi
   t.equal((await app.inject({ url: '/api/v1/tenant/quota', headers: tenant.headers })).json().usedBytes, 8192, 'each file counts against its quota')
   await app.inject({ method: 'DELETE', url: `/api/v1/files/${one.fileId}`, headers: tenant.headers })
   clock.advance(3600_000 + 1)
-  t.same(await core.gc.collect(), { filesPurged: 1, blobsRemoved: 0, bytesFreed: 0 }, 'the deleted row is purged, the shared blob stays')
+  t.same(await core.gc.collect(), { filesPurged: 1, blobsRemoved: 0, bytesFreed: 0, tenantsPurged: 0 }, 'the deleted row is purged, the shared blob stays')
   for (const [id, headers] of [
     [two.fileId, tenant.headers],
     [three.fileId, other.headers],
@@ -30,9 +30,9 @@ t.test('identical content is stored once and survives deleting one of the two fi
   }
   await app.inject({ method: 'DELETE', url: `/api/v1/files/${two.fileId}`, headers: tenant.headers })
   await app.inject({ method: 'DELETE', url: `/api/v1/files/${three.fileId}`, headers: other.headers })
-  t.same(await core.gc.collect(), { filesPurged: 0, blobsRemoved: 0, bytesFreed: 0 }, 'nothing before the retention has passed')
+  t.same(await core.gc.collect(), { filesPurged: 0, blobsRemoved: 0, bytesFreed: 0, tenantsPurged: 0 }, 'nothing before the retention has passed')
   clock.advance(3600_000 + 1)
-  t.same(await core.gc.collect(), { filesPurged: 2, blobsRemoved: 1, bytesFreed: 4096 })
+  t.same(await core.gc.collect(), { filesPurged: 2, blobsRemoved: 1, bytesFreed: 4096, tenantsPurged: 0 })
   t.same(await storedBlobs(core), [], 'the blob is gone with its last reference')
   t.equal(core.db.prepare('SELECT count(*) FROM files').pluck().get(), 0)
 })

@@ -13,7 +13,8 @@ type Doc = {
 const OPERATIONS: Record<string, string[]> = {
   '/health': ['get'],
   '/ready': ['get'],
-  '/api/v1/admin/tenants': ['post'],
+  '/api/v1/admin/tenants': ['get', 'post'],
+  '/api/v1/admin/tenants/{tenantId}': ['delete', 'get', 'patch'],
   '/api/v1/admin/tenants/{tenantId}/regenerate-key': ['post'],
   '/api/v1/admin/tenants/{tenantId}/s3-credentials': ['post', 'get'],
   '/api/v1/admin/tenants/{tenantId}/s3-credentials/{accessKeyId}': ['delete'],

@@ -3,6 +3,14 @@ import path from 'node:path'
 import readline from 'node:readline'
 import fs from 'node:fs'
 import { TEST_LOG_DIR } from './log-scan/secrets'
+import { loadConfig } from '../src/config'
+import { createCore } from '../src/core'
+
+/** Makes `dir` a data dir, as a first `coffer serve` would: the CLI works only on one (#13). */
+export function initDataDir(dir: string): string {
+  createCore(loadConfig({}, { 'data-dir': dir })).close()
+  return dir
+}
 
 export const ROOT = path.resolve(__dirname, '..')
 export const BUNDLE = path.join(ROOT, 'dist', 'coffer.cjs')

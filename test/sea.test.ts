@@ -3,7 +3,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { spawn, spawnSync } from 'node:child_process'
-import { ROOT, runCoffer, startCoffer } from './process-helper'
+import { initDataDir, ROOT, runCoffer, startCoffer } from './process-helper'
 import { fileBytes, tempDir } from './helper'
 
 // The one test file that builds the single executable (about 5 s); the others use the bundle.
@@ -76,6 +76,8 @@ t.test('the SQLite addon is unpacked once per data dir, never into TMPDIR, and c
   const tmp = path.join(dir, 'tmp')
   fs.mkdirSync(tmp)
   const env = { TMPDIR: tmp }
+  // A data dir as serve makes it (the CLI works on existing ones), without the executable's addon cache.
+  initDataDir(path.join(dir, 'data'))
   const first = ['tenant', 'list', '--json', '--data-dir', 'data']
   const results = await Promise.all(
     [0, 1, 2].map(
@@ -101,43 +103,67 @@ t.test('the SQLite addon is unpacked once per data dir, never into TMPDIR, and c
   t.same(fs.readdirSync(tmp), [], 'nothing was written to TMPDIR')
 })
 
-t.test("the README's CI recipes work as written", async (t) => {
-  t.test('the shell one-liner', async (t) => {
+t.test("the README's CI recipes work as written, and fail loudly when the fixture does not come up", async (t) => {
+  /** A directory with the executable and a report.pdf, and an empty TMPDIR beside it. */
+  const workspace = (t: Test) => {
     const dir = aloneIn(t)
     fs.writeFileSync(path.join(dir, 'report.pdf'), fileBytes('application/pdf', 3000))
-    // The recipe leaves coffer running, as a CI job would; the test stops it.
-    const script = `${readmeRecipe('shell')}\necho; kill -TERM $!; wait $!`
-    const r = spawnSync('bash', ['-c', script], { cwd: dir, encoding: 'utf8', timeout: 30_000, env: { PATH: process.env.PATH, TMPDIR: dir } })
+    const tmp = path.join(dir, 'tmp')
+    fs.mkdirSync(tmp)
+    return { dir, tmp }
+  }
+
+  t.test('the shell script', async (t) => {
+    const { dir, tmp } = workspace(t)
+    // A stale JSON file of an earlier run, naming a server that is not there, must not be read.
+    fs.writeFileSync(path.join(dir, 'coffer.json'), '{"url":"http://127.0.0.1:1","tenant":{"apiKey":"sk_test_stale"}}\n')
+    const r = spawnSync('bash', ['-c', readmeRecipe('shell')], { cwd: dir, encoding: 'utf8', timeout: 30_000, env: { PATH: process.env.PATH, TMPDIR: tmp } })
     t.equal(r.status, 0, r.stderr)
-    t.match(r.stdout, /"processingStatus":"completed"/)
-    t.match(r.stdout, /"originalName":"report\.pdf"/)
+    t.ok(fs.readFileSync(path.join(dir, 'downloaded.pdf')).equals(fs.readFileSync(path.join(dir, 'report.pdf'))), 'uploaded and downloaded')
+    t.same(fs.readdirSync(tmp), [], 'the trap stopped coffer (its data dir is gone) and removed the temp files')
   })
 
-  const hasJq = spawnSync('jq', ['--version']).status === 0
-  t.test('the GitHub Actions steps', { skip: hasJq ? false : 'jq is not installed (GitHub runners have it)' }, async (t) => {
-    const dir = aloneIn(t)
-    fs.writeFileSync(path.join(dir, 'report.pdf'), fileBytes('application/pdf', 3000))
-    const yaml = readmeRecipe('github-actions')
-    // Each step's `run: |` block, dedented, run one after another with $GITHUB_ENV carried over.
-    const steps = yaml
-      .split(/^- name: .*$/m)
-      .slice(1)
-      .map((step) => {
-        const lines = step.split('\n').filter((l) => l.trim() !== '' && !/^\s+run: \|$/.test(l))
-        return lines.map((l) => l.replace(/^ {4}/, '')).join('\n')
-      })
-    t.equal(steps.length, 2)
-    const githubEnv = path.join(dir, 'github-env')
-    fs.writeFileSync(githubEnv, '')
-    const env = { PATH: process.env.PATH, TMPDIR: dir, GITHUB_ENV: githubEnv }
-    const start = spawnSync('bash', ['-e', '-c', `${steps[0]}\necho $! > coffer.pid`], {
+  t.test('the shell script when coffer cannot start: its log, a non-zero exit, nothing left', async (t) => {
+    const { dir, tmp } = workspace(t)
+    const r = spawnSync('bash', ['-c', readmeRecipe('shell')], {
       cwd: dir,
       encoding: 'utf8',
       timeout: 30_000,
-      env,
-      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { PATH: process.env.PATH, TMPDIR: tmp, COFFER_LOG_LEVEL: 'shouty' },
     })
-    const pid = Number(fs.readFileSync(path.join(dir, 'coffer.pid'), 'utf8'))
+    t.not(r.status, 0)
+    t.match(r.stderr, /Coffer did not start; its log:\ncoffer: invalid configuration: COFFER_LOG_LEVEL="shouty"/)
+    t.notOk(fs.existsSync(path.join(dir, 'downloaded.pdf')))
+    t.same(fs.readdirSync(tmp), [], 'temp files removed')
+  })
+
+  const hasJq = spawnSync('jq', ['--version']).status === 0
+  /** Each step's `run: |` block, dedented. */
+  const steps = () =>
+    readmeRecipe('github-actions')
+      .split(/^- name: .*$/m)
+      .slice(1)
+      .map((step) =>
+        step
+          .split('\n')
+          .filter((l) => l.trim() !== '' && !/^\s+(run: \||if: .*)$/.test(l))
+          .map((l) => l.replace(/^ {4}/, ''))
+          .join('\n'),
+      )
+
+  t.test('the GitHub Actions steps', { skip: hasJq ? false : 'jq is not installed (GitHub runners have it)' }, async (t) => {
+    const { dir, tmp } = workspace(t)
+    const runnerTemp = path.join(dir, 'runner-temp')
+    fs.mkdirSync(runnerTemp)
+    // What an earlier run on the same runner may have left behind.
+    fs.writeFileSync(path.join(runnerTemp, 'coffer.json'), '{"url":"http://127.0.0.1:1","tenant":{"apiKey":"sk_test_stale"}}\n')
+    const [start, upload, stop] = steps()
+    t.ok(start && upload && stop, 'three steps')
+    const githubEnv = path.join(dir, 'github-env')
+    fs.writeFileSync(githubEnv, '')
+    const env = { PATH: process.env.PATH, TMPDIR: tmp, GITHUB_ENV: githubEnv, RUNNER_TEMP: runnerTemp }
+    const started = spawnSync('bash', ['-e', '-c', start!], { cwd: dir, encoding: 'utf8', timeout: 30_000, env, stdio: ['ignore', 'pipe', 'pipe'] })
+    const pid = Number(fs.readFileSync(path.join(runnerTemp, 'coffer.pid'), 'utf8'))
     t.teardown(() => {
       try {
         process.kill(pid, 'SIGKILL')
@@ -145,7 +171,7 @@ t.test("the README's CI recipes work as written", async (t) => {
         // already gone
       }
     })
-    t.equal(start.status, 0, start.stderr)
+    t.equal(started.status, 0, started.stderr)
     const exported = Object.fromEntries(
       fs
         .readFileSync(githubEnv, 'utf8')
@@ -154,11 +180,30 @@ t.test("the README's CI recipes work as written", async (t) => {
         .map((l) => l.split(/=(.*)/s).slice(0, 2)),
     )
     t.match(exported.COFFER_URL, /^http:\/\/127\.0\.0\.1:\d+$/)
+    t.not(exported.COFFER_URL, 'http://127.0.0.1:1', 'not the stale file')
     t.match(exported.COFFER_API_KEY, /^sk_test_/)
-    const upload = spawnSync('bash', ['-e', '-c', steps[1]!], { cwd: dir, encoding: 'utf8', timeout: 30_000, env: { ...env, ...exported } })
-    t.equal(upload.status, 0, upload.stderr)
-    t.match(upload.stdout, /"processingStatus":"completed"/)
-    process.kill(pid, 'SIGTERM')
+    const uploaded = spawnSync('bash', ['-e', '-c', upload!], { cwd: dir, encoding: 'utf8', timeout: 30_000, env: { ...env, ...exported } })
+    t.equal(uploaded.status, 0, uploaded.stderr)
+    t.match(uploaded.stdout, /^[0-9a-f-]{36}\n$/)
+    const stopped = spawnSync('bash', ['-e', '-c', stop!], { cwd: dir, encoding: 'utf8', timeout: 30_000, env })
+    t.equal(stopped.status, 0)
+    t.match(stopped.stdout, /coffer listening on/, 'the log is shown')
+    for (let i = 0; i < 100 && fs.readdirSync(tmp).length > 0; i++) await new Promise((r) => setTimeout(r, 50))
+    t.same(fs.readdirSync(tmp), [], 'coffer stopped and removed its data dir')
+  })
+
+  t.test('the GitHub Actions start step when coffer cannot start', { skip: hasJq ? false : 'jq is not installed (GitHub runners have it)' }, async (t) => {
+    const { dir, tmp } = workspace(t)
+    const runnerTemp = path.join(dir, 'runner-temp')
+    fs.mkdirSync(runnerTemp)
+    fs.writeFileSync(path.join(runnerTemp, 'coffer.json'), '{"url":"http://127.0.0.1:1","tenant":{"apiKey":"sk_test_stale"}}\n')
+    const githubEnv = path.join(dir, 'github-env')
+    fs.writeFileSync(githubEnv, '')
+    const env = { PATH: process.env.PATH, TMPDIR: tmp, GITHUB_ENV: githubEnv, RUNNER_TEMP: runnerTemp, COFFER_LOG_LEVEL: 'shouty' }
+    const started = spawnSync('bash', ['-e', '-c', steps()[0]!], { cwd: dir, encoding: 'utf8', timeout: 30_000, env })
+    t.equal(started.status, 1)
+    t.match(started.stdout, /Coffer did not start; its log:\ncoffer: invalid configuration: COFFER_LOG_LEVEL="shouty"/)
+    t.equal(fs.readFileSync(githubEnv, 'utf8'), '', 'nothing exported from the stale file')
   })
 })
 
@@ -177,7 +222,7 @@ t.test('a data dir on a noexec filesystem: one clear line, exit 2', { skip: canM
   fs.mkdirSync(mnt)
   t.ok(mountNoexec(mnt))
   t.teardown(() => void spawnSync('umount', [mnt]))
-  const r = runCoffer(['tenant', 'list', '--data-dir', path.join(mnt, 'data')], { cwd: dir, command: './coffer' })
+  const r = runCoffer(['serve', '--port', '0', '--data-dir', path.join(mnt, 'data')], { cwd: dir, command: './coffer' })
   t.equal(r.status, 2)
   t.equal(r.stderr.trim().split('\n').length, 1, 'one line')
   t.match(r.stderr, /cannot load the SQLite addon unpacked at .*noexec\/data\/\.cache\/.*failed to map segment.*mounted noexec/)

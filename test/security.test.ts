@@ -40,6 +40,7 @@ t.test("tenant isolation matrix: every route with an id, called with another ten
   // Admin routes name a tenant by design; S3 requests are isolated by test/s3-sdk.test.ts.
   const exempt = [
     '/api/v1/upload/:fileId',
+    '/api/v1/admin/tenants/:tenantId',
     '/api/v1/admin/tenants/:tenantId/regenerate-key',
     '/api/v1/admin/tenants/:tenantId/s3-credentials',
     '/api/v1/admin/tenants/:tenantId/s3-credentials/:accessKeyId',

@@ -9,7 +9,7 @@ import { createCore } from '../src/core'
 import { createLogger } from '../src/lib/logger'
 import { startServer, type Server } from '../src/server'
 import { captureLogs, fileBytes, receivedAtLeast, tempDir, type Handshake } from './helper'
-import { buildBundle, runCoffer, startCoffer } from './process-helper'
+import { buildBundle, initDataDir, runCoffer, startCoffer } from './process-helper'
 
 async function start(t: Test, env: Record<string, string> = {}) {
   const dir = tempDir(t)
@@ -102,7 +102,7 @@ t.test('an upload in flight at SIGTERM finishes; a request arriving meanwhile ge
 
   const core = createCore(config)
   t.teardown(() => core.close())
-  t.equal(core.files.get(core.tenants.list()[0]!, h.fileId).status, 'completed')
+  t.equal(core.files.get(core.tenants.list({ limit: 1 }).tenants[0]!, h.fileId).status, 'completed')
 })
 
 t.test('an upload cut off by the shutdown timeout leaves no partial state', async (t) => {
@@ -123,7 +123,7 @@ t.test('an upload cut off by the shutdown timeout leaves no partial state', asyn
 
   const core = createCore(config)
   t.teardown(() => core.close())
-  const tenant = core.tenants.list()[0]!
+  const tenant = core.tenants.list({ limit: 1 }).tenants[0]!
   t.equal(core.files.get(tenant, h.fileId).status, 'failed', 'the upload is failed, not left pending')
   t.equal(core.tenants.get(tenant.id).usedBytes, 0, 'its reservation is released')
   t.same(fs.readdirSync(path.join(dir, 'tmp')), [], 'no temp file is left')
@@ -141,6 +141,7 @@ t.test('close() is idempotent and a closed server refuses connections', async (t
 t.test('the process: SIGTERM waits for the upload in flight, then exits 0; a second signal exits at once', async (t) => {
   buildBundle()
   const dir = tempDir(t)
+  initDataDir(dir)
   const created = runCoffer(['tenant', 'create', '--name', 'signals', '--json', '--data-dir', dir], { cwd: dir })
   const auth = { authorization: `Bearer ${(JSON.parse(created.stdout) as { apiKey: string }).apiKey}` }
   const size = 64 * 1024

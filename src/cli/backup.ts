@@ -2,7 +2,11 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { loadConfig } from '../config'
 import { backupDataDir } from '../services/backup'
-import { parse, println, UsageError, withCore, type CliIO } from './io'
+import { assertDataDir, OperatorError, parse, println, UsageError, withCore, type CliIO } from './io'
+import { userName } from './startup-errors'
+
+/** Errors of writing DEST that the person can fix (full disk, permissions). */
+const WRITE_ERRORS = new Set(['EACCES', 'EPERM', 'EROFS', 'ENOSPC', 'EDQUOT'])
 
 export const BACKUP_HELP = `Usage: coffer backup DEST [--data-dir DIR] [--json]
 
@@ -21,19 +25,34 @@ export async function backupCommand(args: string[], io: CliIO): Promise<number> 
   if (positionals[0] === undefined) throw new UsageError('backup needs a DEST directory')
   const dest = path.resolve(positionals[0])
   const { dataDir } = loadConfig(io.env, values['data-dir'] === undefined ? {} : { 'data-dir': values['data-dir'] })
-  if (!fs.existsSync(path.join(dataDir, 'coffer.db'))) {
-    println(io.stderr, `coffer: ${dataDir} holds no Coffer data (no coffer.db); set --data-dir or COFFER_DATA_DIR`)
-    return 1
-  }
+  assertDataDir(dataDir)
   const rel = path.relative(dataDir, dest)
   if (rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel))) throw new UsageError(`DEST ${dest} is inside the data dir ${dataDir}`)
   if (fs.existsSync(dest) && (!fs.statSync(dest).isDirectory() || fs.readdirSync(dest).length > 0)) {
     throw new UsageError(`DEST ${dest} exists and is not an empty directory: back up into a new one`)
   }
-  fs.mkdirSync(path.dirname(dest), { recursive: true })
+  // The copy is built beside DEST and renamed into place: its parent must be writable.
+  const parent = path.dirname(dest)
+  try {
+    fs.mkdirSync(parent, { recursive: true })
+    fs.accessSync(parent, fs.constants.W_OK)
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code
+    throw new OperatorError(
+      `cannot write the backup into ${parent} (${code ?? 'error'}): choose a DEST in a directory this user (${userName()}) can write, or create it for them first`,
+    )
+  }
   return withCore(io, dataDir, async (core) => {
     const started = Date.now()
-    const r = await backupDataDir(core, dest)
+    let r: Awaited<ReturnType<typeof backupDataDir>>
+    try {
+      r = await backupDataDir(core, dest)
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code
+      if (code !== undefined && WRITE_ERRORS.has(code))
+        throw new OperatorError(`cannot write the backup into ${dest} (${code}): choose a DEST with room that ${userName()} can write`, { cause: err })
+      throw err
+    }
     const seconds = (Date.now() - started) / 1000
     if (values.json) println(io.stdout, JSON.stringify({ ...r, seconds }))
     else if (r.contentStaysIn !== undefined) {

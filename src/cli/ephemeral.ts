@@ -5,6 +5,8 @@ import { randomBytes } from 'node:crypto'
 import { loadConfig, type Config } from '../config'
 import type { Server } from '../server'
 import { println, UsageError } from './io'
+import { explainTmp } from './startup-errors'
+import { EPHEMERAL_PREFIX, OWNER_FILE, ownerLine, removeStaleEphemeralDirs } from './ephemeral-owner'
 
 /** A throwaway instance's settings and the temporary data dir it owns. */
 export interface Ephemeral {
@@ -12,6 +14,8 @@ export interface Ephemeral {
   adminApiKey: string
   /** Removes the data dir; safe to call more than once, and from a process 'exit' handler. */
   remove(): void
+  /** Data dirs of earlier instances whose process is gone (killed with SIGKILL), removed at this start. */
+  staleRemoved: string[]
 }
 
 /**
@@ -24,13 +28,22 @@ export function prepareEphemeral(env: Record<string, string | undefined>, flags:
   const adminApiKey = randomBytes(32).toString('base64url')
   // Validated before the directory exists, so a bad flag leaves nothing behind.
   loadConfig(env, flags)
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-ephemeral-'))
+  const staleRemoved = removeStaleEphemeralDirs(os.tmpdir())
+  let dir: string
+  try {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), EPHEMERAL_PREFIX))
+    // Written at once: a dir without an owner is never removed by another start, so the window
+    // in which a concurrent start sees this one ownerless only makes it keep the dir.
+    fs.writeFileSync(path.join(dir, OWNER_FILE), ownerLine())
+  } catch (err) {
+    throw explainTmp(err, os.tmpdir())
+  }
   const config = loadConfig(
     // A free S3 port unless one is asked for, so parallel CI jobs never clash on 9000.
     { ...env, COFFER_DATA_DIR: undefined, COFFER_ADMIN_API_KEY: adminApiKey, COFFER_WEBHOOK_ALLOW_PRIVATE: 'true', COFFER_S3_PORT: env.COFFER_S3_PORT || '0' },
     { ...flags, 'data-dir': dir },
   )
-  return { config, adminApiKey, remove: () => fs.rmSync(dir, { recursive: true, force: true }) }
+  return { config, adminApiKey, staleRemoved, remove: () => fs.rmSync(dir, { recursive: true, force: true }) }
 }
 
 /**

@@ -1,7 +1,10 @@
+import fs from 'node:fs'
+import path from 'node:path'
 import { parseArgs, type ParseArgsConfig } from 'node:util'
 import { loadConfig } from '../config'
 import { createCore, type Core } from '../core'
 import { AppError } from '../errors'
+import { explainDataDir, OperatorError } from './startup-errors'
 
 /** What a CLI command may touch: its environment and two output streams. */
 export interface CliIO {
@@ -14,6 +17,8 @@ export interface CliIO {
 export class UsageError extends Error {
   override name = 'UsageError'
 }
+
+export { OperatorError }
 
 export function parse<O extends NonNullable<ParseArgsConfig['options']>>(args: string[], options: O, positionals = 0) {
   try {
@@ -37,7 +42,14 @@ export function println(stream: NodeJS.WritableStream, text = ''): void {
  * code (0 when it returns nothing); a contract error becomes one line on stderr and exit code 1.
  */
 export async function withCore(io: CliIO, dataDir: string | undefined, fn: (core: Core) => void | number | Promise<void | number>): Promise<number> {
-  const core = createCore(loadConfig(io.env, dataDir === undefined ? {} : { 'data-dir': dataDir }))
+  const config = loadConfig(io.env, dataDir === undefined ? {} : { 'data-dir': dataDir })
+  assertDataDir(config.dataDir)
+  let core: Core
+  try {
+    core = createCore(config)
+  } catch (err) {
+    throw explainDataDir(err, config.dataDir)
+  }
   try {
     return (await fn(core)) ?? 0
   } catch (err) {
@@ -48,5 +60,20 @@ export async function withCore(io: CliIO, dataDir: string | undefined, fn: (core
     throw err
   } finally {
     core.close()
+  }
+}
+
+/**
+ * Only `serve` creates a data dir (#13): every other command works on an existing one, and a
+ * mistyped path fails here, before anything is created.
+ */
+export function assertDataDir(dataDir: string): void {
+  if (!fs.existsSync(dataDir)) {
+    throw new OperatorError(
+      `data dir ${dataDir} does not exist: set --data-dir or COFFER_DATA_DIR to the directory coffer serve uses (only coffer serve creates one)`,
+    )
+  }
+  if (!fs.existsSync(path.join(dataDir, 'coffer.db'))) {
+    throw new OperatorError(`${dataDir} holds no Coffer data (no coffer.db): set --data-dir or COFFER_DATA_DIR to the directory coffer serve uses`)
   }
 }

@@ -24,7 +24,7 @@ export async function gcCommand(args: string[], io: CliIO): Promise<number> {
     else {
       println(
         io.stdout,
-        `purged ${result.filesPurged} deleted file(s); removed ${result.blobsRemoved} blob(s) (${result.bytesFreed} bytes) and ${orphansRemoved} orphaned blob file(s)`,
+        `purged ${result.filesPurged} deleted file(s) and ${result.tenantsPurged} deleted tenant(s); removed ${result.blobsRemoved} blob(s) (${result.bytesFreed} bytes) and ${orphansRemoved} orphaned blob file(s)`,
       )
     }
     if (collected.storeFailures) {

@@ -1,7 +1,8 @@
 import type { Logger } from 'pino'
 import { loadConfig } from '../config'
 import { createLogger } from '../lib/logger'
-import { startServer } from '../server'
+import { startServer, type Server } from '../server'
+import { explainDataDir, explainListen } from './startup-errors'
 import { announceEphemeral, prepareEphemeral } from './ephemeral'
 import { parse, println, type CliIO } from './io'
 
@@ -26,6 +27,8 @@ export interface ServeProcess {
   waitForStop(logger: Logger): Promise<string>
   /** Runs `fn` however the process ends (the ephemeral data dir goes with it). */
   onExit(fn: () => void): void
+  /** How the person can run this coffer again (src/cli/self-command.ts), for the hints in the log. */
+  selfCommand(): string
 }
 
 /** `coffer serve`: runs the server until a stop signal, then shuts it down gracefully. */
@@ -56,7 +59,15 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
   const logger = createLogger(config.logLevel, eph ? io.stderr : io.stdout)
   // Listening for signals from the start: one that arrives while starting still shuts down cleanly.
   const stopSignal = proc.waitForStop(logger)
-  const server = await startServer(config, logger)
+  if (eph && eph.staleRemoved.length > 0) logger.info({ removed: eph.staleRemoved }, 'removed the temporary data dirs of ephemeral instances that are gone')
+  let server: Server
+  try {
+    server = await startServer(config, logger, { selfCommand: proc.selfCommand() })
+  } catch (err) {
+    // One line a person can act on (#13): a port in use, a data dir that cannot be written, …
+    const syscall = (err as NodeJS.ErrnoException).syscall
+    throw syscall === 'listen' || syscall === 'getaddrinfo' ? explainListen(err, config.host, config.port) : explainDataDir(err, config.dataDir)
+  }
   if (eph) {
     try {
       announceEphemeral(server, eph, io.stdout)

@@ -1,18 +1,61 @@
+import type { Static } from '@sinclair/typebox'
 import { AppError } from '../errors'
-import { createdTenantView, tenantSummaryView } from '../contract/tenants'
-import { checkTenantInput, type CreateTenantInput } from '../services/tenants'
+import { createdTenantView, tenantSummaryView, type TenantSummary } from '../contract/tenants'
+import { checkTenantInput, type CreateTenantInput, type UpdateTenantInput } from '../services/tenants'
 import { DATA_DIR_OPTION, parse, println, UsageError, withCore, type CliIO } from './io'
 import { escapeUnsafe } from '../lib/text'
 
 export const TENANT_HELP = `Usage:
   coffer tenant create --name NAME [--quota-bytes BYTES] [--types TYPE,…] [--json]
   coffer tenant list [--json]
+  coffer tenant show TENANT_ID [--json]
+  coffer tenant update TENANT_ID [--name NAME] [--quota-bytes BYTES] [--types TYPE,…] [--json]
+  coffer tenant delete TENANT_ID --yes
   coffer tenant regenerate-key TENANT_ID [--json]
   coffer tenant s3-credentials create|list TENANT_ID [--json]
   coffer tenant s3-credentials revoke TENANT_ID ACCESS_KEY_ID
 
-Works offline on the data dir (--data-dir or COFFER_DATA_DIR, default ./data), also while the
-server runs. The API key is printed once: store it.`
+Works offline on an existing data dir (--data-dir or COFFER_DATA_DIR, default ./data), also
+while the server runs; changes count at the server's next request. The API key is printed once:
+store it. BYTES is an integer, optionally with a unit: 500MiB, 10GiB, 1TB (KiB/MiB/GiB/TiB are
+powers of 1024, KB/MB/GB/TB of 1000). A quota below the usage is allowed: uploads are refused
+until usage drops. delete is irreversible: the key and every signed URL stop at once, the files
+and workspaces are deleted (their content is collected after COFFER_DELETED_RETENTION_SECONDS),
+undelivered webhooks are dropped; it needs --yes.`
+
+const UNITS: Record<string, number> = { '': 1, b: 1, kb: 1e3, mb: 1e6, gb: 1e9, tb: 1e12, kib: 2 ** 10, mib: 2 ** 20, gib: 2 ** 30, tib: 2 ** 40 }
+
+/** `--quota-bytes` as a number of bytes: digits, optionally a unit; anything else is a usage error. */
+export function parseBytes(flag: string, text: string): number {
+  const m = /^(\d+(?:\.\d+)?)\s*([a-z]*)$/i.exec(text.trim())
+  const unit = m ? UNITS[m[2]!.toLowerCase()] : undefined
+  const bytes = m && unit !== undefined ? Math.round(Number(m[1]) * unit) : NaN
+  if (!Number.isSafeInteger(bytes)) throw new UsageError(`${flag} must be a number of bytes, like 1048576, 500MiB or 10GiB (got ${JSON.stringify(text)})`)
+  return bytes
+}
+
+/** A service's validation error, told in the flag the person typed. */
+function asFlagError(err: unknown): never {
+  if (err instanceof AppError && err.code === 'VALIDATION_ERROR') {
+    const first = (err.details.errors as { path: string; message: string }[] | undefined)?.[0]
+    const flag = first && Object.entries(FLAG_OF).find(([p]) => first.path.startsWith(p))?.[1]
+    if (first && flag) throw new UsageError(`${flag}: ${first.message}`)
+  }
+  throw err
+}
+
+type TenantView = Static<typeof TenantSummary>
+
+function printTenant(io: CliIO, t: TenantView): void {
+  println(io.stdout, `Tenant "${escapeUnsafe(t.name)}"`)
+  println(io.stdout, `  id:          ${t.id}`)
+  println(io.stdout, `  used/quota:  ${t.usedBytes}/${t.quotaBytes} bytes (${percent(t)})`)
+  println(io.stdout, `  files:       ${t.fileCount}`)
+  println(io.stdout, `  file types:  ${t.allowedFileTypes.join(', ')}`)
+  println(io.stdout, `  created:     ${t.createdAt}`)
+}
+
+const percent = (t: TenantView) => (t.quotaBytes === 0 ? (t.usedBytes > 0 ? 'over quota' : '0%') : `${((t.usedBytes / t.quotaBytes) * 100).toFixed(1)}%`)
 
 const FLAG_OF: Record<string, string> = { '/name': '--name', '/quotaBytes': '--quota-bytes', '/allowedFileTypes': '--types' }
 
@@ -29,10 +72,7 @@ export async function tenantCommand(args: string[], io: CliIO): Promise<number> 
     if (values.name === undefined) throw new UsageError('tenant create needs --name')
     const input: CreateTenantInput = { name: values.name }
     const quota = values['quota-bytes']
-    if (quota !== undefined) {
-      if (!/^\d{1,16}$/.test(quota)) throw new UsageError('--quota-bytes: must be an integer of at least 0')
-      input.quotaBytes = Number(quota)
-    }
+    if (quota !== undefined) input.quotaBytes = parseBytes('--quota-bytes', quota)
     if (values.types !== undefined)
       input.allowedFileTypes = values.types
         .split(',')
@@ -62,13 +102,85 @@ export async function tenantCommand(args: string[], io: CliIO): Promise<number> 
     const { values } = parse(rest, opts)
     if (values.help) return (println(io.stdout, TENANT_HELP), 0)
     return withCore(io, values['data-dir'], (core) => {
-      const rows = core.tenants.list().map(tenantSummaryView)
+      const rows: TenantView[] = []
+      for (let cursor: string | undefined; ;) {
+        const page = core.tenants.list({ limit: 100, cursor })
+        rows.push(...page.tenants.map(tenantSummaryView))
+        if (page.nextCursor === null) break
+        cursor = page.nextCursor
+      }
       if (values.json) return println(io.stdout, JSON.stringify(rows))
       if (rows.length === 0) return println(io.stdout, 'No tenants yet. Create one: coffer tenant create --name NAME')
-      println(io.stdout, ['ID'.padEnd(36), 'USED/QUOTA (bytes)'.padEnd(26), 'CREATED'.padEnd(24), 'NAME'].join('  '))
+      println(io.stdout, ['ID'.padEnd(36), 'USED/QUOTA (bytes)'.padEnd(30), 'FILES'.padStart(7), 'CREATED'.padEnd(24), 'NAME'].join('  '))
       for (const r of rows) {
-        println(io.stdout, [r.id, `${r.usedBytes}/${r.quotaBytes}`.padEnd(26), r.createdAt.padEnd(24), escapeUnsafe(r.name)].join('  '))
+        println(
+          io.stdout,
+          [
+            r.id,
+            `${r.usedBytes}/${r.quotaBytes} (${percent(r)})`.padEnd(30),
+            String(r.fileCount).padStart(7),
+            r.createdAt.padEnd(24),
+            escapeUnsafe(r.name),
+          ].join('  '),
+        )
       }
+    })
+  }
+  if (sub === 'show') {
+    const { values, positionals } = parse(rest, opts, 1)
+    if (values.help) return (println(io.stdout, TENANT_HELP), 0)
+    const id = positionals[0]
+    if (id === undefined) throw new UsageError('tenant show needs a TENANT_ID (coffer tenant list shows them)')
+    return withCore(io, values['data-dir'], (core) => {
+      const t = tenantSummaryView(core.tenants.show(id))
+      if (values.json) return println(io.stdout, JSON.stringify(t))
+      printTenant(io, t)
+    })
+  }
+  if (sub === 'update') {
+    const { values, positionals } = parse(rest, { ...opts, name: { type: 'string' }, 'quota-bytes': { type: 'string' }, types: { type: 'string' } }, 1)
+    if (values.help) return (println(io.stdout, TENANT_HELP), 0)
+    const id = positionals[0]
+    if (id === undefined) throw new UsageError('tenant update needs a TENANT_ID (coffer tenant list shows them)')
+    const input: UpdateTenantInput = {}
+    if (values.name !== undefined) input.name = values.name
+    if (values['quota-bytes'] !== undefined) input.quotaBytes = parseBytes('--quota-bytes', values['quota-bytes'])
+    if (values.types !== undefined)
+      input.allowedFileTypes = values.types
+        .split(',')
+        .map((x) => x.trim())
+        .filter(Boolean)
+    if (Object.keys(input).length === 0) throw new UsageError('tenant update needs at least one of --name, --quota-bytes, --types')
+    try {
+      checkTenantInput(input)
+    } catch (err) {
+      asFlagError(err)
+    }
+    return withCore(io, values['data-dir'], (core) => {
+      const t = tenantSummaryView(core.tenants.update(id, input))
+      if (values.json) return println(io.stdout, JSON.stringify(t))
+      printTenant(io, t)
+    })
+  }
+  if (sub === 'delete') {
+    const { values, positionals } = parse(rest, { ...DATA_DIR_OPTION, yes: { type: 'boolean' } }, 1)
+    if (values.help) return (println(io.stdout, TENANT_HELP), 0)
+    const id = positionals[0]
+    if (id === undefined) throw new UsageError('tenant delete needs a TENANT_ID (coffer tenant list shows them)')
+    return withCore(io, values['data-dir'], (core) => {
+      const t = core.tenants.show(id)
+      if (!values.yes) {
+        println(
+          io.stderr,
+          `coffer: deleting tenant "${escapeUnsafe(t.name)}" (${t.id}) deletes its ${t.fileCount} file(s) and its workspaces and stops its key, irreversibly; run again with --yes to do it`,
+        )
+        return 2
+      }
+      core.tenants.delete(t.id)
+      println(
+        io.stdout,
+        `Deleted tenant "${escapeUnsafe(t.name)}" (${t.id}): its key and URLs no longer work; its ${t.fileCount} file(s) are deleted and their content is collected after the retention period.`,
+      )
     })
   }
   if (sub === 'regenerate-key') {

@@ -16,6 +16,43 @@ export const CreateTenantBody = Type.Object(
 )
 export type CreateTenantBody = Static<typeof CreateTenantBody>
 
+export const UpdateTenantBody = Type.Object(
+  {
+    name: Type.Optional(TenantName),
+    quotaBytes: Type.Optional(
+      Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'May be below the current usage: uploads are then refused until usage drops' }),
+    ),
+    allowedFileTypes: Type.Optional(
+      Type.Array(FileTypeSchema, { minItems: 1, maxItems: FILE_TYPES.length * 4, description: 'Files already stored keep their type' }),
+    ),
+  },
+  { additionalProperties: false, minProperties: 1, 'x-message': 'must set at least one of name, quotaBytes, allowedFileTypes' },
+)
+
+/** A tenant as the admin API lists it: settings and usage, never a key or secret. */
+export const TenantSummary = Type.Object({
+  id: Uuid,
+  name: Type.String(),
+  quotaBytes: Type.Integer(),
+  usedBytes: Type.Integer({ description: 'Bytes of completed files plus reservations of pending uploads' }),
+  fileCount: Type.Integer({ description: 'Files not deleted, whatever their processingStatus' }),
+  allowedFileTypes: Type.Array(Type.String()),
+  createdAt: IsoTime,
+})
+
+export const TenantListQuery = Type.Object(
+  {
+    limit: Type.Integer({ minimum: 1, maximum: 100, default: 20 }),
+    cursor: Type.Optional(Type.String({ maxLength: 200, description: 'nextCursor of the previous page' })),
+  },
+  { additionalProperties: false },
+)
+
+export const TenantList = Type.Object({
+  tenants: Type.Array(TenantSummary, { description: 'Newest first' }),
+  nextCursor: Type.Union([Type.String(), Type.Null()], { description: 'null on the last page' }),
+})
+
 export const CreatedTenant = Type.Object({
   id: Uuid,
   name: Type.String(),
@@ -74,13 +111,14 @@ export function tenantInfoView(t: AuthenticatedTenant): Static<typeof TenantInfo
   }
 }
 
-/** A tenant in an operator's listing (`coffer tenant list`): usage, never a key or secret. */
-export function tenantSummaryView(t: Tenant) {
+/** A tenant as the admin API and `coffer tenant show|list` give it: usage, never a key or secret. */
+export function tenantSummaryView(t: Tenant & { fileCount: number }): Static<typeof TenantSummary> {
   return {
     id: t.id,
     name: t.name,
     quotaBytes: t.quotaBytes,
     usedBytes: t.usedBytes,
+    fileCount: t.fileCount,
     allowedFileTypes: t.allowedFileTypes,
     createdAt: isoTime(t.createdAt),
   }

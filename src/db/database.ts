@@ -5,6 +5,17 @@ import { nameKey } from '../lib/text'
 
 export type DB = Database.Database
 
+/** The database was migrated by a newer Coffer than this one: opening it could corrupt it. */
+export class SchemaTooNewError extends Error {
+  override name = 'SchemaTooNewError'
+  constructor(
+    readonly found: number,
+    readonly known: number,
+  ) {
+    super(`database schema version ${found} is newer than this build knows (${known}); upgrade coffer`)
+  }
+}
+
 let addon: object | undefined
 let addonLoaded = false
 
@@ -54,7 +65,7 @@ export function migrate(db: DB, migrations: readonly Migration[]): void {
   const current = applied.v ?? 0
   const newest = migrations.at(-1)?.version ?? 0
   if (current > newest) {
-    throw new Error(`database schema version ${current} is newer than this build knows (${newest}); upgrade coffer`)
+    throw new SchemaTooNewError(current, newest)
   }
   const record = db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)')
   const isApplied = db.prepare('SELECT 1 FROM schema_migrations WHERE version = ?').pluck()

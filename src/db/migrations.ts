@@ -270,4 +270,18 @@ CREATE TABLE blob_tombstones (
 ) STRICT;
 `,
   },
+  {
+    version: 8,
+    name: 'tenant deletion',
+    sql: `
+-- A deleted tenant keeps its row while its soft-deleted files wait out the retention (they point
+-- at it); the garbage collector removes the row once the last of them is purged (#13).
+ALTER TABLE tenants ADD COLUMN deleted_at INTEGER;
+-- Keyset listing of the admin API, newest first, over live tenants only.
+CREATE INDEX tenants_list ON tenants (created_at DESC, id DESC) WHERE deleted_at IS NULL;
+-- Whether a deleted tenant still has files waiting for the collector, without a scan (files_list
+-- covers its live files). Soft deletes maintain it; inserts of live rows do not touch it.
+CREATE INDEX files_deleted_by_tenant ON files (tenant_id) WHERE deleted_at IS NOT NULL;
+`,
+  },
 ]

@@ -97,7 +97,7 @@ export function formatValidationErrors(errors: ErrorObject[], context: string | 
         message = typeof custom === 'string' ? custom : 'has an invalid value'
         break
       default:
-        message = e.keyword === 'pattern' && typeof custom === 'string' ? custom : (e.message ?? 'is invalid')
+        message = (e.keyword === 'pattern' || e.keyword === 'minProperties') && typeof custom === 'string' ? custom : (e.message ?? 'is invalid')
     }
     const full = `${prefix}${path}` || '/'
     const key = `${full}\u0000${message}`

@@ -28,3 +28,8 @@ const SIGNATURES: Record<FileType, (head: Buffer) => boolean> = {
 export function hasSignature(type: FileType, head: Buffer): boolean {
   return SIGNATURES[type](head)
 }
+
+/** The supported type whose signature the first bytes carry, or undefined: the type of a file from its content. */
+export function detectType(head: Buffer): FileType | undefined {
+  return (Object.keys(SIGNATURES) as FileType[]).find((t) => SIGNATURES[t](head))
+}

@@ -14,7 +14,9 @@ export type SigningGenerationOf = (tenantId: string) => number | undefined
  * `<purpose>\n<fileId>\n<expires>` (contract: Downloads), so a token is bound to one purpose, one
  * file and one expiry; the key is derived per tenant and per signing generation from the server
  * secret (HKDF), so one tenant's tokens say nothing about another's, and every token made before
- * a key regeneration stops verifying at once (#12).
+ * a key regeneration stops verifying at once (#12). A deleted tenant has no generation, so it
+ * verifies nothing (#13); the generation is read at every verification, so a regeneration or a
+ * deletion by another process (the CLI) counts at once.
  */
 export class TokenSigner {
   private readonly keys = new Map<string, Buffer>()

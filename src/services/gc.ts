@@ -4,6 +4,7 @@ import type { BlobsRepo } from '../db/repos/blobs'
 import type { BlobStore } from '../blobs/blob-store'
 import type { Clock } from '../lib/clock'
 import type { RemoteBlobs } from './remote-blobs'
+import type { TenantsService } from './tenants'
 
 /** A blob file with no row is an orphan only once it is this old: younger ones may be mid-commit. */
 export const ORPHAN_MIN_AGE_MS = 60 * 60_000
@@ -27,6 +28,7 @@ export class GarbageCollector {
       files: FilesRepo
       blobs: BlobsRepo
       store: BlobStore
+      tenants: TenantsService
       retentionMs: number
       /** Present with a remote store: deletions go through tombstones (services/remote-blobs.ts). */
       remote?: RemoteBlobs
@@ -41,9 +43,9 @@ export class GarbageCollector {
    * only tombstones the blob (skipping one an upload has leased) and the objects are deleted after
    * it (RemoteBlobs); `storeFailures` counts deletions the store refused, retried on the next run.
    */
-  async collect(full = false): Promise<{ filesPurged: number; blobsRemoved: number; bytesFreed: number; storeFailures?: number }> {
-    const { db, clock, files, blobs, store, retentionMs, remote } = this.deps
-    const result = { filesPurged: 0, blobsRemoved: 0, bytesFreed: 0 }
+  async collect(full = false): Promise<{ filesPurged: number; blobsRemoved: number; bytesFreed: number; tenantsPurged: number; storeFailures?: number }> {
+    const { db, clock, files, blobs, store, tenants, retentionMs, remote } = this.deps
+    const result = { filesPurged: 0, blobsRemoved: 0, bytesFreed: 0, tenantsPurged: 0 }
     const removeIfUnreferenced = (sha256: string) => {
       const size = blobs.sizeIfUnreferenced(sha256)
       if (size === undefined) return
@@ -64,6 +66,8 @@ export class GarbageCollector {
       }).immediate()
       if (batch.length < BATCH) break
     }
+    // A deleted tenant's row goes once its last file has (#13).
+    result.tenantsPurged = tenants.purgeDeleted()
     if (full) {
       let after = ''
       for (;;) {

@@ -2,13 +2,17 @@ import type { Static } from '@sinclair/typebox'
 import { AppError, notFound, validationError } from '../errors'
 import type { DB } from '../db/database'
 import type { AuthenticatedTenant, Tenant, TenantsRepo } from '../db/repos/tenants'
+import type { FilesRepo } from '../db/repos/files'
+import type { WorkspacesRepo } from '../db/repos/workspaces'
+import type { OutboxRepo } from '../db/repos/outbox'
 import type { Clock } from '../lib/clock'
 import type { QuotaInfo } from '../contract/tenants'
 import { NO_CONTROL, NO_CONTROL_MESSAGE } from '../contract/common'
 import { uuidv7, isUuid } from '../lib/ids'
 import { newApiKey, newWebhookSecret, sha256 } from '../lib/secrets'
 import { DEFAULT_TENANT_QUOTA, FILE_TYPES } from '../lib/file-types'
-import { timingSafeEqual } from 'node:crypto'
+import { randomBytes, timingSafeEqual } from 'node:crypto'
+import { decodeCursor, encodeCursor } from './files'
 
 export interface CreateTenantInput {
   name: string
@@ -18,6 +22,22 @@ export interface CreateTenantInput {
   keyKind?: 'live' | 'test'
 }
 
+export interface UpdateTenantInput {
+  name?: string
+  quotaBytes?: number
+  allowedFileTypes?: string[]
+}
+
+/** A tenant with the number of its files (not deleted, whatever their status): what an operator lists. */
+export type TenantUsage = Tenant & { fileCount: number }
+
+/** The rows a tenant's deletion reaches besides its own. */
+export interface TenantOwnedRepos {
+  files: FilesRepo
+  workspaces: WorkspacesRepo
+  outbox: OutboxRepo
+}
+
 /** The contract's rule for names (no control, bidi or invisible characters, no lone surrogates), as the API schema applies it. */
 const NAME_TEXT = new RegExp(NO_CONTROL, 'u')
 
@@ -25,9 +45,11 @@ const NAME_TEXT = new RegExp(NO_CONTROL, 'u')
  * Checks a tenant's settings whichever front they came from (the admin API validates the same
  * rules with its schema first; the CLI relies on this). Paths are JSON pointers into the input.
  */
-export function checkTenantInput(input: CreateTenantInput): void {
-  if (input.name.length < 1 || input.name.length > 100) throw validationError('/name', 'must be 1 to 100 characters')
-  if (!NAME_TEXT.test(input.name)) throw validationError('/name', NO_CONTROL_MESSAGE)
+export function checkTenantInput(input: UpdateTenantInput): void {
+  if (input.name !== undefined) {
+    if (input.name.length < 1 || input.name.length > 100) throw validationError('/name', 'must be 1 to 100 characters')
+    if (!NAME_TEXT.test(input.name)) throw validationError('/name', NO_CONTROL_MESSAGE)
+  }
   const q = input.quotaBytes
   if (q !== undefined && (!Number.isSafeInteger(q) || q < 0)) throw validationError('/quotaBytes', 'must be an integer of at least 0')
   const types = input.allowedFileTypes
@@ -54,6 +76,7 @@ export class TenantsService {
     private readonly db: DB,
     private readonly repo: TenantsRepo,
     private readonly clock: Clock,
+    private readonly owned: TenantOwnedRepos,
   ) {}
 
   /** Creates a tenant; the returned key and webhook secret exist nowhere else afterwards. */
@@ -120,14 +143,99 @@ export class TenantsService {
   }
 
   get(tenantId: string): Tenant {
-    const t = isUuid(tenantId) ? this.repo.get(tenantId) : undefined
+    const t = isUuid(tenantId) ? this.repo.get(tenantId.toLowerCase()) : undefined
     if (!t) throw notFound.tenant()
     return t
   }
 
-  /** Every tenant, oldest first. */
-  list(): Tenant[] {
-    return this.repo.list()
+  /** A page of live tenants, newest first, with their usage; `cursor` is an earlier page's `nextCursor`. */
+  list(q: { limit: number; cursor?: string | undefined }): { tenants: TenantUsage[]; nextCursor: string | null } {
+    const cursor = q.cursor === undefined ? undefined : decodeCursor(q.cursor)
+    return this.db.transaction(() => {
+      const rows = this.repo.page(cursor, q.limit + 1)
+      const page = rows.slice(0, q.limit)
+      const last = page.at(-1)
+      return {
+        tenants: page.map((t) => ({ ...t, fileCount: this.repo.fileCount(t.id) })),
+        nextCursor: rows.length > q.limit && last ? encodeCursor(last) : null,
+      }
+    })()
+  }
+
+  /** One live tenant with its usage. */
+  show(tenantId: string): TenantUsage {
+    return this.db.transaction(() => {
+      const t = this.get(tenantId)
+      return { ...t, fileCount: this.repo.fileCount(t.id) }
+    })()
+  }
+
+  /**
+   * Changes any of name, quota and allowed types. A quota below the current usage is allowed:
+   * uploads are refused until usage drops under it. Files already stored keep their type.
+   */
+  update(tenantId: string, input: UpdateTenantInput): TenantUsage {
+    checkTenantInput(input)
+    const updated = this.db
+      .transaction(() => {
+        const t = this.get(tenantId)
+        if (input.name !== undefined) {
+          const holder = this.repo.getByName(input.name)
+          if (holder && holder.id !== t.id) throw new AppError('CONFLICT', `A tenant named "${input.name}" already exists`, { field: 'name' })
+        }
+        const allowed = input.allowedFileTypes
+        this.repo.update({
+          id: t.id,
+          name: input.name ?? t.name,
+          quotaBytes: input.quotaBytes ?? t.quotaBytes,
+          allowedFileTypes: allowed === undefined ? t.allowedFileTypes : FILE_TYPES.filter((type) => allowed.includes(type)),
+        })
+        return { ...this.repo.get(t.id)!, fileCount: this.repo.fileCount(t.id) }
+      })
+      .immediate()
+    // Authenticated tenants carry their settings (allowed types): the next request reads them anew.
+    this.authenticated.clear()
+    return updated
+  }
+
+  /**
+   * Deletes a tenant, irreversibly, in one transaction: its key stops matching, its files are
+   * soft-deleted (pending uploads end failed, with no event) so the garbage collector purges them
+   * and their blobs after the retention like any deleted file, its workspaces are deleted, and
+   * its undelivered webhook events are dropped. Tokens (signed and presigned URLs) of a deleted
+   * tenant never verify (it has no signing generation any more), so they stop at once too.
+   */
+  delete(tenantId: string): void {
+    const now = this.clock.now()
+    this.db
+      .transaction(() => {
+        const t = this.get(tenantId)
+        this.owned.files.softDeleteAllOfTenant(t.id, now)
+        this.owned.workspaces.softDeleteAllOfTenant(t.id, now)
+        this.owned.outbox.dropPending(t.id)
+        // S3 credentials stop with the key; multipart uploads in progress are aborted.
+        this.repo.dropS3(t.id)
+        // The name goes to a placeholder no live tenant can have (names never hold control
+        // characters), and the key hash to one of random bytes, which no key hashes to.
+        this.repo.markDeleted(t.id, now, `\u0000deleted ${t.id}`, sha256(randomBytes(32)))
+      })
+      .immediate()
+    this.authenticated.clear()
+  }
+
+  /**
+   * Removes the rows of deleted tenants whose files have all been purged (the garbage collector
+   * calls this after purging files). Returns how many tenants went.
+   */
+  purgeDeleted(): number {
+    let purged = 0
+    if (this.repo.purgeable(1).length === 0) return 0
+    this.db
+      .transaction(() => {
+        for (const id of this.repo.purgeable(100)) if (this.repo.purge(id)) purged++
+      })
+      .immediate()
+    return purged
   }
 
   quota(tenantId: string): Static<typeof QuotaInfo> {

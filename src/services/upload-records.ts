@@ -41,7 +41,8 @@ export class UploadRecords {
     const { db, files, workspaces, quotas } = this.deps
     db.transaction(() => {
       if (record.workspaceId !== null && !workspaces.getLive(record.tenantId, record.workspaceId)) throw notFound.workspace()
-      if (record.declaredSize !== null) quotas.assertFits(record.tenantId, record.workspaceId, record.declaredSize)
+      // Also refuses a tenant deleted since its key was checked, so none of its files outlives it (#13).
+      quotas.assertFits(record.tenantId, record.workspaceId, record.declaredSize ?? 0)
       files.insertPending(record)
     }).immediate()
   }

@@ -113,6 +113,7 @@ export class FilesRepo {
       softDelete: db.prepare(`UPDATE files SET ${SOFT_DELETE_SET} WHERE id = @id AND tenant_id = @tenantId AND deleted_at IS NULL`),
       softDeleteInWorkspace: db.prepare(`UPDATE files SET ${SOFT_DELETE_SET} WHERE workspace_id = @workspaceId AND deleted_at IS NULL`),
       pendingInWorkspace: db.prepare<[string], string>(`SELECT id FROM files WHERE workspace_id = ? AND status = 'pending' AND deleted_at IS NULL`).pluck(),
+      softDeleteAllOfTenant: db.prepare(`UPDATE files SET ${SOFT_DELETE_SET} WHERE tenant_id = @tenantId AND deleted_at IS NULL`),
       expiredPending: db.prepare<[number, number], Row>(
         `SELECT * FROM files WHERE status = 'pending' AND deleted_at IS NULL AND upload_expires_at < ?
          ORDER BY upload_expires_at LIMIT ?`,
@@ -185,6 +186,11 @@ export class FilesRepo {
   /** Ids of the uploads still pending in a workspace. */
   pendingInWorkspace(workspaceId: string): string[] {
     return this.stmts.pendingInWorkspace.all(workspaceId)
+  }
+
+  /** Soft-deletes every live file of a tenant (pending uploads become failed); returns how many. */
+  softDeleteAllOfTenant(tenantId: string, now: number): number {
+    return this.stmts.softDeleteAllOfTenant.run({ tenantId, now }).changes
   }
 
   expiredPending(before: number, limit: number): FileRecord[] {

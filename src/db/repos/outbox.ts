@@ -85,6 +85,7 @@ export class OutboxRepo {
       ),
       retry: db.prepare(`UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = @now, updated_at = @now WHERE id = @id AND status != 'pending'`),
       retryAllDead: db.prepare(`UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = @now, updated_at = @now WHERE status = 'dead'`),
+      dropPending: db.prepare(`DELETE FROM outbox WHERE tenant_id = ? AND status = 'pending'`),
       countByStatus: db.prepare<[], { status: OutboxStatus; n: number }>('SELECT status, count(*) AS n FROM outbox GROUP BY status'),
     }
   }
@@ -138,5 +139,10 @@ export class OutboxRepo {
     const out: Record<OutboxStatus, number> = { pending: 0, delivered: 0, dead: 0 }
     for (const r of this.stmts.countByStatus.all()) out[r.status] = r.n
     return out
+  }
+
+  /** Drops a tenant's undelivered events (the tenant is being deleted); returns how many. */
+  dropPending(tenantId: string): number {
+    return this.stmts.dropPending.run(tenantId).changes
   }
 }

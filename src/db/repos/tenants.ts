@@ -44,29 +44,58 @@ const toTenant = (r: Row): Tenant => ({
 
 const COLUMNS = 'id, name, quota_bytes, used_bytes, allowed_types, webhook_secret, key_kind, created_at'
 
-/** SQL for the tenants table; no rules here. */
+/** Where a page of tenants starts: strictly after this one, in listing order. */
+export interface TenantCursor {
+  createdAt: number
+  id: string
+}
+
+/** SQL for the tenants table; no rules here. Only live tenants are ever returned. */
 export class TenantsRepo {
-  private readonly byId
-  private readonly byKeyHash
-  private readonly byName
-  private readonly all
-  private readonly insertStmt
-  private readonly rotateStmt
-  private readonly generationStmt
-  private readonly dataVersionStmt
+  private readonly stmts
 
   constructor(db: DB) {
-    this.byId = db.prepare<[string], Row>(`SELECT ${COLUMNS} FROM tenants WHERE id = ?`)
-    this.byKeyHash = db.prepare<[Buffer], Row & { key_hash: Buffer }>(`SELECT ${COLUMNS}, key_hash FROM tenants WHERE key_hash = ?`)
-    this.byName = db.prepare<[string], Row>(`SELECT ${COLUMNS} FROM tenants WHERE name_key = ?`)
-    this.all = db.prepare<[], Row>(`SELECT ${COLUMNS} FROM tenants ORDER BY created_at, id`)
-    this.insertStmt = db.prepare(
-      `INSERT INTO tenants (id, name, name_key, key_hash, key_kind, webhook_secret, quota_bytes, allowed_types, created_at)
-       VALUES (@id, @name, @nameKey, @keyHash, @keyKind, @webhookSecret, @quotaBytes, @allowedTypes, @createdAt)`,
-    )
-    this.rotateStmt = db.prepare('UPDATE tenants SET key_hash = ?, webhook_secret = ?, signing_generation = signing_generation + 1 WHERE id = ?')
-    this.generationStmt = db.prepare<[string], number>('SELECT signing_generation FROM tenants WHERE id = ?').pluck()
-    this.dataVersionStmt = db.prepare<[], number>('PRAGMA data_version').pluck()
+    const live = 'deleted_at IS NULL'
+    this.stmts = {
+      byId: db.prepare<[string], Row>(`SELECT ${COLUMNS} FROM tenants WHERE id = ? AND ${live}`),
+      byKeyHash: db.prepare<[Buffer], Row & { key_hash: Buffer }>(`SELECT ${COLUMNS}, key_hash FROM tenants WHERE key_hash = ? AND ${live}`),
+      // Deleted tenants give up their name (markDeleted), so a name is taken only by a live one.
+      byName: db.prepare<[string], Row>(`SELECT ${COLUMNS} FROM tenants WHERE name_key = ?`),
+      all: db.prepare<[], Row>(`SELECT ${COLUMNS} FROM tenants WHERE ${live} ORDER BY created_at, id`),
+      firstPage: db.prepare<[number], Row>(`SELECT ${COLUMNS} FROM tenants WHERE ${live} ORDER BY created_at DESC, id DESC LIMIT ?`),
+      pageAfter: db.prepare<[number, string, number], Row>(
+        `SELECT ${COLUMNS} FROM tenants WHERE ${live} AND (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?`,
+      ),
+      // file_counts is keyed by tenant first: an index range, whatever the number of files.
+      fileCount: db.prepare<[string], number>('SELECT coalesce(sum(n), 0) FROM file_counts WHERE tenant_id = ?').pluck(),
+      insert: db.prepare(
+        `INSERT INTO tenants (id, name, name_key, key_hash, key_kind, webhook_secret, quota_bytes, allowed_types, created_at)
+         VALUES (@id, @name, @nameKey, @keyHash, @keyKind, @webhookSecret, @quotaBytes, @allowedTypes, @createdAt)`,
+      ),
+      rotate: db.prepare(`UPDATE tenants SET key_hash = ?, webhook_secret = ?, signing_generation = signing_generation + 1 WHERE id = ? AND ${live}`),
+      // A deleted tenant has no generation: none of its tokens verifies (#13).
+      generation: db.prepare<[string], number>(`SELECT signing_generation FROM tenants WHERE id = ? AND ${live}`).pluck(),
+      update: db.prepare(
+        `UPDATE tenants SET name = @name, name_key = @nameKey, quota_bytes = @quotaBytes, allowed_types = @allowedTypes WHERE id = @id AND ${live}`,
+      ),
+      markDeleted: db.prepare(`UPDATE tenants SET deleted_at = @now, name = @name, name_key = @name, key_hash = @keyHash WHERE id = @id AND ${live}`),
+      purgeable: db
+        .prepare<[number], string>(
+          `SELECT id FROM tenants t WHERE deleted_at IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM files f WHERE f.tenant_id = t.id AND f.deleted_at IS NULL)
+           AND NOT EXISTS (SELECT 1 FROM files f WHERE f.tenant_id = t.id AND f.deleted_at IS NOT NULL)
+         LIMIT ?`,
+        )
+        .pluck(),
+      dropS3Parts: db.prepare('DELETE FROM s3_parts WHERE upload_id IN (SELECT id FROM s3_uploads WHERE tenant_id = ?)'),
+      dropS3Uploads: db.prepare('DELETE FROM s3_uploads WHERE tenant_id = ?'),
+      dropS3Credentials: db.prepare('DELETE FROM s3_credentials WHERE tenant_id = ?'),
+      purgeWorkspaces: db.prepare('DELETE FROM workspaces WHERE tenant_id = ?'),
+      purgeOutbox: db.prepare('DELETE FROM outbox WHERE tenant_id = ?'),
+      purgeCounts: db.prepare('DELETE FROM file_counts WHERE tenant_id = ?'),
+      purge: db.prepare('DELETE FROM tenants WHERE id = ? AND deleted_at IS NOT NULL'),
+      dataVersion: db.prepare<[], number>('PRAGMA data_version').pluck(),
+    }
   }
 
   /**
@@ -74,7 +103,7 @@ export class TenantsRepo {
    * undefined when the tenant does not exist: then no token of it verifies.
    */
   signingGeneration(id: string): number | undefined {
-    return this.generationStmt.get(id)
+    return this.stmts.generation.get(id)
   }
 
   /**
@@ -82,28 +111,40 @@ export class TenantsRepo {
    * not on this connection's own commits. The authentication cache keys on it.
    */
   dataVersion(): number {
-    return this.dataVersionStmt.get() as number
+    return this.stmts.dataVersion.get() as number
   }
 
   get(id: string): Tenant | undefined {
-    const r = this.byId.get(id)
+    const r = this.stmts.byId.get(id)
     return r && toTenant(r)
   }
 
   /** The tenant whose key hashes to `keyHash`, with the stored hash for a constant-time re-check. */
   getByKeyHash(keyHash: Buffer): { tenant: Tenant; keyHash: Buffer } | undefined {
-    const r = this.byKeyHash.get(keyHash)
+    const r = this.stmts.byKeyHash.get(keyHash)
     return r && { tenant: toTenant(r), keyHash: r.key_hash }
   }
 
   /** The tenant whose name is the same as `name` once both are case-folded and NFC-normalised (nameKey). */
   getByName(name: string): Tenant | undefined {
-    const r = this.byName.get(nameKey(name))
+    const r = this.stmts.byName.get(nameKey(name))
     return r && toTenant(r)
   }
 
+  /** Every live tenant, oldest first. */
   list(): Tenant[] {
-    return this.all.all().map(toTenant)
+    return this.stmts.all.all().map(toTenant)
+  }
+
+  /** One page of live tenants, newest first, strictly after `cursor` (keyset, never OFFSET). */
+  page(cursor: TenantCursor | undefined, limit: number): Tenant[] {
+    const rows = cursor ? this.stmts.pageAfter.all(cursor.createdAt, cursor.id, limit) : this.stmts.firstPage.all(limit)
+    return rows.map(toTenant)
+  }
+
+  /** Live files of the tenant (any processing status), from the maintained counts. */
+  fileCount(id: string): number {
+    return this.stmts.fileCount.get(id) as number
   }
 
   insert(t: {
@@ -116,7 +157,7 @@ export class TenantsRepo {
     allowedFileTypes: string[]
     createdAt: number
   }): void {
-    this.insertStmt.run({ ...t, nameKey: nameKey(t.name), allowedTypes: JSON.stringify(t.allowedFileTypes) })
+    this.stmts.insert.run({ ...t, nameKey: nameKey(t.name), allowedTypes: JSON.stringify(t.allowedFileTypes) })
   }
 
   /**
@@ -124,6 +165,47 @@ export class TenantsRepo {
    * before stops verifying); returns false when the tenant does not exist.
    */
   rotate(id: string, keyHash: Buffer, webhookSecret: string): boolean {
-    return this.rotateStmt.run(keyHash, webhookSecret, id).changes === 1
+    return this.stmts.rotate.run(keyHash, webhookSecret, id).changes === 1
+  }
+
+  update(t: { id: string; name: string; quotaBytes: number; allowedFileTypes: string[] }): boolean {
+    return (
+      this.stmts.update.run({ id: t.id, name: t.name, nameKey: nameKey(t.name), quotaBytes: t.quotaBytes, allowedTypes: JSON.stringify(t.allowedFileTypes) })
+        .changes === 1
+    )
+  }
+
+  /**
+   * Marks a live tenant deleted. `name` (also its name key: a placeholder no live name can have)
+   * and `keyHash` replace the real ones, so the name is free for a new tenant and no key can match
+   * any more; the row stays until purge().
+   */
+  markDeleted(id: string, now: number, name: string, keyHash: Buffer): boolean {
+    return this.stmts.markDeleted.run({ id, now, name, keyHash }).changes === 1
+  }
+
+  /** Deleted tenants none of whose files remain (all purged by the garbage collector). */
+  purgeable(limit: number): string[] {
+    return this.stmts.purgeable.all(limit)
+  }
+
+  /**
+   * Removes a tenant's S3 credentials and its multipart uploads in progress (their parts release
+   * their quota through the s3_parts triggers; the blobs they leave unreferenced are collected by
+   * `coffer gc`). Call in the transaction that deletes the tenant.
+   */
+  dropS3(id: string): void {
+    this.stmts.dropS3Parts.run(id)
+    this.stmts.dropS3Uploads.run(id)
+    this.stmts.dropS3Credentials.run(id)
+  }
+
+  /** Removes a deleted tenant's last rows: workspaces, webhook events, counts, the tenant. Call in a write transaction. */
+  purge(id: string): boolean {
+    this.dropS3(id)
+    this.stmts.purgeWorkspaces.run(id)
+    this.stmts.purgeOutbox.run(id)
+    this.stmts.purgeCounts.run(id)
+    return this.stmts.purge.run(id).changes === 1
   }
 }

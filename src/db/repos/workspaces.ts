@@ -56,6 +56,7 @@ export class WorkspacesRepo {
         `UPDATE workspaces SET name = @name, quota_bytes = @quotaBytes, metadata = @metadata, updated_at = @now
          WHERE id = @id AND tenant_id = @tenantId AND deleted_at IS NULL`,
       ),
+      softDeleteAllOfTenant: db.prepare('UPDATE workspaces SET deleted_at = @now WHERE tenant_id = @tenantId AND deleted_at IS NULL'),
       softDelete: db.prepare('UPDATE workspaces SET deleted_at = @now WHERE id = @id AND tenant_id = @tenantId AND deleted_at IS NULL'),
     }
   }
@@ -94,5 +95,10 @@ export class WorkspacesRepo {
   /** Marks the workspace deleted (its slug becomes reusable); its files are the files repo's. */
   softDelete(tenantId: string, id: string, now: number): boolean {
     return this.stmts.softDelete.run({ id, tenantId, now }).changes === 1
+  }
+
+  /** Soft-deletes every live workspace of a tenant (its files are deleted apart). */
+  softDeleteAllOfTenant(tenantId: string, now: number): number {
+    return this.stmts.softDeleteAllOfTenant.run({ tenantId, now }).changes
   }
 }

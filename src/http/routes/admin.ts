@@ -1,12 +1,24 @@
 import type { App } from '../types'
 import type { Core } from '../../core'
 import { adminAuth } from '../auth'
-import { CreateTenantBody, CreatedTenant, RegeneratedKey, createdTenantView } from '../../contract/tenants'
+import {
+  CreateTenantBody,
+  CreatedTenant,
+  RegeneratedKey,
+  TenantList,
+  TenantListQuery,
+  TenantSummary,
+  UpdateTenantBody,
+  createdTenantView,
+  tenantSummaryView,
+} from '../../contract/tenants'
 import { PathId } from '../../contract/common'
 import { Type } from '@sinclair/typebox'
 import { withErrors } from '../responses'
 
-/** Admin API: tenant creation and key rotation, behind the admin key. */
+const TenantParams = Type.Object({ tenantId: PathId })
+
+/** Admin API: the tenant lifecycle (create, list, show, update, delete) and key rotation, behind the admin key. */
 export async function adminRoutes(app: App, core: Core): Promise<void> {
   app.addHook('onRequest', adminAuth(core.config.adminApiKey))
 
@@ -39,6 +51,64 @@ export async function adminRoutes(app: App, core: Core): Promise<void> {
         webhookSecret: tenant.webhookSecret,
         message: 'API key regenerated; the previous key no longer works. The webhook signing secret was rotated too.',
       }
+    },
+  )
+
+  app.get(
+    '/api/v1/admin/tenants',
+    {
+      schema: {
+        tags: ['admin'],
+        summary: 'List tenants with their usage, newest first, with keyset pagination',
+        querystring: TenantListQuery,
+        response: withErrors({ 200: TenantList }),
+      },
+      config: { inputPointer: '/query' },
+    },
+    async (request) => {
+      const page = core.tenants.list(request.query)
+      return { tenants: page.tenants.map(tenantSummaryView), nextCursor: page.nextCursor }
+    },
+  )
+
+  app.get(
+    '/api/v1/admin/tenants/:tenantId',
+    { schema: { tags: ['admin'], summary: 'A tenant with its usage', params: TenantParams, response: withErrors({ 200: TenantSummary }, 404) } },
+    async (request) => tenantSummaryView(core.tenants.show(request.params.tenantId)),
+  )
+
+  app.patch(
+    '/api/v1/admin/tenants/:tenantId',
+    {
+      schema: {
+        tags: ['admin'],
+        summary: "Change a tenant's name, quota or allowed file types",
+        params: TenantParams,
+        body: UpdateTenantBody,
+        response: withErrors({ 200: TenantSummary }, 404, 409, 413),
+      },
+    },
+    async (request) => {
+      const updated = core.tenants.update(request.params.tenantId, request.body)
+      request.log.info({ tenantId: updated.id, changed: Object.keys(request.body) }, 'tenant updated')
+      return tenantSummaryView(updated)
+    },
+  )
+
+  app.delete(
+    '/api/v1/admin/tenants/:tenantId',
+    {
+      schema: {
+        tags: ['admin'],
+        summary: 'Delete a tenant irreversibly: its key and URLs stop at once, its files and workspaces are deleted, pending webhooks dropped',
+        params: TenantParams,
+        response: withErrors({ 204: Type.Null({ description: 'Deleted' }) }, 404),
+      },
+    },
+    async (request, reply) => {
+      core.tenants.delete(request.params.tenantId)
+      request.log.info({ tenantId: request.params.tenantId }, 'tenant deleted')
+      return reply.code(204).send(null)
     },
   )
 }

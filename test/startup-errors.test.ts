@@ -1,0 +1,179 @@
+import t from 'tap'
+import fs from 'node:fs'
+import net from 'node:net'
+import path from 'node:path'
+import { spawnSync } from 'node:child_process'
+import { BUNDLE, buildBundle, initDataDir } from './process-helper'
+import { tempDir } from './helper'
+import { openConnection } from '../src/db/database'
+
+buildBundle()
+
+// As root every permission check passes, so the permission cases run the command as `nobody`.
+const asRoot = process.getuid?.() === 0
+const NOBODY = 65534
+
+/** Runs the bundle; `unprivileged` drops to nobody when the tests run as root. */
+function coffer(args: string[], opts: { cwd: string; env?: Record<string, string>; unprivileged?: boolean }) {
+  const drop = opts.unprivileged && asRoot ? { uid: NOBODY, gid: NOBODY } : {}
+  // Through sh, without the NODE_OPTIONS tap adds to every child: its exit hook writes into the
+  // repository, which `nobody` may not.
+  const r = spawnSync('sh', ['-c', 'unset NODE_OPTIONS; exec "$@"', 'sh', process.execPath, BUNDLE, ...args], {
+    cwd: opts.cwd,
+    env: { PATH: process.env.PATH ?? '', ...opts.env },
+    encoding: 'utf8',
+    timeout: 30_000,
+    ...drop,
+  })
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr }
+}
+
+/** A temp dir anyone may enter and, with `mode` 0o777, write (the unprivileged runs need to). */
+function openDir(t: Parameters<typeof tempDir>[0], mode = 0o755): string {
+  const dir = tempDir(t)
+  fs.chmodSync(dir, mode)
+  return dir
+}
+
+/** Exit code 2 and exactly one line on stderr, with no stack trace. */
+function oneLine(t: Parameters<typeof tempDir>[0], r: { status: number | null; stderr: string }, pattern: RegExp, what: string): void {
+  t.equal(r.status, 2, `${what}: exit code 2`)
+  t.equal(r.stderr.trimEnd().split('\n').length, 1, `${what}: one line: ${r.stderr}`)
+  t.match(r.stderr, pattern, what)
+  t.notMatch(r.stderr, /\n\s+at |Error:/, `${what}: no stack trace`)
+}
+
+t.test('serve: a port in use is one line naming the port and the setting', async (t) => {
+  const dir = openDir(t)
+  const blocker = net.createServer()
+  await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => blocker.close())
+  const port = (blocker.address() as net.AddressInfo).port
+  const r = coffer(['serve', '--port', String(port), '--data-dir', 'data'], { cwd: dir })
+  oneLine(t, r, new RegExp(`^coffer: port ${port} on 127\\.0\\.0\\.1 is already in use .*set --port or COFFER_PORT`), 'port in use')
+})
+
+t.test('serve: permission denied on a low port names the port and the setting', async (t) => {
+  const dir = openDir(t, 0o777)
+  const r = coffer(['serve', '--port', '80', '--data-dir', 'data'], { cwd: dir, unprivileged: true })
+  oneLine(
+    t,
+    r,
+    /^coffer: permission denied listening on 127\.0\.0\.1:80 \(ports below 1024 need root or CAP_NET_BIND_SERVICE\): set --port or COFFER_PORT/,
+    'port 80',
+  )
+  const host = coffer(['serve', '--port', '0', '--host', '192.0.2.1', '--data-dir', 'data'], { cwd: dir })
+  oneLine(t, host, /^coffer: cannot listen on 192\.0\.2\.1: no such address on this machine: set --host or COFFER_HOST/, 'address not on this machine')
+})
+
+t.test('serve: a data dir it cannot create or write is one line naming it and the setting', async (t) => {
+  const dir = openDir(t)
+  const locked = path.join(dir, 'locked')
+  fs.mkdirSync(locked, { mode: 0o555 })
+  fs.chmodSync(locked, 0o555)
+  const r = coffer(['serve', '--port', '0', '--data-dir', path.join(locked, 'data')], { cwd: dir, unprivileged: true })
+  oneLine(
+    t,
+    r,
+    /^coffer: cannot use the data dir .*locked\/data: permission denied \(.*\): set --data-dir or COFFER_DATA_DIR to a directory \S+ can write/,
+    'unwritable parent',
+  )
+  t.notOk(fs.existsSync(path.join(locked, 'data')))
+
+  // An existing data dir of another user's that this one cannot write.
+  const theirs = initDataDir(path.join(dir, 'theirs'))
+  if (asRoot) {
+    const r2 = coffer(['serve', '--port', '0', '--data-dir', theirs], { cwd: dir, unprivileged: true })
+    oneLine(t, r2, /^coffer: cannot use the data dir .*theirs: .*: set --data-dir or COFFER_DATA_DIR/, "another user's data dir")
+  }
+  fs.writeFileSync(path.join(dir, 'afile'), '')
+  const r3 = coffer(['serve', '--port', '0', '--data-dir', path.join(dir, 'afile', 'data')], { cwd: dir })
+  oneLine(t, r3, /^coffer: cannot use the data dir .*afile\/data: a part of the path is a file, not a directory/, 'a file in the path')
+})
+
+t.test('a database from a newer version: serve and the CLI refuse with one line', async (t) => {
+  const dir = openDir(t)
+  const data = initDataDir(path.join(dir, 'data'))
+  const db = openConnection(path.join(data, 'coffer.db'), data)
+  db.prepare("INSERT INTO schema_migrations (version, name, applied_at) VALUES (999, 'from the future', 0)").run()
+  db.close()
+  for (const args of [
+    ['serve', '--port', '0', '--data-dir', data],
+    ['tenant', 'list', '--data-dir', data],
+    ['verify', '--data-dir', data],
+  ]) {
+    const r = coffer(args, { cwd: dir })
+    oneLine(
+      t,
+      r,
+      /^coffer: the database in .*data was written by a newer coffer \(schema 999; this one knows up to \d+\): run that newer version, or set --data-dir or COFFER_DATA_DIR/,
+      args[0]!,
+    )
+  }
+})
+
+t.test('serve --ephemeral with an unwritable TMPDIR: one line naming TMPDIR', async (t) => {
+  const dir = openDir(t)
+  const missing = coffer(['serve', '--ephemeral', '--port', '0'], { cwd: dir, env: { TMPDIR: path.join(dir, 'nope') } })
+  oneLine(
+    t,
+    missing,
+    /^coffer: cannot create a temporary data dir in .*nope: no such file or directory: set TMPDIR to a directory \S+ can write/,
+    'missing TMPDIR',
+  )
+  const ro = path.join(dir, 'ro')
+  fs.mkdirSync(ro)
+  fs.chmodSync(ro, 0o555)
+  const denied = coffer(['serve', '--ephemeral', '--port', '0'], { cwd: dir, env: { TMPDIR: ro }, unprivileged: true })
+  oneLine(t, denied, /^coffer: cannot create a temporary data dir in .*ro: permission denied: set TMPDIR/, 'read-only TMPDIR')
+})
+
+t.test('every command but serve refuses a data dir that does not exist, and creates nothing', async (t) => {
+  const dir = openDir(t)
+  const missing = path.join(dir, 'missing')
+  const commands = [
+    ['verify'],
+    ['gc'],
+    ['tenant', 'list'],
+    ['tenant', 'create', '--name', 'x'],
+    ['tenant', 'show', '01890000-0000-7000-8000-000000000000'],
+    ['webhooks', 'list'],
+    ['backup', path.join(dir, 'bk')],
+  ]
+  for (const args of commands) {
+    const r = coffer([...args, '--data-dir', missing], { cwd: dir })
+    oneLine(t, r, /^coffer: data dir .*missing does not exist: set --data-dir or COFFER_DATA_DIR/, args.join(' '))
+    // The same through the environment.
+    t.equal(coffer(args, { cwd: dir, env: { COFFER_DATA_DIR: missing } }).status, 2)
+  }
+  t.same(fs.readdirSync(dir), [], 'nothing was created')
+})
+
+t.test(
+  'coffer backup into a directory it cannot write: one line, exit 2',
+  { skip: !asRoot ? 'needs root to run the command as another user' : false },
+  async (t) => {
+    const dir = openDir(t)
+    const data = initDataDir(path.join(dir, 'data'))
+    // nobody may read the data dir for this case: it is the destination that must fail.
+    fs.chmodSync(data, 0o777)
+    for (const f of fs.readdirSync(data, { recursive: true }) as string[]) fs.chmodSync(path.join(data, f), 0o777)
+    const dest = path.join(dir, 'backups')
+    fs.mkdirSync(dest, { mode: 0o755 })
+    const r = coffer(['backup', path.join(dest, 'today'), '--data-dir', data], { cwd: dir, unprivileged: true })
+    oneLine(t, r, /^coffer: cannot write the backup into .*backups \(EACCES\): choose a DEST in a directory this user \(nobody\) can write/, 'unwritable DEST')
+    t.same(fs.readdirSync(dest), [], 'nothing left in DEST')
+  },
+)
+
+t.test('the stack trace goes to the debug log only', async (t) => {
+  const dir = openDir(t)
+  const r = coffer(['verify', '--data-dir', path.join(dir, 'missing')], { cwd: dir, env: { COFFER_LOG_LEVEL: 'debug' } })
+  t.equal(r.status, 2)
+  const lines = r.stderr.trimEnd().split('\n')
+  t.equal(lines.length, 2)
+  const log = JSON.parse(lines[0]!) as { level: number; msg: string; err: { stack: string } }
+  t.equal(log.msg, 'command failed')
+  t.match(log.err.stack, /\n\s+at /)
+  t.match(lines[1], /^coffer: data dir .* does not exist/)
+})
