@@ -3,7 +3,6 @@
 // import cycle check, and the layering rules of the code map (README, Code map) as errors.
 import js from '@eslint/js'
 import tseslint from 'typescript-eslint'
-import { importX } from 'eslint-plugin-import-x'
 import { fileURLToPath } from 'node:url'
 import path from 'node:path'
 
@@ -50,10 +49,7 @@ export default tseslint.config(
   ...tseslint.configs.recommendedTypeChecked,
   {
     languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: root } },
-    plugins: { 'import-x': importX },
-    settings: { 'import-x/resolver': { node: { extensions: ['.ts', '.js', '.mjs', '.json'] } }, 'import-x/extensions': ['.ts', '.mjs', '.js'] },
     rules: {
-      'import-x/no-cycle': ['error', { ignoreExternal: true }],
       // Fastify route handlers and plugins are async functions by contract, awaited or not.
       '@typescript-eslint/require-await': 'off',
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_' }],
