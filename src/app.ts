@@ -15,6 +15,7 @@ import { tenantRoutes } from './http/routes/tenant'
 import { uploadContentRoutes, uploadRequestRoutes } from './http/routes/upload'
 import { downloadRoutes, filesRoutes } from './http/routes/files'
 import { workspacesRoutes } from './http/routes/workspaces'
+import { webhooksRoutes } from './http/routes/webhooks'
 import { registerRateLimit } from './http/rate-limit'
 import { registerRequestLifecycle } from './http/request-lifecycle'
 import { documentSecurity, registerOpenApi } from './http/openapi'
@@ -110,6 +111,7 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
     await uploadRequestRoutes(scope, core)
     await filesRoutes(scope, core)
     await workspacesRoutes(scope, core)
+    await webhooksRoutes(scope, core)
   })
   return app
 }

@@ -14,6 +14,7 @@ import { UploadsService } from './services/uploads'
 import { Quotas } from './services/quotas'
 import { GarbageCollector } from './services/gc'
 import { WorkspacesService } from './services/workspaces'
+import { WebhookDeliveriesService } from './services/webhooks'
 import { OutboxRepo } from './db/repos/outbox'
 import { FileEvents } from './webhooks/events'
 import { WebhookScheduler } from './webhooks/scheduler'
@@ -37,6 +38,8 @@ export interface Core {
   readonly gc: GarbageCollector
   readonly outbox: OutboxRepo
   readonly webhooks: WebhookScheduler
+  /** A tenant's own webhook deliveries (the API's view of the outbox). */
+  readonly deliveries: WebhookDeliveriesService
   /** Prometheus metrics; the HTTP layer records requests, the services what they see. */
   readonly metrics: Metrics
   close(): void
@@ -99,6 +102,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     send: (delivery, signal) => deliver(delivery, { allowPrivate: config.webhookAllowPrivate, resolve, signal }),
   })
   events.onEnqueued(() => webhooks.notify())
+  const deliveries = new WebhookDeliveriesService(outbox, clock, () => webhooks.notify())
   const gc = new GarbageCollector({ db, clock, files: filesRepo, blobs: blobsRepo, store, retentionMs: config.deletedRetentionSeconds * 1000 })
   let closed = false
   return {
@@ -114,6 +118,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     gc,
     outbox,
     webhooks,
+    deliveries,
     metrics,
     close() {
       if (closed) return

@@ -165,4 +165,12 @@ CREATE TRIGGER blobs_after_delete AFTER DELETE ON blobs BEGIN
 END;
 `,
   },
+  {
+    version: 4,
+    name: 'outbox by tenant',
+    sql: `
+-- A tenant's recent webhook deliveries (GET /api/v1/webhooks/deliveries), newest first.
+CREATE INDEX outbox_by_tenant ON outbox (tenant_id, created_at DESC, id DESC);
+`,
+  },
 ]
