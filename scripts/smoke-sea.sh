@@ -70,6 +70,12 @@ metrics=$(curl -sSf "$URL/metrics") || fail "/metrics"
 grep -q '^coffer_uploads_total{outcome="completed"} 1$' <<<"$metrics" || fail "/metrics"
 openapi=$(curl -sSf "$URL/openapi.json") || fail "/openapi.json"
 grep -q '"openapi":"3.1.0"' <<<"$openapi" || fail "/openapi.json"
+say "web console"
+console_page=$(curl -sSfi "$URL/console") || fail "/console"
+grep -qiE "^content-security-policy: default-src 'self';.*frame-ancestors 'none'" <<<"$console_page" || fail "/console has no strict CSP"
+console_js=$(sed -nE 's/.*src="(\/console\/assets\/app-[^"]+\.js)".*/\1/p' <<<"$console_page")
+[ -n "$console_js" ] && curl -sSf -o console.js "$URL$console_js" && [ -s console.js ] || fail "the console script ($console_js)"
+[ "$(curl -s -o /dev/null -w '%{http_code} %{redirect_url}' "$URL/")" = "302 $URL/console" ] || fail "/ does not redirect to /console"
 stop "${PIDS[-1]}"
 
 say "serve --ephemeral"

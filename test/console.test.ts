@@ -6,6 +6,7 @@ import { buildBundle, startCoffer, type Running } from './process-helper'
 import { tempDir } from './helper'
 import { launchBrowser, noisePng, SCREENSHOTS, textPdf } from './browser'
 import { CONSOLE_CSP } from '../src/http/routes/console'
+import { formatBytes } from '../src/console/format'
 
 // The web console (#17) in a real browser: Debian's chromium driven by playwright-core, against
 // the real bundle (`coffer serve --ephemeral`, which the console is compiled into).
@@ -90,6 +91,7 @@ t.test('tenant: sign in, upload two files, preview, copy a link and open it, del
   }
 
   const page = await context.newPage()
+  page.setDefaultTimeout(10_000)
   watchPage(t, page)
   const first = await page.goto(`${srv.url}/`)
   t.equal(new URL(page.url()).pathname, '/console', '/ redirects to the console')
@@ -114,6 +116,10 @@ t.test('tenant: sign in, upload two files, preview, copy a link and open it, del
     const bar = row.getByRole('progressbar', { name: `Upload of ${name}` })
     t.same(await bar.evaluate((p: HTMLProgressElement) => [p.value, p.max]), [size, size], `${name}: progress reached 100% (${size} bytes)`)
   }
+  // A refused upload says why, in the API's words.
+  await page.getByLabel('Upload files').setInputFiles([{ name: 'notes.txt', mimeType: 'text/plain', buffer: Buffer.from('hello') }])
+  await page.getByRole('list', { name: 'Uploads' }).getByRole('listitem').filter({ hasText: 'notes.txt' }).getByText('File type "text/plain" is not allowed').waitFor()
+  t.pass('an upload the API refuses shows its message')
   const files = page.getByRole('table').filter({ hasText: 'photo.png' })
   await files.getByRole('row').filter({ hasText: 'report.pdf' }).waitFor()
   t.match(await files.locator('caption').textContent(), /^3 files$/)
@@ -187,6 +193,32 @@ t.test('tenant: sign in, upload two files, preview, copy a link and open it, del
   t.equal((await api(srv.url, key, `/api/v1/files/${report.id}`)).status, 404, 'deleted on the server')
   t.equal((await api(srv.url, key, `/api/v1/files/${photo.id}`)).status, 200, 'the other one stays')
 
+  // Filters: by context, by workspace; paging by the API's cursor (20 a page).
+  for (let i = 0; i < 21; i++) {
+    const h = await (await api(srv.url, key, '/api/v1/upload/request', { method: 'POST', body: JSON.stringify({ fileType: 'application/pdf', fileName: `bulk-${i}.pdf`, context: 'bulk' }) })).json()
+    t.equal((await fetch(`${srv.url}${h.presignedUrl}`, { method: 'PUT', headers: { 'content-type': 'application/pdf' }, body: new Uint8Array(pdf) })).status, 200)
+  }
+  const filesRegion = page.getByRole('region', { name: 'Files' })
+  await filesRegion.getByLabel('Context').fill('bulk')
+  await filesRegion.getByRole('button', { name: 'Filter' }).click()
+  await filesRegion.getByText('21 files').waitFor()
+  t.equal(await filesRegion.locator('tbody tr').count(), 20, 'a first page of 20')
+  await filesRegion.getByRole('button', { name: 'Next page' }).click()
+  await filesRegion.locator('tbody tr').filter({ hasText: 'bulk-0.pdf' }).waitFor()
+  t.equal(await filesRegion.locator('tbody tr').count(), 1, 'the 21st on the next page')
+  t.ok(await filesRegion.getByRole('button', { name: 'Next page' }).isDisabled(), 'and no page after it')
+  await filesRegion.getByRole('button', { name: 'Previous page' }).click()
+  await filesRegion.locator('tbody tr').filter({ hasText: 'bulk-20.pdf' }).waitFor()
+  await filesRegion.getByLabel('Context').fill('')
+  await filesRegion.getByLabel('Workspace').selectOption({ label: 'Client archive' })
+  await filesRegion.getByRole('button', { name: 'Filter' }).click()
+  await filesRegion.getByText('0 files').waitFor()
+  await filesRegion.getByText('No files match the filter.').waitFor()
+  await filesRegion.getByLabel('Workspace').selectOption({ label: 'All workspaces' })
+  await filesRegion.getByRole('button', { name: 'Filter' }).click()
+  await filesRegion.getByText('23 files').waitFor()
+  t.pass('filtered by context and by workspace')
+
   await page.getByRole('button', { name: 'Sign out' }).click()
   await page.getByLabel('API key').waitFor()
   t.equal(await page.evaluate(() => sessionStorage.getItem('coffer.session')), null, 'signing out forgets the key')
@@ -197,7 +229,12 @@ t.test('admin: tenants with usage, create one, change its quota and types, regen
   const context = await launchBrowser(t)
   if (!context) return
   const page = await context.newPage()
+  page.setDefaultTimeout(10_000)
   watchPage(t, page)
+  // Some usage to show: a file of the ephemeral tenant.
+  const png = noisePng(300, 200)
+  const hs = await (await api(srv.url, srv.tenant.apiKey, '/api/v1/upload/request', { method: 'POST', body: JSON.stringify({ fileType: 'image/png', fileName: 'a.png' }) })).json()
+  t.equal((await fetch(`${srv.url}${hs.presignedUrl}`, { method: 'PUT', headers: { 'content-type': 'image/png' }, body: new Uint8Array(png) })).status, 200)
   await page.goto(`${srv.url}/console`)
 
   await page.getByLabel('API key').fill('not-the-admin-key-0123456789')
@@ -209,7 +246,8 @@ t.test('admin: tenants with usage, create one, change its quota and types, regen
   await page.getByLabel('API key').press('Enter')
   await page.getByRole('heading', { name: 'Coffer admin' }).waitFor()
   const tenants = page.getByRole('region', { name: 'Tenants' })
-  await tenants.getByRole('row').filter({ hasText: 'ephemeral' }).waitFor()
+  await tenants.getByRole('row').filter({ hasText: 'ephemeral' }).getByText(`${formatBytes(png.length)} of 500 MiB`).waitFor()
+  t.pass('tenants are listed with their usage')
 
   const form = page.getByRole('region', { name: 'New tenant' })
   await form.getByLabel('Tenant name').fill('acme')

@@ -163,8 +163,10 @@ export function AdminView(props: { apiKey: string; onSignOut: () => void }) {
                     <span class="muted id">{t.id}</span>
                   </th>
                   <td data-label="Usage">
-                    <meter min={0} max={Math.max(t.quotaBytes, 1)} high={t.quotaBytes * 0.9} value={t.usedBytes} aria-label={`Storage used by ${t.name}`} />{' '}
-                    {formatBytes(t.usedBytes)} of {formatBytes(t.quotaBytes)} ({percent(t.usedBytes, t.quotaBytes)})
+                    <meter min={0} max={Math.max(t.quotaBytes, 1)} high={t.quotaBytes * 0.9} value={t.usedBytes} aria-label={`Storage used by ${t.name}`} />
+                    <span class="usage">
+                      {formatBytes(t.usedBytes)} of {formatBytes(t.quotaBytes)} ({percent(t.usedBytes, t.quotaBytes)})
+                    </span>
                   </td>
                   <td data-label="Files">{t.fileCount}</td>
                   <td data-label="Allowed types">{t.allowedFileTypes.length === FILE_TYPES.length ? 'all' : t.allowedFileTypes.join(', ')}</td>
