@@ -11,6 +11,8 @@ t.test('tenant isolation matrix: every route with an id, called with another ten
   const ws = (await app.inject({ method: 'POST', url: '/api/v1/workspaces', headers: alice.headers, payload: { name: 'A', slug: 'a' } })).json()
   const done = await upload(app, { ...alice.headers, 'x-workspace-id': ws.id })
   const pending = (await handshake(app, alice.headers, { fileType: 'image/png', fileName: 'p.png' })).json() as Handshake
+  await upload(app, alice.headers, { extra: { webhookUrl: 'https://hooks.example/coffer' } })
+  const [delivery] = (await app.inject({ url: '/api/v1/webhooks/deliveries', headers: alice.headers })).json().deliveries
   const matrix: [string, string, unknown?][] = [
     ['GET', `/api/v1/files/${done.fileId}`],
     ['GET', `/api/v1/files/${pending.fileId}`],
@@ -24,22 +26,24 @@ t.test('tenant isolation matrix: every route with an id, called with another ten
     ['DELETE', `/api/v1/workspaces/${ws.id}`],
     ['GET', `/api/v1/files?workspaceId=${ws.id}`],
     ['POST', '/api/v1/upload/request', { fileType: 'image/png', fileName: 'x.png', workspaceId: ws.id }],
+    ['POST', `/api/v1/webhooks/deliveries/${delivery.id}/retry`],
   ]
   // Every parametric route the app serves must appear in the matrix (or be admin/token-only).
   const parametric = routePaths(app.printRoutes({ commonPrefix: false })).filter((p) => p.includes(':'))
   t.ok(parametric.length >= 6, `found the parametric routes: ${parametric.join(', ')}`)
-  const covered = ['/api/v1/files/:fileId', '/api/v1/files/:fileId/download', '/api/v1/files/:fileId/signed-url', '/api/v1/workspaces/:workspaceId']
+  const covered = ['/api/v1/files/:fileId', '/api/v1/files/:fileId/download', '/api/v1/files/:fileId/signed-url', '/api/v1/workspaces/:workspaceId', '/api/v1/webhooks/deliveries/:deliveryId/retry']
   const exempt = ['/api/v1/upload/:fileId', '/api/v1/admin/tenants/:tenantId/regenerate-key']
   for (const r of parametric) t.ok(covered.includes(r) || exempt.includes(r), `route ${r} is in the isolation matrix`)
   for (const [method, url, payload] of matrix) {
     const res = await app.inject({ method: method as 'GET', url, headers: bob.headers, ...(payload ? { payload: payload as object } : {}) })
     t.equal(res.statusCode, 404, `${method} ${url}`)
-    if (method !== 'HEAD') t.match(res.json().error.code, /^(FILE|WORKSPACE)_NOT_FOUND$/)
+    if (method !== 'HEAD') t.match(res.json().error.code, /^(FILE|WORKSPACE|DELIVERY)_NOT_FOUND$/)
   }
   // Nothing changed for the owner.
   t.equal((await app.inject({ url: `/api/v1/files/${done.fileId}`, headers: alice.headers })).statusCode, 200)
   t.equal((await app.inject({ url: `/api/v1/workspaces/${ws.id}`, headers: alice.headers })).json().name, 'A')
-  t.equal((await app.inject({ url: '/api/v1/files', headers: alice.headers })).json().total, 2)
+  t.equal((await app.inject({ url: '/api/v1/files', headers: alice.headers })).json().total, 3)
+  t.equal((await app.inject({ url: '/api/v1/webhooks/deliveries', headers: bob.headers })).json().deliveries.length, 0, 'bob lists none of alice\'s deliveries')
   // The token routes: a token minted for one tenant's file never opens another's.
   const bobFile = await upload(app, bob.headers)
   const signed = new URL((await app.inject({ url: `/api/v1/files/${done.fileId}/signed-url`, headers: alice.headers })).json().url)
