@@ -20,12 +20,10 @@ import { registerRateLimit } from './http/rate-limit'
 import { registerRequestLifecycle } from './http/request-lifecycle'
 import { documentSecurity, registerOpenApi } from './http/openapi'
 import { metricsRoutes } from './http/routes/metrics'
-import { bundledConsole, consoleRoutes, type ConsoleAssets } from './http/routes/console'
+import { bundledConsole, consoleRoutes } from './http/routes/console'
 
 export interface BuildAppOptions {
   logger: FastifyBaseLogger
-  /** The web console to serve at /console; by default the one built into the bundle, if any. */
-  console?: ConsoleAssets
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
@@ -94,7 +92,9 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
   await registerRateLimit(app, core)
   await app.register(async (scope) => healthRoutes(scope, core))
   await app.register(async (scope) => metricsRoutes(scope, core))
-  const consoleAssets = opts.console ?? bundledConsole()
+  // The web console, when this is the bundle that carries it (tests building the app from the
+  // sources have none, and get the JSON 404 at /console).
+  const consoleAssets = bundledConsole()
   if (consoleAssets) await app.register(async (scope) => consoleRoutes(scope, consoleAssets))
   await app.register(async (scope) => {
     scope.addHook('onRoute', documentSecurity('adminKey'))
