@@ -108,8 +108,10 @@ export async function uploadFile(
   file: File,
   opts: { workspaceId?: string; context?: string; onProgress: (loaded: number, total: number) => void },
 ): Promise<FileInfo> {
+  // A browser gives an empty type for an extension it does not know; the API then names it.
+  const type = file.type || 'application/octet-stream'
   const hs = await api<{ fileId: string; presignedUrl: string }>(key, 'POST', '/api/v1/upload/request', {
-    fileType: file.type,
+    fileType: type,
     fileName: file.name,
     fileSizeBytes: file.size,
     ...(opts.workspaceId ? { workspaceId: opts.workspaceId } : {}),
@@ -118,7 +120,7 @@ export async function uploadFile(
   return new Promise((resolve, reject) => {
     const xhr = new XMLHttpRequest()
     xhr.open('PUT', hs.presignedUrl)
-    xhr.setRequestHeader('content-type', file.type)
+    xhr.setRequestHeader('content-type', type)
     xhr.upload.onprogress = (e) => opts.onProgress(e.loaded, e.lengthComputable ? e.total : file.size)
     xhr.onload = () => (xhr.status >= 200 && xhr.status < 300 ? resolve(JSON.parse(xhr.responseText) as FileInfo) : reject(errorOf(xhr.status, xhr.responseText)))
     xhr.onerror = () => reject(unreachable())
