@@ -9,11 +9,16 @@ import { ROOT } from './process-helper'
 
 export const CHROMIUM = '/usr/bin/chromium'
 
-/**
- * Debian's chromium, installed by scripts/chromium.sh when missing. Returns why it cannot be had,
- * or null when it is there.
- */
+/** Why chromium cannot be had (null: it is there), found out once per test process. */
+let problem: string | null | undefined
+
+/** Debian's chromium, installed by scripts/chromium.sh when missing: null, or why it cannot be had. */
 export function ensureChromium(): string | null {
+  if (problem === undefined) problem = installChromium()
+  return problem
+}
+
+function installChromium(): string | null {
   if (fs.existsSync(CHROMIUM)) return null
   const r = spawnSync('bash', [path.join(ROOT, 'scripts', 'chromium.sh')], { encoding: 'utf8', timeout: 20 * 60_000 })
   if (r.status === 0 && fs.existsSync(CHROMIUM)) return null
@@ -27,7 +32,7 @@ export function ensureChromium(): string | null {
  */
 export async function launchBrowser(t: Test): Promise<BrowserContext | null> {
   const missing = ensureChromium()
-  if (missing) {
+  if (missing !== null) {
     if (process.env.CI === 'true' || process.getuid?.() === 0) {
       t.fail(missing)
       return null

@@ -4,12 +4,16 @@ import path from 'node:path'
 import type { Page } from 'playwright-core'
 import { buildBundle, startCoffer, type Running } from './process-helper'
 import { tempDir } from './helper'
-import { launchBrowser, noisePng, SCREENSHOTS, textPdf } from './browser'
+import { CHROMIUM, launchBrowser, noisePng, SCREENSHOTS, textPdf } from './browser'
 import { CONSOLE_CSP } from '../src/http/routes/console'
 import { formatBytes } from '../src/console/format'
 
 // The web console (#17) in a real browser: Debian's chromium driven by playwright-core, against
 // the real bundle (`coffer serve --ephemeral`, which the console is compiled into).
+
+// Installing chromium (scripts/chromium.sh) may wait for another apt run to finish: give this file
+// the time then (CI installs it before the tests).
+if (!fs.existsSync(CHROMIUM)) t.setTimeout(20 * 60_000)
 
 interface Ephemeral {
   url: string

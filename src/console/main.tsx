@@ -45,7 +45,7 @@ function SignIn(props: { onSignedIn: (s: Session) => void }) {
       <p class="muted">Sign in with a tenant API key or the admin key. It is kept in this tab only.</p>
       <label>
         API key
-        <input type="password" name="key" required autoComplete="off" spellcheck={false} value={key} onInput={(e) => setKey(e.currentTarget.value)} />
+        <input type="password" name="key" required autoFocus autoComplete="off" spellcheck={false} value={key} onInput={(e) => setKey(e.currentTarget.value)} />
       </label>
       <ErrorText error={error} />
       <button type="submit" class="primary" disabled={busy || key.trim() === ''}>
