@@ -60,7 +60,7 @@ export async function buildSea() {
     try {
       run('strip', ['--strip-all', exe])
     } catch (err) {
-      throw new Error(`strip failed (it comes with binutils): ${err.stderr || err.message}`)
+      throw new Error(`strip failed (it comes with binutils): ${err.stderr || err.message}`, { cause: err })
     }
     // Addons resolve N-API from the dynamic symbol table, which strip keeps; make sure it runs.
     const probe = run(exe, ['-p', 'process.versions.node'])

@@ -34,7 +34,9 @@ async function healthy(url, deadline) {
   while (performance.now() < deadline) {
     try {
       if ((await fetch(url)).status === 200) return
-    } catch {}
+    } catch {
+      // not listening yet
+    }
     await new Promise((r) => setTimeout(r, 2))
   }
   throw new Error(`${url} never answered 200`)
@@ -56,15 +58,19 @@ async function once(args, ready) {
 
 async function serveRun(dataDir) {
   const port = await freePort()
-  return once(['serve', '--port', String(port), '--data-dir', dataDir, '--log-level', 'warn'], () => healthy(`http://127.0.0.1:${port}/health`, performance.now() + 20_000))
+  return once(['serve', '--port', String(port), '--data-dir', dataDir, '--log-level', 'warn'], () =>
+    healthy(`http://127.0.0.1:${port}/health`, performance.now() + 20_000),
+  )
 }
 
 const ephemeralRun = () =>
-  once(['serve', '--ephemeral', '--port', '0', '--log-level', 'warn'], (child) =>
-    new Promise((resolve, reject) => {
-      readline.createInterface({ input: child.stdout }).once('line', resolve)
-      child.once('exit', () => reject(new Error('exited before its JSON line')))
-    }),
+  once(
+    ['serve', '--ephemeral', '--port', '0', '--log-level', 'warn'],
+    (child) =>
+      new Promise((resolve, reject) => {
+        readline.createInterface({ input: child.stdout }).once('line', resolve)
+        child.once('exit', () => reject(new Error('exited before its JSON line')))
+      }),
   )
 
 function stats(ms) {

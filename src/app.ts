@@ -7,7 +7,7 @@ import type { App } from './http/types'
 import { registerErrorHandling, sendError } from './http/error-handler'
 import { AppError } from './errors'
 import { validatorCompiler } from './http/validation'
-import { ErrorResponse } from './http/schemas/common'
+import { ErrorResponse } from './contract/common'
 import { tenantAuth } from './http/auth'
 import { healthRoutes } from './http/routes/health'
 import { adminRoutes } from './http/routes/admin'
@@ -59,7 +59,7 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
           ? new AppError('NOT_FOUND', 'Not found: a path segment is longer than any id')
           : new AppError('VALIDATION_ERROR', 'The URL is malformed', { errors: [{ path: '/url', message: 'is not a valid URL' }] })
       reply.header('x-request-id', request.id)
-      return sendError(reply, appErr)
+      void sendError(reply, appErr)
     },
     // Requests arriving during close are refused by request-lifecycle.ts, in the contract's error shape.
     return503OnClosing: false,

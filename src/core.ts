@@ -1,30 +1,37 @@
+import type { FastifyBaseLogger } from 'fastify'
 import type { Config } from './config'
 import { openDatabase, type DB } from './db/database'
-import { systemClock, type Clock } from './lib/clock'
-import { ensureDataDir, loadSecret, type DataDir } from './lib/data-dir'
-import { TokenSigner } from './lib/tokens'
-import { DiskBlobStore } from './blobs/disk-blob-store'
-import type { BlobStore } from './blobs/blob-store'
 import { FilesRepo } from './db/repos/files'
 import { BlobsRepo } from './db/repos/blobs'
 import { WorkspacesRepo } from './db/repos/workspaces'
+import { TenantsRepo } from './db/repos/tenants'
+import { OutboxRepo } from './db/repos/outbox'
+import { DiskBlobStore } from './blobs/disk-blob-store'
+import type { BlobStore } from './blobs/blob-store'
+import { systemClock, type Clock } from './lib/clock'
+import { ensureDataDir, loadSecret, type DataDir } from './lib/data-dir'
+import { TokenSigner } from './lib/tokens'
+import { createLogger } from './lib/logger'
+import { Metrics } from './lib/metrics'
 import { TenantsService } from './services/tenants'
 import { FilesService } from './services/files'
 import { UploadsService } from './services/uploads'
+import { UploadRecords } from './services/upload-records'
+import { SignedUrls } from './services/signed-urls'
 import { Quotas } from './services/quotas'
 import { GarbageCollector } from './services/gc'
 import { WorkspacesService } from './services/workspaces'
-import { WebhookDeliveriesService } from './services/webhooks'
-import { OutboxRepo } from './db/repos/outbox'
+import { WebhooksService } from './services/webhooks'
 import { FileEvents } from './webhooks/events'
 import { WebhookScheduler } from './webhooks/scheduler'
 import { deliver } from './webhooks/deliver'
 import { systemResolver, type Resolver } from './webhooks/ssrf'
-import type { FastifyBaseLogger } from 'fastify'
-import { createLogger } from './lib/logger'
-import { Metrics } from './lib/metrics'
 
-/** Everything the HTTP layer and the CLI work with, built from one config. */
+/**
+ * The composition root: every service built from one config, for the fronts (HTTP routes, CLI
+ * commands) to call. Fronts call services only; `db`, `store`, `dataDir` and `outbox` are here
+ * for the server runtime (readiness, start-up clean-up) and for tests that inspect state.
+ */
 export interface Core {
   readonly config: Config
   readonly clock: Clock
@@ -35,11 +42,12 @@ export interface Core {
   readonly files: FilesService
   readonly uploads: UploadsService
   readonly workspaces: WorkspacesService
+  /** Blob garbage collection and integrity checks (`coffer gc`, `coffer verify`). */
   readonly gc: GarbageCollector
+  /** Webhook deliveries: all of them for operators (`coffer webhooks`), a tenant's own for the API. */
+  readonly webhookEvents: WebhooksService
   readonly outbox: OutboxRepo
   readonly webhooks: WebhookScheduler
-  /** A tenant's own webhook deliveries (the API's view of the outbox). */
-  readonly deliveries: WebhookDeliveriesService
   /** Prometheus metrics; the HTTP layer records requests, the services what they see. */
   readonly metrics: Metrics
   close(): void
@@ -51,7 +59,7 @@ export interface CoreOptions {
   log?: FastifyBaseLogger
   /** DNS for webhook deliveries; tests inject one. */
   resolve?: Resolver
-  /** Wraps the blob store; tests inject faults (a full disk) this way. */
+  /** Wraps the blob store; tests inject faults (a full disk, a failing read) this way. */
   store?: (disk: BlobStore) => BlobStore
   /** How often the webhook scheduler polls the outbox besides being woken on insert (1 s). */
   webhookPollMs?: number
@@ -68,41 +76,41 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const signer = new TokenSigner(loadSecret(dataDir, config.secret))
   const disk = new DiskBlobStore(dataDir.blobs, dataDir.tmp)
   const store = options.store ? options.store(disk) : disk
+
   const filesRepo = new FilesRepo(db)
   const blobsRepo = new BlobsRepo(db)
   const workspacesRepo = new WorkspacesRepo(db)
+  const tenantsRepo = new TenantsRepo(db)
   const outbox = new OutboxRepo(db)
+
   const events = new FileEvents(outbox, filesRepo, clock)
-  const tenants = new TenantsService(db, clock)
   const metrics = new Metrics({ blobs: () => blobsRepo.stats(), outbox: () => outbox.counts() })
-  const files = new FilesService(db, filesRepo, workspacesRepo, signer, clock, events)
+  const tenants = new TenantsService(db, tenantsRepo, clock)
+  const urls = new SignedUrls(signer, filesRepo, clock)
+  const quotas = new Quotas(tenantsRepo, workspacesRepo)
+  const workspaces = new WorkspacesService(db, workspacesRepo, filesRepo, clock, events)
+  const files = new FilesService(db, filesRepo, workspaces, urls, clock, events)
+  const records = new UploadRecords({ db, clock, files: filesRepo, blobs: blobsRepo, workspaces: workspacesRepo, store, quotas, events })
   const uploads = new UploadsService({
-    db,
     clock,
-    files: filesRepo,
-    workspaces: workspacesRepo,
-    blobs: blobsRepo,
+    records,
+    workspaces,
+    quotas,
     store,
-    signer,
-    filesService: files,
-    quotas: new Quotas(tenants.repo, workspacesRepo),
-    events,
-    uploadUrlTtlMs: config.uploadUrlTtlSeconds * 1000,
-    webhookAllowPrivate: config.webhookAllowPrivate,
+    urls,
+    settings: { uploadUrlTtlMs: config.uploadUrlTtlSeconds * 1000, webhookAllowPrivate: config.webhookAllowPrivate },
     meter: metrics,
   })
-  const workspaces = new WorkspacesService(db, workspacesRepo, clock, events)
   const resolve = options.resolve ?? systemResolver
   const webhooks = new WebhookScheduler({
     outbox,
-    tenants: tenants.repo,
+    tenants: tenantsRepo,
     clock,
     log: options.log ?? createLogger('silent'),
     ...(options.webhookPollMs !== undefined ? { pollMs: options.webhookPollMs } : {}),
     send: (delivery, signal) => deliver(delivery, { allowPrivate: config.webhookAllowPrivate, resolve, signal }),
   })
   events.onEnqueued(() => webhooks.notify())
-  const deliveries = new WebhookDeliveriesService(outbox, clock, () => webhooks.notify())
   const gc = new GarbageCollector({ db, clock, files: filesRepo, blobs: blobsRepo, store, retentionMs: config.deletedRetentionSeconds * 1000 })
   let closed = false
   return {
@@ -116,9 +124,9 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     uploads,
     workspaces,
     gc,
+    webhookEvents: new WebhooksService(outbox, clock, () => webhooks.notify()),
     outbox,
     webhooks,
-    deliveries,
     metrics,
     close() {
       if (closed) return
@@ -127,4 +135,3 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     },
   }
 }
-

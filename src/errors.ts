@@ -7,6 +7,7 @@ export const ERROR_CODES = [
   'VALIDATION_ERROR',
   'INVALID_FILE_TYPE',
   'FILE_TOO_LARGE',
+  'BODY_TOO_LARGE',
   'QUOTA_EXCEEDED',
   'FILE_NOT_FOUND',
   'WORKSPACE_NOT_FOUND',
@@ -16,6 +17,7 @@ export const ERROR_CODES = [
   'PAYLOAD_TOO_LARGE',
   'RATE_LIMITED',
   'RANGE_NOT_SATISFIABLE',
+  'PRECONDITION_FAILED',
   'INSUFFICIENT_STORAGE',
   'NOT_FOUND',
   'NOT_READY',
@@ -24,21 +26,29 @@ export const ERROR_CODES = [
 
 export type ErrorCode = (typeof ERROR_CODES)[number]
 
+/**
+ * Codes that clients see under another name. An upload body that outgrows its limit is
+ * FILE_TOO_LARGE on the wire (contract: Errors) like an oversized handshake, but it is a different
+ * failure with a different status (413, not 400), so it has its own code here and in the status
+ * table; fronts, webhook events and metrics all report the public name.
+ */
+const PUBLIC_CODE: Partial<Record<ErrorCode, string>> = { BODY_TOO_LARGE: 'FILE_TOO_LARGE' }
+
+/** The code clients see for `code`. */
+export const publicCode = (code: ErrorCode): string => PUBLIC_CODE[code] ?? code
+
 export type ErrorDetails = Record<string, unknown>
 
 /** An error meant for the client: a contract code, a human message, and structured details. */
 export class AppError extends Error {
   readonly code: ErrorCode
   readonly details: ErrorDetails
-  /** FILE_TOO_LARGE is 400 at the handshake but 413 when a PUT body overflows. */
-  readonly statusOverride: number | undefined
 
-  constructor(code: ErrorCode, message: string, details: ErrorDetails = {}, statusOverride?: number) {
+  constructor(code: ErrorCode, message: string, details: ErrorDetails = {}) {
     super(message)
     this.name = 'AppError'
     this.code = code
     this.details = details
-    this.statusOverride = statusOverride
   }
 }
 
@@ -49,6 +59,12 @@ export const notFound = {
   delivery: () => new AppError('DELIVERY_NOT_FOUND', 'Webhook delivery not found'),
 }
 
+/**
+ * A VALIDATION_ERROR for one field. `path` is a JSON pointer into the input the caller was given:
+ * a service says `/cursor` or `/workspaceId`; the HTTP front places it in the request (a route
+ * whose input is the query declares `config.inputPointer: '/query'`, see http/error-handler.ts),
+ * and another front may map it to its own notion of a field.
+ */
 export const validationError = (path: string, message: string): AppError =>
   new AppError('VALIDATION_ERROR', `${path}: ${message}`, { errors: [{ path, message }] })
 

@@ -1,12 +1,11 @@
-import { loadConfig, configHelp, ConfigError } from './config'
-import { createLogger } from './lib/logger'
-import { startServer, SERVE_HELP } from './cli/serve'
+import { configHelp, ConfigError } from './config'
+import type { Logger } from 'pino'
+import { serveCommand, type ServeProcess } from './cli/serve'
 import { tenantCommand } from './cli/tenant'
 import { gcCommand, verifyCommand } from './cli/maintenance'
 import { webhooksCommand } from './cli/webhooks'
 import { backupCommand } from './cli/backup'
-import { parse, println, UsageError, type CliIO } from './cli/io'
-import { announceEphemeral, prepareEphemeral } from './cli/ephemeral'
+import { println, UsageError, type CliIO } from './cli/io'
 import { version } from '../package.json'
 
 const HELP = `coffer ${version}: multi-tenant file storage in one executable
@@ -45,7 +44,7 @@ async function main(argv: string[]): Promise<number> {
       println(io.stdout, version)
       return 0
     case 'serve':
-      return serve(args)
+      return serveCommand(args, io, serveProcess)
     case 'tenant':
       return tenantCommand(args, io)
     case 'webhooks':
@@ -64,56 +63,21 @@ async function main(argv: string[]): Promise<number> {
 /** Signals that shut the server down: SIGTERM (systemd, CI runners), SIGINT (Ctrl-C), SIGHUP (terminal closed). */
 const STOP_SIGNALS: NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP']
 
-async function serve(args: string[]): Promise<number> {
-  const { values } = parse(args, {
-    port: { type: 'string' },
-    host: { type: 'string' },
-    'data-dir': { type: 'string' },
-    'log-level': { type: 'string' },
-    ephemeral: { type: 'boolean' },
-  })
-  const { help, ephemeral, ...flags } = values
-  if (help) {
-    println(process.stdout, SERVE_HELP)
-    return 0
-  }
-  const eph = ephemeral ? prepareEphemeral(process.env, flags) : undefined
-  // However the process ends (clean exit, a crash, a forced exit), the temporary data dir goes too.
-  if (eph) process.once('exit', eph.remove)
-  const config = eph?.config ?? loadConfig(process.env, flags)
-  // Ephemeral mode keeps stdout for its one JSON line; the logs go to stderr.
-  const logger = createLogger(config.logLevel, eph ? process.stderr : process.stdout)
-  // Listening for signals from the start: one that arrives while starting still shuts down cleanly.
-  const stopSignal = new Promise<NodeJS.Signals>((resolve) => {
-    let received = false
-    const onSignal = (signal: NodeJS.Signals) => {
-      if (!received) {
-        received = true
-        return resolve(signal)
+const serveProcess: ServeProcess = {
+  waitForStop: (logger: Logger) =>
+    new Promise<string>((resolve) => {
+      let received = false
+      const onSignal = (signal: NodeJS.Signals) => {
+        if (!received) {
+          received = true
+          return resolve(signal)
+        }
+        logger.warn({ signal }, 'second signal: exiting without waiting for in-flight requests')
+        process.exit(1)
       }
-      logger.warn({ signal }, 'second signal: exiting without waiting for in-flight requests')
-      process.exit(1)
-    }
-    for (const s of STOP_SIGNALS) process.on(s, onSignal)
-  })
-  const server = await startServer(config, logger)
-  if (eph) {
-    try {
-      announceEphemeral(server, eph, process.stdout)
-    } catch (err) {
-      await server.close()
-      throw err
-    }
-  }
-  const signal = await stopSignal
-  logger.info({ signal }, 'signal received')
-  try {
-    await server.close()
-    return 0
-  } catch (err) {
-    logger.error({ err }, 'shutdown failed')
-    return 1
-  }
+      for (const s of STOP_SIGNALS) process.on(s, onSignal)
+    }),
+  onExit: (fn) => process.once('exit', fn),
 }
 
 main(process.argv.slice(2)).then(

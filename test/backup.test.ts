@@ -11,7 +11,7 @@ import { backupDataDir } from '../src/services/backup'
 import type { App } from '../src/http/types'
 import type { Clock } from '../src/lib/clock'
 import { BUNDLE, buildBundle, runCoffer, startCoffer } from './process-helper'
-import { ADMIN_KEY, captureLogs, createTenant, fileBytes, makeApp, tempDir, upload } from './helper'
+import { ADMIN_KEY, captureLogs, createTenant, fileBytes, makeApp, tempDir, upload, blobFile } from './helper'
 
 /** Serves `dataDir` in-process (what `coffer serve --data-dir` does, without the socket). */
 async function serveDir(t: Test, dataDir: string, clock?: Clock): Promise<{ app: App; core: ReturnType<typeof createCore> }> {
@@ -25,7 +25,10 @@ async function serveDir(t: Test, dataDir: string, clock?: Clock): Promise<{ app:
 }
 
 const blobFiles = (dataDir: string) =>
-  fs.readdirSync(path.join(dataDir, 'blobs', 'sha256'), { recursive: true }).map(String).filter((p) => /[0-9a-f]{64}$/.test(p))
+  fs
+    .readdirSync(path.join(dataDir, 'blobs', 'sha256'), { recursive: true })
+    .map(String)
+    .filter((p) => /[0-9a-f]{64}$/.test(p))
 
 t.test('a backup is one consistent snapshot: blobs it references survive a collection during the backup', async (t) => {
   const { app, core, dir, clock } = await makeApp(t, { COFFER_DELETED_RETENTION_SECONDS: '0' })
@@ -66,7 +69,7 @@ t.test('a backup is one consistent snapshot: blobs it references survive a colle
   const restored = await serveDir(t, dest, clock)
   const report = await restored.core.gc.verify()
   t.same({ checked: report.checked, missing: report.missing, corrupt: report.corrupt }, { checked: 4, missing: [], corrupt: [] })
-  t.equal(blobFiles(dest).length, 4, 'the purged file\'s blob is in the backup: its row is in the snapshot')
+  t.equal(blobFiles(dest).length, 4, "the purged file's blob is in the backup: its row is in the snapshot")
   for (const [id, f] of files) {
     const res = await restored.app.inject({ method: 'GET', url: `/api/v1/files/${id}/download`, headers: f.headers })
     t.equal(res.statusCode, 200)
@@ -92,21 +95,28 @@ function otherFsUsable(): boolean {
   }
 }
 
-t.test('on another filesystem the blobs are copied', { skip: otherFsUsable() ? false : `${OTHER_FS} is not a separate writable filesystem here` }, async (t) => {
-  const other = OTHER_FS
-  const { app, core } = await makeApp(t)
-  const tenant = await createTenant(app)
-  const bytes = fileBytes('application/pdf', 50_000)
-  const { fileId } = await upload(app, tenant.headers, { type: 'application/pdf', bytes })
-  const dest = fs.mkdtempSync(path.join(other, 'coffer-backup-test-'))
-  t.teardown(() => fs.rmSync(dest, { recursive: true, force: true }))
-  const result = await backupDataDir(core, path.join(dest, 'b'))
-  t.same({ linked: result.linked, copied: result.copied }, { linked: 0, copied: 1 })
-  const restored = await serveDir(t, path.join(dest, 'b'))
-  const res = await restored.app.inject({ method: 'GET', url: `/api/v1/files/${fileId}/download`, headers: tenant.headers })
-  t.ok(res.rawPayload.equals(bytes))
-  t.not(fs.statSync(restored.core.store.pathOf(res.headers.etag!.toString().slice(1, -1))).ino, fs.statSync(core.store.pathOf(res.headers.etag!.toString().slice(1, -1))).ino)
-})
+t.test(
+  'on another filesystem the blobs are copied',
+  { skip: otherFsUsable() ? false : `${OTHER_FS} is not a separate writable filesystem here` },
+  async (t) => {
+    const other = OTHER_FS
+    const { app, core } = await makeApp(t)
+    const tenant = await createTenant(app)
+    const bytes = fileBytes('application/pdf', 50_000)
+    const { fileId } = await upload(app, tenant.headers, { type: 'application/pdf', bytes })
+    const dest = fs.mkdtempSync(path.join(other, 'coffer-backup-test-'))
+    t.teardown(() => fs.rmSync(dest, { recursive: true, force: true }))
+    const result = await backupDataDir(core, path.join(dest, 'b'))
+    t.same({ linked: result.linked, copied: result.copied }, { linked: 0, copied: 1 })
+    const restored = await serveDir(t, path.join(dest, 'b'))
+    const res = await restored.app.inject({ method: 'GET', url: `/api/v1/files/${fileId}/download`, headers: tenant.headers })
+    t.ok(res.rawPayload.equals(bytes))
+    t.not(
+      fs.statSync(blobFile(restored.core, res.headers.etag!.toString().slice(1, -1))).ino,
+      fs.statSync(blobFile(core, res.headers.etag!.toString().slice(1, -1))).ino,
+    )
+  },
+)
 
 t.test('coffer backup of a live server under upload load; the restored copy serves every file', async (t) => {
   buildBundle()
@@ -156,7 +166,7 @@ t.test('coffer backup of a live server under upload load; the restored copy serv
   const restored = await startCoffer(['serve', '--port', '0', '--data-dir', dest], { cwd: dir })
   t.teardown(() => restored.child.kill('SIGKILL'))
   const listed: { id: string; processingStatus: string }[] = []
-  for (let cursor: string | null = null; ; ) {
+  for (let cursor: string | null = null; ;) {
     const page = (await (await fetch(`${restored.url}/api/v1/files?limit=100${cursor ? `&cursor=${cursor}` : ''}`, { headers: auth })).json()) as {
       files: { id: string; processingStatus: string }[]
       nextCursor: string | null

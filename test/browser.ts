@@ -78,7 +78,12 @@ export function noisePng(width: number, height: number, seed = 7): Buffer {
     x = (Math.imul(x, 1103515245) + 12345) >>> 0
     raw[i] = i % (width * 3 + 1) === 0 ? 0 : x >>> 24
   }
-  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk('IHDR', ihdr), chunk('IDAT', zlib.deflateSync(raw)), chunk('IEND', Buffer.alloc(0))])
+  return Buffer.concat([
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    chunk('IHDR', ihdr),
+    chunk('IDAT', zlib.deflateSync(raw)),
+    chunk('IEND', Buffer.alloc(0)),
+  ])
 }
 
 /** A one-page PDF that says `text`, with a correct cross-reference table. */

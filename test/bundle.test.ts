@@ -35,7 +35,10 @@ t.test('node dist/coffer.cjs serve works from any directory and speaks real HTTP
   const info = await fetch(`${server.url}/api/v1/tenant/info`, { headers: { authorization: `Bearer ${apiKey}` } })
   t.equal(info.status, 200)
   t.equal(((await info.json()) as { name: string }).name, 'Real HTTP')
-  t.notOk(server.lines.some((l) => l.includes(apiKey)), 'the key is never logged')
+  t.notOk(
+    server.lines.some((l) => l.includes(apiKey)),
+    'the key is never logged',
+  )
   server.child.kill('SIGTERM')
   t.equal(await server.exited, 0, 'SIGTERM exits 0')
 })

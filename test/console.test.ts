@@ -86,8 +86,16 @@ t.test('tenant: sign in, upload two files, preview, copy a link and open it, del
   const key = srv.tenant.apiKey
 
   // A delivery that dies: a webhook to a closed loopback port (3 attempts within about 3 s).
-  const hs = await (await api(srv.url, key, '/api/v1/upload/request', { method: 'POST', body: JSON.stringify({ fileType: 'image/png', fileName: 'hooked.png', webhookUrl: 'http://127.0.0.1:1/hook', context: 'hooks' }) })).json()
-  t.equal((await fetch(`${srv.url}${hs.presignedUrl}`, { method: 'PUT', headers: { 'content-type': 'image/png' }, body: new Uint8Array(noisePng(16, 16)) })).status, 200)
+  const hs = await (
+    await api(srv.url, key, '/api/v1/upload/request', {
+      method: 'POST',
+      body: JSON.stringify({ fileType: 'image/png', fileName: 'hooked.png', webhookUrl: 'http://127.0.0.1:1/hook', context: 'hooks' }),
+    })
+  ).json()
+  t.equal(
+    (await fetch(`${srv.url}${hs.presignedUrl}`, { method: 'PUT', headers: { 'content-type': 'image/png' }, body: new Uint8Array(noisePng(16, 16)) })).status,
+    200,
+  )
   for (let i = 0; i < 100; i++) {
     const { deliveries } = await (await api(srv.url, key, '/api/v1/webhooks/deliveries?status=dead')).json()
     if (deliveries.length === 1) break
@@ -114,7 +122,10 @@ t.test('tenant: sign in, upload two files, preview, copy a link and open it, del
     { name: 'photo.png', mimeType: 'image/png', buffer: png },
     { name: 'report.pdf', mimeType: 'application/pdf', buffer: pdf },
   ])
-  for (const [name, size] of [['photo.png', png.length], ['report.pdf', pdf.length]] as const) {
+  for (const [name, size] of [
+    ['photo.png', png.length],
+    ['report.pdf', pdf.length],
+  ] as const) {
     const row = page.getByRole('list', { name: 'Uploads' }).getByRole('listitem').filter({ hasText: name })
     await row.getByText('Uploaded').waitFor()
     const bar = row.getByRole('progressbar', { name: `Upload of ${name}` })
@@ -122,7 +133,12 @@ t.test('tenant: sign in, upload two files, preview, copy a link and open it, del
   }
   // A refused upload says why, in the API's words.
   await page.getByLabel('Upload files').setInputFiles([{ name: 'notes.txt', mimeType: 'text/plain', buffer: Buffer.from('hello') }])
-  await page.getByRole('list', { name: 'Uploads' }).getByRole('listitem').filter({ hasText: 'notes.txt' }).getByText('File type "text/plain" is not allowed').waitFor()
+  await page
+    .getByRole('list', { name: 'Uploads' })
+    .getByRole('listitem')
+    .filter({ hasText: 'notes.txt' })
+    .getByText('File type "text/plain" is not allowed')
+    .waitFor()
   t.pass('an upload the API refuses shows its message')
   const files = page.getByRole('table').filter({ hasText: 'photo.png' })
   await files.getByRole('row').filter({ hasText: 'report.pdf' }).waitFor()
@@ -149,7 +165,10 @@ t.test('tenant: sign in, upload two files, preview, copy a link and open it, del
   t.match(await frame.getAttribute('src'), /^blob:/)
   await page.waitForFunction(() => true)
   for (let i = 0; i < 50 && !page.frames().some((f) => f.url().startsWith('chrome-extension://')); i++) await page.waitForTimeout(100)
-  t.ok(page.frames().some((f) => f.url().startsWith('chrome-extension://')), 'chromium\'s PDF viewer renders it')
+  t.ok(
+    page.frames().some((f) => f.url().startsWith('chrome-extension://')),
+    "chromium's PDF viewer renders it",
+  )
   await page.getByRole('dialog').getByRole('button', { name: 'Close' }).click()
 
   // Download: the browser saves the exact bytes under the file's name.
@@ -158,11 +177,14 @@ t.test('tenant: sign in, upload two files, preview, copy a link and open it, del
   t.ok(fs.readFileSync((await saved.path())!).equals(pdf), 'Download saves the exact bytes')
 
   // Drag and drop onto the Upload card.
-  const dropped = await page.evaluateHandle((bytes) => {
-    const dt = new DataTransfer()
-    dt.items.add(new File([new Uint8Array(bytes)], 'dropped.pdf', { type: 'application/pdf' }))
-    return dt
-  }, [...pdf])
+  const dropped = await page.evaluateHandle(
+    (bytes) => {
+      const dt = new DataTransfer()
+      dt.items.add(new File([new Uint8Array(bytes)], 'dropped.pdf', { type: 'application/pdf' }))
+      return dt
+    },
+    [...pdf],
+  )
   await page.getByRole('region', { name: 'Upload' }).dispatchEvent('drop', { dataTransfer: dropped })
   await page.getByRole('list', { name: 'Uploads' }).getByRole('listitem').filter({ hasText: 'dropped.pdf' }).getByText('Uploaded').waitFor()
   await files.getByRole('row').filter({ hasText: 'dropped.pdf' }).waitFor()
@@ -215,8 +237,16 @@ t.test('tenant: sign in, upload two files, preview, copy a link and open it, del
 
   // Filters: by context, by workspace; paging by the API's cursor (20 a page).
   for (let i = 0; i < 21; i++) {
-    const h = await (await api(srv.url, key, '/api/v1/upload/request', { method: 'POST', body: JSON.stringify({ fileType: 'application/pdf', fileName: `bulk-${i}.pdf`, context: 'bulk' }) })).json()
-    t.equal((await fetch(`${srv.url}${h.presignedUrl}`, { method: 'PUT', headers: { 'content-type': 'application/pdf' }, body: new Uint8Array(pdf) })).status, 200)
+    const h = await (
+      await api(srv.url, key, '/api/v1/upload/request', {
+        method: 'POST',
+        body: JSON.stringify({ fileType: 'application/pdf', fileName: `bulk-${i}.pdf`, context: 'bulk' }),
+      })
+    ).json()
+    t.equal(
+      (await fetch(`${srv.url}${h.presignedUrl}`, { method: 'PUT', headers: { 'content-type': 'application/pdf' }, body: new Uint8Array(pdf) })).status,
+      200,
+    )
   }
   const filesRegion = page.getByRole('region', { name: 'Files' })
   await filesRegion.getByLabel('Context').fill('bulk')
@@ -258,7 +288,9 @@ t.test('admin: tenants with usage, create one, change its quota and types, regen
   watchPage(t, page)
   // Some usage to show: a file of the ephemeral tenant.
   const png = noisePng(300, 200)
-  const hs = await (await api(srv.url, srv.tenant.apiKey, '/api/v1/upload/request', { method: 'POST', body: JSON.stringify({ fileType: 'image/png', fileName: 'a.png' }) })).json()
+  const hs = await (
+    await api(srv.url, srv.tenant.apiKey, '/api/v1/upload/request', { method: 'POST', body: JSON.stringify({ fileType: 'image/png', fileName: 'a.png' }) })
+  ).json()
   t.equal((await fetch(`${srv.url}${hs.presignedUrl}`, { method: 'PUT', headers: { 'content-type': 'image/png' }, body: new Uint8Array(png) })).status, 200)
   await page.goto(`${srv.url}/console`)
 
@@ -271,7 +303,11 @@ t.test('admin: tenants with usage, create one, change its quota and types, regen
   await page.getByLabel('API key').press('Enter')
   await page.getByRole('heading', { name: 'Coffer admin' }).waitFor()
   const tenants = page.getByRole('region', { name: 'Tenants' })
-  await tenants.getByRole('row').filter({ hasText: 'ephemeral' }).getByText(`${formatBytes(png.length)} of 500 MiB`).waitFor()
+  await tenants
+    .getByRole('row')
+    .filter({ hasText: 'ephemeral' })
+    .getByText(`${formatBytes(png.length)} of 500 MiB`)
+    .waitFor()
   t.pass('tenants are listed with their usage')
 
   const form = page.getByRole('region', { name: 'New tenant' })
@@ -297,7 +333,11 @@ t.test('admin: tenants with usage, create one, change its quota and types, regen
   await edit.getByLabel('image/gif').check()
   await edit.getByRole('button', { name: 'Save' }).click()
   await row.getByText('0 B of 2 GiB').waitFor()
-  t.match(await (await api(srv.url, srv.adminApiKey, `/api/v1/admin/tenants/${acme.id}`)).json(), { quotaBytes: 2 ** 31, allowedFileTypes: ['image/jpeg', 'image/png', 'image/webp', 'image/gif', 'image/avif', 'application/pdf'] }, 'quota and types changed on the server')
+  t.match(
+    await (await api(srv.url, srv.adminApiKey, `/api/v1/admin/tenants/${acme.id}`)).json(),
+    { quotaBytes: 2 ** 31, allowedFileTypes: ['image/jpeg', 'image/png', 'image/webp', 'image/gif', 'image/avif', 'application/pdf'] },
+    'quota and types changed on the server',
+  )
   await screenshots(page, 'console-admin')
 
   await row.getByRole('button', { name: 'Regenerate key of acme' }).click()

@@ -67,7 +67,12 @@ t.test(`SIGKILL at random moments (${KILLS} kills): nothing acknowledged is lost
           const hs = await fetch(`${url}/api/v1/upload/request`, {
             method: 'POST',
             headers: { ...tenant.auth, 'content-type': 'application/json', ...(workspaceId ? { 'x-workspace-id': workspaceId } : {}) },
-            body: JSON.stringify({ fileType: 'application/pdf', fileName: `f-${size}.pdf`, webhookUrl: receiver.url, ...(declare ? { fileSizeBytes: size } : {}) }),
+            body: JSON.stringify({
+              fileType: 'application/pdf',
+              fileName: `f-${size}.pdf`,
+              webhookUrl: receiver.url,
+              ...(declare ? { fileSizeBytes: size } : {}),
+            }),
           })
           if (hs.status !== 200) {
             stats.refused++
@@ -124,8 +129,16 @@ t.test(`SIGKILL at random moments (${KILLS} kills): nothing acknowledged is lost
     const db = new Database(path.join(dataDir, 'coffer.db'), { readonly: true, fileMustExist: true })
     try {
       const live = "deleted_at IS NULL AND status != 'failed'"
-      const badTenants = db.prepare(`SELECT t.id, t.used_bytes, (SELECT coalesce(sum(size_bytes), 0) FROM files f WHERE f.tenant_id = t.id AND ${live}) AS actual FROM tenants t WHERE t.used_bytes != actual`).all()
-      const badWs = db.prepare(`SELECT w.id, w.used_bytes, (SELECT coalesce(sum(size_bytes), 0) FROM files f WHERE f.workspace_id = w.id AND ${live}) AS actual FROM workspaces w WHERE w.used_bytes != actual`).all()
+      const badTenants = db
+        .prepare(
+          `SELECT t.id, t.used_bytes, (SELECT coalesce(sum(size_bytes), 0) FROM files f WHERE f.tenant_id = t.id AND ${live}) AS actual FROM tenants t WHERE t.used_bytes != actual`,
+        )
+        .all()
+      const badWs = db
+        .prepare(
+          `SELECT w.id, w.used_bytes, (SELECT coalesce(sum(size_bytes), 0) FROM files f WHERE f.workspace_id = w.id AND ${live}) AS actual FROM workspaces w WHERE w.used_bytes != actual`,
+        )
+        .all()
       t.same([...badTenants, ...badWs], [], "every tenant's and workspace's usedBytes equals its live files plus open reservations")
       checks.usage++
       const badCounts = db
@@ -139,8 +152,15 @@ t.test(`SIGKILL at random moments (${KILLS} kills): nothing acknowledged is lost
       const actual = db.prepare('SELECT count(*) AS count, coalesce(sum(size_bytes), 0) AS bytes FROM blobs').get()
       t.same(totals, actual, 'blob totals match the blobs')
       checks.counts++
-      const referenced = db.prepare(`SELECT DISTINCT f.sha256, b.size_bytes FROM files f JOIN blobs b ON b.sha256 = f.sha256`).all() as { sha256: string; size_bytes: number }[]
-      const missing = referenced.filter((b) => fs.statSync(path.join(dataDir, 'blobs', 'sha256', b.sha256.slice(0, 2), b.sha256.slice(2, 4), b.sha256), { throwIfNoEntry: false })?.size !== b.size_bytes)
+      const referenced = db.prepare(`SELECT DISTINCT f.sha256, b.size_bytes FROM files f JOIN blobs b ON b.sha256 = f.sha256`).all() as {
+        sha256: string
+        size_bytes: number
+      }[]
+      const missing = referenced.filter(
+        (b) =>
+          fs.statSync(path.join(dataDir, 'blobs', 'sha256', b.sha256.slice(0, 2), b.sha256.slice(2, 4), b.sha256), { throwIfNoEntry: false })?.size !==
+          b.size_bytes,
+      )
       t.same(missing, [], 'no referenced blob is missing or short')
       checks.blobs++
       const unknownBlob = db.prepare(`SELECT count(*) FROM files WHERE status = 'completed' AND sha256 NOT IN (SELECT sha256 FROM blobs)`).pluck().get()
@@ -197,7 +217,12 @@ t.test(`SIGKILL at random moments (${KILLS} kills): nothing acknowledged is lost
   const completed = db.prepare("SELECT id FROM files WHERE status = 'completed'").pluck().all() as string[]
   const dead = db.prepare("SELECT count(*) FROM outbox WHERE status = 'dead'").pluck().get()
   db.close()
-  const delivered = new Set(receiver.received.map((r) => JSON.parse(r.body) as { event: string; fileId: string }).filter((e) => e.event === 'file.uploaded').map((e) => e.fileId))
+  const delivered = new Set(
+    receiver.received
+      .map((r) => JSON.parse(r.body) as { event: string; fileId: string })
+      .filter((e) => e.event === 'file.uploaded')
+      .map((e) => e.fileId),
+  )
   const undelivered = completed.filter((id) => !delivered.has(id))
   t.same(undelivered, [], `every completed upload's webhook was delivered at least once (${completed.length} uploads)`)
   t.equal(dead, 0, 'no event dead-lettered')
@@ -206,9 +231,15 @@ t.test(`SIGKILL at random moments (${KILLS} kills): nothing acknowledged is lost
   const report = JSON.parse(verify.stdout) as { checked: number; missing: string[]; corrupt: string[] }
   const duplicates = receiver.received.length - new Set(receiver.received.map((r) => r.headers['webhook-id'])).size
 
-  t.comment(`crash test: ${kills} SIGKILLs; ${stats.uploads} uploads and ${stats.deletes} deletes acknowledged or attempted, ${stats.workspaceOps} workspace operations, ${stats.refused} refused (quota)`)
-  t.comment(`crash test: invariants after each of ${checks.restarts} restarts: empty tmp ${checks.tmp}x, usage = live files + reservations ${checks.usage}x, listing totals ${checks.counts}x, referenced blobs present ${checks.blobs}x, ${checks.downloads} downloads SHA-256-verified`)
-  t.comment(`crash test: ${completed.length} completed uploads, all webhooks delivered (${duplicates} redelivered duplicates, deduplicated by webhook-id); coffer verify re-hashed ${report.checked} blobs: ${report.missing.length} missing, ${report.corrupt.length} corrupt`)
+  t.comment(
+    `crash test: ${kills} SIGKILLs; ${stats.uploads} uploads and ${stats.deletes} deletes acknowledged or attempted, ${stats.workspaceOps} workspace operations, ${stats.refused} refused (quota)`,
+  )
+  t.comment(
+    `crash test: invariants after each of ${checks.restarts} restarts: empty tmp ${checks.tmp}x, usage = live files + reservations ${checks.usage}x, listing totals ${checks.counts}x, referenced blobs present ${checks.blobs}x, ${checks.downloads} downloads SHA-256-verified`,
+  )
+  t.comment(
+    `crash test: ${completed.length} completed uploads, all webhooks delivered (${duplicates} redelivered duplicates, deduplicated by webhook-id); coffer verify re-hashed ${report.checked} blobs: ${report.missing.length} missing, ${report.corrupt.length} corrupt`,
+  )
   server.child.kill('SIGTERM')
   t.equal(await server.exited, 0)
 })

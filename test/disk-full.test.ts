@@ -8,7 +8,13 @@ import { createTenant, fileBytes, makeApp, tempDir, upload } from './helper'
 import type { BlobStore } from '../src/blobs/blob-store'
 
 const MiB = 1024 * 1024
-const listFiles = (dir: string) => (fs.existsSync(dir) ? fs.readdirSync(dir, { recursive: true }).map(String).filter((p) => fs.statSync(path.join(dir, p)).isFile()) : [])
+const listFiles = (dir: string) =>
+  fs.existsSync(dir)
+    ? fs
+        .readdirSync(dir, { recursive: true })
+        .map(String)
+        .filter((p) => fs.statSync(path.join(dir, p)).isFile())
+    : []
 
 /** Mounts a small tmpfs, or throws when this machine does not allow it (not root, no CAP_SYS_ADMIN). */
 function mountTmpfs(t: Test, sizeMiB: number): string {
@@ -37,46 +43,50 @@ const canMount = (() => {
   }
 })()
 
-t.test('a really full filesystem: 507, nothing partial, other requests work, uploads resume once space is freed', { skip: canMount ? false : 'cannot mount a tmpfs here; the fault-injection test below covers the same paths' }, async (t) => {
-  const mount = mountTmpfs(t, 8)
-  const { app, core, clock } = await makeApp(t, { COFFER_DELETED_RETENTION_SECONDS: '0' }, { dir: mount })
-  const tenant = await createTenant(app)
-  const stored: string[] = []
-  let full: Awaited<ReturnType<typeof upload>> | undefined
-  for (let i = 0; i < 20 && !full; i++) {
-    const r = await upload(app, tenant.headers, { type: 'application/pdf', bytes: fileBytes('application/pdf', MiB, i) })
-    if (r.put.statusCode === 200) stored.push(r.fileId)
-    else full = r
-  }
-  t.ok(full, `the disk filled up after ${stored.length} MiB`)
-  t.equal(full!.put.statusCode, 507)
-  t.same(full!.put.json().error.code, 'INSUFFICIENT_STORAGE')
-  t.same(listFiles(core.dataDir.tmp), [], 'no partial temp file')
-  t.equal(listFiles(core.dataDir.blobs).length, stored.length, 'only complete blobs')
-  const status = (await app.inject({ url: `/api/v1/files/${full!.fileId}`, headers: tenant.headers })).json()
-  t.match(status, { processingStatus: 'failed', sizeBytes: 0 }, 'the failed upload is recorded and released')
-  // Everything else keeps working.
-  const list = await app.inject({ url: '/api/v1/files?limit=100', headers: tenant.headers })
-  t.equal(list.statusCode, 200)
-  t.equal(list.json().total, stored.length + 1)
-  const dl = await app.inject({ url: `/api/v1/files/${stored[0]}/download`, headers: tenant.headers })
-  t.equal(dl.statusCode, 200)
-  t.ok(dl.rawPayload.equals(fileBytes('application/pdf', MiB, 0)))
-  t.equal((await app.inject({ url: '/api/v1/tenant/quota', headers: tenant.headers })).json().usedBytes, stored.length * MiB)
-  // Free space: delete two files and collect them.
-  for (const id of stored.slice(0, 2)) t.equal((await app.inject({ method: 'DELETE', url: `/api/v1/files/${id}`, headers: tenant.headers })).statusCode, 200)
-  clock.advance(1)
-  t.equal(core.gc.collect().blobsRemoved, 2)
-  const again = await upload(app, tenant.headers, { type: 'application/pdf', bytes: fileBytes('application/pdf', MiB, 99) })
-  t.equal(again.put.statusCode, 200, 'uploads succeed again once space is freed')
-  const back = await app.inject({ url: `/api/v1/files/${again.fileId}/download`, headers: tenant.headers })
-  t.ok(back.rawPayload.equals(fileBytes('application/pdf', MiB, 99)))
-  await core.webhooks.stop()
-  await app.close()
-  core.close()
-})
+t.test(
+  'a really full filesystem: 507, nothing partial, other requests work, uploads resume once space is freed',
+  { skip: canMount ? false : 'cannot mount a tmpfs here; the fault-injection test below covers the same paths' },
+  async (t) => {
+    const mount = mountTmpfs(t, 8)
+    const { app, core, clock } = await makeApp(t, { COFFER_DELETED_RETENTION_SECONDS: '0' }, { dir: mount })
+    const tenant = await createTenant(app)
+    const stored: string[] = []
+    let full: Awaited<ReturnType<typeof upload>> | undefined
+    for (let i = 0; i < 20 && !full; i++) {
+      const r = await upload(app, tenant.headers, { type: 'application/pdf', bytes: fileBytes('application/pdf', MiB, i) })
+      if (r.put.statusCode === 200) stored.push(r.fileId)
+      else full = r
+    }
+    t.ok(full, `the disk filled up after ${stored.length} MiB`)
+    t.equal(full!.put.statusCode, 507)
+    t.same(full!.put.json().error.code, 'INSUFFICIENT_STORAGE')
+    t.same(listFiles(core.dataDir.tmp), [], 'no partial temp file')
+    t.equal(listFiles(core.dataDir.blobs).length, stored.length, 'only complete blobs')
+    const status = (await app.inject({ url: `/api/v1/files/${full!.fileId}`, headers: tenant.headers })).json()
+    t.match(status, { processingStatus: 'failed', sizeBytes: 0 }, 'the failed upload is recorded and released')
+    // Everything else keeps working.
+    const list = await app.inject({ url: '/api/v1/files?limit=100', headers: tenant.headers })
+    t.equal(list.statusCode, 200)
+    t.equal(list.json().total, stored.length + 1)
+    const dl = await app.inject({ url: `/api/v1/files/${stored[0]}/download`, headers: tenant.headers })
+    t.equal(dl.statusCode, 200)
+    t.ok(dl.rawPayload.equals(fileBytes('application/pdf', MiB, 0)))
+    t.equal((await app.inject({ url: '/api/v1/tenant/quota', headers: tenant.headers })).json().usedBytes, stored.length * MiB)
+    // Free space: delete two files and collect them.
+    for (const id of stored.slice(0, 2)) t.equal((await app.inject({ method: 'DELETE', url: `/api/v1/files/${id}`, headers: tenant.headers })).statusCode, 200)
+    clock.advance(1)
+    t.equal(core.gc.collect().blobsRemoved, 2)
+    const again = await upload(app, tenant.headers, { type: 'application/pdf', bytes: fileBytes('application/pdf', MiB, 99) })
+    t.equal(again.put.statusCode, 200, 'uploads succeed again once space is freed')
+    const back = await app.inject({ url: `/api/v1/files/${again.fileId}/download`, headers: tenant.headers })
+    t.ok(back.rawPayload.equals(fileBytes('application/pdf', MiB, 99)))
+    await core.webhooks.stop()
+    await app.close()
+    core.close()
+  },
+)
 
-t.test('ENOSPC injected at the blob store\'s write: 507, nothing partial, recovery', async (t) => {
+t.test("ENOSPC injected at the blob store's write: 507, nothing partial, recovery", async (t) => {
   let diskFull = false
   const failingWrites = (disk: BlobStore): BlobStore =>
     Object.assign(Object.create(disk) as BlobStore, {
@@ -108,4 +118,29 @@ t.test('ENOSPC injected at the blob store\'s write: 507, nothing partial, recove
   t.equal((await app.inject({ url: `/api/v1/files/${before.fileId}/download`, headers: tenant.headers })).statusCode, 200, 'reads keep working')
   diskFull = false
   t.equal((await upload(app, tenant.headers, { bytes: fileBytes('image/png', 5000, 2) })).put.statusCode, 200, 'and writes resume')
+})
+
+t.test("a failing read at the blob store's open: 500 without detail, logged, and the next read works", async (t) => {
+  let failReads = false
+  const failingReads = (disk: BlobStore): BlobStore =>
+    Object.assign(Object.create(disk) as BlobStore, {
+      open: (sha256: string, range?: Parameters<BlobStore['open']>[1]) =>
+        failReads ? Promise.reject(Object.assign(new Error('EIO: i/o error, read'), { code: 'EIO' })) : disk.open(sha256, range),
+    })
+  const { app, logs } = await makeApp(t, {}, { store: failingReads })
+  const tenant = await createTenant(app)
+  const bytes = fileBytes('image/png', 3000)
+  const r = await upload(app, tenant.headers, { bytes })
+  failReads = true
+  const failed = await app.inject({ url: `/api/v1/files/${r.fileId}/download`, headers: tenant.headers })
+  t.equal(failed.statusCode, 500)
+  t.same(failed.json().error, { code: 'INTERNAL_ERROR', message: 'Internal server error', details: { requestId: failed.headers['x-request-id'] } })
+  t.ok(
+    logs.some((l) => l.msg === 'request failed' && l.level === 50),
+    'the read error is logged',
+  )
+  failReads = false
+  const ok = await app.inject({ url: `/api/v1/files/${r.fileId}/download`, headers: tenant.headers })
+  t.equal(ok.statusCode, 200)
+  t.ok(ok.rawPayload.equals(bytes))
 })

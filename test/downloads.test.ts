@@ -1,7 +1,7 @@
 import t from 'tap'
 import fs from 'node:fs'
 import { createHash } from 'node:crypto'
-import { createTenant, fileBytes, makeApp, upload } from './helper'
+import { createTenant, fileBytes, makeApp, upload, blobFile } from './helper'
 
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex')
 
@@ -15,7 +15,10 @@ t.test('download with the tenant key: bytes and headers', async (t) => {
   t.ok(res.rawPayload.equals(bytes), 'byte for byte')
   t.equal(res.headers['content-type'], 'application/pdf')
   t.equal(res.headers['content-length'], '5000')
-  t.equal(res.headers['content-disposition'], `attachment; filename="R_sum_ 'final'; 50_ v2.pdf"; filename*=UTF-8''R%C3%A9sum%C3%A9%20%27final%27%3B%2050%25%20v2.pdf`)
+  t.equal(
+    res.headers['content-disposition'],
+    `attachment; filename="R_sum_ 'final'; 50_ v2.pdf"; filename*=UTF-8''R%C3%A9sum%C3%A9%20%27final%27%3B%2050%25%20v2.pdf`,
+  )
   t.equal(res.headers.etag, `"${sha(bytes)}"`)
   t.equal(res.headers['accept-ranges'], 'bytes')
   t.equal(res.headers['x-content-type-options'], 'nosniff')
@@ -85,7 +88,9 @@ t.test('Range, If-None-Match, If-Range and HEAD', async (t) => {
 t.test('pending, failed and missing content answer 404', async (t) => {
   const { app, core } = await makeApp(t)
   const tenant = await createTenant(app)
-  const pending = (await app.inject({ method: 'POST', url: '/api/v1/upload/request', headers: tenant.headers, payload: { fileType: 'image/png', fileName: 'p.png' } })).json()
+  const pending = (
+    await app.inject({ method: 'POST', url: '/api/v1/upload/request', headers: tenant.headers, payload: { fileType: 'image/png', fileName: 'p.png' } })
+  ).json()
   const failed = await upload(app, tenant.headers, { bytes: fileBytes('image/gif', 100) })
   for (const id of [pending.fileId, failed.fileId]) {
     const res = await app.inject({ url: `/api/v1/files/${id}/download`, headers: tenant.headers })
@@ -95,7 +100,7 @@ t.test('pending, failed and missing content answer 404', async (t) => {
   }
   const ok = await upload(app, tenant.headers)
   const sha256 = core.db.prepare('SELECT sha256 FROM files WHERE id = ?').pluck().get(ok.fileId) as string
-  fs.rmSync(core.store.pathOf(sha256))
+  fs.rmSync(blobFile(core, sha256))
   const gone = await app.inject({ url: `/api/v1/files/${ok.fileId}/download`, headers: tenant.headers })
   t.equal(gone.statusCode, 404)
   t.equal(gone.json().error.code, 'FILE_NOT_FOUND')
@@ -114,12 +119,23 @@ t.test('signed URLs: shape, lifetime bounds, public base', async (t) => {
   t.equal(body.expiresIn, 3600)
   t.equal(body.expiresAt, new Date(expires).toISOString())
   t.match(body.url, new RegExp(`^http://files\\.example\\.org:8443/api/v1/files/${r.fileId}/download\\?expires=${expires}&token=[0-9a-f]{64}$`))
-  for (const [q, status] of [['expiresIn=60', 200], ['expiresIn=86400', 200], ['expiresIn=59', 400], ['expiresIn=86401', 400], ['expiresIn=abc', 400], ['expiresIn=100.5', 400], ['other=1', 400]] as const) {
+  for (const [q, status] of [
+    ['expiresIn=60', 200],
+    ['expiresIn=86400', 200],
+    ['expiresIn=59', 400],
+    ['expiresIn=86401', 400],
+    ['expiresIn=abc', 400],
+    ['expiresIn=100.5', 400],
+    ['other=1', 400],
+  ] as const) {
     const r2 = await app.inject({ url: `/api/v1/files/${r.fileId}/signed-url?${q}`, headers: tenant.headers })
     t.equal(r2.statusCode, status, q)
     if (status === 400) t.equal(r2.json().error.details.errors[0].path, `/query/${q.split('=')[0]}`)
   }
-  const forwarded = await app.inject({ url: `/api/v1/files/${r.fileId}/signed-url`, headers: { ...tenant.headers, host: 'internal:8080', 'x-forwarded-proto': 'https', 'x-forwarded-host': 'evil.example' } })
+  const forwarded = await app.inject({
+    url: `/api/v1/files/${r.fileId}/signed-url`,
+    headers: { ...tenant.headers, host: 'internal:8080', 'x-forwarded-proto': 'https', 'x-forwarded-host': 'evil.example' },
+  })
   t.match(forwarded.json().url, /^http:\/\/internal:8080\//, 'X-Forwarded-* ignored without COFFER_TRUST_PROXY')
 })
 
@@ -132,18 +148,21 @@ t.test('signed URLs with COFFER_PUBLIC_URL and behind a trusted proxy', async (t
   const proxied = await makeApp(t, { COFFER_TRUST_PROXY: 'true' })
   const tq = await createTenant(proxied.app)
   const r2 = await upload(proxied.app, tq.headers)
-  const url2 = (await proxied.app.inject({ url: `/api/v1/files/${r2.fileId}/signed-url`, headers: { ...tq.headers, 'x-forwarded-proto': 'https', 'x-forwarded-host': 'files.example.com' } })).json().url
+  const url2 = (
+    await proxied.app.inject({
+      url: `/api/v1/files/${r2.fileId}/signed-url`,
+      headers: { ...tq.headers, 'x-forwarded-proto': 'https', 'x-forwarded-host': 'files.example.com' },
+    })
+  ).json().url
   t.match(url2, /^https:\/\/files\.example\.com\/api\/v1\//)
 })
 
-t.test('signed download: no header needed; every tampering, expiry and deletion refused', async (t) => {
+t.test('signed download: no header needed; expiry and deletion refused (tampering: security.test.ts)', async (t) => {
   const { app, clock } = await makeApp(t)
   const tenant = await createTenant(app)
-  const other = await createTenant(app)
   const bytes = fileBytes('image/png', 2000)
   const a = await upload(app, tenant.headers, { bytes })
   const b = await upload(app, tenant.headers)
-  const c = await upload(app, other.headers)
   const signed = (await app.inject({ url: `/api/v1/files/${a.fileId}/signed-url?expiresIn=600`, headers: tenant.headers })).json()
   const u = new URL(signed.url)
   const path = u.pathname + u.search
@@ -153,30 +172,6 @@ t.test('signed download: no header needed; every tampering, expiry and deletion 
   t.equal(ok.headers['cache-control'], 'private, max-age=600')
   t.equal((await app.inject({ url: path, headers: { range: 'bytes=0-0' } })).statusCode, 206)
   t.equal((await app.inject({ method: 'HEAD', url: path })).statusCode, 200)
-  const token = u.searchParams.get('token')!
-  const expires = u.searchParams.get('expires')!
-  const flip = (s: string) => s.slice(0, -1) + (s.endsWith('0') ? '1' : '0')
-  const tampered = [
-    `/api/v1/files/${a.fileId}/download?expires=${expires}&token=${flip(token)}`,
-    `/api/v1/files/${a.fileId}/download?expires=${Number(expires) + 1000}&token=${token}`,
-    `/api/v1/files/${b.fileId}/download?expires=${expires}&token=${token}`,
-    `/api/v1/files/${c.fileId}/download?expires=${expires}&token=${token}`,
-    `/api/v1/files/01890000-0000-7000-8000-000000000000/download?expires=${expires}&token=${token}`,
-    `/api/v1/files/${a.fileId}/download?expires=${expires}`,
-    `/api/v1/files/${a.fileId}/download?token=${token}`,
-    `/api/v1/files/${a.fileId}/download`,
-    `/api/v1/files/${a.fileId}/download?expires=-1&token=${token}`,
-    `/api/v1/files/${a.fileId}/download?expires=${expires}&token=${token.slice(2)}`,
-  ]
-  for (const p of tampered) {
-    const res = await app.inject({ url: p })
-    t.equal(res.statusCode, 401, p)
-    t.equal(res.json().error.code, 'UNAUTHORIZED')
-  }
-  const uploadToken = (await app.inject({ method: 'POST', url: '/api/v1/upload/request', headers: tenant.headers, payload: { fileType: 'image/png', fileName: 'x.png' } })).json()
-  const ut = new URL(uploadToken.presignedUrl, 'http://x')
-  const crossPurpose = await app.inject({ url: `/api/v1/files/${uploadToken.fileId}/download?expires=${ut.searchParams.get('expires')}&token=${ut.searchParams.get('token')}` })
-  t.equal(crossPurpose.statusCode, 401, 'an upload token does not download')
   clock.advance(599_000)
   const late = await app.inject({ url: path })
   t.equal(late.statusCode, 200)

@@ -68,7 +68,11 @@ t.test('serve --ephemeral: one JSON line on stdout, a working tenant, logs on st
   const logs = server.lines.filter((l) => !server.stdout.includes(l))
   t.ok(logs.length > 3 && logs.every((l) => typeof JSON.parse(l) === 'object'), 'the logs are JSON lines on stderr')
   t.ok(logs.some((l) => l.includes('shutdown complete')))
-  for (const secret of [info.adminApiKey, info.tenant.apiKey]) t.notOk(logs.some((l) => l.includes(secret)), 'no key is logged')
+  for (const secret of [info.adminApiKey, info.tenant.apiKey])
+    t.notOk(
+      logs.some((l) => l.includes(secret)),
+      'no key is logged',
+    )
 })
 
 t.test('SIGINT removes the data dir too', async (t) => {
@@ -96,7 +100,7 @@ t.test('a bad setting or --data-dir: exit 2, nothing left behind', async (t) => 
 
 t.test('prepareEphemeral: the configuration it builds', async (t) => {
   const eph = prepareEphemeral({ COFFER_LOG_LEVEL: 'warn', COFFER_WEBHOOK_ALLOW_PRIVATE: 'false' }, { port: '0' })
-  t.teardown(eph.remove)
+  t.teardown(() => eph.remove())
   t.equal(eph.config.webhookAllowPrivate, true, 'webhooks to loopback and private addresses are allowed')
   t.equal(eph.config.adminApiKey, eph.adminApiKey)
   t.equal(eph.config.logLevel, 'warn', 'other settings come from the environment as usual')

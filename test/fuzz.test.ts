@@ -10,7 +10,6 @@ const RUNS = Number(process.env.COFFER_FUZZ_RUNS ?? 150)
 // Replay a reported failure with COFFER_FUZZ_SEED=<seed from the report>.
 const SEED = process.env.COFFER_FUZZ_SEED === undefined ? {} : { seed: Number(process.env.COFFER_FUZZ_SEED) }
 
-
 async function expectSane(t: Test, app: App, req: InjectOptions): Promise<boolean> {
   const res = await Promise.race([
     app.inject(req),
@@ -53,8 +52,15 @@ t.test('fuzz', async (t) => {
       ['POST', '/api/v1/admin/tenants', admin],
     ]
     await fc.assert(
-      fc.asyncProperty(fc.constantFrom(...targets), fc.oneof(anyValue.map((v) => JSON.stringify(v) ?? 'null'), jsonish), fc.constantFrom('application/json', 'application/json; charset=utf-8', 'text/plain', 'application/x-www-form-urlencoded', 'application/json;;;', ''), async ([method, url, headers], payload, contentType) =>
-        expectSane(t, app, { method: method as 'POST', url, headers: { ...headers, ...(contentType ? { 'content-type': contentType } : {}) }, payload }),
+      fc.asyncProperty(
+        fc.constantFrom(...targets),
+        fc.oneof(
+          anyValue.map((v) => JSON.stringify(v) ?? 'null'),
+          jsonish,
+        ),
+        fc.constantFrom('application/json', 'application/json; charset=utf-8', 'text/plain', 'application/x-www-form-urlencoded', 'application/json;;;', ''),
+        async ([method, url, headers], payload, contentType) =>
+          expectSane(t, app, { method: method, url, headers: { ...headers, ...(contentType ? { 'content-type': contentType } : {}) }, payload }),
       ),
       { numRuns: RUNS * 2, ...SEED },
     )
@@ -75,7 +81,12 @@ t.test('fuzz', async (t) => {
     )
     await fc.assert(
       fc.asyncProperty(field, fc.option(idArb), async (body, wsHeader) =>
-        expectSane(t, app, { method: 'POST', url: '/api/v1/upload/request', headers: { ...tenant.headers, ...(wsHeader ? { 'x-workspace-id': decodeURIComponent(wsHeader) } : {}) }, payload: body as object }),
+        expectSane(t, app, {
+          method: 'POST',
+          url: '/api/v1/upload/request',
+          headers: { ...tenant.headers, ...(wsHeader ? { 'x-workspace-id': decodeURIComponent(wsHeader) } : {}) },
+          payload: body,
+        }),
       ),
       { numRuns: RUNS, ...SEED },
     )
@@ -105,9 +116,14 @@ t.test('fuzz', async (t) => {
   })
 
   await t.test('query strings', async (t) => {
-    const key = fc.oneof(fc.constantFrom('limit', 'cursor', 'context', 'fileType', 'workspaceId', 'expiresIn', 'expires', 'token', 'disposition'), fc.string({ maxLength: 10 }))
+    const key = fc.oneof(
+      fc.constantFrom('limit', 'cursor', 'context', 'fileType', 'workspaceId', 'expiresIn', 'expires', 'token', 'disposition'),
+      fc.string({ maxLength: 10 }),
+    )
     const value = fc.oneof(text, fc.integer().map(String), fc.constantFrom('', '0', '-1', '1e3', '100', '101', 'NaN', '%', '%ZZ', 'abc'))
-    const query = fc.array(fc.tuple(key, value), { maxLength: 6 }).map((pairs) => pairs.map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join('&'))
+    const query = fc
+      .array(fc.tuple(key, value), { maxLength: 6 })
+      .map((pairs) => pairs.map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join('&'))
     const raw = fc.string({ maxLength: 60 }) // not encoded at all: malformed percent-escapes and such
     const paths = ['/api/v1/files', `/api/v1/files/${done.fileId}/signed-url`, `/api/v1/files/${done.fileId}/download`, '/api/v1/workspaces', '/health']
     await fc.assert(
@@ -119,9 +135,43 @@ t.test('fuzz', async (t) => {
   })
 
   await t.test('headers: authorization, workspace, content-type, range, conditionals, request id', async (t) => {
-    const headerValue = fc.oneof(text.map((s) => s.replace(/[\r\n\0]/g, '')), fc.constantFrom('Bearer', 'Bearer ', `Bearer ${tenant.apiKey} extra`, 'bearer  ' + tenant.apiKey, 'Basic abc', 'bytes=0-', 'bytes=-0', 'bytes=99999999999999999999-', 'bytes=1-2,3-4', '*', 'W/"x"'))
-    const names = fc.constantFrom('authorization', 'x-workspace-id', 'content-type', 'range', 'if-none-match', 'if-range', 'x-request-id', 'accept', 'x-forwarded-host', 'x-forwarded-proto', 'host')
-    const urls = ['/api/v1/files', `/api/v1/files/${done.fileId}/download`, `/api/v1/files/${done.fileId}`, '/api/v1/tenant/info', '/api/v1/workspaces', `/api/v1/files/${done.fileId}/signed-url`]
+    const headerValue = fc.oneof(
+      text.map((s) => s.replace(/[\r\n\0]/g, '')),
+      fc.constantFrom(
+        'Bearer',
+        'Bearer ',
+        `Bearer ${tenant.apiKey} extra`,
+        'bearer  ' + tenant.apiKey,
+        'Basic abc',
+        'bytes=0-',
+        'bytes=-0',
+        'bytes=99999999999999999999-',
+        'bytes=1-2,3-4',
+        '*',
+        'W/"x"',
+      ),
+    )
+    const names = fc.constantFrom(
+      'authorization',
+      'x-workspace-id',
+      'content-type',
+      'range',
+      'if-none-match',
+      'if-range',
+      'x-request-id',
+      'accept',
+      'x-forwarded-host',
+      'x-forwarded-proto',
+      'host',
+    )
+    const urls = [
+      '/api/v1/files',
+      `/api/v1/files/${done.fileId}/download`,
+      `/api/v1/files/${done.fileId}`,
+      '/api/v1/tenant/info',
+      '/api/v1/workspaces',
+      `/api/v1/files/${done.fileId}/signed-url`,
+    ]
     await fc.assert(
       fc.asyncProperty(fc.constantFrom(...urls), fc.dictionary(names, headerValue, { maxKeys: 4 }), fc.boolean(), async (url, headers, keepAuth) =>
         expectSane(t, app, { method: 'GET', url, headers: { ...(keepAuth ? tenant.headers : {}), ...headers } }),
@@ -136,7 +186,12 @@ t.test('fuzz', async (t) => {
     await fc.assert(
       fc.asyncProperty(fc.constantFrom(pending.fileId, done.fileId, 'x'), exp, tok, fc.uint8Array({ maxLength: 64 }), async (id, e, k, body) => {
         const q = `expires=${encodeURIComponent(e)}&token=${encodeURIComponent(k)}`
-        const put = await expectSane(t, app, { method: 'PUT', url: `/api/v1/upload/${id}?${q}`, headers: { 'content-type': 'image/png' }, payload: Buffer.from(body) })
+        const put = await expectSane(t, app, {
+          method: 'PUT',
+          url: `/api/v1/upload/${id}?${q}`,
+          headers: { 'content-type': 'image/png' },
+          payload: Buffer.from(body),
+        })
         const get = await expectSane(t, app, { method: 'GET', url: `/api/v1/files/${id}/download?${q}` })
         return put && get
       }),
@@ -146,12 +201,22 @@ t.test('fuzz', async (t) => {
 
   await t.test('raw PUT bodies of random bytes, types and lengths', async (t) => {
     await fc.assert(
-      fc.asyncProperty(fc.uint8Array({ maxLength: 2048 }), fc.constantFrom('image/png', 'image/jpeg', 'application/pdf', 'image/avif', 'image/webp', 'image/gif'), fc.option(fc.string({ maxLength: 40 })), async (body, type, contentType) => {
-        const hs = await app.inject({ method: 'POST', url: '/api/v1/upload/request', headers: tenant.headers, payload: { fileType: type, fileName: 'f' } })
-        if (hs.statusCode !== 200) throw new Error(`handshake failed: ${hs.statusCode} ${hs.body}`)
-        const url = (hs.json() as Handshake).presignedUrl
-        return expectSane(t, app, { method: 'PUT', url, headers: contentType === null ? {} : { 'content-type': contentType.replace(/[\r\n\0]/g, '') }, payload: Buffer.from(body) })
-      }),
+      fc.asyncProperty(
+        fc.uint8Array({ maxLength: 2048 }),
+        fc.constantFrom('image/png', 'image/jpeg', 'application/pdf', 'image/avif', 'image/webp', 'image/gif'),
+        fc.option(fc.string({ maxLength: 40 })),
+        async (body, type, contentType) => {
+          const hs = await app.inject({ method: 'POST', url: '/api/v1/upload/request', headers: tenant.headers, payload: { fileType: type, fileName: 'f' } })
+          if (hs.statusCode !== 200) throw new Error(`handshake failed: ${hs.statusCode} ${hs.body}`)
+          const url = (hs.json() as Handshake).presignedUrl
+          return expectSane(t, app, {
+            method: 'PUT',
+            url,
+            headers: contentType === null ? {} : { 'content-type': contentType.replace(/[\r\n\0]/g, '') },
+            payload: Buffer.from(body),
+          })
+        },
+      ),
       { numRuns: RUNS, ...SEED },
     )
   })

@@ -2,11 +2,15 @@ import t from 'tap'
 import fs from 'node:fs'
 import path from 'node:path'
 import { PassThrough, Readable } from 'node:stream'
-import { createTenant, fileBytes, makeApp, upload } from './helper'
+import { createTenant, fileBytes, makeApp, upload, blobFile } from './helper'
 import { gcCommand, verifyCommand } from '../src/cli/maintenance'
 import { ORPHAN_MIN_AGE_MS } from '../src/services/gc'
 
-const blobFiles = (dir: string) => fs.readdirSync(dir, { recursive: true }).map(String).filter((p) => /^[0-9a-f]{64}$/.test(path.basename(p)))
+const blobFiles = (dir: string) =>
+  fs
+    .readdirSync(dir, { recursive: true })
+    .map(String)
+    .filter((p) => /^[0-9a-f]{64}$/.test(path.basename(p)))
 
 t.test('identical content is stored once and survives deleting one of the two files', async (t) => {
   const { app, core, clock } = await makeApp(t, { COFFER_DELETED_RETENTION_SECONDS: '3600' })
@@ -22,7 +26,10 @@ t.test('identical content is stored once and survives deleting one of the two fi
   await app.inject({ method: 'DELETE', url: `/api/v1/files/${one.fileId}`, headers: tenant.headers })
   clock.advance(3600_000 + 1)
   t.same(core.gc.collect(), { filesPurged: 1, blobsRemoved: 0, bytesFreed: 0 }, 'the deleted row is purged, the shared blob stays')
-  for (const [id, headers] of [[two.fileId, tenant.headers], [three.fileId, other.headers]] as const) {
+  for (const [id, headers] of [
+    [two.fileId, tenant.headers],
+    [three.fileId, other.headers],
+  ] as const) {
     const res = await app.inject({ url: `/api/v1/files/${id}/download`, headers })
     t.equal(res.statusCode, 200)
     t.ok(res.rawPayload.equals(bytes))
@@ -44,7 +51,9 @@ t.test('a blob collected while an upload of the same content commits is re-linke
   await app.inject({ method: 'DELETE', url: `/api/v1/files/${first.fileId}`, headers: tenant.headers })
   clock.advance(1)
   // The second upload streams while the collector removes the only (now unreferenced) copy.
-  const hs = (await app.inject({ method: 'POST', url: '/api/v1/upload/request', headers: tenant.headers, payload: { fileType: 'image/png', fileName: 'b.png' } })).json()
+  const hs = (
+    await app.inject({ method: 'POST', url: '/api/v1/upload/request', headers: tenant.headers, payload: { fileType: 'image/png', fileName: 'b.png' } })
+  ).json()
   const body = new PassThrough()
   const put = app.inject({ method: 'PUT', url: hs.presignedUrl, headers: { 'content-type': 'image/png' }, payload: body })
   body.write(bytes.subarray(0, 1000))
@@ -62,9 +71,9 @@ t.test('BlobStore.ensurePlaced re-links content removed between place and commit
   const staged = await core.store.stage(Readable.from([fileBytes('image/png', 100)]), { maxBytes: 1000, onOverflow: () => new Error('x') })
   await core.store.place(staged)
   core.store.removeSync(staged.sha256)
-  t.notOk(core.store.exists(staged.sha256))
+  t.notOk(fs.existsSync(blobFile(core, staged.sha256)))
   core.store.ensurePlaced(staged)
-  t.ok(core.store.exists(staged.sha256))
+  t.ok(fs.existsSync(blobFile(core, staged.sha256)))
   await core.store.discard(staged)
   t.notOk(fs.existsSync(staged.tmpPath))
 })
@@ -84,12 +93,12 @@ t.test('coffer gc and coffer verify', async (t) => {
   t.match(JSON.parse(run.out.join('')), { ok: true, checked: 2, missing: [], corrupt: [], orphans: [] })
   const shaA = core.db.prepare('SELECT sha256 FROM files WHERE id = ?').pluck().get(a.fileId) as string
   const shaB = core.db.prepare('SELECT sha256 FROM files WHERE id = ?').pluck().get(b.fileId) as string
-  fs.chmodSync(core.store.pathOf(shaA), 0o600)
-  fs.appendFileSync(core.store.pathOf(shaA), 'bit rot')
-  fs.rmSync(core.store.pathOf(shaB))
+  fs.chmodSync(blobFile(core, shaA), 0o600)
+  fs.appendFileSync(blobFile(core, shaA), 'bit rot')
+  fs.rmSync(blobFile(core, shaB))
   const orphan = 'f'.repeat(64)
-  fs.mkdirSync(path.dirname(core.store.pathOf(orphan)), { recursive: true })
-  fs.writeFileSync(core.store.pathOf(orphan), 'left by a crash')
+  fs.mkdirSync(path.dirname(blobFile(core, orphan)), { recursive: true })
+  fs.writeFileSync(blobFile(core, orphan), 'left by a crash')
   run = io()
   t.equal(await verifyCommand([], run.io), 1, 'exit 1 when content is missing or corrupt')
   const text = run.out.join('')
@@ -102,9 +111,9 @@ t.test('coffer gc and coffer verify', async (t) => {
   t.equal(await gcCommand(['--json'], run.io), 0)
   t.match(JSON.parse(run.out.join('')), { orphansRemoved: 0 })
   const old = new Date(Date.now() - ORPHAN_MIN_AGE_MS - 60_000)
-  fs.utimesSync(core.store.pathOf(orphan), old, old)
+  fs.utimesSync(blobFile(core, orphan), old, old)
   run = io()
   t.equal(await gcCommand([], run.io), 0)
   t.match(run.out.join(''), /and 1 orphaned blob file/)
-  t.notOk(fs.existsSync(core.store.pathOf(orphan)))
+  t.notOk(fs.existsSync(blobFile(core, orphan)))
 })

@@ -10,10 +10,10 @@ import { ManualClock } from '../src/lib/clock'
 import { createLogger } from '../src/lib/logger'
 import type { App } from '../src/http/types'
 import type { Resolver } from '../src/webhooks/ssrf'
+import { blobPath } from '../src/blobs/layout'
 import { TEST_LOG_DIR } from './log-scan/secrets'
 
 export const ADMIN_KEY = 'test-admin-key-0123456789abcdef'
-
 
 export interface TestContext {
   app: App
@@ -58,7 +58,13 @@ export async function makeApp(
   const clock = new ManualClock()
   const { stream, lines } = captureLogs()
   const logger = createLogger(config.logLevel, stream)
-  const core = createCore(config, { clock, log: logger, ...(opts.resolve ? { resolve: opts.resolve } : {}), ...(opts.store ? { store: opts.store } : {}), ...(opts.webhookPollMs !== undefined ? { webhookPollMs: opts.webhookPollMs } : {}) })
+  const core = createCore(config, {
+    clock,
+    log: logger,
+    ...(opts.resolve ? { resolve: opts.resolve } : {}),
+    ...(opts.store ? { store: opts.store } : {}),
+    ...(opts.webhookPollMs !== undefined ? { webhookPollMs: opts.webhookPollMs } : {}),
+  })
   const app = await buildApp(core, { logger })
   t.teardown(async () => {
     await core.webhooks.stop()
@@ -149,4 +155,9 @@ export async function receivedAtLeast(tmpDir: string, bytes: number): Promise<vo
     await new Promise((r) => setTimeout(r, 10))
   }
   throw new Error(`the server never received ${bytes} bytes`)
+}
+
+/** Where the disk store keeps a blob of this core's data dir: tests damage or inspect content there. */
+export function blobFile(core: Core, sha256: string): string {
+  return blobPath(core.dataDir.blobs, sha256)
 }

@@ -3,7 +3,12 @@ import { admin, createTenant, makeApp } from './helper'
 
 t.test('unknown routes answer a JSON 404 NOT_FOUND', async (t) => {
   const { app } = await makeApp(t)
-  for (const [method, url] of [['GET', '/'], ['GET', '/api/v1/nope'], ['POST', '/health'], ['DELETE', '/api/v1/tenant/info']] as const) {
+  for (const [method, url] of [
+    ['GET', '/'],
+    ['GET', '/api/v1/nope'],
+    ['POST', '/health'],
+    ['DELETE', '/api/v1/tenant/info'],
+  ] as const) {
     const res = await app.inject({ method, url })
     t.equal(res.statusCode, 404, `${method} ${url}`)
     t.match(res.headers['content-type'], /^application\/json/)

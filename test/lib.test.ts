@@ -4,7 +4,7 @@ import path from 'node:path'
 import { ensureDataDir, loadSecret } from '../src/lib/data-dir'
 import { tempDir } from './helper'
 import { contentDisposition } from '../src/lib/content-disposition'
-import { etagMatches, parseRange } from '../src/lib/http-range'
+import { httpDateMs, ifMatch, parseRange } from '../src/http/range'
 import { redactUrl } from '../src/lib/logger'
 
 t.test('contentDisposition neutralises quotes, backslashes, CR and LF in the fallback and encodes filename*', async (t) => {
@@ -27,13 +27,14 @@ t.test('parseRange', async (t) => {
   t.same(parseRange('bytes=-', 10), { kind: 'full' })
 })
 
-t.test('etagMatches', async (t) => {
-  t.ok(etagMatches('"a"', '"a"'))
-  t.ok(etagMatches('W/"a"', '"a"'))
-  t.ok(etagMatches('"b", "a"', '"a"'))
-  t.ok(etagMatches('*', '"a"'))
-  t.notOk(etagMatches('"b"', '"a"'))
-  t.notOk(etagMatches(undefined, '"a"'))
+t.test('ifMatch compares strongly; httpDateMs reads HTTP-dates to the second', async (t) => {
+  t.ok(ifMatch('"a"', '"a"'))
+  t.notOk(ifMatch('W/"a"', '"a"'), 'a weak tag never matches If-Match')
+  t.ok(ifMatch('"b", "a"', '"a"'))
+  t.ok(ifMatch('*', '"a"'))
+  t.notOk(ifMatch('"b"', '"a"'))
+  t.equal(httpDateMs('Thu, 01 Jan 2026 00:00:01 GMT'), Date.UTC(2026, 0, 1, 0, 0, 1))
+  t.ok(Number.isNaN(httpDateMs('yesterday')))
 })
 
 t.test('redactUrl hides credential query values', async (t) => {
@@ -59,7 +60,11 @@ t.test('the server secret: a process racing its creation reads the complete secr
   t.equal(racer?.length, 32)
   t.same(mine, racer, 'both use the same secret')
   t.same(loadSecret(d, undefined), mine, 'and so does every later start')
-  t.same(fs.readdirSync(d.root).filter((n) => n.startsWith('secret.')), [], 'no temporary file left')
+  t.same(
+    fs.readdirSync(d.root).filter((n) => n.startsWith('secret.')),
+    [],
+    'no temporary file left',
+  )
 })
 
 t.test('the server secret: a crash while generating it leaves no damaged secret behind', async (t) => {

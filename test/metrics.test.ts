@@ -55,7 +55,12 @@ t.test('uploads by outcome, and content bytes in and out', async (t) => {
   const tooLarge = await app.inject({ method: 'PUT', url: h.presignedUrl, headers: { 'content-type': 'image/png' }, payload: fileBytes('image/png', 20) })
   t.equal(tooLarge.statusCode, 413)
   const h2 = (await handshake(app, tenant.headers, { fileType: 'image/png', fileName: 'y.png' })).json() as Handshake
-  const wrongType = await app.inject({ method: 'PUT', url: h2.presignedUrl, headers: { 'content-type': 'image/png' }, payload: fileBytes('application/pdf', 500) })
+  const wrongType = await app.inject({
+    method: 'PUT',
+    url: h2.presignedUrl,
+    headers: { 'content-type': 'image/png' },
+    payload: fileBytes('application/pdf', 500),
+  })
   t.equal(wrongType.statusCode, 400)
   await app.inject({ method: 'GET', url: `/api/v1/files/${ok.fileId}/download`, headers: { ...tenant.headers, range: 'bytes=0-99' } })
   await app.inject({ method: 'GET', url: `/api/v1/files/${ok.fileId}/download`, headers: tenant.headers })

@@ -57,11 +57,11 @@ export function startCoffer(
         resolve({ child, url: m[1] ?? '', lines, stdout, exited })
       }
     }
-    readline.createInterface({ input: child.stdout! }).on('line', (line) => {
+    readline.createInterface({ input: child.stdout }).on('line', (line) => {
       stdout.push(line)
       onLine(line)
     })
-    readline.createInterface({ input: child.stderr! }).on('line', onLine)
+    readline.createInterface({ input: child.stderr }).on('line', onLine)
     void exited.then((code) => {
       clearTimeout(timer)
       reject(new Error(`coffer exited (${code}) before it was ready:\n${lines.join('\n')}`))
@@ -77,7 +77,11 @@ export function runCoffer(args: string[], opts: { cwd: string; env?: Record<stri
 }
 
 /** Creates a tenant through a running server's admin API. */
-export async function createTenantOverHttp(url: string, adminKey: string, body: { name: string; quotaBytes?: number }): Promise<{ id: string; apiKey: string; auth: { authorization: string } }> {
+export async function createTenantOverHttp(
+  url: string,
+  adminKey: string,
+  body: { name: string; quotaBytes?: number },
+): Promise<{ id: string; apiKey: string; auth: { authorization: string } }> {
   const res = await fetch(`${url}/api/v1/admin/tenants`, {
     method: 'POST',
     headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' },

@@ -25,10 +25,14 @@ t.test('per tenant: 429 RATE_LIMITED with Retry-After once the window is used up
   t.ok(retryAfter > 0 && retryAfter <= 60, `Retry-After: ${retryAfter}`)
   t.equal((await app.inject({ url: '/api/v1/tenant/quota', headers: bob.headers })).statusCode, 200, 'another tenant has its own budget')
   t.equal((await app.inject({ url: '/health' })).statusCode, 200, 'health is never limited')
-  t.equal((await app.inject({ method: 'POST', url: '/api/v1/admin/tenants', headers: admin, payload: { name: 'more' } })).statusCode, 201, 'admin is not limited')
+  t.equal(
+    (await app.inject({ method: 'POST', url: '/api/v1/admin/tenants', headers: admin, payload: { name: 'more' } })).statusCode,
+    201,
+    'admin is not limited',
+  )
 })
 
-t.test('presigned uploads and signed downloads count against the file\'s tenant', async (t) => {
+t.test("presigned uploads and signed downloads count against the file's tenant", async (t) => {
   const { app } = await makeApp(t, { COFFER_RATE_LIMIT_MAX: '4' })
   const tenant = await createTenant(app)
   const r = await upload(app, tenant.headers) // handshake + PUT: 2 requests

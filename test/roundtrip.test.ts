@@ -48,7 +48,7 @@ async function downloadDigest(url: string, headers: Record<string, string> = {})
   const res = await fetch(url, { headers })
   const hash = createHash('sha256')
   let length = 0
-  await pipeline(Readable.fromWeb(res.body as never), async function* (src) {
+  await pipeline(Readable.fromWeb(res.body as never), async function (src) {
     for await (const chunk of src) {
       hash.update(chunk as Buffer)
       length += (chunk as Buffer).length

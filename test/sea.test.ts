@@ -119,23 +119,40 @@ t.test("the README's CI recipes work as written", async (t) => {
     fs.writeFileSync(path.join(dir, 'report.pdf'), fileBytes('application/pdf', 3000))
     const yaml = readmeRecipe('github-actions')
     // Each step's `run: |` block, dedented, run one after another with $GITHUB_ENV carried over.
-    const steps = yaml.split(/^- name: .*$/m).slice(1).map((step) => {
-      const lines = step.split('\n').filter((l) => l.trim() !== '' && !/^\s+run: \|$/.test(l))
-      return lines.map((l) => l.replace(/^ {4}/, '')).join('\n')
-    })
+    const steps = yaml
+      .split(/^- name: .*$/m)
+      .slice(1)
+      .map((step) => {
+        const lines = step.split('\n').filter((l) => l.trim() !== '' && !/^\s+run: \|$/.test(l))
+        return lines.map((l) => l.replace(/^ {4}/, '')).join('\n')
+      })
     t.equal(steps.length, 2)
     const githubEnv = path.join(dir, 'github-env')
     fs.writeFileSync(githubEnv, '')
     const env = { PATH: process.env.PATH, TMPDIR: dir, GITHUB_ENV: githubEnv }
-    const start = spawnSync('bash', ['-e', '-c', `${steps[0]}\necho $! > coffer.pid`], { cwd: dir, encoding: 'utf8', timeout: 30_000, env, stdio: ['ignore', 'pipe', 'pipe'] })
+    const start = spawnSync('bash', ['-e', '-c', `${steps[0]}\necho $! > coffer.pid`], {
+      cwd: dir,
+      encoding: 'utf8',
+      timeout: 30_000,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
     const pid = Number(fs.readFileSync(path.join(dir, 'coffer.pid'), 'utf8'))
     t.teardown(() => {
       try {
         process.kill(pid, 'SIGKILL')
-      } catch {}
+      } catch {
+        // already gone
+      }
     })
     t.equal(start.status, 0, start.stderr)
-    const exported = Object.fromEntries(fs.readFileSync(githubEnv, 'utf8').trim().split('\n').map((l) => l.split(/=(.*)/s).slice(0, 2)))
+    const exported = Object.fromEntries(
+      fs
+        .readFileSync(githubEnv, 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => l.split(/=(.*)/s).slice(0, 2)),
+    )
     t.match(exported.COFFER_URL, /^http:\/\/127\.0\.0\.1:\d+$/)
     t.match(exported.COFFER_API_KEY, /^sk_test_/)
     const upload = spawnSync('bash', ['-e', '-c', steps[1]!], { cwd: dir, encoding: 'utf8', timeout: 30_000, env: { ...env, ...exported } })
@@ -168,5 +185,9 @@ t.test('a data dir on a noexec filesystem: one clear line, exit 2', { skip: canM
   t.equal(eph.status, 2)
   t.match(eph.stderr, /point TMPDIR elsewhere/)
   t.equal(eph.stdout, '')
-  t.same(fs.readdirSync(mnt).filter((f) => f.startsWith('coffer-ephemeral-')), [], 'the ephemeral data dir is removed')
+  t.same(
+    fs.readdirSync(mnt).filter((f) => f.startsWith('coffer-ephemeral-')),
+    [],
+    'the ephemeral data dir is removed',
+  )
 })

@@ -7,7 +7,7 @@ import { once } from 'node:events'
 import { loadConfig } from '../src/config'
 import { createCore } from '../src/core'
 import { createLogger } from '../src/lib/logger'
-import { startServer, type Server } from '../src/cli/serve'
+import { startServer, type Server } from '../src/server'
 import { captureLogs, fileBytes, receivedAtLeast, tempDir, type Handshake } from './helper'
 import { buildBundle, runCoffer, startCoffer } from './process-helper'
 
@@ -98,7 +98,7 @@ t.test('an upload in flight at SIGTERM finishes; a request arriving meanwhile ge
 
   const core = createCore(config)
   t.teardown(() => core.close())
-  t.equal(core.files.get(core.tenants.repo.list()[0]!, h.fileId).status, 'completed')
+  t.equal(core.files.get(core.tenants.list()[0]!, h.fileId).status, 'completed')
 })
 
 t.test('an upload cut off by the shutdown timeout leaves no partial state', async (t) => {
@@ -119,7 +119,7 @@ t.test('an upload cut off by the shutdown timeout leaves no partial state', asyn
 
   const core = createCore(config)
   t.teardown(() => core.close())
-  const tenant = core.tenants.repo.list()[0]!
+  const tenant = core.tenants.list()[0]!
   t.equal(core.files.get(tenant, h.fileId).status, 'failed', 'the upload is failed, not left pending')
   t.equal(core.tenants.get(tenant.id).usedBytes, 0, 'its reservation is released')
   t.same(fs.readdirSync(path.join(dir, 'tmp')), [], 'no temp file is left')

@@ -53,14 +53,18 @@ t.test('scripts/coffer.service: dedicated user, state directory, sandbox, restar
   t.notOk(s.has('MemoryDenyWriteExecute'), 'V8 needs W^X exceptions for its JIT: setting it would abort Node')
 })
 
-t.test('systemd-analyze verify accepts the unit', { skip: spawnSync('systemd-analyze', ['--version']).status === 0 ? false : 'systemd-analyze is not installed' }, async (t) => {
-  const dir = tempDir(t)
-  // verify insists that ExecStart exists: point it at a real executable.
-  const exe = path.join(dir, 'coffer')
-  fs.writeFileSync(exe, '#!/bin/sh\n', { mode: 0o755 })
-  const unit = path.join(dir, 'coffer.service')
-  fs.writeFileSync(unit, fs.readFileSync(UNIT, 'utf8').replaceAll('/usr/local/bin/coffer', exe))
-  const r = spawnSync('systemd-analyze', ['verify', unit], { encoding: 'utf8', cwd: dir, timeout: 30_000 })
-  t.equal(r.status, 0, r.stderr)
-  t.equal(r.stderr.trim(), '', 'no warnings')
-})
+t.test(
+  'systemd-analyze verify accepts the unit',
+  { skip: spawnSync('systemd-analyze', ['--version']).status === 0 ? false : 'systemd-analyze is not installed' },
+  async (t) => {
+    const dir = tempDir(t)
+    // verify insists that ExecStart exists: point it at a real executable.
+    const exe = path.join(dir, 'coffer')
+    fs.writeFileSync(exe, '#!/bin/sh\n', { mode: 0o755 })
+    const unit = path.join(dir, 'coffer.service')
+    fs.writeFileSync(unit, fs.readFileSync(UNIT, 'utf8').replaceAll('/usr/local/bin/coffer', exe))
+    const r = spawnSync('systemd-analyze', ['verify', unit], { encoding: 'utf8', cwd: dir, timeout: 30_000 })
+    t.equal(r.status, 0, r.stderr)
+    t.equal(r.stderr.trim(), '', 'no warnings')
+  },
+)

@@ -63,7 +63,10 @@ t.test('tenant creation validation', async (t) => {
     const err = res.json().error
     t.equal(err.code, 'VALIDATION_ERROR')
     t.type(err.message, 'string')
-    t.ok(err.details.errors.some((e: { path: string }) => e.path === path), `${JSON.stringify(payload)} → ${path}: ${JSON.stringify(err.details.errors)}`)
+    t.ok(
+      err.details.errors.some((e: { path: string }) => e.path === path),
+      `${JSON.stringify(payload)} → ${path}: ${JSON.stringify(err.details.errors)}`,
+    )
   }
   const exact = await app.inject({ method: 'POST', url: '/api/v1/admin/tenants', headers: admin, payload: { name: 'x'.repeat(100), quotaBytes: 0 } })
   t.equal(exact.statusCode, 201, '100 characters and a zero quota are allowed')

@@ -21,7 +21,11 @@ t.test('a tenant lists its own recent deliveries and retries a dead one over the
   const list = await app.inject({ url: '/api/v1/webhooks/deliveries', headers: tenant.headers })
   t.equal(list.statusCode, 200)
   const { deliveries } = list.json() as { deliveries: Record<string, unknown>[] }
-  t.same(deliveries.map((d) => d.fileId), [second.fileId, first.fileId], 'only the caller\'s, newest first')
+  t.same(
+    deliveries.map((d) => d.fileId),
+    [second.fileId, first.fileId],
+    "only the caller's, newest first",
+  )
   t.match(deliveries[0], {
     id: /^msg_[0-9a-f]{32}$/,
     event: 'file.uploaded',
@@ -35,14 +39,17 @@ t.test('a tenant lists its own recent deliveries and retries a dead one over the
   })
   t.notOk('payload' in deliveries[0]! || 'tenantId' in deliveries[0]!, 'no payload or tenant id in the view')
   const one = await app.inject({ url: '/api/v1/webhooks/deliveries?limit=1&status=dead', headers: tenant.headers })
-  t.same((one.json() as { deliveries: { fileId: string }[] }).deliveries.map((d) => d.fileId), [second.fileId])
+  t.same(
+    (one.json() as { deliveries: { fileId: string }[] }).deliveries.map((d) => d.fileId),
+    [second.fileId],
+  )
   const none = await app.inject({ url: '/api/v1/webhooks/deliveries?status=delivered', headers: tenant.headers })
   t.same(none.json(), { deliveries: [] })
 
   const id = String(deliveries[1]!.id)
   const foreignId = core.outbox.list(null, 10).find((e) => e.fileId === foreign.fileId)!.id
   const stranger = await app.inject({ method: 'POST', url: `/api/v1/webhooks/deliveries/${foreignId}/retry`, headers: tenant.headers })
-  t.equal(stranger.statusCode, 404, 'another tenant\'s delivery is not found')
+  t.equal(stranger.statusCode, 404, "another tenant's delivery is not found")
   t.equal(stranger.json().error.code, 'DELIVERY_NOT_FOUND')
   t.equal(core.outbox.get(foreignId)?.status, 'dead', 'and stays dead')
   t.equal((await app.inject({ method: 'POST', url: '/api/v1/webhooks/deliveries/msg_nope/retry', headers: tenant.headers })).statusCode, 404)

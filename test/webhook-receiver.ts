@@ -12,7 +12,10 @@ export interface Received {
  * A webhook receiver on 127.0.0.1. `statuses` are answered in order (the last one repeats);
  * 0 means "never answer" (to test timeouts and shutdown).
  */
-export async function startReceiver(t: Test, statuses: number[] = [200]): Promise<{ url: string; received: Received[]; statuses: number[]; waitFor: (n: number, timeoutMs?: number) => Promise<void> }> {
+export async function startReceiver(
+  t: Test,
+  statuses: number[] = [200],
+): Promise<{ url: string; received: Received[]; statuses: number[]; waitFor: (n: number, timeoutMs?: number) => Promise<void> }> {
   const received: Received[] = []
   const hanging = new Set<http.ServerResponse>()
   const server = http.createServer((req, res) => {

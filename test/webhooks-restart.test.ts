@@ -22,7 +22,11 @@ t.test('an event whose delivery was interrupted by SIGKILL is delivered after a 
       body: JSON.stringify({ fileType: 'image/png', fileName: 'a.png', webhookUrl: receiver.url }),
     })
   ).json()) as { presignedUrl: string; fileId: string }
-  const put = await fetch(`${server.url}${hs.presignedUrl}`, { method: 'PUT', headers: { 'content-type': 'image/png' }, body: new Uint8Array(fileBytes('image/png', 500)) })
+  const put = await fetch(`${server.url}${hs.presignedUrl}`, {
+    method: 'PUT',
+    headers: { 'content-type': 'image/png' },
+    body: new Uint8Array(fileBytes('image/png', 500)),
+  })
   t.equal(put.status, 200)
   await receiver.waitFor(1)
   server.child.kill('SIGKILL')

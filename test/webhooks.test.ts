@@ -14,7 +14,9 @@ const ALLOW = { COFFER_WEBHOOK_ALLOW_PRIVATE: 'true' }
 function verifySignature(secret: string, headers: Record<string, unknown>, body: string): boolean {
   const id = String(headers['webhook-id'])
   const ts = String(headers['webhook-timestamp'])
-  const expected = createHmac('sha256', Buffer.from(secret.replace(/^whsec_/, ''), 'base64')).update(`${id}.${ts}.${body}`).digest()
+  const expected = createHmac('sha256', Buffer.from(secret.replace(/^whsec_/, ''), 'base64'))
+    .update(`${id}.${ts}.${body}`)
+    .digest()
   return String(headers['webhook-signature'])
     .split(' ')
     .some((part) => {
@@ -197,7 +199,10 @@ t.test('a delivery times out', async (t) => {
   const receiver = await startReceiver(t, [0])
   t.equal(DELIVERY_TIMEOUT_MS, 10_000)
   const began = Date.now()
-  const result = await deliver({ id: 'msg_1', url: receiver.url, body: '{}', secret: 'whsec_AAAA', timestampSeconds: 1 }, { allowPrivate: true, resolve: async () => [], timeoutMs: 200 })
+  const result = await deliver(
+    { id: 'msg_1', url: receiver.url, body: '{}', secret: 'whsec_AAAA', timestampSeconds: 1 },
+    { allowPrivate: true, resolve: async () => [], timeoutMs: 200 },
+  )
   t.same(result, { ok: false, error: 'timed out' })
   t.ok(Date.now() - began < 2000)
 })
@@ -233,7 +238,11 @@ t.test('SSRF: private literals are refused at the handshake unless allowed', asy
   }
   const allowed = await makeApp(t, ALLOW)
   const t2 = await createTenant(allowed.app)
-  t.equal((await handshake(allowed.app, t2.headers, { fileType: 'image/png', fileName: 'a.png', webhookUrl: 'http://127.0.0.1:9/x' })).statusCode, 200, 'allowed with COFFER_WEBHOOK_ALLOW_PRIVATE')
+  t.equal(
+    (await handshake(allowed.app, t2.headers, { fileType: 'image/png', fileName: 'a.png', webhookUrl: 'http://127.0.0.1:9/x' })).statusCode,
+    200,
+    'allowed with COFFER_WEBHOOK_ALLOW_PRIVATE',
+  )
 })
 
 t.test('SSRF: names that resolve to private addresses are refused at delivery', async (t) => {

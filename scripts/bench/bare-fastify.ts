@@ -45,7 +45,9 @@ if (dataDir === undefined) {
     const row = tenant && fileById.get(request.params.fileId, tenant.id)
     reply.code(row ? 200 : 404)
     log.info({ reqId: request.id, method: request.method, url: request.url, statusCode: reply.statusCode, tenantId: tenant?.id }, 'request completed')
-    return row ? { ...FILE, id: row.id, originalName: row.original_name, sizeBytes: row.size_bytes, tags: JSON.parse(row.tags as string) } : {}
+    return row
+      ? { ...FILE, id: row.id, originalName: row.original_name, sizeBytes: row.size_bytes, tags: JSON.parse(row.tags as string) as Record<string, string> }
+      : {}
   })
 }
 

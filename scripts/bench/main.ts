@@ -131,7 +131,12 @@ async function main(): Promise<void> {
   }
 }
 
-function render(m: ReturnType<typeof machine> & { loadAverageAtStart: number[]; loadAverageAtEnd: number[] }, results: FigureResult[], disk: DiskCosts, nginx: ReturnType<typeof ensureNginx>): string {
+function render(
+  m: ReturnType<typeof machine> & { loadAverageAtStart: number[]; loadAverageAtEnd: number[] },
+  results: FigureResult[],
+  disk: DiskCosts,
+  nginx: ReturnType<typeof ensureNginx>,
+): string {
   const notes = results.filter((r) => r.note).map((r) => `- ${r.figure}: ${r.note}`)
   return [
     table(results),

@@ -74,7 +74,7 @@ export async function startProc(
   } catch (err) {
     child.kill('SIGKILL')
     const tail = fs.readFileSync(opts.logFile, 'utf8').split('\n').slice(-15).join('\n')
-    throw new Error(`${command} ${args.join(' ')}: ${(err as Error).message}\n${tail}`)
+    throw new Error(`${command} ${args.join(' ')}: ${(err as Error).message}\n${tail}`, { cause: err })
   }
   const startMs = performance.now() - t0
   const stop = async () => {

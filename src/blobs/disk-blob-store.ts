@@ -3,12 +3,21 @@ import path from 'node:path'
 import { createHash, randomUUID } from 'node:crypto'
 import { Transform, type Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
-import { fsyncDir } from '../lib/data-dir'
-import { noteStreamed } from '../lib/gc-pacer'
-import type { BlobStore, StagedBlob, StageGuard } from './blob-store'
+import { fsyncDir, fsyncDirAsync } from '../lib/durable'
+import { noteStreamed } from '../lib/heap-relief'
+import { BlobNotFoundError, type BlobStore, type ByteRange, type OpenedBlob, type StagedBlob, type StageGuard } from './blob-store'
+import { blobPath, SHA256_RE } from './layout'
 
-const SHA256_RE = /^[0-9a-f]{64}$/
 const HEAD_BYTES = 64
+
+/**
+ * Reads up to this size are done synchronously in one open/read/close (a few microseconds from
+ * the page cache) instead of four thread-pool round trips (open, read, read to EOF, close), each
+ * costing more main-thread time than the whole read: 4 KiB downloads/s went from about 0.2x to
+ * about 0.9x of nginx's (#7). Like nginx, a cold-cache read blocks the loop briefly. It lives in
+ * the disk store because it is a property of local files: a remote store streams everything.
+ */
+export const SMALL_READ_BYTES = 64 * 1024
 
 /** Hashes, counts and inspects bytes on their way to disk. */
 class Inspector extends Transform {
@@ -57,7 +66,7 @@ class Inspector extends Transform {
   }
 }
 
-/** Blobs under `<root>/<aa>/<bb>/<sha256>`; staging files under `tmpDir` on the same filesystem. */
+/** Blobs under `root` (layout.ts); staging files under `tmpDir` on the same filesystem. */
 export class DiskBlobStore implements BlobStore {
   constructor(
     private readonly root: string,
@@ -114,20 +123,26 @@ export class DiskBlobStore implements BlobStore {
     await fs.promises.rm(staged.tmpPath, { force: true })
   }
 
-  pathOf(sha256: string): string {
-    if (!SHA256_RE.test(sha256)) throw new Error(`not a sha256: ${JSON.stringify(sha256).slice(0, 80)}`)
-    const p = path.join(this.root, sha256.slice(0, 2), sha256.slice(2, 4), sha256)
-    // Defence in depth: whatever reaches here must resolve inside the blob root.
-    if (!p.startsWith(this.root + path.sep)) throw new Error('blob path escapes the store')
-    return p
-  }
-
-  exists(sha256: string): boolean {
-    return fs.existsSync(this.pathOf(sha256))
+  async open(sha256: string, range?: ByteRange): Promise<OpenedBlob> {
+    const file = this.pathOf(sha256)
+    try {
+      const { start, end } = range ?? { start: 0, end: (await fs.promises.stat(file)).size - 1 }
+      const length = end - start + 1
+      if (length <= SMALL_READ_BYTES) return { length, body: readSync(file, start, length) }
+      const fh = await fs.promises.open(file, 'r')
+      return { length, body: fh.createReadStream({ start, end, highWaterMark: 256 * 1024 }) }
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new BlobNotFoundError(sha256)
+      throw err
+    }
   }
 
   removeSync(sha256: string): void {
     fs.rmSync(this.pathOf(sha256), { force: true })
+  }
+
+  private pathOf(sha256: string): string {
+    return blobPath(this.root, sha256)
   }
 
   async *list(): AsyncIterable<{ sha256: string; mtimeMs: number }> {
@@ -169,20 +184,29 @@ export class DiskBlobStore implements BlobStore {
   }
 }
 
-async function fsyncDirAsync(dir: string): Promise<void> {
-  const fh = await fs.promises.open(dir, 'r')
-  try {
-    await fh.sync()
-  } finally {
-    await fh.close()
-  }
-}
-
 async function readdirOrEmpty(dir: string): Promise<string[]> {
   try {
     return await fs.promises.readdir(dir)
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return []
     throw err
+  }
+}
+
+/** `length` bytes of `file` from `start`: open, read, close. */
+function readSync(file: string, start: number, length: number): Buffer {
+  const fd = fs.openSync(file, 'r')
+  try {
+    const buf = Buffer.allocUnsafe(length)
+    let got = 0
+    while (got < length) {
+      const n = fs.readSync(fd, buf, got, length - got, start + got)
+      if (n === 0) break
+      got += n
+    }
+    if (got !== length) throw new Error(`stored content ${path.basename(file)} is shorter than its record`)
+    return buf
+  } finally {
+    fs.closeSync(fd)
   }
 }

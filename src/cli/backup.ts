@@ -15,7 +15,7 @@ complete, so a backup cut short is recognisable by that name.`
 
 export async function backupCommand(args: string[], io: CliIO): Promise<number> {
   const { values, positionals } = parse(args, { 'data-dir': { type: 'string' }, json: { type: 'boolean' } }, 1)
-  if (values.help) return println(io.stdout, BACKUP_HELP), 0
+  if (values.help) return (println(io.stdout, BACKUP_HELP), 0)
   if (positionals[0] === undefined) throw new UsageError('backup needs a DEST directory')
   const dest = path.resolve(positionals[0])
   const { dataDir } = loadConfig(io.env, values['data-dir'] === undefined ? {} : { 'data-dir': values['data-dir'] })
@@ -35,7 +35,10 @@ export async function backupCommand(args: string[], io: CliIO): Promise<number> 
     const seconds = (Date.now() - started) / 1000
     if (values.json) println(io.stdout, JSON.stringify({ ...r, seconds }))
     else {
-      println(io.stdout, `backed up ${r.files} file record(s) and ${r.blobs} blob(s), ${r.bytes} bytes (${r.linked} hard-linked, ${r.copied} copied) to ${r.dest} in ${seconds.toFixed(1)} s`)
+      println(
+        io.stdout,
+        `backed up ${r.files} file record(s) and ${r.blobs} blob(s), ${r.bytes} bytes (${r.linked} hard-linked, ${r.copied} copied) to ${r.dest} in ${seconds.toFixed(1)} s`,
+      )
     }
     for (const sha of r.missing) println(io.stderr, `coffer: blob ${sha} is listed in the database but missing from the data dir (coffer verify)`)
     return r.missing.length === 0 ? 0 : 1

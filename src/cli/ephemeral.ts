@@ -3,7 +3,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { randomBytes } from 'node:crypto'
 import { loadConfig, type Config } from '../config'
-import type { Server } from './serve'
+import type { Server } from '../server'
 import { println, UsageError } from './io'
 
 /** A throwaway instance's settings and the temporary data dir it owns. */

@@ -13,27 +13,33 @@ its SHA-256, and blob files no record refers to. Exits 1 when anything is missin
 
 export async function gcCommand(args: string[], io: CliIO): Promise<number> {
   const { values } = parse(args, { ...DATA_DIR_OPTION, json: { type: 'boolean' } })
-  if (values.help) return println(io.stdout, GC_HELP), 0
+  if (values.help) return (println(io.stdout, GC_HELP), 0)
   return withCore(io, values['data-dir'], async (core) => {
     const collected = core.gc.collect(true)
     const orphansRemoved = await core.gc.removeOrphans()
     const result = { ...collected, orphansRemoved }
     if (values.json) println(io.stdout, JSON.stringify(result))
     else {
-      println(io.stdout, `purged ${result.filesPurged} deleted file(s); removed ${result.blobsRemoved} blob(s) (${result.bytesFreed} bytes) and ${orphansRemoved} orphaned blob file(s)`)
+      println(
+        io.stdout,
+        `purged ${result.filesPurged} deleted file(s); removed ${result.blobsRemoved} blob(s) (${result.bytesFreed} bytes) and ${orphansRemoved} orphaned blob file(s)`,
+      )
     }
   })
 }
 
 export async function verifyCommand(args: string[], io: CliIO): Promise<number> {
   const { values } = parse(args, { ...DATA_DIR_OPTION, json: { type: 'boolean' } })
-  if (values.help) return println(io.stdout, VERIFY_HELP), 0
+  if (values.help) return (println(io.stdout, VERIFY_HELP), 0)
   return withCore(io, values['data-dir'], async (core) => {
     const report = await core.gc.verify()
     const ok = report.missing.length === 0 && report.corrupt.length === 0
     if (values.json) println(io.stdout, JSON.stringify({ ok, ...report }))
     else {
-      println(io.stdout, `checked ${report.checked} blob(s): ${report.missing.length} missing, ${report.corrupt.length} corrupt, ${report.orphans.length} orphaned`)
+      println(
+        io.stdout,
+        `checked ${report.checked} blob(s): ${report.missing.length} missing, ${report.corrupt.length} corrupt, ${report.orphans.length} orphaned`,
+      )
       for (const sha of report.missing) println(io.stdout, `missing  ${sha}`)
       for (const sha of report.corrupt) println(io.stdout, `corrupt  ${sha}`)
       for (const sha of report.orphans) println(io.stdout, `orphan   ${sha}`)

@@ -1,12 +1,9 @@
 import type { Logger } from 'pino'
-import { buildApp } from '../app'
-import type { Config } from '../config'
-import { createCore, type Core } from '../core'
-import { emptyTmp } from '../lib/data-dir'
-import type { App } from '../http/types'
-import { closeGracefully } from '../http/request-lifecycle'
-import type { Background } from '../lib/background'
-import { Periodic } from '../lib/periodic'
+import { loadConfig } from '../config'
+import { createLogger } from '../lib/logger'
+import { startServer } from '../server'
+import { announceEphemeral, prepareEphemeral } from './ephemeral'
+import { parse, println, type CliIO } from './io'
 
 export const SERVE_HELP = `Usage: coffer serve [--port PORT] [--host HOST] [--data-dir DIR] [--log-level LEVEL]
        coffer serve --ephemeral [--port PORT] [--host HOST] [--log-level LEVEL]
@@ -20,77 +17,52 @@ Runs the HTTP API. Flags override COFFER_* environment variables (see coffer --h
 
 SIGTERM or SIGINT shuts down gracefully: no new requests, in-flight ones get up to
 COFFER_SHUTDOWN_TIMEOUT_SECONDS to finish, then the database closes and the exit code is 0.`
-
-/** A running server. close() stops accepting, drains in-flight requests and closes the database. */
-export interface Server {
-  url: string
-  app: App
-  core: Core
-  /** Started once listening, stopped by close(). */
-  background: readonly Background[]
-  /** Idempotent; resolves once everything is stopped and the database is closed. */
-  close(): Promise<void>
+/** What the serve command needs from the process (main.ts owns signals and exit handlers). */
+export interface ServeProcess {
+  /** Starts listening for stop signals and resolves with the first; `logger` reports a second. */
+  waitForStop(logger: Logger): Promise<string>
+  /** Runs `fn` however the process ends (the ephemeral data dir goes with it). */
+  onExit(fn: () => void): void
 }
 
-/**
- * The components that run beside the HTTP server. Each is started once the server listens and
- * stopped on shutdown, before the database closes.
- */
-export function backgroundComponents(core: Core, logger: Logger): Background[] {
-  return [
-    core.webhooks,
-    new Periodic('sweep-expired-uploads', 30_000, () => {
-      const swept = core.uploads.sweepExpired()
-      if (swept > 0) logger.info({ swept }, 'abandoned uploads marked failed')
-    }, logger),
-    new Periodic('gc', 10 * 60_000, () => {
-      const r = core.gc.collect()
-      if (r.filesPurged + r.blobsRemoved > 0) logger.info(r, 'garbage collected')
-    }, logger),
-  ]
-}
-
-export async function startServer(config: Config, logger: Logger): Promise<Server> {
-  const core = createCore(config, { log: logger })
-  const leftovers = emptyTmp(core.dataDir)
-  if (leftovers > 0) logger.info({ removed: leftovers }, 'removed partial uploads left by a previous run')
-  core.metrics.collectProcessMetrics()
-  const app = await buildApp(core, { logger })
-  const background = backgroundComponents(core, logger)
-  let closing: Promise<void> | undefined
-  const close = () =>
-    (closing ??= (async () => {
-      const timeoutMs = config.shutdownTimeoutSeconds * 1000
-      logger.info({ inFlight: app.inFlightRequests(), timeoutMs }, 'shutting down: refusing new requests, finishing those in flight')
-      // Background work stops while the requests in flight finish; both before the database closes.
-      const stopped = Promise.allSettled(background.map((b) => b.stop()))
-      try {
-        await closeGracefully(app, timeoutMs, logger)
-        // Uploads cut off at the timeout still mark their file failed and remove their temp file.
-        await core.uploads.settled()
-        for (const r of await stopped) if (r.status === 'rejected') logger.error({ err: r.reason }, 'a background component failed to stop')
-      } finally {
-        core.close()
-      }
-      logger.info('shutdown complete')
-    })())
-  logger.info({ dataDir: config.dataDir }, 'coffer starting')
+/** `coffer serve`: runs the server until a stop signal, then shuts it down gracefully. */
+export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess): Promise<number> {
+  const { values } = parse(args, {
+    port: { type: 'string' },
+    host: { type: 'string' },
+    'data-dir': { type: 'string' },
+    'log-level': { type: 'string' },
+    ephemeral: { type: 'boolean' },
+  })
+  const { help, ephemeral, ...flags } = values
+  if (help) {
+    println(io.stdout, SERVE_HELP)
+    return 0
+  }
+  const eph = ephemeral ? prepareEphemeral(io.env, flags) : undefined
+  // However the process ends (clean exit, a crash, a forced exit), the temporary data dir goes too.
+  if (eph) proc.onExit(() => eph.remove())
+  const config = eph?.config ?? loadConfig(io.env, flags)
+  // Ephemeral mode keeps stdout for its one JSON line; the logs go to stderr.
+  const logger = createLogger(config.logLevel, eph ? io.stderr : io.stdout)
+  // Listening for signals from the start: one that arrives while starting still shuts down cleanly.
+  const stopSignal = proc.waitForStop(logger)
+  const server = await startServer(config, logger)
+  if (eph) {
+    try {
+      announceEphemeral(server, eph, io.stdout)
+    } catch (err) {
+      await server.close()
+      throw err
+    }
+  }
+  const signal = await stopSignal
+  logger.info({ signal }, 'signal received')
   try {
-    await app.listen({ port: config.port, host: config.host, listenTextResolver: (address) => `coffer listening on ${address}` })
+    await server.close()
+    return 0
   } catch (err) {
-    await close()
-    throw err
+    logger.error({ err }, 'shutdown failed')
+    return 1
   }
-  for (const b of background) b.start()
-  const addr = app.server.address()
-  const port = typeof addr === 'object' && addr ? addr.port : config.port
-  const host = config.host.includes(':') ? `[${config.host}]` : config.host
-  const url = `http://${host}:${port}`
-  if (config.adminApiKey === undefined) {
-    logger.warn(
-      `admin API disabled: set COFFER_ADMIN_API_KEY (at least 16 characters) to enable it, ` +
-        `or create a tenant offline with: coffer tenant create --name NAME --data-dir ${config.dataDir}`,
-    )
-  }
-  return { url, app, core, background, close }
 }

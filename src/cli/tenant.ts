@@ -1,7 +1,6 @@
-import { Value } from '@sinclair/typebox/value'
-import { CreateTenantBody } from '../http/schemas/tenants'
-import { createdTenantView } from '../services/tenants'
-import { isoTime } from '../lib/clock'
+import { AppError } from '../errors'
+import { createdTenantView, tenantSummaryView } from '../contract/tenants'
+import { checkTenantInput, type CreateTenantInput } from '../services/tenants'
 import { DATA_DIR_OPTION, parse, println, UsageError, withCore, type CliIO } from './io'
 
 export const TENANT_HELP = `Usage:
@@ -23,18 +22,29 @@ export async function tenantCommand(args: string[], io: CliIO): Promise<number> 
   }
   if (sub === 'create') {
     const { values } = parse(rest, { ...opts, name: { type: 'string' }, 'quota-bytes': { type: 'string' }, types: { type: 'string' } })
-    if (values.help) return println(io.stdout, TENANT_HELP), 0
+    if (values.help) return (println(io.stdout, TENANT_HELP), 0)
     if (values.name === undefined) throw new UsageError('tenant create needs --name')
-    const input: Record<string, unknown> = { name: values.name }
-    if (values['quota-bytes'] !== undefined) input.quotaBytes = /^\d+$/.test(values['quota-bytes']) ? Number(values['quota-bytes']) : values['quota-bytes']
-    if (values.types !== undefined) input.allowedFileTypes = values.types.split(',').map((s) => s.trim()).filter(Boolean)
-    const firstError = Value.Errors(CreateTenantBody, input).First()
-    if (firstError) {
-      const flag = Object.entries(FLAG_OF).find(([p]) => firstError.path.startsWith(p))?.[1] ?? firstError.path
-      throw new UsageError(`${flag}: ${firstError.message.toLowerCase()}`)
+    const input: CreateTenantInput = { name: values.name }
+    const quota = values['quota-bytes']
+    if (quota !== undefined) {
+      if (!/^\d{1,16}$/.test(quota)) throw new UsageError('--quota-bytes: must be an integer of at least 0')
+      input.quotaBytes = Number(quota)
+    }
+    if (values.types !== undefined)
+      input.allowedFileTypes = values.types
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean)
+    // The service's own rules, checked before the data dir is opened, and reported by flag.
+    try {
+      checkTenantInput(input)
+    } catch (err) {
+      if (!(err instanceof AppError)) throw err
+      const first = (err.details.errors as { path: string; message: string }[])[0]!
+      throw new UsageError(`${FLAG_OF[first.path] ?? first.path}: ${first.message}`)
     }
     return withCore(io, values['data-dir'], (core) => {
-      const { tenant, apiKey } = core.tenants.create(input as CreateTenantBody)
+      const { tenant, apiKey } = core.tenants.create(input)
       const out = createdTenantView(tenant, apiKey)
       if (values.json) return println(io.stdout, JSON.stringify(out))
       println(io.stdout, `Created tenant "${out.name}"`)
@@ -47,16 +57,9 @@ export async function tenantCommand(args: string[], io: CliIO): Promise<number> 
   }
   if (sub === 'list') {
     const { values } = parse(rest, opts)
-    if (values.help) return println(io.stdout, TENANT_HELP), 0
+    if (values.help) return (println(io.stdout, TENANT_HELP), 0)
     return withCore(io, values['data-dir'], (core) => {
-      const rows = core.tenants.repo.list().map((t) => ({
-        id: t.id,
-        name: t.name,
-        quotaBytes: t.quotaBytes,
-        usedBytes: t.usedBytes,
-        allowedFileTypes: t.allowedFileTypes,
-        createdAt: isoTime(t.createdAt),
-      }))
+      const rows = core.tenants.list().map(tenantSummaryView)
       if (values.json) return println(io.stdout, JSON.stringify(rows))
       if (rows.length === 0) return println(io.stdout, 'No tenants yet. Create one: coffer tenant create --name NAME')
       println(io.stdout, ['ID'.padEnd(36), 'USED/QUOTA (bytes)'.padEnd(26), 'CREATED'.padEnd(24), 'NAME'].join('  '))
@@ -67,7 +70,7 @@ export async function tenantCommand(args: string[], io: CliIO): Promise<number> 
   }
   if (sub === 'regenerate-key') {
     const { values, positionals } = parse(rest, opts, 1)
-    if (values.help) return println(io.stdout, TENANT_HELP), 0
+    if (values.help) return (println(io.stdout, TENANT_HELP), 0)
     const id = positionals[0]
     if (id === undefined) throw new UsageError('tenant regenerate-key needs a TENANT_ID')
     return withCore(io, values['data-dir'], (core) => {

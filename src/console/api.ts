@@ -122,7 +122,8 @@ export async function uploadFile(
     xhr.open('PUT', hs.presignedUrl)
     xhr.setRequestHeader('content-type', type)
     xhr.upload.onprogress = (e) => opts.onProgress(e.loaded, e.lengthComputable ? e.total : file.size)
-    xhr.onload = () => (xhr.status >= 200 && xhr.status < 300 ? resolve(JSON.parse(xhr.responseText) as FileInfo) : reject(errorOf(xhr.status, xhr.responseText)))
+    xhr.onload = () =>
+      xhr.status >= 200 && xhr.status < 300 ? resolve(JSON.parse(xhr.responseText) as FileInfo) : reject(errorOf(xhr.status, xhr.responseText))
     xhr.onerror = () => reject(unreachable())
     xhr.send(file)
   })

@@ -60,7 +60,7 @@ export function Deliveries(props: { apiKey: string }) {
                 <td data-label="Created">{formatTime(d.createdAt)}</td>
                 <td class="actions">
                   {d.status === 'dead' && (
-                    <button type="button" aria-label={`Retry delivery ${d.id}`} onClick={() => retry(d)}>
+                    <button type="button" aria-label={`Retry delivery ${d.id}`} onClick={() => void retry(d)}>
                       Retry
                     </button>
                   )}
@@ -71,7 +71,7 @@ export function Deliveries(props: { apiKey: string }) {
         </table>
       )}
       <div class="buttons">
-        <button type="button" onClick={() => load()}>
+        <button type="button" onClick={() => void load()}>
           Refresh deliveries
         </button>
       </div>

@@ -40,7 +40,7 @@ function SignIn(props: { onSignedIn: (s: Session) => void }) {
     }
   }
   return (
-    <form class="card sign-in" onSubmit={submit}>
+    <form class="card sign-in" onSubmit={(e) => void submit(e)}>
       <h1>Coffer</h1>
       <p class="muted">Sign in with a tenant API key or the admin key. It is kept in this tab only.</p>
       <label>

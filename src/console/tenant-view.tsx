@@ -104,7 +104,8 @@ export function TenantView(props: { apiKey: string; onSignOut: () => void }) {
     if (preview) URL.revokeObjectURL(preview.url)
     setPreview(null)
   }
-  const signedUrl = (file: FileInfo, seconds: number) => api<{ url: string; expiresAt: string }>(key, 'GET', `/api/v1/files/${file.id}/signed-url?expiresIn=${seconds}`)
+  const signedUrl = (file: FileInfo, seconds: number) =>
+    api<{ url: string; expiresAt: string }>(key, 'GET', `/api/v1/files/${file.id}/signed-url?expiresIn=${seconds}`)
   const download = (file: FileInfo) =>
     run(async () => {
       // A one-minute signed URL: the browser streams the file to disk itself, with no key in the URL for long.
@@ -253,16 +254,16 @@ export function TenantView(props: { apiKey: string; onSignOut: () => void }) {
                   <td data-label="Workspace">{wsName(f.workspaceId)}</td>
                   <td class="actions">
                     {f.processingStatus === 'completed' && PREVIEWABLE.test(f.fileType) && (
-                      <button type="button" aria-label={`Preview ${f.originalName}`} onClick={() => showPreview(f)}>
+                      <button type="button" aria-label={`Preview ${f.originalName}`} onClick={() => void showPreview(f)}>
                         Preview
                       </button>
                     )}
                     {f.processingStatus === 'completed' && (
                       <>
-                        <button type="button" aria-label={`Download ${f.originalName}`} onClick={() => download(f)}>
+                        <button type="button" aria-label={`Download ${f.originalName}`} onClick={() => void download(f)}>
                           Download
                         </button>
-                        <button type="button" aria-label={`Copy link to ${f.originalName}`} onClick={() => copyLink(f)}>
+                        <button type="button" aria-label={`Copy link to ${f.originalName}`} onClick={() => void copyLink(f)}>
                           Copy link
                         </button>
                       </>

@@ -35,7 +35,7 @@ export function Confirm(props: { title: string; message: string; action: string;
       <p>{props.message}</p>
       <ErrorText error={error} />
       <div class="buttons">
-        <button type="button" class="danger" disabled={busy} onClick={confirm}>
+        <button type="button" class="danger" disabled={busy} onClick={() => void confirm()}>
           {props.action}
         </button>
         <button type="button" onClick={props.onClose}>

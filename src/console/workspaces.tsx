@@ -137,7 +137,13 @@ export function Workspaces(props: { apiKey: string; workspaces: Workspace[]; onC
         </label>
         <label>
           Slug
-          <input value={slug} placeholder={slugOf(name) || 'from the name'} pattern="[a-z0-9]+(-[a-z0-9]+)*" maxLength={63} onInput={(e) => setSlug(e.currentTarget.value)} />
+          <input
+            value={slug}
+            placeholder={slugOf(name) || 'from the name'}
+            pattern="[a-z0-9]+(-[a-z0-9]+)*"
+            maxLength={63}
+            onInput={(e) => setSlug(e.currentTarget.value)}
+          />
         </label>
         <label>
           Quota

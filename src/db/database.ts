@@ -65,3 +65,8 @@ export function migrate(db: DB, migrations: readonly Migration[]): void {
     }).immediate()
   }
 }
+
+/** Throws unless the database answers a trivial query (readiness). */
+export function ping(db: DB): void {
+  db.prepare('SELECT 1').get()
+}

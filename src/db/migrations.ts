@@ -9,8 +9,7 @@ export interface Migration {
 }
 
 /** Bytes a file row holds against its quotas: pending and completed files count, failed and deleted ones do not. */
-const charge = (row: 'NEW' | 'OLD') =>
-  `(CASE WHEN ${row}.deleted_at IS NULL AND ${row}.status != 'failed' THEN ${row}.size_bytes ELSE 0 END)`
+const charge = (row: 'NEW' | 'OLD') => `(CASE WHEN ${row}.deleted_at IS NULL AND ${row}.status != 'failed' THEN ${row}.size_bytes ELSE 0 END)`
 
 export const MIGRATIONS: readonly Migration[] = [
   {

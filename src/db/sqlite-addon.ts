@@ -3,6 +3,7 @@ import path from 'node:path'
 import { createHash } from 'node:crypto'
 import sea from 'node:sea'
 import { ConfigError } from '../config'
+import { publishFileSync } from '../lib/durable'
 
 /** Set by scripts/build.mjs through esbuild's `define`; undefined when running from TypeScript sources. */
 declare const __COFFER_BUNDLE__: boolean | undefined
@@ -18,7 +19,7 @@ function dlopen(file: string): object {
 /**
  * The better-sqlite3 addon for `new Database(…, { nativeBinding })`.
  * - single executable: the addon is a SEA asset, written once into `<dataDir>/.cache/` (not /tmp,
- *   which may be mounted noexec) by temp file + rename, so concurrent starts never see half a file;
+ *   which may be mounted noexec) by lib/durable.ts, so concurrent starts never see half a file;
  * - bundle (`dist/coffer.cjs`): the addon sits beside the bundle;
  * - sources (tests, tsc): undefined, and better-sqlite3 finds its own prebuilt addon.
  */
@@ -30,17 +31,9 @@ export function loadSqliteAddon(dataDir: string): object | undefined {
     const file = path.join(dir, `better_sqlite3-${digest}.node`)
     if (!fs.existsSync(file)) {
       fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
-      const tmp = `${file}.${process.pid}.tmp`
-      const fd = fs.openSync(tmp, 'w', 0o755)
-      try {
-        fs.writeFileSync(fd, bytes)
-        // Synced before the rename: after a power cut the name must not point at an empty file,
-        // which every later start would then fail to load.
-        fs.fsyncSync(fd)
-      } finally {
-        fs.closeSync(fd)
-      }
-      fs.renameSync(tmp, file)
+      // Synced before it is published: after a power cut the name must not point at an empty
+      // file, which every later start would then fail to load.
+      publishFileSync(file, bytes, { mode: 0o755, exclusive: false })
     }
     try {
       return dlopen(file)

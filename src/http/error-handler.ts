@@ -1,5 +1,5 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { AppError, isDiskFull, type ErrorCode } from '../errors'
+import { AppError, isDiskFull, publicCode, type ErrorCode } from '../errors'
 import { formatValidationErrors } from './validation'
 
 /** The one code → HTTP status table. */
@@ -8,6 +8,7 @@ export const STATUS: Record<ErrorCode, number> = {
   VALIDATION_ERROR: 400,
   INVALID_FILE_TYPE: 400,
   FILE_TOO_LARGE: 400,
+  BODY_TOO_LARGE: 413,
   QUOTA_EXCEEDED: 403,
   FILE_NOT_FOUND: 404,
   WORKSPACE_NOT_FOUND: 404,
@@ -17,6 +18,7 @@ export const STATUS: Record<ErrorCode, number> = {
   PAYLOAD_TOO_LARGE: 413,
   RATE_LIMITED: 429,
   RANGE_NOT_SATISFIABLE: 416,
+  PRECONDITION_FAILED: 412,
   INSUFFICIENT_STORAGE: 507,
   NOT_FOUND: 404,
   NOT_READY: 503,
@@ -25,9 +27,9 @@ export const STATUS: Record<ErrorCode, number> = {
 
 export function sendError(reply: FastifyReply, err: AppError): FastifyReply {
   return reply
-    .code(err.statusOverride ?? STATUS[err.code])
+    .code(STATUS[err.code])
     .type('application/json; charset=utf-8')
-    .send({ error: { code: err.code, message: err.message, details: err.details } })
+    .send({ error: { code: publicCode(err.code), message: err.message, details: err.details } })
 }
 
 /** Turns whatever was thrown into a contract error; anything unrecognised becomes a bare 500. */
@@ -63,10 +65,30 @@ export function toAppError(err: FastifyError | Error, request: FastifyRequest): 
   return new AppError('INTERNAL_ERROR', 'Internal server error', { requestId: request.id })
 }
 
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /**
+     * Where a route's service input sits in the request, as a JSON pointer prefix: `/query` when
+     * the service was handed the query string. Services name invalid fields by pointers into their
+     * input (`/cursor`); the error envelope names them in the request (`/query/cursor`).
+     */
+    inputPointer?: string
+  }
+}
+
+/** A service's VALIDATION_ERROR with its field pointers placed in the request (see inputPointer). */
+function placeInRequest(err: AppError, request: FastifyRequest): AppError {
+  const prefix = request.routeOptions.config.inputPointer
+  if (err.code !== 'VALIDATION_ERROR' || prefix === undefined) return err
+  const errors = (err.details.errors as { path: string; message: string }[] | undefined)?.map((e) => ({ ...e, path: `${prefix}${e.path}` }))
+  const first = errors?.[0]
+  return new AppError('VALIDATION_ERROR', first ? `${first.path}: ${first.message}` : err.message, { ...err.details, errors })
+}
+
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError, request, reply) => {
-    const appErr = toAppError(err, request)
-    const status = appErr.statusOverride ?? STATUS[appErr.code]
+    const appErr = err instanceof AppError ? placeInRequest(err, request) : toAppError(err, request)
+    const status = STATUS[appErr.code]
     if (status >= 500 && appErr.code !== 'INSUFFICIENT_STORAGE') {
       request.log.error({ err }, 'request failed')
     } else if (status >= 500) {

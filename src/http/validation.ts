@@ -57,7 +57,8 @@ export function formatValidationErrors(errors: ErrorObject[], context: string | 
   for (const e of errors) {
     let path = e.instancePath
     let message: string
-    const custom = (e.parentSchema as Record<string, unknown> | undefined)?.['x-message']
+    const parent: Record<string, unknown> | undefined = e.parentSchema
+    const custom = parent?.['x-message']
     switch (e.keyword) {
       case 'required':
         path += `/${(e.params as { missingProperty: string }).missingProperty}`
@@ -68,7 +69,7 @@ export function formatValidationErrors(errors: ErrorObject[], context: string | 
         message = 'is not a known field'
         break
       case 'enum':
-        message = `must be one of: ${((e.params as { allowedValues: unknown[] }).allowedValues).join(', ')}`
+        message = `must be one of: ${(e.params as { allowedValues: unknown[] }).allowedValues.join(', ')}`
         break
       case 'format':
         message = typeof custom === 'string' ? custom : `must be a valid ${(e.params as { format: string }).format}`

@@ -16,6 +16,11 @@ function encodeExtValue(value: string): string {
  * `filename*` (RFC 6266 §4.3, RFC 8187). The fallback keeps printable ASCII only and replaces
  * quotes, backslashes, `%` and anything else with `_`, so no header injection or quoting escape
  * is possible whatever the stored name holds.
+ *
+ * Not the `content-disposition` package (#11 asked for it): contract.md fixes the header as both
+ * parameters, always, and the package omits `filename*` for plain-ASCII names (and, without a
+ * fallback, puts raw Latin-1 bytes in `filename`); test/security.test.ts and downloads.test.ts
+ * assert the exact header.
  */
 export function contentDisposition(fileName: string, type: 'attachment' | 'inline' = 'attachment'): string {
   const fallback = [...fileName].map((ch) => (/^[\x20-\x7e]$/.test(ch) && !/["\\%]/.test(ch) ? ch : '_')).join('') || 'download'

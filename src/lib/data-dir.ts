@@ -1,6 +1,7 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import { randomBytes } from 'node:crypto'
+import { copyDurable, fsyncDir, publishFileSync } from './durable'
 
 /** The paths inside a data dir (contract: Operations). */
 export interface DataDir {
@@ -41,44 +42,43 @@ export function emptyTmp(d: DataDir): number {
 
 /**
  * The server secret: `COFFER_SECRET` when configured, else 32 random bytes generated once into
- * `<data-dir>/secret` (mode 0600). The secret is written and synced under a temporary name, then
- * published with link(2), which fails with EEXIST when another process got there first: the name
- * `secret` only ever points at a complete file, so a racing process never reads it half-written
- * and a crash mid-write never leaves a damaged secret behind (only a stray temporary file).
+ * `<data-dir>/secret` (mode 0600), published exclusively (lib/durable.ts): the name `secret` only
+ * ever points at a complete file, a racing process never reads it half-written, and a crash
+ * mid-write never leaves a damaged secret behind.
  */
 export function loadSecret(d: DataDir, configured: string | undefined): Buffer {
   if (configured !== undefined) return Buffer.from(configured, 'utf8')
-  if (!fs.existsSync(d.secret)) {
-    const tmp = `${d.secret}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`
-    const fd = fs.openSync(tmp, 'wx', 0o600)
-    try {
-      try {
-        fs.writeSync(fd, randomBytes(32).toString('hex'))
-        fs.fsyncSync(fd)
-      } finally {
-        fs.closeSync(fd)
-      }
-      try {
-        fs.linkSync(tmp, d.secret)
-        fsyncDir(d.root)
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
-      }
-    } finally {
-      fs.rmSync(tmp, { force: true })
-    }
-  }
+  if (!fs.existsSync(d.secret)) publishFileSync(d.secret, randomBytes(32).toString('hex'), { mode: 0o600, exclusive: true })
   const text = fs.readFileSync(d.secret, 'utf8').trim()
   if (!/^[0-9a-f]{64}$/.test(text)) throw new Error(`${d.secret} is damaged: expected 64 hex characters`)
   return Buffer.from(text, 'hex')
 }
 
-/** fsync a directory so that a rename or create inside it survives a crash. */
-export function fsyncDir(dir: string): void {
-  const fd = fs.openSync(dir, 'r')
-  try {
-    fs.fsyncSync(fd)
-  } finally {
-    fs.closeSync(fd)
-  }
+/** True when the data dir accepts a write (readiness): a probe file in tmp/, written and removed. */
+export function probeWritable(d: DataDir): void {
+  const probe = path.join(d.tmp, `ready-${process.pid}-${randomBytes(4).toString('hex')}`)
+  fs.writeFileSync(probe, 'ok')
+  fs.unlinkSync(probe)
+}
+
+/** A new private directory (parents included) for work in progress. */
+export function makeWorkDir(dir: string): void {
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
+}
+
+/** Removes a directory tree, if it exists. */
+export function discardDir(dir: string): void {
+  fs.rmSync(dir, { recursive: true, force: true })
+}
+
+/** Copies the server secret (when the data dir has one) into another data dir, durably. */
+export function copySecret(from: DataDir, to: DataDir): void {
+  if (fs.existsSync(from.secret)) copyDurable(from.secret, to.secret, 0o600)
+}
+
+/** Publishes a finished directory under its final name: fsync it, rename it, fsync the parent. */
+export function publishWorkDir(work: string, dest: string): void {
+  fsyncDir(work)
+  fs.renameSync(work, dest)
+  fsyncDir(path.dirname(dest))
 }

@@ -38,6 +38,6 @@ export function createLogger(level: string, destination: DestinationStream | Nod
       },
       timestamp: pino.stdTimeFunctions.isoTime,
     },
-    destination as DestinationStream,
+    destination,
   )
 }

@@ -2,20 +2,23 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 
 /** How an upload ended: `completed`, or the lower-cased error code that failed it, or `expired` (swept). */
 export type UploadOutcome =
-  | 'completed'
-  | 'invalid_file_type'
-  | 'file_too_large'
-  | 'quota_exceeded'
-  | 'validation_error'
-  | 'insufficient_storage'
-  | 'internal_error'
-  | 'expired'
+  'completed' | 'invalid_file_type' | 'file_too_large' | 'quota_exceeded' | 'validation_error' | 'insufficient_storage' | 'internal_error' | 'expired'
 
 /** What the upload service reports; an interface so services stay free of prom-client. */
 export interface UploadMeter {
   /** Content bytes read from an upload body, counted as they stream (whatever the outcome). */
   received(bytes: number): void
-  finished(outcome: UploadOutcome): void
+  /** An upload ended: `completed`, `expired`, or the public error code that failed it. */
+  finished(result: string): void
+}
+
+const FAILURE_OUTCOMES: ReadonlySet<string> = new Set(['invalid_file_type', 'file_too_large', 'quota_exceeded', 'validation_error', 'insufficient_storage'])
+
+/** The label of an upload's end: a bounded set whatever the service reports. */
+export function uploadOutcome(result: string): UploadOutcome {
+  if (result === 'completed' || result === 'expired') return result
+  const code = result.toLowerCase()
+  return (FAILURE_OUTCOMES.has(code) ? code : 'internal_error') as UploadOutcome
 }
 
 /** What the gauges read at scrape time. */
@@ -72,13 +75,13 @@ export class Metrics implements UploadMeter {
   private processMetrics = false
 
   constructor(sources: MetricSources) {
-    const metrics = this
+    const inFlight = () => this.inFlight()
     new Gauge({
       name: 'coffer_http_requests_in_flight',
       help: 'Requests received whose response is not finished yet',
       registers: [this.registry],
       collect() {
-        this.set(metrics.inFlight())
+        this.set(inFlight())
       },
     })
     new Gauge({
@@ -127,8 +130,8 @@ export class Metrics implements UploadMeter {
     this.uploadBytes.inc(bytes)
   }
 
-  finished(outcome: UploadOutcome): void {
-    this.uploads.inc({ outcome })
+  finished(result: string): void {
+    this.uploads.inc({ outcome: uploadOutcome(result) })
   }
 
   /** Node's own metrics (CPU, memory, event loop lag, GC, handles): for the serving process only. */

@@ -1,30 +1,12 @@
 import { AppError, notFound, validationError } from '../errors'
 import type { FileRecord, FilesRepo, Cursor } from '../db/repos/files'
-import type { WorkspacesRepo } from '../db/repos/workspaces'
 import type { DB } from '../db/database'
 import type { AuthenticatedTenant } from '../db/repos/tenants'
-import type { TokenSigner } from '../lib/tokens'
-import { isoTime, type Clock } from '../lib/clock'
+import type { Clock } from '../lib/clock'
 import { isUuid } from '../lib/ids'
 import type { FileEvents } from '../webhooks/events'
-
-/** The File resource as the API and webhooks show it (spec part 2). */
-export function fileView(f: FileRecord) {
-  return {
-    id: f.id,
-    url: `/api/v1/files/${f.id}/download`,
-    originalName: f.originalName,
-    fileType: f.fileType,
-    sizeBytes: f.sizeBytes,
-    context: f.context,
-    tags: f.tags,
-    metadata: f.metadata,
-    processingStatus: f.status,
-    workspaceId: f.workspaceId,
-    createdAt: isoTime(f.createdAt),
-  }
-}
-export type FileView = ReturnType<typeof fileView>
+import type { WorkspacesService } from './workspaces'
+import type { Grant, SignedUrls } from './signed-urls'
 
 export interface ListQuery {
   limit: number
@@ -40,8 +22,8 @@ export const encodeCursor = (c: Cursor): string => Buffer.from(`${c.createdAt}.$
 export function decodeCursor(raw: string): Cursor {
   const text = /^[A-Za-z0-9_-]{1,200}$/.test(raw) ? Buffer.from(raw, 'base64url').toString('utf8') : ''
   const m = /^(\d{1,15})\.([0-9a-f-]{36})$/.exec(text)
-  if (!m || !isUuid(m[2])) throw validationError('/query/cursor', 'is not a cursor returned by this API')
-  return { createdAt: Number(m[1]), id: m[2]! }
+  if (!m || !isUuid(m[2])) throw validationError('/cursor', 'is not a cursor returned by this API')
+  return { createdAt: Number(m[1]), id: m[2] }
 }
 
 /** Reading, listing, deleting and sharing files. */
@@ -49,29 +31,16 @@ export class FilesService {
   constructor(
     private readonly db: DB,
     private readonly files: FilesRepo,
-    private readonly workspaces: WorkspacesRepo,
-    private readonly signer: TokenSigner,
+    private readonly workspaces: WorkspacesService,
+    private readonly urls: SignedUrls,
     private readonly clock: Clock,
     private readonly events: FileEvents,
   ) {}
 
-  /**
-   * The workspace a request is scoped to: the header and a body/query value must agree, and the
-   * workspace must be live in this tenant.
-   */
-  resolveWorkspace(tenantId: string, header: string | undefined, explicit: string | undefined, explicitPath: string): string | undefined {
-    if (header !== undefined && explicit !== undefined && header.toLowerCase() !== explicit.toLowerCase()) {
-      throw validationError(explicitPath, 'differs from the X-Workspace-Id header')
-    }
-    const id = (explicit ?? header)?.toLowerCase()
-    if (id === undefined) return undefined
-    if (!this.workspaces.getLive(tenantId, id)) throw notFound.workspace()
-    return id
-  }
-
-  list(tenant: AuthenticatedTenant, q: ListQuery, headerWorkspaceId: string | undefined) {
+  /** One page of live files, newest first, and the total matching the filter. */
+  list(tenant: AuthenticatedTenant, q: ListQuery, headerWorkspaceId: string | undefined): { files: FileRecord[]; nextCursor: string | null; total: number } {
     const cursor = q.cursor === undefined ? undefined : decodeCursor(q.cursor)
-    const workspaceId = this.resolveWorkspace(tenant.id, headerWorkspaceId, q.workspaceId, '/query/workspaceId')
+    const workspaceId = this.workspaces.scope(tenant.id, headerWorkspaceId, q.workspaceId)
     const filter = { workspaceId, fileType: q.fileType, context: q.context }
     // One read transaction: the page and the total describe the same snapshot.
     return this.db.transaction(() => {
@@ -79,7 +48,7 @@ export class FilesService {
       const page = rows.slice(0, q.limit)
       const last = page.at(-1)
       return {
-        files: page.map(fileView),
+        files: page,
         nextCursor: rows.length > q.limit && last ? encodeCursor(last) : null,
         total: this.files.count(tenant.id, filter),
       }
@@ -119,31 +88,20 @@ export class FilesService {
     return f
   }
 
-  signedUrl(tenant: AuthenticatedTenant, fileId: string, expiresIn: number, publicBase: string) {
-    const f = this.downloadable(tenant, fileId)
-    const expires = this.clock.now() + expiresIn * 1000
-    const token = this.signer.sign('download', tenant.id, f.id, expires)
-    return {
-      fileId: f.id,
-      url: `${publicBase}/api/v1/files/${f.id}/download?expires=${expires}&token=${token}`,
-      expiresAt: isoTime(expires),
-      expiresIn,
-    }
+  /** A download grant valid for `expiresInSeconds`; the front turns it into a URL. */
+  share(tenant: AuthenticatedTenant, fileId: string, expiresInSeconds: number): { file: FileRecord; grant: Grant } {
+    const file = this.downloadable(tenant, fileId)
+    return { file, grant: this.urls.grant('download', file, this.clock.now() + expiresInSeconds * 1000) }
   }
 
   /**
-   * The file a signed URL grants. Any defect in the token (tampered id, expiry or signature,
-   * another file's token, expired) is 401; a valid token for a file deleted since is 404.
+   * The file a signed download grants. Any defect in the token is UNAUTHORIZED (SignedUrls), an
+   * expired one too; a valid token for a file deleted since, or without content, is 404.
    */
   bySignedToken(fileId: string, expiresRaw: string | undefined, token: string | undefined): { file: FileRecord; expires: number } {
-    const unauthorized = (why: string) => new AppError('UNAUTHORIZED', why)
-    if (expiresRaw === undefined || token === undefined) throw unauthorized('Missing Authorization header or signed URL parameters (expires, token)')
-    if (!/^\d{1,15}$/.test(expiresRaw) || !isUuid(fileId)) throw unauthorized('Invalid signed URL')
-    const expires = Number(expiresRaw)
-    const f = this.files.get(fileId.toLowerCase())
-    if (!f || !this.signer.verify('download', f.tenantId, f.id, expires, token)) throw unauthorized('Invalid signed URL')
-    if (expires <= this.clock.now()) throw unauthorized('Signed URL expired')
-    if (f.deletedAt !== null || f.status !== 'completed') throw notFound.file()
-    return { file: f, expires }
+    const { file, expires, expired } = this.urls.verify('download', fileId, expiresRaw, token)
+    if (expired) throw this.urls.expiredError('download')
+    if (file.deletedAt !== null || file.status !== 'completed' || file.sha256 === null) throw notFound.file()
+    return { file, expires }
   }
 }

@@ -17,9 +17,7 @@ export interface VerifyReport {
 
 /** Garbage collection of soft-deleted files and unreferenced blobs, and the integrity check. */
 export class GarbageCollector {
-  constructor(
-    private readonly deps: { db: DB; clock: Clock; files: FilesRepo; blobs: BlobsRepo; store: BlobStore; retentionMs: number },
-  ) {}
+  constructor(private readonly deps: { db: DB; clock: Clock; files: FilesRepo; blobs: BlobsRepo; store: BlobStore; retentionMs: number }) {}
 
   /**
    * Purges files deleted longer than the retention ago, then the blobs they leave unreferenced
@@ -78,7 +76,7 @@ export class GarbageCollector {
   async verify(): Promise<VerifyReport> {
     const { blobs, store } = this.deps
     const report: VerifyReport = { checked: 0, missing: [], corrupt: [], orphans: [] }
-    for (let after = ''; ; ) {
+    for (let after = ''; ;) {
       const shas = blobs.shasAfter(after, BATCH)
       for (const sha of shas) {
         report.checked++

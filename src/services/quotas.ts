@@ -50,22 +50,22 @@ export class Quotas {
   }
 
   /**
-   * The most a PUT may send and the error for going past it: the declared size (413), else the
-   * room left under the quotas (403), else the 100 MiB limit (413).
+   * The most a PUT may send and the error for going past it: the declared size (BODY_TOO_LARGE), else the
+   * room left under the quotas (QUOTA_EXCEEDED), else the 100 MiB limit (BODY_TOO_LARGE).
    */
   limitFor(file: FileRecord): { maxBytes: number; overflow: (size: number | null) => AppError } {
     if (file.declaredSize !== null) {
       return {
         maxBytes: file.declaredSize,
         overflow: (size) =>
-          new AppError('FILE_TOO_LARGE', `The body is larger than the declared ${file.declaredSize} bytes`, { fileSize: size, maxSize: file.declaredSize }, 413),
+          new AppError('BODY_TOO_LARGE', `The body is larger than the declared ${file.declaredSize} bytes`, { fileSize: size, maxSize: file.declaredSize }),
       }
     }
     const room = this.room(file.tenantId, file.workspaceId)
     if (room.bytes >= MAX_FILE_SIZE) {
       return {
         maxBytes: MAX_FILE_SIZE,
-        overflow: (size) => new AppError('FILE_TOO_LARGE', `File exceeds the ${MAX_FILE_SIZE}-byte limit`, { fileSize: size, maxSize: MAX_FILE_SIZE }, 413),
+        overflow: (size) => new AppError('BODY_TOO_LARGE', `File exceeds the ${MAX_FILE_SIZE}-byte limit`, { fileSize: size, maxSize: MAX_FILE_SIZE }),
       }
     }
     return { maxBytes: room.bytes, overflow: (size) => room.error(size ?? room.bytes + 1) }

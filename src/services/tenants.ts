@@ -1,7 +1,10 @@
-import { AppError, notFound } from '../errors'
+import type { Static } from '@sinclair/typebox'
+import { AppError, notFound, validationError } from '../errors'
 import type { DB } from '../db/database'
-import { TenantsRepo, type AuthenticatedTenant, type Tenant } from '../db/repos/tenants'
-import { isoTime, type Clock } from '../lib/clock'
+import type { AuthenticatedTenant, Tenant, TenantsRepo } from '../db/repos/tenants'
+import type { Clock } from '../lib/clock'
+import type { QuotaInfo } from '../contract/tenants'
+import { NO_CONTROL } from '../contract/common'
 import { uuidv7, isUuid } from '../lib/ids'
 import { newApiKey, newWebhookSecret, sha256 } from '../lib/secrets'
 import { DEFAULT_TENANT_QUOTA, FILE_TYPES } from '../lib/file-types'
@@ -15,29 +18,28 @@ export interface CreateTenantInput {
   keyKind?: 'live' | 'test'
 }
 
-export interface QuotaInfo {
-  quotaBytes: number
-  usedBytes: number
-  availableBytes: number
-  usagePercent: number
-}
+/** The contract's rule for names (no control characters, no lone surrogates), as the API schema applies it. */
+const NAME_TEXT = new RegExp(NO_CONTROL, 'u')
 
-/** A just-created tenant as the admin API and the CLI show it: the only time its key is shown. */
-export function createdTenantView(tenant: Tenant, apiKey: string) {
-  return {
-    id: tenant.id,
-    name: tenant.name,
-    apiKey,
-    webhookSecret: tenant.webhookSecret,
-    quotaBytes: tenant.quotaBytes,
-    allowedFileTypes: tenant.allowedFileTypes,
-    createdAt: isoTime(tenant.createdAt),
+/**
+ * Checks a tenant's settings whichever front they came from (the admin API validates the same
+ * rules with its schema first; the CLI relies on this). Paths are JSON pointers into the input.
+ */
+export function checkTenantInput(input: CreateTenantInput): void {
+  if (input.name.length < 1 || input.name.length > 100) throw validationError('/name', 'must be 1 to 100 characters')
+  if (!NAME_TEXT.test(input.name)) throw validationError('/name', 'must contain no control characters')
+  const q = input.quotaBytes
+  if (q !== undefined && (!Number.isSafeInteger(q) || q < 0)) throw validationError('/quotaBytes', 'must be an integer of at least 0')
+  const types = input.allowedFileTypes
+  if (types !== undefined) {
+    if (types.length === 0) throw validationError('/allowedFileTypes', 'must list at least one file type')
+    const bad = types.find((t) => !(FILE_TYPES as readonly string[]).includes(t))
+    if (bad !== undefined) throw validationError('/allowedFileTypes', `must be among: ${FILE_TYPES.join(', ')} (not ${JSON.stringify(bad)})`)
   }
 }
 
 /** Tenant lifecycle and API-key authentication. */
 export class TenantsService {
-  readonly repo: TenantsRepo
   /**
    * Authenticated tenants by key hash, so a request costs one SQLite read fewer (15% of a
    * metadata read's CPU, #7). Valid while the database is unchanged by other connections
@@ -47,18 +49,16 @@ export class TenantsService {
    */
   private readonly authenticated = new Map<string, { tenant: AuthenticatedTenant; keyHash: Buffer }>()
   private authenticatedAt = -1
-  private readonly dataVersion
 
   constructor(
     private readonly db: DB,
+    private readonly repo: TenantsRepo,
     private readonly clock: Clock,
-  ) {
-    this.repo = new TenantsRepo(db)
-    this.dataVersion = db.prepare<[], number>('PRAGMA data_version').pluck()
-  }
+  ) {}
 
   /** Creates a tenant; the returned key and webhook secret exist nowhere else afterwards. */
   create(input: CreateTenantInput): { tenant: Tenant; apiKey: string } {
+    checkTenantInput(input)
     const apiKey = newApiKey(input.keyKind ?? 'live')
     const allowed = input.allowedFileTypes ?? [...FILE_TYPES]
     // Keep the spec's order and drop duplicates.
@@ -100,7 +100,7 @@ export class TenantsService {
   authenticate(apiKey: string): AuthenticatedTenant | undefined {
     if (!/^sk_(live|test)_[A-Za-z0-9_-]{20,100}$/.test(apiKey)) return undefined
     const hash = sha256(apiKey)
-    const version = this.dataVersion.get() as number
+    const version = this.repo.dataVersion()
     if (version !== this.authenticatedAt) {
       this.authenticated.clear()
       this.authenticatedAt = version
@@ -122,7 +122,12 @@ export class TenantsService {
     return t
   }
 
-  quota(tenantId: string): QuotaInfo {
+  /** Every tenant, oldest first. */
+  list(): Tenant[] {
+    return this.repo.list()
+  }
+
+  quota(tenantId: string): Static<typeof QuotaInfo> {
     const t = this.get(tenantId)
     const available = Math.max(0, t.quotaBytes - t.usedBytes)
     const percent = t.quotaBytes === 0 ? (t.usedBytes > 0 ? 100 : 0) : (t.usedBytes / t.quotaBytes) * 100

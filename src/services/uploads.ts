@@ -1,21 +1,18 @@
 import type { Readable } from 'node:stream'
-import { AppError, isDiskFull, notFound } from '../errors'
-import type { DB } from '../db/database'
-import type { FileRecord, FilesRepo } from '../db/repos/files'
+import { AppError, isDiskFull, notFound, publicCode } from '../errors'
+import type { FileRecord } from '../db/repos/files'
 import type { AuthenticatedTenant } from '../db/repos/tenants'
-import type { WorkspacesRepo } from '../db/repos/workspaces'
-import type { BlobsRepo } from '../db/repos/blobs'
 import type { BlobStore, StagedBlob } from '../blobs/blob-store'
-import type { TokenSigner } from '../lib/tokens'
-import type { FilesService } from './files'
-import type { Quotas } from './quotas'
-import { isoTime, type Clock } from '../lib/clock'
-import { isUuid, uuidv7 } from '../lib/ids'
+import type { Clock } from '../lib/clock'
+import { uuidv7 } from '../lib/ids'
 import { FILE_TYPES, MAX_FILE_SIZE, type FileType } from '../lib/file-types'
 import { hasSignature } from '../lib/sniff'
+import type { UploadMeter } from '../lib/metrics'
 import { parseWebhookUrl } from '../webhooks/url'
-import type { FileEvents } from '../webhooks/events'
-import type { UploadMeter, UploadOutcome } from '../lib/metrics'
+import type { Quotas } from './quotas'
+import type { Grant, SignedUrls } from './signed-urls'
+import type { UploadRecords } from './upload-records'
+import type { WorkspacesService } from './workspaces'
 
 export interface HandshakeInput {
   fileType: string
@@ -27,19 +24,36 @@ export interface HandshakeInput {
   workspaceId?: string
 }
 
+/** The content of an upload as a front received it; the front parsed its own headers. */
 export interface ReceiveInput {
   fileId: string
   expires: string | undefined
   token: string | undefined
+  /** The media type the client sent (lower case, no parameters), if any. */
   contentType: string | undefined
+  /** The length the client announced, if any: an oversized body is refused before a byte is read. */
   contentLength: number | undefined
   body: Readable
+  /**
+   * The front's reading of an error from `body` (a connection reset, a cut-off request): the
+   * client-facing error, or undefined when it is not the client's doing.
+   */
+  bodyError?: (err: unknown) => AppError | undefined
+}
+
+export interface UploadSettings {
+  uploadUrlTtlMs: number
+  webhookAllowPrivate: boolean
 }
 
 /** How long past its URL's expiry an abandoned pending upload keeps its reservation. */
 export const SWEEP_GRACE_MS = 5 * 60_000
 
-/** The two-step upload: a handshake that reserves quota, then a streamed PUT that settles it. */
+/**
+ * The two-step upload: a handshake that reserves quota and grants a presigned PUT, then the
+ * content, streamed to the blob store while it is hashed and checked, and settled in one
+ * transaction (UploadRecords). Read `receive` top to bottom for the whole flow.
+ */
 export class UploadsService {
   /**
    * Uploads whose body is streaming right now, with the work receiving them: a second PUT is
@@ -49,25 +63,21 @@ export class UploadsService {
 
   constructor(
     private readonly deps: {
-      db: DB
       clock: Clock
-      files: FilesRepo
-      workspaces: WorkspacesRepo
-      blobs: BlobsRepo
-      store: BlobStore
-      signer: TokenSigner
-      filesService: FilesService
+      records: UploadRecords
+      workspaces: WorkspacesService
       quotas: Quotas
-      events: FileEvents
-      uploadUrlTtlMs: number
-      webhookAllowPrivate: boolean
+      store: BlobStore
+      urls: SignedUrls
+      settings: UploadSettings
       /** Metrics; absent in the CLI. */
       meter?: UploadMeter
     },
   ) {}
 
-  handshake(tenant: AuthenticatedTenant, input: HandshakeInput, headerWorkspaceId: string | undefined) {
-    const { db, clock, files, signer } = this.deps
+  /** Step one: checks the request, reserves the declared size and grants the PUT. */
+  handshake(tenant: AuthenticatedTenant, input: HandshakeInput, headerWorkspaceId: string | undefined): { file: FileRecord; grant: Grant } {
+    const { clock, records, settings } = this.deps
     if (!(FILE_TYPES as readonly string[]).includes(input.fileType) || !tenant.allowedFileTypes.includes(input.fileType)) {
       throw new AppError('INVALID_FILE_TYPE', `File type ${JSON.stringify(input.fileType)} is not allowed`, {
         fileType: input.fileType,
@@ -77,8 +87,8 @@ export class UploadsService {
     if (input.fileSizeBytes !== undefined && input.fileSizeBytes > MAX_FILE_SIZE) {
       throw new AppError('FILE_TOO_LARGE', `File exceeds the ${MAX_FILE_SIZE}-byte limit`, { fileSize: input.fileSizeBytes, maxSize: MAX_FILE_SIZE })
     }
-    if (input.webhookUrl !== undefined) parseWebhookUrl(input.webhookUrl, this.deps.webhookAllowPrivate)
-    const workspaceId = this.deps.filesService.resolveWorkspace(tenant.id, headerWorkspaceId, input.workspaceId, '/workspaceId') ?? null
+    if (input.webhookUrl !== undefined) parseWebhookUrl(input.webhookUrl, settings.webhookAllowPrivate)
+    const workspaceId = this.deps.workspaces.scope(tenant.id, headerWorkspaceId, input.workspaceId) ?? null
     const now = clock.now()
     const declared = input.fileSizeBytes ?? null
     const record = {
@@ -92,26 +102,15 @@ export class UploadsService {
       context: input.context ?? '',
       tags: input.tags ?? {},
       webhookUrl: input.webhookUrl ?? null,
-      uploadExpiresAt: now + this.deps.uploadUrlTtlMs,
+      uploadExpiresAt: now + settings.uploadUrlTtlMs,
       createdAt: now,
     }
-    // Check and reserve in one write transaction: concurrent handshakes cannot both fit, and a
-    // workspace deleted meanwhile cannot receive a file.
-    db.transaction(() => {
-      if (workspaceId !== null && !this.deps.workspaces.getLive(tenant.id, workspaceId)) throw notFound.workspace()
-      if (declared !== null) this.deps.quotas.assertFits(tenant.id, workspaceId, declared)
-      files.insertPending(record)
-    }).immediate()
-    const token = signer.sign('upload', tenant.id, record.id, record.uploadExpiresAt)
-    return {
-      fileId: record.id,
-      presignedUrl: `/api/v1/upload/${record.id}?expires=${record.uploadExpiresAt}&token=${token}`,
-      expiresAt: isoTime(record.uploadExpiresAt),
-      uploadMetadata: { maxSizeBytes: Math.min(declared ?? MAX_FILE_SIZE, MAX_FILE_SIZE), allowedTypes: tenant.allowedFileTypes },
-    }
+    records.reserve(record)
+    const file: FileRecord = { ...record, status: 'pending', sha256: null, metadata: null, completedAt: null, deletedAt: null }
+    return { file, grant: this.deps.urls.grant('upload', record, record.uploadExpiresAt) }
   }
 
-  /** The PUT: authorise by token, stream to disk while hashing, then settle in one transaction. */
+  /** Step two, the content: authorise by token, stream to the store while hashing, settle. */
   async receive(input: ReceiveInput): Promise<FileRecord> {
     const file = this.authorize(input)
     if (this.inFlight.has(file.id)) throw new AppError('CONFLICT', 'An upload to this file is already in progress', { field: 'upload' })
@@ -137,12 +136,10 @@ export class UploadsService {
 
   /** Abandoned pending uploads (URL expired more than the grace period ago) become failed. */
   sweepExpired(): number {
-    const { db, clock, files } = this.deps
-    const now = clock.now()
     let swept = 0
-    for (const f of files.expiredPending(now - SWEEP_GRACE_MS, 500)) {
+    for (const f of this.deps.records.expiredPending(this.deps.clock.now() - SWEEP_GRACE_MS, 500)) {
       if (this.inFlight.has(f.id)) continue
-      if (db.transaction(() => this.failInTx(f.id, 'UPLOAD_EXPIRED', 'The upload URL expired before any content arrived')).immediate()) {
+      if (this.deps.records.fail(f.id, 'UPLOAD_EXPIRED', 'The upload URL expired before any content arrived')) {
         swept++
         this.deps.meter?.finished('expired')
       }
@@ -150,30 +147,33 @@ export class UploadsService {
     return swept
   }
 
+  /** The pending upload a presigned URL grants. */
   private authorize(input: ReceiveInput): FileRecord {
-    const { files, signer, clock } = this.deps
-    const unauthorized = (why: string) => new AppError('UNAUTHORIZED', why)
-    if (input.expires === undefined || input.token === undefined) throw unauthorized('Missing upload URL parameters (expires, token)')
-    if (!/^\d{1,15}$/.test(input.expires) || !isUuid(input.fileId)) throw unauthorized('Invalid upload URL')
-    const expires = Number(input.expires)
-    const file = files.get(input.fileId.toLowerCase())
-    if (!file || !signer.verify('upload', file.tenantId, file.id, expires, input.token)) throw unauthorized('Invalid upload URL')
+    const { urls } = this.deps
+    const { file, expired } = urls.verify('upload', input.fileId, input.expires, input.token)
     if (file.deletedAt !== null) throw notFound.file()
     if (file.status !== 'pending') {
       throw new AppError('CONFLICT', `This upload is already ${file.status}; request a new upload`, { field: 'upload', processingStatus: file.status })
     }
-    if (expires <= clock.now()) throw unauthorized('Upload URL expired; request a new upload')
+    if (expired) throw urls.expiredError('upload')
     return file
   }
 
   private async receiveAuthorized(file: FileRecord, input: ReceiveInput): Promise<FileRecord> {
     const type = file.fileType as FileType
-    const sent = input.contentType?.split(';')[0]?.trim().toLowerCase()
-    if (sent !== undefined && sent !== '' && sent !== type) {
-      this.failWith(file, new AppError('INVALID_FILE_TYPE', `Content-Type ${JSON.stringify(sent)} does not match the declared ${type}`, { fileType: sent, allowedTypes: [type] }))
+    // 1. What the client announced must fit what the handshake declared.
+    if (input.contentType !== undefined && input.contentType !== '' && input.contentType !== type) {
+      this.failWith(
+        file,
+        new AppError('INVALID_FILE_TYPE', `Content-Type ${JSON.stringify(input.contentType)} does not match the declared ${type}`, {
+          fileType: input.contentType,
+          allowedTypes: [type],
+        }),
+      )
     }
     const limit = this.deps.quotas.limitFor(file)
     if (input.contentLength !== undefined && input.contentLength > limit.maxBytes) this.failWith(file, limit.overflow(input.contentLength))
+    // 2. Stream the body into the store, checking size and signature as it arrives.
     let staged: StagedBlob
     try {
       staged = await this.deps.store.stage(input.body, {
@@ -187,14 +187,15 @@ export class UploadsService {
         },
       })
     } catch (err) {
-      this.failWith(file, err)
+      this.failWith(file, input.bodyError?.(err) ?? err)
     }
+    // 3. Make it durable under its hash, then commit the row in one transaction.
     try {
       if (staged.size === 0) throw new AppError('VALIDATION_ERROR', 'The upload body is empty', { errors: [{ path: '/body', message: 'is empty' }] })
       await this.deps.store.place(staged)
-      return this.commit(file, staged)
+      return this.deps.records.commit(file.id, staged)
     } catch (err) {
-      if (staged.size > 0) this.removeIfOrphan(staged.sha256)
+      if (staged.size > 0) this.deps.records.removeIfOrphan(staged.sha256)
       // A row deleted or settled meanwhile is reported as such, not failed a second time.
       if (err instanceof AppError && (err.code === 'FILE_NOT_FOUND' || err.code === 'CONFLICT')) throw err
       this.failWith(file, err)
@@ -203,72 +204,16 @@ export class UploadsService {
     }
   }
 
-  /** The transaction that turns a staged blob into a completed file. */
-  private commit(file: FileRecord, staged: StagedBlob): FileRecord {
-    const { db, clock, files, blobs, store } = this.deps
-    return db
-      .transaction(() => {
-        const current = files.get(file.id)
-        if (!current || current.deletedAt !== null) throw notFound.file()
-        if (current.status !== 'pending') throw new AppError('CONFLICT', `This upload is already ${current.status}`, { field: 'upload' })
-        // Without a declared size nothing was reserved: the real size must fit now, atomically.
-        if (current.declaredSize === null) this.deps.quotas.assertFits(current.tenantId, current.workspaceId, staged.size)
-        store.ensurePlaced(staged)
-        blobs.insertIfMissing(staged.sha256, staged.size, clock.now())
-        files.complete(file.id, staged.size, staged.sha256, clock.now())
-        this.deps.events.settled(file.id)
-        return files.get(file.id)!
-      })
-      .immediate()
-  }
-
   /**
-   * Marks the upload failed (releasing its reservation exactly once: the row leaves `pending`
-   * in the same statement) and throws the client-facing error, or the original one when it was
-   * unexpected (the error handler then answers 500 and logs it).
+   * Marks the upload failed and throws the client-facing error, or the original one when it was
+   * unexpected (the front then answers 500 and logs it).
    */
   private failWith(file: FileRecord, err: unknown): never {
-    const appErr = toUploadError(err)
-    const failed = this.deps.db.transaction(() => this.failInTx(file.id, appErr?.code ?? 'INTERNAL_ERROR', appErr?.message ?? 'The upload failed')).immediate()
-    if (failed) this.deps.meter?.finished(outcomeOf(appErr))
+    const appErr = err instanceof AppError ? err : isDiskFull(err) ? outOfSpace() : undefined
+    const code = appErr ? publicCode(appErr.code) : 'INTERNAL_ERROR'
+    if (this.deps.records.fail(file.id, code, appErr?.message ?? 'The upload failed')) this.deps.meter?.finished(code)
     throw appErr ?? err
   }
-
-  /** pending → failed, with its `file.failed` event in the same transaction. */
-  private failInTx(fileId: string, code: string, message: string): boolean {
-    if (!this.deps.files.fail(fileId, this.deps.clock.now())) return false
-    this.deps.events.settled(fileId, { code, message })
-    return true
-  }
-
-  /** A placed blob that no row references (its commit failed) is removed under the write lock. */
-  private removeIfOrphan(sha256: string): void {
-    const { db, blobs, store } = this.deps
-    try {
-      db.transaction(() => {
-        if (!blobs.exists(sha256)) store.removeSync(sha256)
-      }).immediate()
-    } catch {
-      // Best effort: `coffer gc` removes orphans it finds later.
-    }
-  }
 }
 
-const FAILURE_OUTCOMES: ReadonlySet<string> = new Set(['invalid_file_type', 'file_too_large', 'quota_exceeded', 'validation_error', 'insufficient_storage'])
-
-/** The metrics outcome of a failed upload: a bounded label set, whatever was thrown. */
-function outcomeOf(err: AppError | undefined): UploadOutcome {
-  const code = err?.code.toLowerCase() ?? ''
-  return (FAILURE_OUTCOMES.has(code) ? code : 'internal_error') as UploadOutcome
-}
-
-/** The client-facing error for a failure while receiving content; undefined when unexpected. */
-function toUploadError(err: unknown): AppError | undefined {
-  if (err instanceof AppError) return err
-  if (isDiskFull(err)) return new AppError('INSUFFICIENT_STORAGE', 'The server is out of storage space; nothing was stored')
-  const code = (err as NodeJS.ErrnoException | undefined)?.code
-  if (code === 'ERR_STREAM_PREMATURE_CLOSE' || code === 'ECONNRESET' || code === 'ECONNABORTED' || (err as Error | undefined)?.name === 'AbortError') {
-    return new AppError('VALIDATION_ERROR', 'The upload was cut off before the body ended', { errors: [{ path: '/body', message: 'was cut off' }] })
-  }
-  return undefined
-}
+const outOfSpace = () => new AppError('INSUFFICIENT_STORAGE', 'The server is out of storage space; nothing was stored')

@@ -1,44 +1,49 @@
-import { notFound, AppError } from '../errors'
-import type { AuthenticatedTenant } from '../db/repos/tenants'
 import type { OutboxEvent, OutboxRepo, OutboxStatus } from '../db/repos/outbox'
-import { isoTime, type Clock } from '../lib/clock'
-
-/** A webhook delivery as the API shows it: the outbox row without its payload or tenant. */
-export function deliveryView(e: OutboxEvent) {
-  return {
-    id: e.id,
-    event: e.event,
-    fileId: e.fileId,
-    url: e.url,
-    status: e.status,
-    attempts: e.attempts,
-    lastError: e.lastError,
-    createdAt: isoTime(e.createdAt),
-    nextAttemptAt: e.status === 'pending' ? isoTime(e.nextAttemptAt) : null,
-    deliveredAt: e.deliveredAt === null ? null : isoTime(e.deliveredAt),
-  }
-}
+import type { AuthenticatedTenant } from '../db/repos/tenants'
+import { AppError, notFound } from '../errors'
+import type { Clock } from '../lib/clock'
 
 /**
- * A tenant's own view of its webhook deliveries: the recent ones, and a re-drive of a dead one
- * (the same fresh set of attempts `coffer webhooks retry` gives, for the tenant's events only).
+ * Webhook deliveries: the operators' view of the whole outbox (`coffer webhooks`), and a tenant's
+ * view of its own events (the API, for the web console).
  */
-export class WebhookDeliveriesService {
+export class WebhooksService {
   constructor(
     private readonly outbox: OutboxRepo,
     private readonly clock: Clock,
-    /** Wakes the scheduler so a re-driven event goes out now rather than at the next poll. */
-    private readonly wake: () => void,
+    /** Wakes this process's scheduler so a re-driven event goes out now, not at the next poll. */
+    private readonly wake: () => void = () => {},
   ) {}
 
-  recent(tenant: AuthenticatedTenant, opts: { status?: OutboxStatus | undefined; limit: number }): OutboxEvent[] {
+  /** Newest first; `status` null for all. */
+  list(status: OutboxStatus | null, limit: number): OutboxEvent[] {
+    return this.outbox.list(status, limit)
+  }
+
+  /** A fresh set of attempts for one event (same webhook-id); says why when there is nothing to retry. */
+  retry(id: string): 'retried' | 'unknown' | 'already-pending' {
+    if (!this.outbox.get(id)) return 'unknown'
+    return this.outbox.retry(id, this.clock.now()) ? 'retried' : 'already-pending'
+  }
+
+  /** Re-queues every dead event; returns how many. */
+  retryAllDead(): number {
+    return this.outbox.retryAllDead(this.clock.now())
+  }
+
+  /** Pending and dead counts, for the metrics. */
+  counts(): Record<OutboxStatus, number> {
+    return this.outbox.counts()
+  }
+
+  /** The tenant's own most recent events, newest first. */
+  recentFor(tenant: AuthenticatedTenant, opts: { status?: OutboxStatus | undefined; limit: number }): OutboxEvent[] {
     return this.outbox.listForTenant(tenant.id, opts.status ?? null, opts.limit)
   }
 
-  /** Re-queues a dead delivery; 404 for an unknown or foreign id, 409 unless it is dead. */
-  retry(tenant: AuthenticatedTenant, id: string): OutboxEvent {
-    const now = this.clock.now()
-    if (!this.outbox.retryDead(tenant.id, id, now)) {
+  /** Re-queues one of the tenant's dead events: 404 for an unknown or foreign id, 409 unless it is dead. */
+  retryDeadFor(tenant: AuthenticatedTenant, id: string): OutboxEvent {
+    if (!this.outbox.retryDead(tenant.id, id, this.clock.now())) {
       const current = this.outbox.getForTenant(tenant.id, id)
       if (!current) throw notFound.delivery()
       throw new AppError('CONFLICT', `Only a dead delivery can be retried; this one is ${current.status}`, { field: 'status', status: current.status })

@@ -2,7 +2,8 @@ import { AppError, notFound, validationError } from '../errors'
 import type { DB } from '../db/database'
 import type { Workspace, WorkspacesRepo } from '../db/repos/workspaces'
 import type { AuthenticatedTenant } from '../db/repos/tenants'
-import { unixSeconds, type Clock } from '../lib/clock'
+import type { Clock } from '../lib/clock'
+import type { FilesRepo } from '../db/repos/files'
 import { isUuid, uuidv7 } from '../lib/ids'
 import type { FileEvents } from '../webhooks/events'
 
@@ -22,20 +23,6 @@ export interface UpdateWorkspaceInput {
   metadata?: Record<string, unknown> | null
 }
 
-/** The Workspace resource as the API shows it (spec part 2): times in Unix seconds. */
-export function workspaceView(w: Workspace) {
-  return {
-    id: w.id,
-    name: w.name,
-    slug: w.slug,
-    quotaBytes: w.quotaBytes,
-    usedBytes: w.usedBytes,
-    metadata: w.metadata,
-    createdAt: unixSeconds(w.createdAt),
-    updatedAt: unixSeconds(w.updatedAt),
-  }
-}
-
 function checkMetadata(metadata: Record<string, unknown> | null | undefined): void {
   if (metadata && Buffer.byteLength(JSON.stringify(metadata)) > MAX_METADATA_BYTES) {
     throw validationError('/metadata', `must be at most ${MAX_METADATA_BYTES} bytes as JSON`)
@@ -47,9 +34,24 @@ export class WorkspacesService {
   constructor(
     private readonly db: DB,
     private readonly repo: WorkspacesRepo,
+    private readonly files: FilesRepo,
     private readonly clock: Clock,
     private readonly events: FileEvents,
   ) {}
+
+  /**
+   * The workspace a request is scoped to, from a header (`X-Workspace-Id`) and an explicit input
+   * field (`/workspaceId`): they must agree, and the workspace must be live in this tenant.
+   */
+  scope(tenantId: string, header: string | undefined, explicit: string | undefined): string | undefined {
+    if (header !== undefined && explicit !== undefined && header.toLowerCase() !== explicit.toLowerCase()) {
+      throw validationError('/workspaceId', 'differs from the X-Workspace-Id header')
+    }
+    const id = (explicit ?? header)?.toLowerCase()
+    if (id === undefined) return undefined
+    if (!this.repo.getLive(tenantId, id)) throw notFound.workspace()
+    return id
+  }
 
   list(tenant: AuthenticatedTenant): Workspace[] {
     return this.repo.list(tenant.id)
@@ -70,7 +72,15 @@ export class WorkspacesService {
         if (this.repo.getBySlug(tenant.id, input.slug)) {
           throw new AppError('CONFLICT', `A workspace with slug "${input.slug}" already exists`, { field: 'slug' })
         }
-        this.repo.insert({ id, tenantId: tenant.id, name: input.name, slug: input.slug, quotaBytes: input.quotaBytes ?? null, metadata: input.metadata ?? null, now })
+        this.repo.insert({
+          id,
+          tenantId: tenant.id,
+          name: input.name,
+          slug: input.slug,
+          quotaBytes: input.quotaBytes ?? null,
+          metadata: input.metadata ?? null,
+          now,
+        })
       })
       .immediate()
     return this.repo.getLive(tenant.id, id)!
@@ -104,9 +114,12 @@ export class WorkspacesService {
     this.db
       .transaction(() => {
         const w = this.get(tenant, id)
-        const pending = this.repo.pendingFileIds(w.id)
-        this.repo.softDeleteWithFiles(tenant.id, w.id, this.clock.now())
-        for (const fileId of pending) this.events.settled(fileId, { code: 'WORKSPACE_DELETED', message: 'The workspace was deleted before the upload completed' })
+        const now = this.clock.now()
+        const pending = this.files.pendingInWorkspace(w.id)
+        this.files.softDeleteInWorkspace(w.id, now)
+        this.repo.softDelete(tenant.id, w.id, now)
+        for (const fileId of pending)
+          this.events.settled(fileId, { code: 'WORKSPACE_DELETED', message: 'The workspace was deleted before the upload completed' })
       })
       .immediate()
   }

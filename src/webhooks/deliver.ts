@@ -75,7 +75,7 @@ export async function deliver(d: Delivery, opts: DeliverOptions): Promise<Delive
       res.on('end', () => resolve(status >= 200 && status < 300 ? { ok: true, status } : { ok: false, status, error: `HTTP ${status}` }))
       res.on('error', (err) => resolve({ ok: false, status, error: err.message }))
     })
-    req.on('error', (err) => resolve({ ok: false, error: signal.aborted && (err as Error).name === 'AbortError' ? describeAbort(signal) : (err as Error).message }))
+    req.on('error', (err) => resolve({ ok: false, error: signal.aborted && err.name === 'AbortError' ? describeAbort(signal) : err.message }))
     req.end(d.body)
   })
 }

@@ -1,13 +1,8 @@
 import type { FilesRepo } from '../db/repos/files'
 import type { OutboxRepo } from '../db/repos/outbox'
-import { fileView } from '../services/files'
-import { isoTime, type Clock } from '../lib/clock'
+import { fileEventPayload, type UploadError } from '../contract/webhooks'
+import type { Clock } from '../lib/clock'
 import { uuidv7 } from '../lib/ids'
-
-export interface UploadError {
-  code: string
-  message: string
-}
 
 /**
  * Writes `file.uploaded` / `file.failed` events into the outbox. Call it inside the transaction
@@ -29,22 +24,13 @@ export class FileEvents {
     if (!f || f.webhookUrl === null) return
     const now = this.clock.now()
     const event = error ? ('file.failed' as const) : ('file.uploaded' as const)
-    const payload = {
-      event,
-      fileId: f.id,
-      tenantId: f.tenantId,
-      workspaceId: f.workspaceId,
-      file: fileView(f),
-      timestamp: isoTime(now),
-      ...(error ? { error: { code: error.code, message: error.message } } : {}),
-    }
     this.outbox.insert({
       id: `msg_${uuidv7(now).replace(/-/g, '')}`,
       tenantId: f.tenantId,
       fileId: f.id,
       event,
       url: f.webhookUrl,
-      payload: JSON.stringify(payload),
+      payload: JSON.stringify(fileEventPayload(event, f, now, error)),
       now,
     })
     setImmediate(() => this.listeners.forEach((l) => l()))

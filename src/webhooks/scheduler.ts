@@ -73,7 +73,8 @@ export class WebhookScheduler implements Background {
   }
 
   private tick(): void {
-    this.claim()
+    // Each claimed delivery records its own outcome; tick only schedules.
+    void this.claim()
     clearTimeout(this.timer)
     const next = this.deps.outbox.nextDueAt()
     const now = this.deps.clock.now()
@@ -107,7 +108,10 @@ export class WebhookScheduler implements Background {
         const delay = RETRY_DELAYS_MS[attempt - 1] ?? 0
         outbox.markFailed(e.id, result.error, clock.now(), clock.now() + delay, MAX_ATTEMPTS)
         const dead = attempt >= MAX_ATTEMPTS
-        log.warn({ eventId: e.id, fileId: e.fileId, event: e.event, host: target, attempt, status: result.status, error: result.error, dead }, dead ? 'webhook dead after the last attempt' : 'webhook attempt failed')
+        log.warn(
+          { eventId: e.id, fileId: e.fileId, event: e.event, host: target, attempt, status: result.status, error: result.error, dead },
+          dead ? 'webhook dead after the last attempt' : 'webhook attempt failed',
+        )
       }
     })()
       .catch((err: unknown) => this.deps.log.error({ err, eventId: e.id }, 'webhook attempt crashed'))

@@ -19,14 +19,16 @@ for (const [addr, prefix] of [
   ['198.18.0.0', 15],
   ['224.0.0.0', 4],
   ['240.0.0.0', 4],
-] as const) blocked.addSubnet(addr, prefix, 'ipv4')
+] as const)
+  blocked.addSubnet(addr, prefix, 'ipv4')
 for (const [addr, prefix] of [
   ['::', 128],
   ['::1', 128],
   ['fe80::', 10],
   ['fc00::', 7],
   ['ff00::', 8],
-] as const) blocked.addSubnet(addr, prefix, 'ipv6')
+] as const)
+  blocked.addSubnet(addr, prefix, 'ipv6')
 
 /** True when `address` (an IP literal) is one a webhook must not reach. */
 export function isPrivateAddress(address: string): boolean {

@@ -44,7 +44,12 @@ export async function metadataReads(ctx: BenchContext): Promise<FigureResult> {
       return r.rps
     }
     ctx.log('  warming up')
-    for (const [name, p] of [['', bare], ['', coffer], ['', essential]] as const) await run(name, p.pid, p.url, 2)
+    for (const [name, p] of [
+      ['', bare],
+      ['', coffer],
+      ['', essential],
+    ] as const)
+      await run(name, p.pid, p.url, 2)
     const [bareRps, cofferRps, essentialRps] = await interleaved(ctx.runs, [
       () => run('bare', bare.pid, bare.url, ctx.readSeconds),
       () => run('coffer', coffer.pid, coffer.url, ctx.readSeconds),

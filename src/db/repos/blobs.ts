@@ -8,12 +8,11 @@ export class BlobsRepo {
     this.stmts = {
       insert: db.prepare('INSERT INTO blobs (sha256, size_bytes, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING'),
       exists: db.prepare<[string], number>('SELECT 1 FROM blobs WHERE sha256 = ?').pluck(),
-      sizeIfUnreferenced: db.prepare<[string], number>(
-        'SELECT b.size_bytes FROM blobs b WHERE b.sha256 = ? AND NOT EXISTS (SELECT 1 FROM files f WHERE f.sha256 = b.sha256)',
-      ).pluck(),
+      sizeIfUnreferenced: db
+        .prepare<[string], number>('SELECT b.size_bytes FROM blobs b WHERE b.sha256 = ? AND NOT EXISTS (SELECT 1 FROM files f WHERE f.sha256 = b.sha256)')
+        .pluck(),
       shasAfter: db.prepare<[string, number], string>('SELECT sha256 FROM blobs WHERE sha256 > ? ORDER BY sha256 LIMIT ?').pluck(),
       delete: db.prepare('DELETE FROM blobs WHERE sha256 = ?'),
-      totalBytes: db.prepare<[], number>('SELECT coalesce(sum(size_bytes), 0) FROM blobs').pluck(),
       stats: db.prepare<[], { bytes: number; count: number }>('SELECT bytes, count FROM blob_totals WHERE id = 1'),
     }
   }
@@ -28,7 +27,7 @@ export class BlobsRepo {
 
   /** The blob's size when it exists and no file row (live, deleted or failed) references it. */
   sizeIfUnreferenced(sha256: string): number | undefined {
-    return this.stmts.sizeIfUnreferenced.get(sha256) as number | undefined
+    return this.stmts.sizeIfUnreferenced.get(sha256)
   }
 
   /** Keyset walk over every blob, in hash order. */
@@ -40,11 +39,6 @@ export class BlobsRepo {
     this.stmts.delete.run(sha256)
   }
 
-  totalBytes(): number {
-    return this.stmts.totalBytes.get() as number
-  }
-
-  /** Bytes and number of stored blobs. Scans the table: callers cache it (see lib/metrics.ts). */
   /** Count and bytes of all blobs, maintained by triggers: one row read whatever the store's size. */
   stats(): { bytes: number; count: number } {
     return this.stmts.stats.get()!

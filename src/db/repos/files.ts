@@ -76,6 +76,16 @@ export interface Cursor {
   id: string
 }
 
+/**
+ * The soft-delete rule, for one row or a workspace's worth: the row stays for retention, a pending
+ * upload becomes failed (its reservation released: size 0), and the usage triggers (migration 1)
+ * release its bytes.
+ */
+const SOFT_DELETE_SET = `deleted_at = @now,
+  size_bytes = CASE WHEN status = 'pending' THEN 0 ELSE size_bytes END,
+  completed_at = CASE WHEN status = 'pending' THEN @now ELSE completed_at END,
+  status = CASE WHEN status = 'pending' THEN 'failed' ELSE status END`
+
 /** SQL for the files table; no rules here. */
 export class FilesRepo {
   private readonly listStatements = new Map<string, Statement<unknown[], Row>>()
@@ -96,13 +106,9 @@ export class FilesRepo {
          WHERE id = ? AND status = 'pending' AND deleted_at IS NULL`,
       ),
       fail: db.prepare(`UPDATE files SET status = 'failed', size_bytes = 0, completed_at = ? WHERE id = ? AND status = 'pending'`),
-      softDelete: db.prepare(
-        `UPDATE files SET deleted_at = @now,
-           size_bytes = CASE WHEN status = 'pending' THEN 0 ELSE size_bytes END,
-           completed_at = CASE WHEN status = 'pending' THEN @now ELSE completed_at END,
-           status = CASE WHEN status = 'pending' THEN 'failed' ELSE status END
-         WHERE id = @id AND tenant_id = @tenantId AND deleted_at IS NULL`,
-      ),
+      softDelete: db.prepare(`UPDATE files SET ${SOFT_DELETE_SET} WHERE id = @id AND tenant_id = @tenantId AND deleted_at IS NULL`),
+      softDeleteInWorkspace: db.prepare(`UPDATE files SET ${SOFT_DELETE_SET} WHERE workspace_id = @workspaceId AND deleted_at IS NULL`),
+      pendingInWorkspace: db.prepare<[string], string>(`SELECT id FROM files WHERE workspace_id = ? AND status = 'pending' AND deleted_at IS NULL`).pluck(),
       expiredPending: db.prepare<[number, number], Row>(
         `SELECT * FROM files WHERE status = 'pending' AND deleted_at IS NULL AND upload_expires_at < ?
          ORDER BY upload_expires_at LIMIT ?`,
@@ -111,13 +117,15 @@ export class FilesRepo {
         'SELECT id, sha256 FROM files WHERE deleted_at IS NOT NULL AND deleted_at < ? ORDER BY deleted_at LIMIT ?',
       ),
       hardDelete: db.prepare('DELETE FROM files WHERE id = ? AND deleted_at IS NOT NULL'),
-      count: db.prepare<[{ tenantId: string; workspaceId: string | null; fileType: string | null; context: string | null }], number>(
-        `SELECT coalesce(sum(n), 0) FROM file_counts
+      count: db
+        .prepare<[{ tenantId: string; workspaceId: string | null; fileType: string | null; context: string | null }], number>(
+          `SELECT coalesce(sum(n), 0) FROM file_counts
          WHERE tenant_id = @tenantId
            AND (@workspaceId IS NULL OR workspace_id = @workspaceId)
            AND (@fileType IS NULL OR file_type = @fileType)
            AND (@context IS NULL OR context = @context)`,
-      ).pluck(),
+        )
+        .pluck(),
     }
   }
 
@@ -164,6 +172,16 @@ export class FilesRepo {
     return this.stmts.softDelete.run({ tenantId, id, now }).changes === 1
   }
 
+  /** Soft-deletes every live file of a workspace; call inside the transaction that deletes the workspace. */
+  softDeleteInWorkspace(workspaceId: string, now: number): number {
+    return this.stmts.softDeleteInWorkspace.run({ workspaceId, now }).changes
+  }
+
+  /** Ids of the uploads still pending in a workspace. */
+  pendingInWorkspace(workspaceId: string): string[] {
+    return this.stmts.pendingInWorkspace.all(workspaceId)
+  }
+
   expiredPending(before: number, limit: number): FileRecord[] {
     return this.stmts.expiredPending.all(before, limit).map(toRecord)
   }
@@ -182,7 +200,12 @@ export class FilesRepo {
     return this.stmts.count.get({ tenantId, workspaceId: f.workspaceId ?? null, fileType: f.fileType ?? null, context: f.context ?? null }) as number
   }
 
-  /** One page, newest first, strictly after `cursor`; keyset pagination over an index per filter. */
+  /**
+   * One page, newest first, strictly after `cursor`; keyset pagination over an index per filter.
+   * Each combination of filters is its own statement, prepared once: the cache key has one letter
+   * per condition present (w: workspace, t: file type, c: context, k: keyset cursor), so at most
+   * 16 statements exist.
+   */
   list(tenantId: string, f: ListFilter, cursor: Cursor | undefined, limit: number): FileRecord[] {
     const key = `${f.workspaceId ? 'w' : ''}${f.fileType ? 't' : ''}${f.context !== undefined ? 'c' : ''}${cursor ? 'k' : ''}`
     let stmt = this.listStatements.get(key)

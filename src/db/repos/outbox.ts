@@ -66,7 +66,9 @@ export class OutboxRepo {
       get: db.prepare<[string], Row>('SELECT * FROM outbox WHERE id = ?'),
       due: db.prepare<[number, number], Row>(`SELECT * FROM outbox WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?`),
       nextDueAt: db.prepare<[], number | null>(`SELECT min(next_attempt_at) FROM outbox WHERE status = 'pending'`).pluck(),
-      delivered: db.prepare(`UPDATE outbox SET status = 'delivered', attempts = attempts + 1, last_error = NULL, delivered_at = @now, updated_at = @now WHERE id = @id AND status = 'pending'`),
+      delivered: db.prepare(
+        `UPDATE outbox SET status = 'delivered', attempts = attempts + 1, last_error = NULL, delivered_at = @now, updated_at = @now WHERE id = @id AND status = 'pending'`,
+      ),
       failed: db.prepare(
         `UPDATE outbox SET attempts = attempts + 1, last_error = @error, updated_at = @now,
            status = CASE WHEN attempts + 1 >= @maxAttempts THEN 'dead' ELSE 'pending' END,
@@ -77,8 +79,12 @@ export class OutboxRepo {
         `SELECT * FROM outbox WHERE tenant_id = @tenantId AND (@status IS NULL OR status = @status) ORDER BY created_at DESC, id DESC LIMIT @limit`,
       ),
       getForTenant: db.prepare<[string, string], Row>('SELECT * FROM outbox WHERE id = ? AND tenant_id = ?'),
-      retryDead: db.prepare(`UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = @now, updated_at = @now WHERE id = @id AND tenant_id = @tenantId AND status = 'dead'`),
-      list: db.prepare<[{ status: string | null; limit: number }], Row>(`SELECT * FROM outbox WHERE (@status IS NULL OR status = @status) ORDER BY created_at DESC, id DESC LIMIT @limit`),
+      retryDead: db.prepare(
+        `UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = @now, updated_at = @now WHERE id = @id AND tenant_id = @tenantId AND status = 'dead'`,
+      ),
+      list: db.prepare<[{ status: string | null; limit: number }], Row>(
+        `SELECT * FROM outbox WHERE (@status IS NULL OR status = @status) ORDER BY created_at DESC, id DESC LIMIT @limit`,
+      ),
       retry: db.prepare(`UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = @now, updated_at = @now WHERE id = @id AND status != 'pending'`),
       retryAllDead: db.prepare(`UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = @now, updated_at = @now WHERE status = 'dead'`),
       countByStatus: db.prepare<[], { status: OutboxStatus; n: number }>('SELECT status, count(*) AS n FROM outbox GROUP BY status'),

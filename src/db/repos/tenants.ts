@@ -51,6 +51,7 @@ export class TenantsRepo {
   private readonly all
   private readonly insertStmt
   private readonly rotateStmt
+  private readonly dataVersionStmt
 
   constructor(db: DB) {
     this.byId = db.prepare<[string], Row>(`SELECT ${COLUMNS} FROM tenants WHERE id = ?`)
@@ -62,6 +63,15 @@ export class TenantsRepo {
        VALUES (@id, @name, @keyHash, @keyKind, @webhookSecret, @quotaBytes, @allowedTypes, @createdAt)`,
     )
     this.rotateStmt = db.prepare('UPDATE tenants SET key_hash = ?, webhook_secret = ? WHERE id = ?')
+    this.dataVersionStmt = db.prepare<[], number>('PRAGMA data_version').pluck()
+  }
+
+  /**
+   * SQLite's `data_version`: changes when another connection (the CLI) commits to the database,
+   * not on this connection's own commits. The authentication cache keys on it.
+   */
+  dataVersion(): number {
+    return this.dataVersionStmt.get() as number
   }
 
   get(id: string): Tenant | undefined {
@@ -84,7 +94,16 @@ export class TenantsRepo {
     return this.all.all().map(toTenant)
   }
 
-  insert(t: { id: string; name: string; keyHash: Buffer; keyKind: 'live' | 'test'; webhookSecret: string; quotaBytes: number; allowedFileTypes: string[]; createdAt: number }): void {
+  insert(t: {
+    id: string
+    name: string
+    keyHash: Buffer
+    keyKind: 'live' | 'test'
+    webhookSecret: string
+    quotaBytes: number
+    allowedFileTypes: string[]
+    createdAt: number
+  }): void {
     this.insertStmt.run({ ...t, allowedTypes: JSON.stringify(t.allowedFileTypes) })
   }
 

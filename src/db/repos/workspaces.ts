@@ -56,14 +56,6 @@ export class WorkspacesRepo {
         `UPDATE workspaces SET name = @name, quota_bytes = @quotaBytes, metadata = @metadata, updated_at = @now
          WHERE id = @id AND tenant_id = @tenantId AND deleted_at IS NULL`,
       ),
-      deleteFiles: db.prepare(
-        `UPDATE files SET deleted_at = @now,
-           size_bytes = CASE WHEN status = 'pending' THEN 0 ELSE size_bytes END,
-           completed_at = CASE WHEN status = 'pending' THEN @now ELSE completed_at END,
-           status = CASE WHEN status = 'pending' THEN 'failed' ELSE status END
-         WHERE workspace_id = @id AND deleted_at IS NULL`,
-      ),
-      pendingFileIds: db.prepare<[string], string>(`SELECT id FROM files WHERE workspace_id = ? AND status = 'pending' AND deleted_at IS NULL`).pluck(),
       softDelete: db.prepare('UPDATE workspaces SET deleted_at = @now WHERE id = @id AND tenant_id = @tenantId AND deleted_at IS NULL'),
     }
   }
@@ -83,7 +75,15 @@ export class WorkspacesRepo {
     return this.stmts.list.all(tenantId).map(toWorkspace)
   }
 
-  insert(w: { id: string; tenantId: string; name: string; slug: string; quotaBytes: number | null; metadata: Record<string, unknown> | null; now: number }): void {
+  insert(w: {
+    id: string
+    tenantId: string
+    name: string
+    slug: string
+    quotaBytes: number | null
+    metadata: Record<string, unknown> | null
+    now: number
+  }): void {
     this.stmts.insert.run({ ...w, metadata: w.metadata === null ? null : JSON.stringify(w.metadata) })
   }
 
@@ -91,17 +91,8 @@ export class WorkspacesRepo {
     return this.stmts.update.run({ ...w, metadata: w.metadata === null ? null : JSON.stringify(w.metadata) }).changes === 1
   }
 
-  /** Ids of the uploads still pending in a workspace. */
-  pendingFileIds(id: string): string[] {
-    return this.stmts.pendingFileIds.all(id)
-  }
-
-  /**
-   * Soft-deletes every live file of the workspace (pending uploads become failed) and then the
-   * workspace; the files triggers release the bytes at both levels. Call inside a write transaction.
-   */
-  softDeleteWithFiles(tenantId: string, id: string, now: number): boolean {
-    this.stmts.deleteFiles.run({ id, now })
+  /** Marks the workspace deleted (its slug becomes reusable); its files are the files repo's. */
+  softDelete(tenantId: string, id: string, now: number): boolean {
     return this.stmts.softDelete.run({ id, tenantId, now }).changes === 1
   }
 }

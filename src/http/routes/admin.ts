@@ -1,10 +1,10 @@
 import type { App } from '../types'
 import type { Core } from '../../core'
 import { adminAuth } from '../auth'
-import { CreateTenantBody, CreatedTenant, RegeneratedKey } from '../schemas/tenants'
-import { PathId, withErrors } from '../schemas/common'
+import { CreateTenantBody, CreatedTenant, RegeneratedKey, createdTenantView } from '../../contract/tenants'
+import { PathId } from '../../contract/common'
 import { Type } from '@sinclair/typebox'
-import { createdTenantView } from '../../services/tenants'
+import { withErrors } from '../responses'
 
 /** Admin API: tenant creation and key rotation, behind the admin key. */
 export async function adminRoutes(app: App, core: Core): Promise<void> {
@@ -25,7 +25,7 @@ export async function adminRoutes(app: App, core: Core): Promise<void> {
     {
       schema: {
         tags: ['admin'],
-        summary: 'Replace a tenant\'s API key and webhook secret; the old key stops working at once',
+        summary: "Replace a tenant's API key and webhook secret; the old key stops working at once",
         params: Type.Object({ tenantId: PathId }),
         response: withErrors({ 200: RegeneratedKey }, 404),
       },

@@ -57,10 +57,6 @@ export async function consoleRoutes(app: App, assets: ConsoleAssets): Promise<vo
   app.get('/console/assets/:name', { schema: { hide: true, params: Type.Object({ name: Type.String({ maxLength: 200 }) }) } }, async (request, reply) => {
     const file = files.get(request.params.name)
     if (!file) throw new AppError('NOT_FOUND', 'No such console asset')
-    return reply
-      .type(file.type)
-      .header('x-content-type-options', 'nosniff')
-      .header('cache-control', 'public, max-age=31536000, immutable')
-      .send(file.body)
+    return reply.type(file.type).header('x-content-type-options', 'nosniff').header('cache-control', 'public, max-age=31536000, immutable').send(file.body)
   })
 }

@@ -1,13 +1,14 @@
-import fs from 'node:fs'
-import path from 'node:path'
 import { Type } from '@sinclair/typebox'
 import type { App } from '../types'
 import type { Core } from '../../core'
 import { AppError } from '../../errors'
+import { readiness } from '../../services/health'
 
 /** Liveness and readiness probes; no authentication. */
 export async function healthRoutes(app: App, core: Core): Promise<void> {
-  app.get('/health', { schema: { tags: ['health'], summary: 'Liveness', response: { 200: Type.Object({ status: Type.Literal('ok') }) } } }, async () => ({ status: 'ok' as const }))
+  app.get('/health', { schema: { tags: ['health'], summary: 'Liveness', response: { 200: Type.Object({ status: Type.Literal('ok') }) } } }, async () => ({
+    status: 'ok' as const,
+  }))
 
   app.get(
     '/ready',
@@ -15,24 +16,15 @@ export async function healthRoutes(app: App, core: Core): Promise<void> {
       schema: {
         tags: ['health'],
         summary: 'Readiness: the database answers and the data dir accepts a write',
-        response: { 200: Type.Object({ status: Type.Literal('ready'), checks: Type.Object({ database: Type.String(), storage: Type.String() }) }), 503: Type.Ref('ErrorResponse') },
+        response: {
+          200: Type.Object({ status: Type.Literal('ready'), checks: Type.Object({ database: Type.String(), storage: Type.String() }) }),
+          503: Type.Ref('ErrorResponse'),
+        },
       },
     },
     async () => {
-      const checks = { database: 'ok', storage: 'ok' }
-      try {
-        core.db.prepare('SELECT 1').get()
-      } catch {
-        checks.database = 'failed'
-      }
-      try {
-        const probe = path.join(core.dataDir.tmp, `ready-${process.pid}-${Date.now()}`)
-        fs.writeFileSync(probe, 'ok')
-        fs.unlinkSync(probe)
-      } catch (err) {
-        checks.storage = `failed: ${(err as NodeJS.ErrnoException).code ?? 'error'}`
-      }
-      if (checks.database !== 'ok' || checks.storage !== 'ok') throw new AppError('NOT_READY', 'Coffer is not ready', { checks })
+      const { ready, checks } = readiness(core.db, core.dataDir)
+      if (!ready) throw new AppError('NOT_READY', 'Coffer is not ready', { checks })
       return { status: 'ready' as const, checks }
     },
   )

@@ -1,9 +1,10 @@
 import { Type } from '@sinclair/typebox'
 import type { App } from '../types'
 import type { Core } from '../../core'
-import { PathId, withErrors } from '../schemas/common'
-import { FileSchema, HandshakeBody, HandshakeResponse, UploadQuery, WorkspaceHeader } from '../schemas/files'
-import { fileView } from '../../services/files'
+import { PathId } from '../../contract/common'
+import { FileSchema, HandshakeBody, HandshakeResponse, UploadQuery, WorkspaceHeader, fileView, handshakeView } from '../../contract/files'
+import { withErrors } from '../responses'
+import { bodyError, contentLength, mediaType } from '../upload-body'
 
 /** Step one of an upload: the handshake (registered in the tenant-key scope). */
 export async function uploadRequestRoutes(app: App, core: Core): Promise<void> {
@@ -18,7 +19,11 @@ export async function uploadRequestRoutes(app: App, core: Core): Promise<void> {
         response: withErrors({ 200: HandshakeResponse }, 403, 404, 413),
       },
     },
-    async (request) => core.uploads.handshake(request.tenant!, request.body, request.headers['x-workspace-id']),
+    async (request) => {
+      const tenant = request.tenant!
+      const { file, grant } = core.uploads.handshake(tenant, request.body, request.headers['x-workspace-id'])
+      return handshakeView(file, grant, tenant.allowedFileTypes)
+    },
   )
 }
 
@@ -37,17 +42,16 @@ export async function uploadContentRoutes(app: App, core: Core): Promise<void> {
         response: withErrors({ 200: FileSchema }, 403, 404, 409, 413, 507),
       },
     },
-    async (request, reply) => {
-      const lengthHeader = request.headers['content-length']
-      const contentLength = lengthHeader !== undefined && /^\d+$/.test(lengthHeader) ? Number(lengthHeader) : undefined
+    async (request) => {
       try {
         const file = await core.uploads.receive({
           fileId: request.params.fileId,
           expires: request.query.expires,
           token: request.query.token,
-          contentType: request.headers['content-type'],
-          contentLength,
+          contentType: mediaType(request.headers['content-type']),
+          contentLength: contentLength(request.headers['content-length']),
           body: request.raw,
+          bodyError,
         })
         return fileView(file)
       } catch (err) {

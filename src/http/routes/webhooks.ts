@@ -1,9 +1,9 @@
 import { Type } from '@sinclair/typebox'
 import type { App } from '../types'
 import type { Core } from '../../core'
-import { PathId, withErrors } from '../schemas/common'
-import { DeliveriesQuery, DeliveryList, DeliverySchema } from '../schemas/webhooks'
-import { deliveryView } from '../../services/webhooks'
+import { PathId } from '../../contract/common'
+import { DeliveriesQuery, DeliveryList, DeliverySchema, deliveryView } from '../../contract/webhooks'
+import { withErrors } from '../responses'
 
 /** The calling tenant's webhook deliveries (registered in the tenant-key scope). */
 export async function webhooksRoutes(app: App, core: Core): Promise<void> {
@@ -17,7 +17,7 @@ export async function webhooksRoutes(app: App, core: Core): Promise<void> {
         response: withErrors({ 200: DeliveryList }),
       },
     },
-    async (request) => ({ deliveries: core.deliveries.recent(request.tenant!, request.query).map(deliveryView) }),
+    async (request) => ({ deliveries: core.webhookEvents.recentFor(request.tenant!, request.query).map(deliveryView) }),
   )
 
   app.post(
@@ -31,7 +31,7 @@ export async function webhooksRoutes(app: App, core: Core): Promise<void> {
       },
     },
     async (request) => {
-      const delivery = core.deliveries.retry(request.tenant!, request.params.deliveryId)
+      const delivery = core.webhookEvents.retryDeadFor(request.tenant!, request.params.deliveryId)
       request.log.info({ deliveryId: delivery.id }, 'webhook delivery re-queued')
       return deliveryView(delivery)
     },

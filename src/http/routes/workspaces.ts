@@ -1,17 +1,21 @@
 import { Type } from '@sinclair/typebox'
 import type { App } from '../types'
 import type { Core } from '../../core'
-import { PathId, SuccessResponse, withErrors } from '../schemas/common'
-import { CreateWorkspaceBody, UpdateWorkspaceBody, WorkspaceList, WorkspaceSchema } from '../schemas/workspaces'
-import { workspaceView } from '../../services/workspaces'
+import { PathId, SuccessResponse } from '../../contract/common'
+import { CreateWorkspaceBody, UpdateWorkspaceBody, WorkspaceList, WorkspaceSchema, workspaceView } from '../../contract/workspaces'
+import { withErrors } from '../responses'
 
 const Params = Type.Object({ workspaceId: PathId })
 
 /** Workspace CRUD (registered in the tenant-key scope). */
 export async function workspacesRoutes(app: App, core: Core): Promise<void> {
-  app.get('/api/v1/workspaces', { schema: { tags: ['workspaces'], summary: 'List workspaces, oldest first', response: withErrors({ 200: WorkspaceList }) } }, async (request) => ({
-    workspaces: core.workspaces.list(request.tenant!).map(workspaceView),
-  }))
+  app.get(
+    '/api/v1/workspaces',
+    { schema: { tags: ['workspaces'], summary: 'List workspaces, oldest first', response: withErrors({ 200: WorkspaceList }) } },
+    async (request) => ({
+      workspaces: core.workspaces.list(request.tenant!).map(workspaceView),
+    }),
+  )
 
   app.post(
     '/api/v1/workspaces',

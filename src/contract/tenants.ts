@@ -1,6 +1,8 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { FileTypeSchema, IsoTime, NO_CONTROL, Uuid } from './common'
-import { FILE_TYPES } from '../../lib/file-types'
+import { FILE_TYPES } from '../lib/file-types'
+import type { AuthenticatedTenant, Tenant } from '../db/repos/tenants'
+import { isoTime } from '../lib/clock'
 
 export const TenantName = Type.String({ minLength: 1, maxLength: 100, pattern: NO_CONTROL, 'x-message': 'must contain no control characters' })
 
@@ -46,3 +48,40 @@ export const QuotaInfo = Type.Object({
   availableBytes: Type.Integer(),
   usagePercent: Type.Number(),
 })
+
+/** A just-created tenant as the admin API and the CLI show it: the only time its key is shown. */
+export function createdTenantView(tenant: Tenant, apiKey: string): Static<typeof CreatedTenant> {
+  return {
+    id: tenant.id,
+    name: tenant.name,
+    apiKey,
+    webhookSecret: tenant.webhookSecret,
+    quotaBytes: tenant.quotaBytes,
+    allowedFileTypes: tenant.allowedFileTypes,
+    createdAt: isoTime(tenant.createdAt),
+  }
+}
+
+/** The calling tenant's own profile (`GET /tenant/info`). */
+export function tenantInfoView(t: AuthenticatedTenant): Static<typeof TenantInfo> {
+  return {
+    id: t.id,
+    name: t.name,
+    allowedFileTypes: t.allowedFileTypes,
+    createdAt: isoTime(t.createdAt),
+    quotaBytes: t.quotaBytes,
+    webhookSecret: t.webhookSecret,
+  }
+}
+
+/** A tenant in an operator's listing (`coffer tenant list`): usage, never a key or secret. */
+export function tenantSummaryView(t: Tenant) {
+  return {
+    id: t.id,
+    name: t.name,
+    quotaBytes: t.quotaBytes,
+    usedBytes: t.usedBytes,
+    allowedFileTypes: t.allowedFileTypes,
+    createdAt: isoTime(t.createdAt),
+  }
+}

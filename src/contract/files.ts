@@ -1,5 +1,9 @@
-import { Type } from '@sinclair/typebox'
+import { Type, type Static } from '@sinclair/typebox'
+import type { FileRecord } from '../db/repos/files'
+import { isoTime } from '../lib/clock'
+import { MAX_FILE_SIZE } from '../lib/file-types'
 import { FileTypeSchema, IsoTime, NO_CONTROL, Uuid } from './common'
+import { downloadPath, uploadPath, withToken } from './paths'
 
 /**
  * fileName (contract): 1–255 characters; no control characters, none of / \ < > : " | ? *, not
@@ -55,6 +59,23 @@ export const FileSchema = Type.Object({
   createdAt: IsoTime,
 })
 
+/** The File resource as the API and webhooks show it (spec part 2). */
+export function fileView(f: FileRecord): Static<typeof FileSchema> {
+  return {
+    id: f.id,
+    url: downloadPath(f.id),
+    originalName: f.originalName,
+    fileType: f.fileType,
+    sizeBytes: f.sizeBytes,
+    context: f.context,
+    tags: f.tags,
+    metadata: f.metadata,
+    processingStatus: f.status,
+    workspaceId: f.workspaceId,
+    createdAt: isoTime(f.createdAt),
+  }
+}
+
 export const WorkspaceHeader = Type.Object({ 'x-workspace-id': Type.Optional(Uuid) })
 
 export const ListQuery = Type.Object(
@@ -74,10 +95,7 @@ export const ListResponse = Type.Object({
   total: Type.Integer(),
 })
 
-export const SignedUrlQuery = Type.Object(
-  { expiresIn: Type.Integer({ minimum: 60, maximum: 86400, default: 3600 }) },
-  { additionalProperties: false },
-)
+export const SignedUrlQuery = Type.Object({ expiresIn: Type.Integer({ minimum: 60, maximum: 86400, default: 3600 }) }, { additionalProperties: false })
 
 export const SignedUrlResponse = Type.Object({
   fileId: Uuid,
@@ -100,3 +118,18 @@ export const UploadQuery = Type.Object(
   { expires: Type.Optional(Type.String({ maxLength: 20 })), token: Type.Optional(Type.String({ maxLength: 200 })) },
   { additionalProperties: true },
 )
+
+/** The handshake's answer: where to PUT the content, until when, and what it may be. */
+export function handshakeView(f: FileRecord, grant: { expires: number; token: string }, allowedTypes: string[]): Static<typeof HandshakeResponse> {
+  return {
+    fileId: f.id,
+    presignedUrl: withToken(uploadPath(f.id), grant),
+    expiresAt: isoTime(grant.expires),
+    uploadMetadata: { maxSizeBytes: Math.min(f.declaredSize ?? MAX_FILE_SIZE, MAX_FILE_SIZE), allowedTypes },
+  }
+}
+
+/** A signed download URL; `base` is the public origin the front is reached at. */
+export function signedUrlView(f: FileRecord, grant: { expires: number; token: string }, base: string, expiresIn: number): Static<typeof SignedUrlResponse> {
+  return { fileId: f.id, url: `${base}${withToken(downloadPath(f.id), grant)}`, expiresAt: isoTime(grant.expires), expiresIn }
+}

@@ -1,6 +1,13 @@
-import { Type, type TSchema } from '@sinclair/typebox'
-import { FILE_TYPES } from '../../lib/file-types'
+import { Type } from '@sinclair/typebox'
+import { FILE_TYPES } from '../lib/file-types'
 
+/**
+ * The wire shapes of Coffer's JSON API, shared by every front that speaks them: the HTTP routes
+ * validate and serialize with these schemas, the CLI prints the same views, webhooks send them.
+ * Nothing here knows HTTP status codes or Fastify.
+ */
+
+/** The error envelope (contract: Errors). */
 export const ErrorResponse = Type.Object(
   {
     error: Type.Object({
@@ -12,7 +19,10 @@ export const ErrorResponse = Type.Object(
   { $id: 'ErrorResponse' },
 )
 
-export const FileTypeSchema = Type.Union(FILE_TYPES.map((t) => Type.Literal(t)), { 'x-message': `must be one of: ${FILE_TYPES.join(', ')}` })
+export const FileTypeSchema = Type.Union(
+  FILE_TYPES.map((t) => Type.Literal(t)),
+  { 'x-message': `must be one of: ${FILE_TYPES.join(', ')}` },
+)
 
 export const Uuid = Type.String({ format: 'uuid', 'x-message': 'must be a UUID' })
 
@@ -25,10 +35,3 @@ export const SuccessResponse = Type.Object({ success: Type.Boolean() })
 
 /** No control characters (C0, DEL, C1) and no lone surrogates. */
 export const NO_CONTROL = '^[^\\u0000-\\u001f\\u007f-\\u009f\\ud800-\\udfff]*$'
-
-/** Error responses every authenticated route can give. */
-export function withErrors<T extends Record<number, TSchema>>(ok: T, ...codes: number[]): T & Record<number, TSchema> {
-  const out: Record<number, TSchema> = { ...ok }
-  for (const c of [400, 401, 500, ...codes]) out[c] = Type.Ref('ErrorResponse')
-  return out as T & Record<number, TSchema>
-}

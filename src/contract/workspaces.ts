@@ -1,4 +1,6 @@
-import { Type } from '@sinclair/typebox'
+import { Type, type Static } from '@sinclair/typebox'
+import type { Workspace } from '../db/repos/workspaces'
+import { unixSeconds } from '../lib/clock'
 import { NO_CONTROL, Uuid } from './common'
 
 const Name = Type.String({ minLength: 1, maxLength: 255, pattern: NO_CONTROL, 'x-message': 'must contain no control characters' })
@@ -43,3 +45,17 @@ export const WorkspaceSchema = Type.Object({
 })
 
 export const WorkspaceList = Type.Object({ workspaces: Type.Array(WorkspaceSchema) })
+
+/** The Workspace resource as the API shows it (spec part 2): times in Unix seconds. */
+export function workspaceView(w: Workspace): Static<typeof WorkspaceSchema> {
+  return {
+    id: w.id,
+    name: w.name,
+    slug: w.slug,
+    quotaBytes: w.quotaBytes,
+    usedBytes: w.usedBytes,
+    metadata: w.metadata,
+    createdAt: unixSeconds(w.createdAt),
+    updatedAt: unixSeconds(w.updatedAt),
+  }
+}

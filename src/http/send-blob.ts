@@ -1,0 +1,99 @@
+import fresh from 'fresh'
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { Readable } from 'node:stream'
+import { AppError } from '../errors'
+import type { ByteRange, OpenedBlob } from '../blobs/blob-store'
+import { noteStreamed } from '../lib/heap-relief'
+import { httpDateMs, ifMatch, parseRange } from './range'
+
+/** What a front knows about the content it is about to send. */
+export interface BlobResponse {
+  /** Size of the whole content in bytes. */
+  size: number
+  /** The strong ETag, quoted. */
+  etag: string
+  /** Epoch ms. Sent as Last-Modified and used by If-Modified-Since, If-Unmodified-Since and If-Range. */
+  lastModified?: number
+  contentType: string
+  /** The Content-Disposition value, when the front sends one. */
+  disposition?: string
+  /** Reads the content (or a range of it) once the request is known to need bytes. */
+  open(range: ByteRange): Promise<OpenedBlob>
+  /** Counts bytes as they are sent (metrics). */
+  onBytes?: (bytes: number) => void
+}
+
+/**
+ * The one download renderer: every content download, whichever front serves it, goes through
+ * here. It sets ETag, Accept-Ranges and Last-Modified, evaluates the preconditions in the order
+ * of RFC 9110 §13.2.2 (If-Match, If-Unmodified-Since, then If-None-Match / If-Modified-Since via
+ * `fresh`, then If-Range), honours one byte range, and answers 200, 206 or 304, HEAD included.
+ * Headers the front wants on every answer (caching, security) it sets on `reply` before calling.
+ *
+ * Errors are thrown, never rendered: 412 PRECONDITION_FAILED and 416 RANGE_NOT_SATISFIABLE as
+ * AppErrors (with `Content-Range: bytes *\/size` already set for a 416), and whatever `open`
+ * throws (BlobNotFoundError) as is, so each front answers in its own shape (JSON envelope, S3 XML).
+ */
+export async function sendBlob(request: FastifyRequest, reply: FastifyReply, blob: BlobResponse): Promise<FastifyReply> {
+  const { headers } = request
+  const { size, etag, lastModified } = blob
+  reply.header('etag', etag)
+  reply.header('accept-ranges', 'bytes')
+  const lastModifiedHeader = lastModified === undefined ? undefined : new Date(lastModified).toUTCString()
+  if (lastModifiedHeader !== undefined) reply.header('last-modified', lastModifiedHeader)
+
+  const precondition = headers['if-match']
+  if (typeof precondition === 'string' ? !ifMatch(precondition, etag) : isModifiedSince(headers['if-unmodified-since'], lastModified)) {
+    throw new AppError('PRECONDITION_FAILED', 'A precondition (If-Match or If-Unmodified-Since) does not hold', {})
+  }
+  if ((headers['if-none-match'] !== undefined || headers['if-modified-since'] !== undefined) && fresh(headers, { etag, 'last-modified': lastModifiedHeader })) {
+    return reply.code(304).send()
+  }
+
+  const ifRange = headers['if-range']
+  const range = typeof ifRange !== 'string' || ifRangeHolds(ifRange, etag, lastModified) ? parseRange(headers.range, size) : ({ kind: 'full' } as const)
+  if (range.kind === 'unsatisfiable') {
+    reply.header('content-range', `bytes */${size}`)
+    throw new AppError('RANGE_NOT_SATISFIABLE', `The range is outside the ${size}-byte content`, { size })
+  }
+  const start = range.kind === 'partial' ? range.start : 0
+  const end = range.kind === 'partial' ? range.end : size - 1
+  const head = request.method === 'HEAD'
+  // HEAD still opens (no bytes): missing content answers the same error as a GET would.
+  const opened = await blob.open(head ? { start, end: start - 1 } : { start, end })
+
+  reply
+    .code(range.kind === 'partial' ? 206 : 200)
+    .type(blob.contentType)
+    .header('content-length', end - start + 1)
+  if (blob.disposition !== undefined) reply.header('content-disposition', blob.disposition)
+  if (range.kind === 'partial') reply.header('content-range', `bytes ${start}-${end}/${size}`)
+  const { body } = opened
+  if (Buffer.isBuffer(body)) {
+    noteStreamed(body.length)
+    blob.onBytes?.(body.length)
+    return reply.send(head ? undefined : body)
+  }
+  countChunks(body, blob.onBytes)
+  return reply.send(body)
+}
+
+function countChunks(stream: Readable, onBytes: ((bytes: number) => void) | undefined): void {
+  stream.on('data', (chunk: Buffer) => {
+    noteStreamed(chunk.length)
+    onBytes?.(chunk.length)
+  })
+}
+
+/** If-Unmodified-Since fails when the content changed after the given date (RFC 9110 §13.1.4). */
+function isModifiedSince(header: string | undefined, lastModified: number | undefined): boolean {
+  if (header === undefined || lastModified === undefined) return false
+  const since = httpDateMs(header)
+  return !Number.isNaN(since) && lastModified - (lastModified % 1000) > since
+}
+
+/** If-Range (RFC 9110 §13.1.5): an ETag matches strongly; a date matches Last-Modified exactly. */
+function ifRangeHolds(header: string, etag: string, lastModified: number | undefined): boolean {
+  if (header.startsWith('"') || header.startsWith('W/')) return header === etag
+  return lastModified !== undefined && httpDateMs(header) === lastModified - (lastModified % 1000)
+}

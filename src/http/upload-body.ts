@@ -1,0 +1,25 @@
+import { AppError } from '../errors'
+
+/** The media type of a Content-Type header: lower case, without parameters; undefined when absent. */
+export function mediaType(header: string | undefined): string | undefined {
+  return header?.split(';')[0]?.trim().toLowerCase()
+}
+
+/** A Content-Length header as a number, when it is one. */
+export function contentLength(header: string | undefined): number | undefined {
+  return header !== undefined && /^\d+$/.test(header) ? Number(header) : undefined
+}
+
+/**
+ * What an error from a request body stream means for the client: the connection was cut before
+ * the body ended (reset, aborted, closed early) is a VALIDATION_ERROR on `/body`; anything else is
+ * not the client's doing (undefined: the service decides).
+ */
+export function bodyError(err: unknown): AppError | undefined {
+  if (err instanceof AppError) return undefined
+  const code = (err as NodeJS.ErrnoException | undefined)?.code
+  if (code === 'ERR_STREAM_PREMATURE_CLOSE' || code === 'ECONNRESET' || code === 'ECONNABORTED' || (err as Error | undefined)?.name === 'AbortError') {
+    return new AppError('VALIDATION_ERROR', 'The upload was cut off before the body ended', { errors: [{ path: '/body', message: 'was cut off' }] })
+  }
+  return undefined
+}

@@ -1,0 +1,98 @@
+import type { Logger } from 'pino'
+import { buildApp } from './app'
+import type { Config } from './config'
+import { createCore, type Core } from './core'
+import { emptyTmp } from './lib/data-dir'
+import type { App } from './http/types'
+import { closeGracefully } from './http/request-lifecycle'
+import type { Background } from './lib/background'
+import { Periodic } from './lib/periodic'
+
+/**
+ * The server runtime: core + HTTP app + background components, started and stopped as one.
+ * `coffer serve` (cli/serve.ts) runs it; tests start it directly. No argv, env or signals here.
+ */
+
+/** A running server. close() stops accepting, drains in-flight requests and closes the database. */
+export interface Server {
+  url: string
+  app: App
+  core: Core
+  /** Started once listening, stopped by close(). */
+  background: readonly Background[]
+  /** Idempotent; resolves once everything is stopped and the database is closed. */
+  close(): Promise<void>
+}
+
+/**
+ * The components that run beside the HTTP server. Each is started once the server listens and
+ * stopped on shutdown, before the database closes.
+ */
+export function backgroundComponents(core: Core, logger: Logger): Background[] {
+  return [
+    core.webhooks,
+    new Periodic(
+      'sweep-expired-uploads',
+      30_000,
+      () => {
+        const swept = core.uploads.sweepExpired()
+        if (swept > 0) logger.info({ swept }, 'abandoned uploads marked failed')
+      },
+      logger,
+    ),
+    new Periodic(
+      'gc',
+      10 * 60_000,
+      () => {
+        const r = core.gc.collect()
+        if (r.filesPurged + r.blobsRemoved > 0) logger.info(r, 'garbage collected')
+      },
+      logger,
+    ),
+  ]
+}
+
+export async function startServer(config: Config, logger: Logger): Promise<Server> {
+  const core = createCore(config, { log: logger })
+  const leftovers = emptyTmp(core.dataDir)
+  if (leftovers > 0) logger.info({ removed: leftovers }, 'removed partial uploads left by a previous run')
+  core.metrics.collectProcessMetrics()
+  const app = await buildApp(core, { logger })
+  const background = backgroundComponents(core, logger)
+  let closing: Promise<void> | undefined
+  const close = () =>
+    (closing ??= (async () => {
+      const timeoutMs = config.shutdownTimeoutSeconds * 1000
+      logger.info({ inFlight: app.inFlightRequests(), timeoutMs }, 'shutting down: refusing new requests, finishing those in flight')
+      // Background work stops while the requests in flight finish; both before the database closes.
+      const stopped = Promise.allSettled(background.map((b) => b.stop()))
+      try {
+        await closeGracefully(app, timeoutMs, logger)
+        // Uploads cut off at the timeout still mark their file failed and remove their temp file.
+        await core.uploads.settled()
+        for (const r of await stopped) if (r.status === 'rejected') logger.error({ err: r.reason }, 'a background component failed to stop')
+      } finally {
+        core.close()
+      }
+      logger.info('shutdown complete')
+    })())
+  logger.info({ dataDir: config.dataDir }, 'coffer starting')
+  try {
+    await app.listen({ port: config.port, host: config.host, listenTextResolver: (address) => `coffer listening on ${address}` })
+  } catch (err) {
+    await close()
+    throw err
+  }
+  for (const b of background) b.start()
+  const addr = app.server.address()
+  const port = typeof addr === 'object' && addr ? addr.port : config.port
+  const host = config.host.includes(':') ? `[${config.host}]` : config.host
+  const url = `http://${host}:${port}`
+  if (config.adminApiKey === undefined) {
+    logger.warn(
+      `admin API disabled: set COFFER_ADMIN_API_KEY (at least 16 characters) to enable it, ` +
+        `or create a tenant offline with: coffer tenant create --name NAME --data-dir ${config.dataDir}`,
+    )
+  }
+  return { url, app, core, background, close }
+}

@@ -1,0 +1,96 @@
+import { AppError, notFound } from '../errors'
+import type { DB } from '../db/database'
+import type { FileRecord, FilesRepo } from '../db/repos/files'
+import type { BlobsRepo } from '../db/repos/blobs'
+import type { WorkspacesRepo } from '../db/repos/workspaces'
+import type { BlobStore, StagedBlob } from '../blobs/blob-store'
+import type { Clock } from '../lib/clock'
+import type { FileEvents } from '../webhooks/events'
+import type { Quotas } from './quotas'
+
+export type NewUpload = Parameters<FilesRepo['insertPending']>[0]
+
+/**
+ * The write transactions of an upload's life, each synchronous and complete: reserve at the
+ * handshake, commit or fail when the body has been received, and the clean-up of a blob whose
+ * commit failed. Every change to a file's status writes its webhook event in the same transaction.
+ */
+export class UploadRecords {
+  constructor(
+    private readonly deps: {
+      db: DB
+      clock: Clock
+      files: FilesRepo
+      blobs: BlobsRepo
+      workspaces: WorkspacesRepo
+      store: BlobStore
+      quotas: Quotas
+      events: FileEvents
+    },
+  ) {}
+
+  /**
+   * The handshake's row, with its declared size reserved. Checked and reserved in one write
+   * transaction: concurrent handshakes cannot both fit, and a workspace deleted meanwhile cannot
+   * receive a file.
+   */
+  reserve(record: NewUpload): void {
+    const { db, files, workspaces, quotas } = this.deps
+    db.transaction(() => {
+      if (record.workspaceId !== null && !workspaces.getLive(record.tenantId, record.workspaceId)) throw notFound.workspace()
+      if (record.declaredSize !== null) quotas.assertFits(record.tenantId, record.workspaceId, record.declaredSize)
+      files.insertPending(record)
+    }).immediate()
+  }
+
+  /** Turns a placed blob into a completed file; the row must still be a live pending upload. */
+  commit(fileId: string, staged: StagedBlob): FileRecord {
+    const { db, clock, files, blobs, store, quotas, events } = this.deps
+    return db
+      .transaction(() => {
+        const current = files.get(fileId)
+        if (!current || current.deletedAt !== null) throw notFound.file()
+        if (current.status !== 'pending') throw new AppError('CONFLICT', `This upload is already ${current.status}`, { field: 'upload' })
+        // Without a declared size nothing was reserved: the real size must fit now, atomically.
+        if (current.declaredSize === null) quotas.assertFits(current.tenantId, current.workspaceId, staged.size)
+        store.ensurePlaced(staged)
+        blobs.insertIfMissing(staged.sha256, staged.size, clock.now())
+        files.complete(fileId, staged.size, staged.sha256, clock.now())
+        events.settled(fileId)
+        return files.get(fileId)!
+      })
+      .immediate()
+  }
+
+  /**
+   * pending → failed, releasing its reservation exactly once (the row leaves `pending` in the same
+   * statement), with its `file.failed` event. False when the row was no longer pending.
+   */
+  fail(fileId: string, code: string, message: string): boolean {
+    const { db, clock, files, events } = this.deps
+    return db
+      .transaction(() => {
+        if (!files.fail(fileId, clock.now())) return false
+        events.settled(fileId, { code, message })
+        return true
+      })
+      .immediate()
+  }
+
+  /** Pending uploads whose URL expired before `before`, oldest first. */
+  expiredPending(before: number, limit: number): FileRecord[] {
+    return this.deps.files.expiredPending(before, limit)
+  }
+
+  /** A placed blob that no row references (its commit failed) is removed under the write lock. */
+  removeIfOrphan(sha256: string): void {
+    const { db, blobs, store } = this.deps
+    try {
+      db.transaction(() => {
+        if (!blobs.exists(sha256)) store.removeSync(sha256)
+      }).immediate()
+    } catch {
+      // Best effort: `coffer gc` removes orphans it finds later.
+    }
+  }
+}
