@@ -6,6 +6,7 @@ import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { createRequire } from 'node:module'
 import * as esbuild from 'esbuild'
+import { buildConsole } from './build-console.mjs'
 
 export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
 export const outFile = path.join(root, 'dist', 'coffer.cjs')
@@ -22,7 +23,7 @@ function newestInput() {
     }
   }
   walk(path.join(root, 'src'))
-  for (const f of ['package.json', 'package-lock.json', 'scripts/build.mjs']) {
+  for (const f of ['package.json', 'package-lock.json', 'scripts/build.mjs', 'scripts/build-console.mjs']) {
     if (fs.existsSync(path.join(root, f))) newest = Math.max(newest, fs.statSync(path.join(root, f)).mtimeMs)
   }
   return newest
@@ -95,7 +96,8 @@ export async function build() {
     minifySyntax: true,
     legalComments: 'none',
     sourcemap: false,
-    define: { __COFFER_BUNDLE__: 'true' },
+    // The web console rides inside the bundle as one constant (src/http/routes/console.ts).
+    define: { __COFFER_BUNDLE__: 'true', __COFFER_CONSOLE__: JSON.stringify(await buildConsole()) },
     // package.json's bin points here: executable, run by the node on the PATH (#13).
     banner: { js: '#!/usr/bin/env node' },
     plugins: [sqliteBindingPlugin, docsAssetsPlugin],

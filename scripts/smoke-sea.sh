@@ -76,6 +76,12 @@ docs=$(curl -sSf "$URL/docs") || fail "/docs"
 grep -q 'docs/swagger-ui-bundle.js' <<<"$docs" || fail "/docs: $docs"
 curl -sSf -o swagger-ui-bundle.js "$URL/docs/swagger-ui-bundle.js" || fail "/docs/swagger-ui-bundle.js"
 grep -q 'SwaggerUIBundle' swagger-ui-bundle.js || fail "/docs/swagger-ui-bundle.js is not Swagger UI"
+say "web console"
+console_page=$(curl -sSfi "$URL/console") || fail "/console"
+grep -qiE "^content-security-policy: default-src 'self';.*frame-ancestors 'none'" <<<"$console_page" || fail "/console has no strict CSP"
+console_js=$(sed -nE 's/.*src="(\/console\/assets\/app-[^"]+\.js)".*/\1/p' <<<"$console_page")
+[ -n "$console_js" ] && curl -sSf -o console.js "$URL$console_js" && [ -s console.js ] || fail "the console script ($console_js)"
+[ "$(curl -s -o /dev/null -w '%{http_code} %{redirect_url}' "$URL/")" = "302 $URL/console" ] || fail "/ does not redirect to /console"
 stop "${PIDS[-1]}"
 
 say "serve --ephemeral"

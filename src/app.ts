@@ -15,6 +15,7 @@ import { tenantRoutes } from './http/routes/tenant'
 import { uploadContentRoutes, uploadRequestRoutes } from './http/routes/upload'
 import { downloadRoutes, filesRoutes } from './http/routes/files'
 import { workspacesRoutes } from './http/routes/workspaces'
+import { webhooksRoutes } from './http/routes/webhooks'
 import { registerRateLimit } from './http/rate-limit'
 import { registerJsonBody } from './http/json-body'
 import { clientErrorHandler } from './http/client-error'
@@ -22,6 +23,7 @@ import { registerRequestLifecycle } from './http/request-lifecycle'
 import { documentSecurity, registerOpenApi } from './http/openapi'
 import { metricsRoutes } from './http/routes/metrics'
 import { docsRoutes } from './http/routes/docs'
+import { bundledConsole, consoleRoutes } from './http/routes/console'
 import { s3CredentialRoutes } from './http/routes/s3-credentials'
 
 export interface BuildAppOptions {
@@ -98,6 +100,10 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
   await app.register(async (scope) => healthRoutes(scope, core))
   await app.register(async (scope) => metricsRoutes(scope, core))
   await app.register(async (scope) => docsRoutes(scope))
+  // The web console, when this is the bundle that carries it (tests building the app from the
+  // sources have none, and get the JSON 404 at /console).
+  const consoleAssets = bundledConsole()
+  if (consoleAssets) await app.register(async (scope) => consoleRoutes(scope, consoleAssets))
   await app.register(async (scope) => {
     scope.addHook('onRoute', documentSecurity('adminKey'))
     await adminRoutes(scope, core)
@@ -119,6 +125,7 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
     await uploadRequestRoutes(scope, core)
     await filesRoutes(scope, core)
     await workspacesRoutes(scope, core)
+    await webhooksRoutes(scope, core)
   })
   return app
 }

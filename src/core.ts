@@ -52,7 +52,7 @@ export interface Core {
   readonly workspaces: WorkspacesService
   /** Blob garbage collection and integrity checks (`coffer gc`, `coffer verify`). */
   readonly gc: GarbageCollector
-  /** Operators' view of webhook deliveries (`coffer webhooks`). */
+  /** Webhook deliveries: all of them for operators (`coffer webhooks`), a tenant's own for the API. */
   readonly webhookEvents: WebhooksService
   readonly outbox: OutboxRepo
   readonly webhooks: WebhookScheduler
@@ -177,7 +177,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     uploads,
     workspaces,
     gc,
-    webhookEvents: new WebhooksService(outbox, clock),
+    webhookEvents: new WebhooksService(outbox, clock, () => webhooks.notify()),
     outbox,
     webhooks,
     metrics,

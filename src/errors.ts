@@ -12,6 +12,7 @@ export const ERROR_CODES = [
   'FILE_NOT_FOUND',
   'WORKSPACE_NOT_FOUND',
   'TENANT_NOT_FOUND',
+  'DELIVERY_NOT_FOUND',
   'CONFLICT',
   'PAYLOAD_TOO_LARGE',
   'RATE_LIMITED',
@@ -56,6 +57,7 @@ export const notFound = {
   file: () => new AppError('FILE_NOT_FOUND', 'File not found'),
   workspace: () => new AppError('WORKSPACE_NOT_FOUND', 'Workspace not found'),
   tenant: () => new AppError('TENANT_NOT_FOUND', 'Tenant not found'),
+  delivery: () => new AppError('DELIVERY_NOT_FOUND', 'Webhook delivery not found'),
 }
 
 /**

@@ -110,6 +110,7 @@ t.test('fuzz', async (t) => {
       ['DELETE', (id: string) => `/api/v1/workspaces/${id}`],
       ['PUT', (id: string) => `/api/v1/upload/${id}?expires=1&token=00`],
       ['POST', (id: string) => `/api/v1/admin/tenants/${id}/regenerate-key`],
+      ['POST', (id: string) => `/api/v1/webhooks/deliveries/${id}/retry`],
     ] as const
     await fc.assert(
       fc.asyncProperty(fc.constantFrom(...routes), idArb, async ([method, url], id) => {

@@ -28,6 +28,8 @@ const OPERATIONS: Record<string, string[]> = {
   '/api/v1/files/{fileId}/signed-url': ['get'],
   '/api/v1/workspaces': ['get', 'post'],
   '/api/v1/workspaces/{workspaceId}': ['get', 'patch', 'delete'],
+  '/api/v1/webhooks/deliveries': ['get'],
+  '/api/v1/webhooks/deliveries/{deliveryId}/retry': ['post'],
 }
 
 /** Every `$ref` anywhere in `node`. */
@@ -64,6 +66,7 @@ t.test('GET /openapi.json: an OpenAPI 3.1 document generated from the route sche
   const security = (p: string, op: string) => doc.paths[p]![op]!.security
   t.same(security('/api/v1/admin/tenants', 'post'), [{ adminKey: [] }])
   t.same(security('/api/v1/files', 'get'), [{ tenantKey: [] }])
+  t.same(security('/api/v1/webhooks/deliveries', 'get'), [{ tenantKey: [] }])
   t.same(security('/api/v1/upload/{fileId}', 'put'), [{ signedToken: [] }])
   t.same(security('/api/v1/files/{fileId}/download', 'get'), [{ tenantKey: [] }, { signedToken: [] }])
   t.equal(security('/health', 'get'), undefined)

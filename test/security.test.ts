@@ -12,6 +12,8 @@ t.test("tenant isolation matrix: every route with an id, called with another ten
   const ws = (await app.inject({ method: 'POST', url: '/api/v1/workspaces', headers: alice.headers, payload: { name: 'A', slug: 'a' } })).json()
   const done = await upload(app, { ...alice.headers, 'x-workspace-id': ws.id })
   const pending = (await handshake(app, alice.headers, { fileType: 'image/png', fileName: 'p.png' })).json() as Handshake
+  await upload(app, alice.headers, { extra: { webhookUrl: 'https://hooks.example/coffer' } })
+  const [delivery] = (await app.inject({ url: '/api/v1/webhooks/deliveries', headers: alice.headers })).json().deliveries
   const FILE = 'FILE_NOT_FOUND'
   const WS = 'WORKSPACE_NOT_FOUND'
   const matrix: [string, string, string, unknown?, Record<string, string>?][] = [
@@ -32,11 +34,18 @@ t.test("tenant isolation matrix: every route with an id, called with another ten
     ['GET', '/api/v1/files', WS, undefined, { 'x-workspace-id': ws.id }],
     ['POST', '/api/v1/upload/request', WS, { fileType: 'image/png', fileName: 'x.png', workspaceId: ws.id }],
     ['POST', '/api/v1/upload/request', WS, { fileType: 'image/png', fileName: 'x.png' }, { 'x-workspace-id': ws.id }],
+    ['POST', `/api/v1/webhooks/deliveries/${delivery.id}/retry`, 'DELIVERY_NOT_FOUND'],
   ]
   // Every parametric route the app serves must appear in the matrix (or be admin/token-only).
   const parametric = routePaths(app.printRoutes({ commonPrefix: false })).filter((p) => p.includes(':'))
   t.ok(parametric.length >= 6, `found the parametric routes: ${parametric.join(', ')}`)
-  const covered = ['/api/v1/files/:fileId', '/api/v1/files/:fileId/download', '/api/v1/files/:fileId/signed-url', '/api/v1/workspaces/:workspaceId']
+  const covered = [
+    '/api/v1/files/:fileId',
+    '/api/v1/files/:fileId/download',
+    '/api/v1/files/:fileId/signed-url',
+    '/api/v1/workspaces/:workspaceId',
+    '/api/v1/webhooks/deliveries/:deliveryId/retry',
+  ]
   // Admin routes name a tenant by design; S3 requests are isolated by test/s3-sdk.test.ts.
   const exempt = [
     '/api/v1/upload/:fileId',
@@ -54,10 +63,11 @@ t.test("tenant isolation matrix: every route with an id, called with another ten
   // Bob's own listings show nothing of Alice's.
   t.same((await app.inject({ url: '/api/v1/files', headers: bob.headers })).json(), { files: [], nextCursor: null, total: 0 })
   t.same((await app.inject({ url: '/api/v1/workspaces', headers: bob.headers })).json(), { workspaces: [] })
+  t.same((await app.inject({ url: '/api/v1/webhooks/deliveries', headers: bob.headers })).json(), { deliveries: [] })
   // Nothing changed for the owner.
   t.equal((await app.inject({ url: `/api/v1/files/${done.fileId}`, headers: alice.headers })).statusCode, 200)
   t.equal((await app.inject({ url: `/api/v1/workspaces/${ws.id}`, headers: alice.headers })).json().name, 'A')
-  t.equal((await app.inject({ url: '/api/v1/files', headers: alice.headers })).json().total, 2)
+  t.equal((await app.inject({ url: '/api/v1/files', headers: alice.headers })).json().total, 3)
   // The token routes: a token minted for one tenant's file never opens another's.
   const bobFile = await upload(app, bob.headers)
   const signed = new URL((await app.inject({ url: `/api/v1/files/${done.fileId}/signed-url`, headers: alice.headers })).json().url)

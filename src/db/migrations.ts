@@ -284,4 +284,12 @@ CREATE INDEX tenants_list ON tenants (created_at DESC, id DESC) WHERE deleted_at
 CREATE INDEX files_deleted_by_tenant ON files (tenant_id) WHERE deleted_at IS NOT NULL;
 `,
   },
+  {
+    version: 9,
+    name: 'outbox by tenant',
+    sql: `
+-- A tenant's recent webhook deliveries (GET /api/v1/webhooks/deliveries), newest first.
+CREATE INDEX outbox_by_tenant ON outbox (tenant_id, created_at DESC, id DESC);
+`,
+  },
 ]

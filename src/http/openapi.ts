@@ -41,6 +41,7 @@ export async function registerOpenApi(app: App): Promise<void> {
         { name: 'upload', description: 'Two-step upload: handshake, then PUT of the content' },
         { name: 'files', description: 'Listing, metadata, download, signed URLs, deletion' },
         { name: 'workspaces', description: "Partitions of a tenant's files, with quotas" },
+        { name: 'webhooks', description: "The calling tenant's webhook deliveries" },
       ],
     },
     // Shared schemas (`ErrorResponse`) keep their $id as their name under components.schemas.

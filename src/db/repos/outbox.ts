@@ -80,6 +80,13 @@ export class OutboxRepo {
            next_attempt_at = @nextAttemptAt
          WHERE id = @id AND status = 'pending'`,
       ),
+      listForTenant: db.prepare<[{ tenantId: string; status: string | null; limit: number }], Row>(
+        `SELECT * FROM outbox WHERE tenant_id = @tenantId AND (@status IS NULL OR status = @status) ORDER BY created_at DESC, id DESC LIMIT @limit`,
+      ),
+      getForTenant: db.prepare<[string, string], Row>('SELECT * FROM outbox WHERE id = ? AND tenant_id = ?'),
+      retryDead: db.prepare(
+        `UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = @now, updated_at = @now WHERE id = @id AND tenant_id = @tenantId AND status = 'dead'`,
+      ),
       list: db.prepare<[{ status: string | null; limit: number }], Row>(
         `SELECT * FROM outbox WHERE (@status IS NULL OR status = @status) ORDER BY created_at DESC, id DESC LIMIT @limit`,
       ),
@@ -124,6 +131,21 @@ export class OutboxRepo {
 
   list(status: OutboxStatus | null, limit: number): OutboxEvent[] {
     return this.stmts.list.all({ status, limit }).map(toEvent)
+  }
+
+  /** One tenant's most recent events, newest first. */
+  listForTenant(tenantId: string, status: OutboxStatus | null, limit: number): OutboxEvent[] {
+    return this.stmts.listForTenant.all({ tenantId, status, limit }).map(toEvent)
+  }
+
+  getForTenant(tenantId: string, id: string): OutboxEvent | undefined {
+    const r = this.stmts.getForTenant.get(id, tenantId)
+    return r && toEvent(r)
+  }
+
+  /** Re-drives one of the tenant's dead events with a fresh set of attempts; false unless it was dead. */
+  retryDead(tenantId: string, id: string, now: number): boolean {
+    return this.stmts.retryDead.run({ id, tenantId, now }).changes === 1
   }
 
   /** Re-drives a delivered or dead event with a fresh set of attempts; false when unknown or already pending. */

@@ -1,0 +1,239 @@
+import { useEffect, useState } from 'preact/hooks'
+import { api } from './api'
+import { formatBytes, formatTime, parseSize, percent } from './format'
+import { Confirm, ErrorText, Header, Modal, SecretBox, useAction } from './ui'
+import { FILE_TYPES } from '../lib/file-types'
+
+interface Tenant {
+  id: string
+  name: string
+  quotaBytes: number
+  usedBytes: number
+  fileCount: number
+  allowedFileTypes: string[]
+  createdAt: string
+}
+interface Secret {
+  title: string
+  apiKey: string
+  webhookSecret: string
+}
+
+function sizeOf(text: string): number {
+  const bytes = parseSize(text)
+  if (bytes === null) throw new Error(`“${text}” is not a size: write it like 500 MiB or 10 GiB.`)
+  return bytes
+}
+
+/** The six file types as checkboxes; at least one must stay checked (the API's rule). */
+function TypesField(props: { value: string[]; onChange: (v: string[]) => void }) {
+  return (
+    <fieldset class="types">
+      <legend>Allowed file types</legend>
+      {FILE_TYPES.map((t) => (
+        <label key={t} class="check">
+          <input
+            type="checkbox"
+            checked={props.value.includes(t)}
+            onChange={(e) => props.onChange(e.currentTarget.checked ? [...props.value, t] : props.value.filter((x) => x !== t))}
+          />
+          {t}
+        </label>
+      ))}
+    </fieldset>
+  )
+}
+
+function EditTenant(props: { apiKey: string; tenant: Tenant; onClose: () => void; onSaved: () => void }) {
+  const t = props.tenant
+  const [name, setName] = useState(t.name)
+  const [quota, setQuota] = useState(formatBytes(t.quotaBytes))
+  const [types, setTypes] = useState(t.allowedFileTypes)
+  const [error, run] = useAction()
+  const save = (e: Event) => {
+    e.preventDefault()
+    void run(async () => {
+      await api(props.apiKey, 'PATCH', `/api/v1/admin/tenants/${t.id}`, { name: name.trim(), quotaBytes: sizeOf(quota), allowedFileTypes: types })
+      props.onSaved()
+      props.onClose()
+    })
+  }
+  return (
+    <Modal title={`Edit ${t.name}`} onClose={props.onClose}>
+      <form onSubmit={save} class="stacked">
+        <label>
+          Name
+          <input required maxLength={100} value={name} onInput={(e) => setName(e.currentTarget.value)} />
+        </label>
+        <label>
+          Quota
+          <input required value={quota} onInput={(e) => setQuota(e.currentTarget.value)} />
+        </label>
+        <TypesField value={types} onChange={setTypes} />
+        <ErrorText error={error} />
+        <div class="buttons">
+          <button type="submit" class="primary" disabled={types.length === 0}>
+            Save
+          </button>
+          <button type="button" onClick={props.onClose}>
+            Cancel
+          </button>
+        </div>
+      </form>
+    </Modal>
+  )
+}
+
+export function AdminView(props: { apiKey: string; onSignOut: () => void }) {
+  const key = props.apiKey
+  const [cursors, setCursors] = useState<string[]>([])
+  const [page, setPage] = useState<{ tenants: Tenant[]; nextCursor: string | null } | null>(null)
+  const [version, setVersion] = useState(0)
+  const [name, setName] = useState('')
+  const [quota, setQuota] = useState('')
+  const [types, setTypes] = useState<string[]>([...FILE_TYPES])
+  const [secret, setSecret] = useState<Secret | null>(null)
+  const [editing, setEditing] = useState<Tenant | null>(null)
+  const [confirm, setConfirm] = useState<{ tenant: Tenant; kind: 'delete' | 'regenerate' } | null>(null)
+  const [error, run] = useAction()
+  const refresh = () => setVersion((v) => v + 1)
+
+  useEffect(() => {
+    const cursor = cursors.at(-1)
+    void run(async () => setPage(await api(key, 'GET', `/api/v1/admin/tenants?limit=20${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`)))
+  }, [cursors, version])
+
+  const create = (e: Event) => {
+    e.preventDefault()
+    void run(async () => {
+      const body = { name: name.trim(), allowedFileTypes: types, ...(quota.trim() ? { quotaBytes: sizeOf(quota) } : {}) }
+      const t = await api<{ name: string; apiKey: string; webhookSecret: string }>(key, 'POST', '/api/v1/admin/tenants', body)
+      setSecret({ title: `Tenant ${t.name} created`, apiKey: t.apiKey, webhookSecret: t.webhookSecret })
+      setName('')
+      setQuota('')
+      setTypes([...FILE_TYPES])
+      refresh()
+    })
+  }
+
+  return (
+    <div class="view">
+      <Header title="Coffer admin" subtitle="Signed in with the admin key" onSignOut={props.onSignOut} />
+      <ErrorText error={error} />
+      <section class="card" aria-labelledby="new-h">
+        <h2 id="new-h">New tenant</h2>
+        <form class="stacked" onSubmit={create}>
+          <label>
+            Tenant name
+            <input required maxLength={100} value={name} onInput={(e) => setName(e.currentTarget.value)} />
+          </label>
+          <label>
+            Quota
+            <input value={quota} placeholder="500 MiB (default), or 10 GiB" onInput={(e) => setQuota(e.currentTarget.value)} />
+          </label>
+          <TypesField value={types} onChange={setTypes} />
+          <div class="buttons">
+            <button type="submit" class="primary" disabled={types.length === 0}>
+              Create tenant
+            </button>
+          </div>
+        </form>
+      </section>
+
+      <section class="card" aria-labelledby="tenants-h">
+        <h2 id="tenants-h">Tenants</h2>
+        {page && page.tenants.length === 0 && <p class="muted">No tenants yet.</p>}
+        {page && page.tenants.length > 0 && (
+          <table class="stack">
+            <thead>
+              <tr>
+                <th scope="col">Name</th>
+                <th scope="col">Usage</th>
+                <th scope="col">Files</th>
+                <th scope="col">Allowed types</th>
+                <th scope="col">Created</th>
+                <th scope="col">Actions</th>
+              </tr>
+            </thead>
+            <tbody>
+              {page.tenants.map((t) => (
+                <tr key={t.id}>
+                  <th scope="row" data-label="Name" class="name">
+                    {t.name}
+                    <span class="muted id">{t.id}</span>
+                  </th>
+                  <td data-label="Usage">
+                    <meter min={0} max={Math.max(t.quotaBytes, 1)} high={t.quotaBytes * 0.9} value={t.usedBytes} aria-label={`Storage used by ${t.name}`} />
+                    <span class="usage">
+                      {formatBytes(t.usedBytes)} of {formatBytes(t.quotaBytes)} ({percent(t.usedBytes, t.quotaBytes)})
+                    </span>
+                  </td>
+                  <td data-label="Files">{t.fileCount}</td>
+                  <td data-label="Allowed types">{t.allowedFileTypes.length === FILE_TYPES.length ? 'all' : t.allowedFileTypes.join(', ')}</td>
+                  <td data-label="Created">{formatTime(t.createdAt)}</td>
+                  <td class="actions">
+                    <button type="button" aria-label={`Edit tenant ${t.name}`} onClick={() => setEditing(t)}>
+                      Edit
+                    </button>
+                    <button type="button" aria-label={`Regenerate key of ${t.name}`} onClick={() => setConfirm({ tenant: t, kind: 'regenerate' })}>
+                      Regenerate key
+                    </button>
+                    <button type="button" class="danger" aria-label={`Delete tenant ${t.name}`} onClick={() => setConfirm({ tenant: t, kind: 'delete' })}>
+                      Delete
+                    </button>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+        <div class="buttons">
+          <button type="button" disabled={cursors.length === 0} onClick={() => setCursors(cursors.slice(0, -1))}>
+            Previous page
+          </button>
+          <button type="button" disabled={!page?.nextCursor} onClick={() => page?.nextCursor && setCursors([...cursors, page.nextCursor])}>
+            Next page
+          </button>
+        </div>
+      </section>
+
+      {editing && <EditTenant apiKey={key} tenant={editing} onClose={() => setEditing(null)} onSaved={refresh} />}
+      {confirm?.kind === 'delete' && (
+        <Confirm
+          title="Delete tenant"
+          message={`Delete the tenant ${confirm.tenant.name} and everything it stores? Its key stops working at once.`}
+          action="Delete tenant"
+          onClose={() => setConfirm(null)}
+          onConfirm={async () => {
+            await api(key, 'DELETE', `/api/v1/admin/tenants/${confirm.tenant.id}`)
+            refresh()
+          }}
+        />
+      )}
+      {confirm?.kind === 'regenerate' && (
+        <Confirm
+          title="Regenerate key"
+          message={`Give ${confirm.tenant.name} a new API key and webhook secret? The current key stops working at once.`}
+          action="Regenerate key"
+          onClose={() => setConfirm(null)}
+          onConfirm={async () => {
+            const r = await api<{ apiKey: string; webhookSecret: string }>(key, 'POST', `/api/v1/admin/tenants/${confirm.tenant.id}/regenerate-key`)
+            setSecret({ title: `New key for ${confirm.tenant.name}`, apiKey: r.apiKey, webhookSecret: r.webhookSecret })
+          }}
+        />
+      )}
+      {secret && (
+        <Modal title={secret.title} onClose={() => setSecret(null)}>
+          <p>Copy the key now: it is shown only once and cannot be read again.</p>
+          <SecretBox label="New API key" value={secret.apiKey} />
+          <SecretBox label="Webhook signing secret" value={secret.webhookSecret} />
+          <div class="buttons">
+            <button type="button" class="primary" onClick={() => setSecret(null)}>
+              Done
+            </button>
+          </div>
+        </Modal>
+      )}
+    </div>
+  )
+}

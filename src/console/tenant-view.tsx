@@ -1,0 +1,324 @@
+import { useEffect, useState } from 'preact/hooks'
+import { api, copyText, fetchContent, uploadFile, type FileInfo } from './api'
+import { formatBytes, formatTime, percent } from './format'
+import { Confirm, ErrorText, Header, Modal, useAction } from './ui'
+import { Workspaces, type Workspace } from './workspaces'
+import { Deliveries } from './deliveries'
+
+interface Page {
+  files: FileInfo[]
+  nextCursor: string | null
+  total: number
+}
+interface Upload {
+  id: number
+  name: string
+  loaded: number
+  total: number
+  error: string | null
+  done: boolean
+}
+interface Link {
+  name: string
+  url: string
+  expiresAt: string
+  copied: boolean
+}
+
+const PAGE_SIZE = 20
+const PREVIEWABLE = /^(image\/|application\/pdf$)/
+const LIFETIMES = [
+  { seconds: 300, label: '5 minutes' },
+  { seconds: 3600, label: '1 hour' },
+  { seconds: 86400, label: '1 day' },
+]
+/** Parallel PUTs per batch: enough to fill a link, few enough to keep each bar moving. */
+const PARALLEL_UPLOADS = 3
+let uploadSeq = 0
+
+export function TenantView(props: { apiKey: string; onSignOut: () => void }) {
+  const key = props.apiKey
+  const [name, setName] = useState('')
+  const [quota, setQuota] = useState<{ quotaBytes: number; usedBytes: number } | null>(null)
+  const [workspaces, setWorkspaces] = useState<Workspace[]>([])
+  const [filter, setFilter] = useState({ workspaceId: '', context: '' })
+  const [draft, setDraft] = useState(filter)
+  const [cursors, setCursors] = useState<string[]>([])
+  const [page, setPage] = useState<Page | null>(null)
+  const [version, setVersion] = useState(0)
+  const [uploads, setUploads] = useState<Upload[]>([])
+  const [lifetime, setLifetime] = useState(3600)
+  const [link, setLink] = useState<Link | null>(null)
+  const [preview, setPreview] = useState<{ file: FileInfo; url: string } | null>(null)
+  const [deleting, setDeleting] = useState<FileInfo | null>(null)
+  const [dragging, setDragging] = useState(false)
+  const [error, run] = useAction()
+  const refresh = () => setVersion((v) => v + 1)
+
+  const loadWorkspaces = () => run(async () => setWorkspaces((await api<{ workspaces: Workspace[] }>(key, 'GET', '/api/v1/workspaces')).workspaces))
+  useEffect(() => {
+    void run(async () => setName((await api<{ name: string }>(key, 'GET', '/api/v1/tenant/info')).name))
+    void loadWorkspaces()
+  }, [])
+  useEffect(() => {
+    void run(async () => setQuota(await api(key, 'GET', '/api/v1/tenant/quota')))
+    const q = new URLSearchParams({ limit: String(PAGE_SIZE) })
+    const cursor = cursors.at(-1)
+    if (cursor) q.set('cursor', cursor)
+    if (filter.workspaceId) q.set('workspaceId', filter.workspaceId)
+    if (filter.context) q.set('context', filter.context)
+    void run(async () => setPage(await api<Page>(key, 'GET', `/api/v1/files?${q}`)))
+  }, [filter, cursors, version])
+
+  const wsName = (id: string | null) => (id === null ? '—' : (workspaces.find((w) => w.id === id)?.name ?? id))
+  const patchUpload = (id: number, change: Partial<Upload>) => setUploads((list) => list.map((u) => (u.id === id ? { ...u, ...change } : u)))
+
+  const uploadAll = async (files: File[]) => {
+    const queued = files.map((f) => ({ file: f, row: { id: ++uploadSeq, name: f.name, loaded: 0, total: f.size, error: null, done: false } }))
+    setUploads((list) => [...queued.map((q) => q.row), ...list])
+    const next = async (): Promise<void> => {
+      const item = queued.shift()
+      if (!item) return
+      try {
+        await uploadFile(key, item.file, {
+          ...(filter.workspaceId ? { workspaceId: filter.workspaceId } : {}),
+          onProgress: (loaded, total) => patchUpload(item.row.id, { loaded, total }),
+        })
+        patchUpload(item.row.id, { done: true })
+      } catch (err) {
+        patchUpload(item.row.id, { error: err instanceof Error ? err.message : String(err) })
+      }
+      refresh()
+      return next()
+    }
+    await Promise.all(Array.from({ length: Math.min(PARALLEL_UPLOADS, queued.length) }, next))
+    void loadWorkspaces()
+  }
+
+  const showPreview = (file: FileInfo) =>
+    run(async () => {
+      const blob = await fetchContent(key, file.id)
+      setPreview({ file, url: URL.createObjectURL(blob) })
+    })
+  const closePreview = () => {
+    if (preview) URL.revokeObjectURL(preview.url)
+    setPreview(null)
+  }
+  const signedUrl = (file: FileInfo, seconds: number) =>
+    api<{ url: string; expiresAt: string }>(key, 'GET', `/api/v1/files/${file.id}/signed-url?expiresIn=${seconds}`)
+  const download = (file: FileInfo) =>
+    run(async () => {
+      // A one-minute signed URL: the browser streams the file to disk itself, with no key in the URL for long.
+      const a = document.createElement('a')
+      a.href = (await signedUrl(file, 60)).url
+      a.download = file.originalName
+      a.click()
+    })
+  const copyLink = (file: FileInfo) =>
+    run(async () => {
+      const s = await signedUrl(file, lifetime)
+      setLink({ name: file.originalName, url: s.url, expiresAt: s.expiresAt, copied: await copyText(s.url) })
+    })
+
+  const applyFilter = (e: Event) => {
+    e.preventDefault()
+    setCursors([])
+    setFilter({ workspaceId: draft.workspaceId, context: draft.context.trim() })
+  }
+
+  return (
+    <div class="view">
+      <Header title="Coffer" subtitle={name ? `Tenant: ${name}` : 'Tenant'} onSignOut={props.onSignOut} />
+      <ErrorText error={error} />
+
+      <section class="card" aria-labelledby="storage-h">
+        <h2 id="storage-h">Storage</h2>
+        {quota && (
+          <p class="gauge">
+            <meter id="quota" min={0} max={Math.max(quota.quotaBytes, 1)} high={quota.quotaBytes * 0.9} value={quota.usedBytes} aria-label="Storage used" />
+            <span>
+              {formatBytes(quota.usedBytes)} of {formatBytes(quota.quotaBytes)} used ({percent(quota.usedBytes, quota.quotaBytes)})
+            </span>
+          </p>
+        )}
+      </section>
+
+      <section
+        class={`card drop${dragging ? ' dragging' : ''}`}
+        aria-labelledby="upload-h"
+        onDragOver={(e) => {
+          e.preventDefault()
+          setDragging(true)
+        }}
+        onDragLeave={() => setDragging(false)}
+        onDrop={(e) => {
+          e.preventDefault()
+          setDragging(false)
+          void uploadAll([...(e.dataTransfer?.files ?? [])])
+        }}
+      >
+        <h2 id="upload-h">Upload</h2>
+        <label class="file-button">
+          Upload files
+          <input
+            type="file"
+            multiple
+            accept="image/jpeg,image/png,image/webp,image/gif,image/avif,application/pdf"
+            onChange={(e) => {
+              const files = [...(e.currentTarget.files ?? [])]
+              e.currentTarget.value = ''
+              void uploadAll(files)
+            }}
+          />
+        </label>
+        <p class="muted">or drop files here. They go into {filter.workspaceId ? `the workspace “${wsName(filter.workspaceId)}”` : 'no workspace'}.</p>
+        {uploads.length > 0 && (
+          <ul class="uploads" aria-label="Uploads">
+            {uploads.map((u) => (
+              <li key={u.id}>
+                <span class="name">{u.name}</span>
+                <progress max={u.total || 1} value={u.loaded} aria-label={`Upload of ${u.name}`} />
+                <span class={u.error ? 'error' : 'muted'}>{u.error ?? (u.done ? 'Uploaded' : `${percent(u.loaded, u.total || 1)}`)}</span>
+              </li>
+            ))}
+          </ul>
+        )}
+      </section>
+
+      <section class="card" aria-labelledby="files-h">
+        <h2 id="files-h">Files</h2>
+        <form class="toolbar" onSubmit={applyFilter}>
+          <label>
+            Workspace
+            <select value={draft.workspaceId} onChange={(e) => setDraft({ ...draft, workspaceId: e.currentTarget.value })}>
+              <option value="">All workspaces</option>
+              {workspaces.map((w) => (
+                <option key={w.id} value={w.id}>
+                  {w.name}
+                </option>
+              ))}
+            </select>
+          </label>
+          <label>
+            Context
+            <input value={draft.context} maxLength={100} onInput={(e) => setDraft({ ...draft, context: e.currentTarget.value })} />
+          </label>
+          <button type="submit">Filter</button>
+          <label>
+            Link lifetime
+            <select value={lifetime} onChange={(e) => setLifetime(Number(e.currentTarget.value))}>
+              {LIFETIMES.map((l) => (
+                <option key={l.seconds} value={l.seconds}>
+                  {l.label}
+                </option>
+              ))}
+            </select>
+          </label>
+        </form>
+        {link && (
+          <div class="notice" role="status">
+            <p>
+              {link.copied ? 'Link copied' : 'Link ready (copy it from the field)'} for {link.name}, valid until {formatTime(link.expiresAt)}.
+            </p>
+            <input readOnly aria-label="Signed link" value={link.url} onFocus={(e) => e.currentTarget.select()} />
+          </div>
+        )}
+        {page && (
+          <table class="stack">
+            <caption>
+              {page.total} file{page.total === 1 ? '' : 's'}
+            </caption>
+            <thead>
+              <tr>
+                <th scope="col">Name</th>
+                <th scope="col">Type</th>
+                <th scope="col">Size</th>
+                <th scope="col">Status</th>
+                <th scope="col">Created</th>
+                <th scope="col">Workspace</th>
+                <th scope="col">Actions</th>
+              </tr>
+            </thead>
+            <tbody>
+              {page.files.map((f) => (
+                <tr key={f.id}>
+                  <th scope="row" data-label="Name" class="name">
+                    {f.originalName}
+                  </th>
+                  <td data-label="Type">{f.fileType}</td>
+                  <td data-label="Size">{formatBytes(f.sizeBytes)}</td>
+                  <td data-label="Status">
+                    <span class={`status ${f.processingStatus}`}>{f.processingStatus}</span>
+                  </td>
+                  <td data-label="Created">{formatTime(f.createdAt)}</td>
+                  <td data-label="Workspace">{wsName(f.workspaceId)}</td>
+                  <td class="actions">
+                    {f.processingStatus === 'completed' && PREVIEWABLE.test(f.fileType) && (
+                      <button type="button" aria-label={`Preview ${f.originalName}`} onClick={() => void showPreview(f)}>
+                        Preview
+                      </button>
+                    )}
+                    {f.processingStatus === 'completed' && (
+                      <>
+                        <button type="button" aria-label={`Download ${f.originalName}`} onClick={() => void download(f)}>
+                          Download
+                        </button>
+                        <button type="button" aria-label={`Copy link to ${f.originalName}`} onClick={() => void copyLink(f)}>
+                          Copy link
+                        </button>
+                      </>
+                    )}
+                    <button type="button" class="danger" aria-label={`Delete ${f.originalName}`} onClick={() => setDeleting(f)}>
+                      Delete
+                    </button>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+        {page && page.files.length === 0 && <p class="muted">No files{filter.workspaceId || filter.context ? ' match the filter' : ' yet'}.</p>}
+        <div class="buttons">
+          <button type="button" disabled={cursors.length === 0} onClick={() => setCursors(cursors.slice(0, -1))}>
+            Previous page
+          </button>
+          <button type="button" disabled={!page?.nextCursor} onClick={() => page?.nextCursor && setCursors([...cursors, page.nextCursor])}>
+            Next page
+          </button>
+        </div>
+      </section>
+
+      <Workspaces apiKey={key} workspaces={workspaces} onChanged={() => (void loadWorkspaces(), refresh())} />
+      <Deliveries apiKey={key} />
+
+      {preview && (
+        <Modal title={preview.file.originalName} onClose={closePreview} wide>
+          {preview.file.fileType === 'application/pdf' ? (
+            <iframe class="preview" src={preview.url} title={`Preview of ${preview.file.originalName}`} />
+          ) : (
+            <img class="preview" src={preview.url} alt={`Preview of ${preview.file.originalName}`} />
+          )}
+          <div class="buttons">
+            <button type="button" onClick={closePreview}>
+              Close
+            </button>
+          </div>
+        </Modal>
+      )}
+      {deleting && (
+        <Confirm
+          title="Delete file"
+          message={`Delete ${deleting.originalName}? It disappears from every listing and its space is released.`}
+          action="Delete"
+          onClose={() => setDeleting(null)}
+          onConfirm={async () => {
+            await api(key, 'DELETE', `/api/v1/files/${deleting.id}`)
+            if (link?.name === deleting.originalName) setLink(null)
+            refresh()
+            void loadWorkspaces()
+          }}
+        />
+      )}
+    </div>
+  )
+}
