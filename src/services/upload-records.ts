@@ -1,5 +1,6 @@
 import { AppError, notFound } from '../errors'
 import type { DB } from '../db/database'
+import type { GroupCommit } from '../db/group-commit'
 import type { FileRecord, FilesRepo } from '../db/repos/files'
 import type { BlobsRepo } from '../db/repos/blobs'
 import type { WorkspacesRepo } from '../db/repos/workspaces'
@@ -11,14 +12,17 @@ import type { Quotas } from './quotas'
 export type NewUpload = Parameters<FilesRepo['insertPending']>[0]
 
 /**
- * The write transactions of an upload's life, each synchronous and complete: reserve at the
- * handshake, commit or fail when the body has been received, and the clean-up of a blob whose
- * commit failed. Every change to a file's status writes its webhook event in the same transaction.
+ * The write transactions of an upload's life, each complete: reserve at the handshake, commit or
+ * fail when the body has been received, and the clean-up of a blob whose commit failed. Every
+ * change to a file's status writes its webhook event in the same transaction. The two that every
+ * upload makes, reserve and commit, go through the group commit: they resolve once durable, with
+ * one WAL flush shared by all the uploads settling at the same time.
  */
 export class UploadRecords {
   constructor(
     private readonly deps: {
       db: DB
+      commits: GroupCommit
       clock: Clock
       files: FilesRepo
       blobs: BlobsRepo
@@ -34,32 +38,30 @@ export class UploadRecords {
    * transaction: concurrent handshakes cannot both fit, and a workspace deleted meanwhile cannot
    * receive a file.
    */
-  reserve(record: NewUpload): void {
-    const { db, files, workspaces, quotas } = this.deps
-    db.transaction(() => {
+  async reserve(record: NewUpload): Promise<void> {
+    const { commits, files, workspaces, quotas } = this.deps
+    await commits.run(() => {
       if (record.workspaceId !== null && !workspaces.getLive(record.tenantId, record.workspaceId)) throw notFound.workspace()
       if (record.declaredSize !== null) quotas.assertFits(record.tenantId, record.workspaceId, record.declaredSize)
       files.insertPending(record)
-    }).immediate()
+    })
   }
 
   /** Turns a placed blob into a completed file; the row must still be a live pending upload. */
-  commit(fileId: string, staged: StagedBlob): FileRecord {
-    const { db, clock, files, blobs, store, quotas, events } = this.deps
-    return db
-      .transaction(() => {
-        const current = files.get(fileId)
-        if (!current || current.deletedAt !== null) throw notFound.file()
-        if (current.status !== 'pending') throw new AppError('CONFLICT', `This upload is already ${current.status}`, { field: 'upload' })
-        // Without a declared size nothing was reserved: the real size must fit now, atomically.
-        if (current.declaredSize === null) quotas.assertFits(current.tenantId, current.workspaceId, staged.size)
-        store.ensurePlaced(staged)
-        blobs.insertIfMissing(staged.sha256, staged.size, clock.now())
-        files.complete(fileId, staged.size, staged.sha256, clock.now())
-        events.settled(fileId)
-        return files.get(fileId)!
-      })
-      .immediate()
+  commit(fileId: string, staged: StagedBlob): Promise<FileRecord> {
+    const { commits, clock, files, blobs, store, quotas, events } = this.deps
+    return commits.run(() => {
+      const current = files.get(fileId)
+      if (!current || current.deletedAt !== null) throw notFound.file()
+      if (current.status !== 'pending') throw new AppError('CONFLICT', `This upload is already ${current.status}`, { field: 'upload' })
+      // Without a declared size nothing was reserved: the real size must fit now, atomically.
+      if (current.declaredSize === null) quotas.assertFits(current.tenantId, current.workspaceId, staged.size)
+      store.ensurePlaced(staged)
+      blobs.insertIfMissing(staged.sha256, staged.size, clock.now())
+      files.complete(fileId, staged.size, staged.sha256, clock.now())
+      events.settled(fileId)
+      return files.get(fileId)!
+    })
   }
 
   /**

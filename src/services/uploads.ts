@@ -75,8 +75,8 @@ export class UploadsService {
     },
   ) {}
 
-  /** Step one: checks the request, reserves the declared size and grants the PUT. */
-  handshake(tenant: AuthenticatedTenant, input: HandshakeInput, headerWorkspaceId: string | undefined): { file: FileRecord; grant: Grant } {
+  /** Step one: checks the request, reserves the declared size and grants the PUT once the reservation is durable. */
+  async handshake(tenant: AuthenticatedTenant, input: HandshakeInput, headerWorkspaceId: string | undefined): Promise<{ file: FileRecord; grant: Grant }> {
     const { clock, records, settings } = this.deps
     if (!(FILE_TYPES as readonly string[]).includes(input.fileType) || !tenant.allowedFileTypes.includes(input.fileType)) {
       throw new AppError('INVALID_FILE_TYPE', `File type ${JSON.stringify(input.fileType)} is not allowed`, {
@@ -105,7 +105,7 @@ export class UploadsService {
       uploadExpiresAt: now + settings.uploadUrlTtlMs,
       createdAt: now,
     }
-    records.reserve(record)
+    await records.reserve(record)
     const file: FileRecord = { ...record, status: 'pending', sha256: null, metadata: null, completedAt: null, deletedAt: null }
     return { file, grant: this.deps.urls.grant('upload', record, record.uploadExpiresAt) }
   }
@@ -193,7 +193,8 @@ export class UploadsService {
     try {
       if (staged.size === 0) throw new AppError('VALIDATION_ERROR', 'The upload body is empty', { errors: [{ path: '/body', message: 'is empty' }] })
       await this.deps.store.place(staged)
-      return this.deps.records.commit(file.id, staged)
+      // Awaited here: a commit that could not be made durable fails the upload like any other error.
+      return await this.deps.records.commit(file.id, staged)
     } catch (err) {
       if (staged.size > 0) this.deps.records.removeIfOrphan(staged.sha256)
       // A row deleted or settled meanwhile is reported as such, not failed a second time.
