@@ -16,6 +16,8 @@ import { uploadContentRoutes, uploadRequestRoutes } from './http/routes/upload'
 import { downloadRoutes, filesRoutes } from './http/routes/files'
 import { workspacesRoutes } from './http/routes/workspaces'
 import { registerRateLimit } from './http/rate-limit'
+import { registerJsonBody } from './http/json-body'
+import { clientErrorHandler } from './http/client-error'
 import { registerRequestLifecycle } from './http/request-lifecycle'
 import { documentSecurity, registerOpenApi } from './http/openapi'
 import { metricsRoutes } from './http/routes/metrics'
@@ -59,6 +61,8 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
       reply.header('x-request-id', request.id)
       void sendError(reply, appErr)
     },
+    // Requests Node's parser refuses (malformed, headers too large) get the envelope too.
+    clientErrorHandler,
     // Requests arriving during close are refused by request-lifecycle.ts, in the contract's error shape.
     return503OnClosing: false,
     schemaController: {
@@ -79,6 +83,7 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
   app.setValidatorCompiler(validatorCompiler)
   // The API speaks JSON only; a text/plain body is answered as a wrong Content-Type, not as a wrong shape.
   app.removeContentTypeParser('text/plain')
+  registerJsonBody(app)
   app.addSchema(ErrorResponse)
   app.decorateRequest('tenant', null)
   registerErrorHandling(app)

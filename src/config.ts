@@ -92,7 +92,7 @@ const OPTIONS = {
     def: '0',
     schema: Type.Integer({ minimum: 0, maximum: 1_000_000_000 }),
     hint: 'a non-negative integer',
-    help: 'Requests per window per tenant; 0 turns rate limiting off',
+    help: 'Requests per window per tenant (per client address when no tenant is proven); 0 turns rate limiting off',
   },
   rateLimitWindowSeconds: {
     env: 'COFFER_RATE_LIMIT_WINDOW_SECONDS',

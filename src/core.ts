@@ -76,7 +76,6 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const clock = options.clock ?? systemClock
   const dataDir = ensureDataDir(config.dataDir)
   const db = openDatabase(dataDir.db, dataDir.root)
-  const signer = new TokenSigner(loadSecret(dataDir, config.secret))
   const disk = new DiskBlobStore(dataDir.blobs, dataDir.tmp)
   const store = options.store ? options.store(disk) : disk
 
@@ -87,6 +86,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const outbox = new OutboxRepo(db)
 
   const events = new FileEvents(outbox, filesRepo, clock)
+  const signer = new TokenSigner(loadSecret(dataDir, config.secret), (tenantId) => tenantsRepo.signingGeneration(tenantId))
   const metrics = new Metrics({ blobs: () => blobsRepo.stats(), outbox: () => outbox.counts() })
   const tenants = new TenantsService(db, tenantsRepo, clock)
   const urls = new SignedUrls(signer, filesRepo, clock)

@@ -80,6 +80,18 @@ const serveProcess: ServeProcess = {
   onExit: (fn) => process.once('exit', fn),
 }
 
+/**
+ * A reader that goes away (`coffer verify | head -1`) makes the next write fail with EPIPE: that
+ * ends the output, not the process with a stack trace (#12 item 16). Nothing more is written to
+ * that stream; the command finishes and exits with its own code.
+ */
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') return
+    throw err
+  })
+}
+
 main(process.argv.slice(2)).then(
   (code) => {
     process.exitCode = code

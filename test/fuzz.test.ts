@@ -3,6 +3,7 @@ import fc from 'fast-check'
 import { createTenant, fileBytes, handshake, makeApp, upload, admin, type Handshake } from './helper'
 import type { App } from '../src/http/types'
 import type { InjectOptions } from 'fastify'
+import { FILE_NAME_PATTERN, isSafeJson } from '../src/lib/text'
 
 // Random and malformed input never yields a 5xx, a hang or a crash: every answer is a 2xx/3xx or
 // a 4xx carrying the contract's error envelope.
@@ -11,22 +12,27 @@ const RUNS = Number(process.env.COFFER_FUZZ_RUNS ?? 150)
 const SEED = process.env.COFFER_FUZZ_SEED === undefined ? {} : { seed: Number(process.env.COFFER_FUZZ_SEED) }
 
 async function expectSane(t: Test, app: App, req: InjectOptions): Promise<boolean> {
+  return (await saneResponse(t, app, req)) !== undefined
+}
+
+/** The response when it is sane (see above); undefined, after failing the test, when it is not. */
+async function saneResponse(t: Test, app: App, req: InjectOptions): Promise<Awaited<ReturnType<App['inject']>> | undefined> {
   const res = await Promise.race([
     app.inject(req),
     new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`hang: ${JSON.stringify(req).slice(0, 300)}`)), 5000)),
   ])
   if (res.statusCode >= 500) {
     t.fail(`${res.statusCode} for ${JSON.stringify(req).slice(0, 400)}: ${res.body.slice(0, 300)}`)
-    return false
+    return undefined
   }
   if (res.statusCode >= 400 && (req as { method?: string }).method !== 'HEAD') {
     const body = res.json() as { error?: { code?: unknown; message?: unknown; details?: unknown } }
     if (typeof body.error?.code !== 'string' || typeof body.error.message !== 'string' || typeof body.error.details !== 'object') {
       t.fail(`no error envelope for ${JSON.stringify(req).slice(0, 300)}: ${res.body.slice(0, 200)}`)
-      return false
+      return undefined
     }
   }
-  return true
+  return res
 }
 
 const text = fc.string({ unit: 'binary', maxLength: 300 })
@@ -217,6 +223,111 @@ t.test('fuzz', async (t) => {
         },
       ),
       { numRuns: RUNS, ...SEED },
+    )
+  })
+
+  await t.test('nested JSON of any depth, balanced or not, in every body and free-form field (#12)', async (t) => {
+    const nested = fc
+      .record({
+        depth: fc.integer({ min: 1, max: 20_000 }),
+        open: fc.constantFrom('[', '{"a":', '[{"b":'),
+        balanced: fc.boolean(),
+        leaf: fc.constantFrom('1', '"x"', 'null', '{}', '[]', '"[[{"'),
+      })
+      .map(
+        ({ depth, open, balanced, leaf }) =>
+          open.repeat(depth) +
+          leaf +
+          (balanced
+            ? [...open]
+                .reverse()
+                .map((c) => (c === '[' ? ']' : c === '{' ? '}' : ''))
+                .join('')
+                .repeat(depth)
+            : ''),
+      )
+    const places: [string, (id: number) => string, (v: string, id: number) => string, Record<string, string>][] = [
+      ['POST', () => '/api/v1/workspaces', (v, id) => `{"name":"W","slug":"n${id}","metadata":{"m":${v}}}`, tenant.headers],
+      ['PATCH', () => `/api/v1/workspaces/${ws.id}`, (v) => `{"metadata":${v}}`, tenant.headers],
+      ['POST', () => '/api/v1/upload/request', (v) => `{"fileType":"image/png","fileName":"a.png","tags":${v}}`, tenant.headers],
+      ['POST', () => '/api/v1/upload/request', (v) => `{"fileType":"image/png","fileName":"a.png","unknown":${v}}`, tenant.headers],
+      ['POST', () => '/api/v1/admin/tenants', (v) => v, admin],
+    ]
+    let n = 0
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom(...places), nested, async ([method, url, body, headers], v) => {
+        const id = n++
+        return expectSane(t, app, { method: method as 'POST', url: url(id), headers: { ...headers, 'content-type': 'application/json' }, payload: body(v, id) })
+      }),
+      { numRuns: RUNS, ...SEED },
+    )
+  })
+
+  await t.test('Unicode-hostile strings in every stored string: refused, or stored without a hostile character (#12)', async (t) => {
+    const hostileChar = fc.constantFrom(
+      ...['\u0000', '\u0007', '\u001b', '\r', '\n', '\t', '\u007f', '\u0085', '\u009b', '\u061c', '\u180e', '\u200b', '\u200c', '\u200d', '\u200e', '\u200f'],
+      ...[
+        '\u2028',
+        '\u2029',
+        '\u202a',
+        '\u202e',
+        '\u2060',
+        '\u2066',
+        '\u2069',
+        '\ufeff',
+        '\ufff9',
+        '\ufffe',
+        '\uffff',
+        '\ud800',
+        '\udfff',
+        '\uff0f',
+        '\uff3c',
+        '\u2215',
+      ],
+      ...['\u0301', '😀', '👨\u200d👩', 'Ä', 'A\u0308', 'ς', 'Σ', 'İ', 'ß', '/', '\\', '..', '"', '%00', '\u{e0041}'],
+    )
+    const hostile = fc.array(fc.oneof(hostileChar, fc.string({ maxLength: 3 })), { minLength: 1, maxLength: 12 }).map((a) => a.join(''))
+    let n = 0
+    const requests: ((h: string, h2: string) => InjectOptions)[] = [
+      (h) => ({ method: 'POST', url: '/api/v1/admin/tenants', headers: admin, payload: { name: `${h}${n++}` } }),
+      (h, h2) => ({
+        method: 'POST',
+        url: '/api/v1/workspaces',
+        headers: tenant.headers,
+        payload: { name: h, slug: `u${n++}`, metadata: { [h2]: [h, { k: h2 }] } },
+      }),
+      (h, h2) => ({ method: 'PATCH', url: `/api/v1/workspaces/${ws.id}`, headers: tenant.headers, payload: { name: h2, metadata: { m: h } } }),
+      (h, h2) => ({
+        method: 'POST',
+        url: '/api/v1/upload/request',
+        headers: tenant.headers,
+        payload: { fileType: 'image/png', fileName: h, context: h2, tags: { [h2]: h } },
+      }),
+      (h) => ({
+        method: 'POST',
+        url: '/api/v1/upload/request',
+        headers: tenant.headers,
+        payload: { fileType: 'image/png', fileName: 'a.png', webhookUrl: `https://example.com/${h}` },
+      }),
+    ]
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom(...requests), hostile, hostile, async (make, h, h2) => {
+        const res = await saneResponse(t, app, make(h, h2))
+        if (!res) return false
+        if (res.statusCode >= 300) return true
+        // Accepted: what was stored (read back) holds no hostile character.
+        const fileId = (res.json() as { fileId?: string }).fileId
+        const stored = fileId ? (await app.inject({ url: `/api/v1/files/${fileId}`, headers: tenant.headers })).json() : res.json()
+        // Only the stored strings go into a failure message: the tenant's response also holds its key.
+        const { name: sName, originalName, context, tags, metadata } = stored as Record<string, unknown>
+        const strings = { name: sName, originalName, context, tags, metadata }
+        if (!isSafeJson(strings)) return (t.fail(`stored a hostile character: ${JSON.stringify(strings).slice(0, 300)}`), false)
+        const name = (stored as { originalName?: string }).originalName
+        if (name !== undefined && !new RegExp(FILE_NAME_PATTERN, 'u').test(name))
+          return (t.fail(`stored a file name with a separator: ${JSON.stringify(name)}`), false)
+        return true
+      }),
+      { numRuns: RUNS * 2, ...SEED },
     )
   })
 

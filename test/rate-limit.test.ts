@@ -43,3 +43,39 @@ t.test("presigned uploads and signed downloads count against the file's tenant",
   t.equal(over.statusCode, 429, 'the signed download was counted for the tenant')
   t.equal((await handshake(app, tenant.headers, { fileType: 'image/png', fileName: 'a.png' })).statusCode, 429)
 })
+
+t.test('unproven requests on token routes are charged to the client address, not the file owner (#12 item 2)', async (t) => {
+  const { app } = await makeApp(t, { COFFER_RATE_LIMIT_MAX: '3' })
+  const tenant = await createTenant(app)
+  const r = await upload(app, tenant.headers) // 2 of the tenant's 3
+  const missing = '01890000-0000-7000-8000-000000000000'
+  const forged = `expires=${Date.now() + 3_600_000}&token=${'0'.repeat(64)}`
+  const existing = await app.inject({ url: `/api/v1/files/${r.fileId}/download?${forged}`, remoteAddress: '127.0.0.9' })
+  const absent = await app.inject({ url: `/api/v1/files/${missing}/download?${forged}`, remoteAddress: '127.0.0.10' })
+  t.equal(existing.statusCode, 401)
+  t.equal(absent.statusCode, 401)
+  t.equal(existing.headers['x-ratelimit-remaining'], absent.headers['x-ratelimit-remaining'], 'the headers do not tell an existing id from a missing one')
+  for (let i = 0; i < 10; i++) {
+    await app.inject({ url: `/api/v1/files/${r.fileId}/download?${forged}`, remoteAddress: '127.0.0.9' })
+    await app.inject({
+      method: 'PUT',
+      url: `/api/v1/upload/${r.fileId}?${forged}`,
+      headers: { 'content-type': 'image/png' },
+      payload: 'x',
+      remoteAddress: '127.0.0.9',
+    })
+  }
+  t.equal(
+    (await app.inject({ url: `/api/v1/files/${r.fileId}/download?${forged}`, remoteAddress: '127.0.0.9' })).statusCode,
+    429,
+    'the prober is limited by its address',
+  )
+  const owner = await app.inject({ url: '/api/v1/tenant/quota', headers: tenant.headers })
+  t.equal(owner.statusCode, 200, 'the owner is not locked out by someone holding the file id')
+  t.equal(owner.headers['x-ratelimit-remaining'], '0', 'the owner was charged for its own requests only')
+  t.equal(
+    (await app.inject({ url: `/api/v1/files/${r.fileId}/download?${forged}`, remoteAddress: '127.0.0.11' })).statusCode,
+    401,
+    'another address has its own budget',
+  )
+})

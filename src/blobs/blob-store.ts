@@ -14,7 +14,10 @@ export interface StageGuard {
   /** Largest size accepted; `onOverflow` is thrown as soon as the stream passes it. */
   maxBytes: number
   onOverflow: () => Error
-  /** Called with the size of every chunk as it arrives (metrics), before any check. */
+  /**
+   * Called with the size of every chunk within `maxBytes` as it arrives (metrics, bytes-in-flight
+   * accounting); may throw, which aborts the stage with that error.
+   */
   onChunk?: (bytes: number) => void
   /** Called once with the first bytes (up to 64, fewer if the content is shorter); may throw. */
   checkHead?: (head: Buffer) => void

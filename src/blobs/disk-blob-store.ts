@@ -41,9 +41,9 @@ class Inspector extends Transform {
   override _transform(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null, data?: Buffer) => void): void {
     this.size += chunk.length
     noteStreamed(chunk.length)
-    this.guard.onChunk?.(chunk.length)
     if (this.size > this.guard.maxBytes) return cb(this.guard.onOverflow())
     try {
+      this.guard.onChunk?.(chunk.length)
       if (!this.headChecked) {
         this.head.push(chunk)
         this.headLength += chunk.length
@@ -132,8 +132,10 @@ export class DiskBlobStore implements BlobStore {
     try {
       await fs.promises.link(staged.tmpPath, final)
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'EEXIST') return // identical content is stored already
-      throw err
+      // EEXIST: identical content is stored already. The directory is synced all the same: a PUT
+      // of content that someone (another tenant) stored before does the same durable work as any
+      // other, so its timing does not tell that the content exists (#12 item 6, README: Threat model).
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
     }
     await fsyncDirAsync(path.dirname(final))
   }

@@ -2,6 +2,7 @@ import { AppError } from '../errors'
 import { createdTenantView, tenantSummaryView } from '../contract/tenants'
 import { checkTenantInput, type CreateTenantInput } from '../services/tenants'
 import { DATA_DIR_OPTION, parse, println, UsageError, withCore, type CliIO } from './io'
+import { escapeUnsafe } from '../lib/text'
 
 export const TENANT_HELP = `Usage:
   coffer tenant create --name NAME [--quota-bytes BYTES] [--types TYPE,…] [--json]
@@ -64,7 +65,7 @@ export async function tenantCommand(args: string[], io: CliIO): Promise<number> 
       if (rows.length === 0) return println(io.stdout, 'No tenants yet. Create one: coffer tenant create --name NAME')
       println(io.stdout, ['ID'.padEnd(36), 'USED/QUOTA (bytes)'.padEnd(26), 'CREATED'.padEnd(24), 'NAME'].join('  '))
       for (const r of rows) {
-        println(io.stdout, [r.id, `${r.usedBytes}/${r.quotaBytes}`.padEnd(26), r.createdAt.padEnd(24), r.name].join('  '))
+        println(io.stdout, [r.id, `${r.usedBytes}/${r.quotaBytes}`.padEnd(26), r.createdAt.padEnd(24), escapeUnsafe(r.name)].join('  '))
       }
     })
   }

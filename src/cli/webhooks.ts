@@ -1,6 +1,7 @@
 import { DATA_DIR_OPTION, parse, println, UsageError, withCore, type CliIO } from './io'
 import type { OutboxStatus } from '../db/repos/outbox'
 import { outboxEventView } from '../contract/webhooks'
+import { escapeUnsafe } from '../lib/text'
 
 export const WEBHOOKS_HELP = `Usage:
   coffer webhooks list [--status pending|delivered|dead] [--limit N] [--json]
@@ -39,7 +40,8 @@ export async function webhooksCommand(args: string[], io: CliIO): Promise<number
             e.status.padEnd(9),
             String(e.attempts).padEnd(5),
             e.createdAt.padEnd(24),
-            `${e.url}${e.lastError ? `  (${e.lastError})` : ''}`,
+            // Stored before #12 (or by another writer), a URL may still hold control characters: shown escaped, never raw.
+            escapeUnsafe(`${e.url}${e.lastError ? `  (${e.lastError})` : ''}`),
           ].join('  '),
         )
       }

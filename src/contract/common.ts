@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import { FILE_TYPES } from '../lib/file-types'
+import { SAFE_TEXT_PATTERN } from '../lib/text'
 
 /**
  * The wire shapes of Coffer's JSON API, shared by every front that speaks them: the HTTP routes
@@ -33,5 +34,9 @@ export const IsoTime = Type.String({ description: 'ISO 8601 UTC timestamp with m
 
 export const SuccessResponse = Type.Object({ success: Type.Boolean() })
 
-/** No control characters (C0, DEL, C1) and no lone surrogates. */
-export const NO_CONTROL = '^[^\\u0000-\\u001f\\u007f-\\u009f\\ud800-\\udfff]*$'
+/**
+ * Every stored string: no control, bidi or invisible formatting characters, no lone surrogates
+ * (lib/text.ts lists them, #12 item 13).
+ */
+export const NO_CONTROL = SAFE_TEXT_PATTERN
+export const NO_CONTROL_MESSAGE = 'must contain no control, bidi or invisible formatting characters'

@@ -2,21 +2,21 @@ import { Type, type Static } from '@sinclair/typebox'
 import type { FileRecord } from '../db/repos/files'
 import { isoTime } from '../lib/clock'
 import { MAX_FILE_SIZE } from '../lib/file-types'
-import { FileTypeSchema, IsoTime, NO_CONTROL, Uuid } from './common'
+import { FILE_NAME_PATTERN } from '../lib/text'
+import { FileTypeSchema, IsoTime, NO_CONTROL, NO_CONTROL_MESSAGE, Uuid } from './common'
 import { downloadPath, uploadPath, withToken } from './paths'
 
-/**
+/*
  * fileName (contract): 1–255 characters; no control characters, none of / \ < > : " | ? *, not
- * `.` or `..`. Also refused: Unicode bidirectional overrides, which can disguise an extension
- * (`invoice\u202Efdp.exe`), and lone surrogates, which are not text.
+ * `.` or `..`. Also refused: bidi controls (which can disguise an extension,
+ * `invoice\u202Efdp.exe`), invisible format characters, lone surrogates, and look-alikes of the
+ * separators such as the fullwidth slash: FILE_NAME_PATTERN in lib/text.ts (#12 item 13).
  */
-export const FILE_NAME_PATTERN = '^(?!\\.{1,2}$)[^\\u0000-\\u001f\\u007f-\\u009f/\\\\<>:"|?*\\u202a-\\u202e\\u2066-\\u2069\\ud800-\\udfff]+$'
-
 export const Tags = Type.Unsafe<Record<string, string>>({
   type: 'object',
   maxProperties: 50,
-  propertyNames: { minLength: 1, maxLength: 100, pattern: NO_CONTROL },
-  additionalProperties: { type: 'string', maxLength: 500 },
+  propertyNames: { minLength: 1, maxLength: 100, pattern: NO_CONTROL, 'x-message': NO_CONTROL_MESSAGE },
+  additionalProperties: { type: 'string', maxLength: 500, pattern: NO_CONTROL, 'x-message': NO_CONTROL_MESSAGE },
   description: 'String-to-string pairs: at most 50, keys 1–100 characters, values at most 500',
 })
 
@@ -27,12 +27,16 @@ export const HandshakeBody = Type.Object(
       minLength: 1,
       maxLength: 255,
       pattern: FILE_NAME_PATTERN,
-      'x-message': 'must not be "." or "..", nor contain control characters or any of / \\ < > : " | ? *',
+      'x-message': 'must not be "." or "..", nor contain control, bidi or invisible formatting characters, or any of / \\ < > : " | ? * and their look-alikes',
     }),
     fileSizeBytes: Type.Optional(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'Declared size; reserved against the quota' })),
-    context: Type.Optional(Type.String({ maxLength: 100, pattern: NO_CONTROL, 'x-message': 'must contain no control characters' })),
+    context: Type.Optional(Type.String({ maxLength: 100, pattern: NO_CONTROL, 'x-message': NO_CONTROL_MESSAGE })),
     tags: Type.Optional(Tags),
-    webhookUrl: Type.Optional(Type.String({ maxLength: 2048, description: 'Absolute http(s) URL notified when the upload ends' })),
+    // Control characters would reach the outbox and `coffer webhooks list` raw (#12 item 8); the
+    // URL parser would even drop tabs and newlines silently.
+    webhookUrl: Type.Optional(
+      Type.String({ maxLength: 2048, pattern: NO_CONTROL, 'x-message': NO_CONTROL_MESSAGE, description: 'Absolute http(s) URL notified when the upload ends' }),
+    ),
     workspaceId: Type.Optional(Uuid),
   },
   { additionalProperties: false },

@@ -1,10 +1,10 @@
 import { Type, type Static } from '@sinclair/typebox'
-import { FileTypeSchema, IsoTime, NO_CONTROL, Uuid } from './common'
+import { FileTypeSchema, IsoTime, NO_CONTROL, NO_CONTROL_MESSAGE, Uuid } from './common'
 import { FILE_TYPES } from '../lib/file-types'
 import type { AuthenticatedTenant, Tenant } from '../db/repos/tenants'
 import { isoTime } from '../lib/clock'
 
-export const TenantName = Type.String({ minLength: 1, maxLength: 100, pattern: NO_CONTROL, 'x-message': 'must contain no control characters' })
+export const TenantName = Type.String({ minLength: 1, maxLength: 100, pattern: NO_CONTROL, 'x-message': NO_CONTROL_MESSAGE })
 
 export const CreateTenantBody = Type.Object(
   {

@@ -1,9 +1,13 @@
 import { Type, type Static } from '@sinclair/typebox'
 import type { Workspace } from '../db/repos/workspaces'
 import { unixSeconds } from '../lib/clock'
-import { NO_CONTROL, Uuid } from './common'
+import { NO_CONTROL, NO_CONTROL_MESSAGE, Uuid } from './common'
 
-const Name = Type.String({ minLength: 1, maxLength: 255, pattern: NO_CONTROL, 'x-message': 'must contain no control characters' })
+/** Workspace metadata: at most this many bytes as JSON, and this many levels deep (the object itself is level 1). */
+export const MAX_METADATA_BYTES = 16 * 1024
+export const MAX_METADATA_DEPTH = 32
+
+const Name = Type.String({ minLength: 1, maxLength: 255, pattern: NO_CONTROL, 'x-message': NO_CONTROL_MESSAGE })
 export const Slug = Type.String({
   minLength: 1,
   maxLength: 63,
@@ -11,7 +15,14 @@ export const Slug = Type.String({
   'x-message': 'must be lowercase letters, digits and single hyphens between them (1-63 characters)',
 })
 const Quota = Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER })
-const Metadata = Type.Object({}, { additionalProperties: true, description: 'Arbitrary JSON object, at most 16 KiB serialized' })
+const Metadata = Type.Object(
+  {},
+  {
+    additionalProperties: true,
+    'x-free-json': { maxDepth: MAX_METADATA_DEPTH, maxBytes: MAX_METADATA_BYTES },
+    description: `Arbitrary JSON object, at most 16 KiB serialized and ${MAX_METADATA_DEPTH} levels deep`,
+  },
+)
 
 export const CreateWorkspaceBody = Type.Object(
   {

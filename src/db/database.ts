@@ -1,6 +1,7 @@
 import Database from 'better-sqlite3'
 import { MIGRATIONS, type Migration } from './migrations'
 import { loadSqliteAddon } from './sqlite-addon'
+import { nameKey } from '../lib/text'
 
 export type DB = Database.Database
 
@@ -24,6 +25,8 @@ export function openDatabase(file: string, dataDir: string, migrations: readonly
   db.pragma('foreign_keys = ON')
   // The CLI may write while the server runs: wait for the lock instead of failing with SQLITE_BUSY.
   db.pragma('busy_timeout = 5000')
+  // For migration 5, which fills tenants.name_key for rows written before it.
+  db.function('coffer_name_key', { deterministic: true }, (name: unknown) => nameKey(String(name)))
   migrate(db, migrations)
   return db
 }

@@ -164,4 +164,29 @@ CREATE TRIGGER blobs_after_delete AFTER DELETE ON blobs BEGIN
 END;
 `,
   },
+  {
+    version: 4,
+    name: 'tenant signing generation',
+    sql: `
+-- Part of the HKDF info of a tenant's URL-signing key: regenerating the tenant's key bumps it, so
+-- every signed download URL and presigned upload path made with the old key stops verifying (#12).
+ALTER TABLE tenants ADD COLUMN signing_generation INTEGER NOT NULL DEFAULT 0 CHECK (signing_generation >= 0);
+`,
+  },
+  {
+    version: 5,
+    name: 'tenant names compared case-folded and NFC-normalised',
+    sql: `
+-- name_key is lib/text.ts nameKey(name), written with every name; coffer_name_key is that function,
+-- registered on the connection (db/database.ts) for this migration. Tenants created before names
+-- were compared this way may collide: the oldest keeps the key, the others get one that no new
+-- name can take (NUL is refused in names), so they keep working under their names and no new
+-- tenant can take a name that collides with any of them.
+ALTER TABLE tenants ADD COLUMN name_key TEXT NOT NULL DEFAULT '';
+UPDATE tenants SET name_key = coffer_name_key(name);
+UPDATE tenants SET name_key = name_key || char(0) || id
+  WHERE EXISTS (SELECT 1 FROM tenants o WHERE o.name_key = tenants.name_key AND (o.created_at, o.id) < (tenants.created_at, tenants.id));
+CREATE UNIQUE INDEX tenants_name_key ON tenants (name_key);
+`,
+  },
 ]

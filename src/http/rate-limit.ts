@@ -1,26 +1,33 @@
 import rateLimit from '@fastify/rate-limit'
 import type { App } from './types'
 import type { Core } from '../core'
+import type { FastifyRequest } from 'fastify'
 import { AppError } from '../errors'
+import { bearerToken } from './auth'
 
 /**
- * Per-tenant rate limiting, off unless COFFER_RATE_LIMIT_MAX > 0. Requests count against the
- * tenant that makes them: the key's tenant, or for presigned uploads and signed downloads the
- * tenant owning the file. Health, readiness and admin routes are never limited.
+ * Per-tenant rate limiting, off unless COFFER_RATE_LIMIT_MAX > 0. A request counts against the
+ * tenant it proves: the key's tenant, or for presigned uploads and signed downloads the tenant
+ * whose valid signature the token carries. Anything unproven (a bad key or token, a guessed file
+ * id) counts against the client's address instead, so that holding a file id neither locks its
+ * owner out nor learns from the x-ratelimit-* headers that the id exists (#12 item 2).
+ * Health, readiness and admin routes are never limited.
  */
 export async function registerRateLimit(app: App, core: Core): Promise<void> {
   const { rateLimitMax, rateLimitWindowSeconds } = core.config
   if (rateLimitMax === 0) return
   await app.register(rateLimit, {
     global: true,
-    // After authentication (onRequest), so the tenant is known.
+    // After authentication (onRequest) and validation, so the tenant, params and query are known.
     hook: 'preHandler',
     max: rateLimitMax,
     timeWindow: rateLimitWindowSeconds * 1000,
     keyGenerator: (request) => {
-      if (request.tenant) return request.tenant.id
-      const fileId = (request.params as { fileId?: unknown } | undefined)?.fileId
-      return (typeof fileId === 'string' && core.files.tenantOf(fileId)) || ''
+      if (request.tenant) return `tenant:${request.tenant.id}`
+      // Health, metrics and admin routes: never limited.
+      if (!TOKEN_ROUTES.has(request.routeOptions.url ?? '')) return ''
+      const tenantId = provenTenant(core, request)
+      return tenantId === undefined ? `ip:${request.ip}` : `tenant:${tenantId}`
     },
     allowList: (_request, key) => key === '',
     errorResponseBuilder: (_request, context) =>
@@ -30,4 +37,19 @@ export async function registerRateLimit(app: App, core: Core): Promise<void> {
         retryAfterSeconds: Math.ceil(context.ttl / 1000),
       }),
   })
+}
+
+/** Routes authorised by a presigned or signed URL (or, for downloads, a key checked in the handler). */
+const TOKEN_ROUTES: ReadonlySet<string> = new Set(['/api/v1/upload/:fileId', '/api/v1/files/:fileId/download'])
+
+/** The tenant a request on a token route proves by a Bearer key or a valid signature, if any. */
+function provenTenant(core: Core, request: FastifyRequest): string | undefined {
+  if (request.headers.authorization !== undefined) {
+    const key = bearerToken(request)
+    return key === undefined ? undefined : core.tenants.authenticate(key)?.id
+  }
+  const fileId = (request.params as { fileId?: unknown } | undefined)?.fileId
+  const query = request.query as { expires?: unknown; token?: unknown } | undefined
+  if (typeof fileId !== 'string' || typeof query?.expires !== 'string' || typeof query.token !== 'string') return undefined
+  return core.files.tokenSigner(request.method === 'PUT' ? 'upload' : 'download', fileId, query.expires, query.token)
 }

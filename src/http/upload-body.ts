@@ -1,8 +1,18 @@
 import { AppError } from '../errors'
 
-/** The media type of a Content-Type header: lower case, without parameters; undefined when absent. */
-export function mediaType(header: string | undefined): string | undefined {
-  return header?.split(';')[0]?.trim().toLowerCase()
+/**
+ * The media type of a Content-Type header (RFC 9110 §8.3: `type/subtype` and optional
+ * parameters), lower case, without parameters; undefined when the header is absent or empty,
+ * null when it is not one media type (`image/png, text/html`, `;`: #12 item 11).
+ */
+export function mediaType(header: string | undefined): string | undefined | null {
+  if (header === undefined || header.trim() === '') return undefined
+  // type/subtype (RFC 9110 tokens), then `; name=value` parameters, the value a token or a quoted string.
+  const m =
+    /^\s*([!#$%&'*+.^_`|~0-9A-Za-z-]+\/[!#$%&'*+.^_`|~0-9A-Za-z-]+)\s*(?:;\s*(?:[!#$%&'*+.^_`|~0-9A-Za-z-]+=(?:[!#$%&'*+.^_`|~0-9A-Za-z-]+|"(?:[^"\\]|\\.)*")\s*)?)*$/.exec(
+      header,
+    )
+  return m ? m[1]!.toLowerCase() : null
 }
 
 /** A Content-Length header as a number, when it is one. */

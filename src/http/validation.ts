@@ -1,6 +1,8 @@
 import Ajv, { type ErrorObject, type ValidateFunction } from 'ajv'
 import addFormats from 'ajv-formats'
 import type { FastifySchemaCompiler } from 'fastify'
+import { valueDeeperThan } from '../lib/json-depth'
+import { isSafeJson } from '../lib/text'
 
 /**
  * Two validators: JSON bodies are checked strictly (a string "5" is not the number 5, unknown
@@ -22,6 +24,16 @@ function makeAjv(coerceTypes: boolean | 'array'): Ajv {
   addFormats(ajv)
   // Annotation only: a human message for a schema whose generic ajv message would be cryptic.
   ajv.addKeyword({ keyword: 'x-message', schemaType: 'string' })
+  // Free-form JSON fields (workspace metadata): bounded depth and serialized size (#12 item 5).
+  // The depth is walked without recursion and checked first, so the size can then be measured.
+  const freeJson = function (schema: { maxDepth: number; maxBytes: number }, data: unknown): boolean {
+    const fail = (message: string) => ((freeJson.errors = [{ keyword: 'x-free-json', message, params: {} }]), false)
+    if (valueDeeperThan(data, schema.maxDepth)) return fail(`must nest at most ${schema.maxDepth} levels`)
+    if (Buffer.byteLength(JSON.stringify(data) ?? '') > schema.maxBytes) return fail(`must be at most ${schema.maxBytes} bytes as JSON`)
+    if (!isSafeJson(data)) return fail('must contain no control, bidi or invisible formatting characters in its keys and strings')
+    return true
+  } as ((schema: { maxDepth: number; maxBytes: number }, data: unknown) => boolean) & { errors?: Partial<ErrorObject>[] }
+  ajv.addKeyword({ keyword: 'x-free-json', schemaType: 'object', errors: true, validate: freeJson })
   return ajv
 }
 
@@ -54,7 +66,12 @@ export function formatValidationErrors(errors: ErrorObject[], context: string | 
   const prefix = PART_PREFIX[context ?? 'body'] ?? ''
   const seen = new Set<string>()
   const out: { path: string; message: string }[] = []
+  // A value that failed a union (`object or null`) on a specific rule of the branch whose type it
+  // has is reported by that rule alone, not also as "must be null".
+  const unions = new Set(errors.filter((e) => e.keyword === 'anyOf').map((e) => e.instancePath))
+  const specific = new Set(errors.filter((e) => e.keyword !== 'type' && e.keyword !== 'anyOf').map((e) => e.instancePath))
   for (const e of errors) {
+    if (e.keyword === 'type' && unions.has(e.instancePath) && specific.has(e.instancePath)) continue
     let path = e.instancePath
     let message: string
     const parent: Record<string, unknown> | undefined = e.parentSchema

@@ -1,11 +1,36 @@
 import pino, { type DestinationStream, type Logger } from 'pino'
 
-/** Query parameters whose values are credentials; they never reach a log line. */
-const SECRET_PARAMS = /([?&](?:token|apiKey|api_key|key|secret)=)[^&#]*/gi
+/** Query parameter names (lowercase) whose values are credentials; they never reach a log line. */
+const SECRET_PARAMS: ReadonlySet<string> = new Set(['token', 'apikey', 'api_key', 'key', 'secret'])
 
-/** The URL with every credential-bearing query value replaced by `[REDACTED]`. */
+/**
+ * The URL with every credential-bearing query value replaced by `[REDACTED]`. Names are compared
+ * as the query parser reads them: percent-decoded (`%74oken` is `token`, #12 item 7), `+` as a
+ * space, case-insensitively; a name that does not decode is redacted too, to be safe.
+ */
 export function redactUrl(url: string): string {
-  return url.replace(SECRET_PARAMS, '$1[REDACTED]')
+  const q = url.indexOf('?')
+  if (q === -1) return url
+  const hash = url.indexOf('#', q)
+  const end = hash === -1 ? url.length : hash
+  const params = url
+    .slice(q + 1, end)
+    .split('&')
+    .map((part) => {
+      const eq = part.indexOf('=')
+      const rawName = eq === -1 ? part : part.slice(0, eq)
+      return isSecretName(rawName) ? `${rawName}=[REDACTED]` : part
+    })
+  return `${url.slice(0, q + 1)}${params.join('&')}${url.slice(end)}`
+}
+
+function isSecretName(rawName: string): boolean {
+  if (!rawName.includes('%')) return SECRET_PARAMS.has(rawName.replace(/\+/g, ' ').toLowerCase())
+  try {
+    return SECRET_PARAMS.has(decodeURIComponent(rawName.replace(/\+/g, ' ')).toLowerCase())
+  } catch {
+    return true
+  }
 }
 
 /**

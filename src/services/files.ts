@@ -7,6 +7,7 @@ import { isUuid } from '../lib/ids'
 import type { FileEvents } from '../webhooks/events'
 import type { WorkspacesService } from './workspaces'
 import type { Grant, SignedUrls } from './signed-urls'
+import type { TokenPurpose } from '../lib/tokens'
 
 export interface ListQuery {
   limit: number
@@ -76,9 +77,13 @@ export class FilesService {
       .immediate()
   }
 
-  /** The tenant owning a file id (any state), for per-tenant accounting of token-authorised requests. */
-  tenantOf(fileId: string): string | undefined {
-    return isUuid(fileId) ? this.files.get(fileId.toLowerCase())?.tenantId : undefined
+  /**
+   * The tenant whose signature `token` carries for this file, or undefined when it proves nothing
+   * (any state of the file, expired or not): per-tenant accounting of token-authorised requests
+   * charges a tenant only once a token proved it (#12 item 2).
+   */
+  tokenSigner(purpose: TokenPurpose, fileId: string, expiresRaw: string | undefined, token: string | undefined): string | undefined {
+    return this.urls.signerOf(purpose, fileId, expiresRaw, token)
   }
 
   /** A file whose content can be downloaded; pending and failed uploads have none. */

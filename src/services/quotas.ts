@@ -10,12 +10,30 @@ export interface Room {
   error: (requested: number) => AppError
 }
 
+/** An upload's bytes in flight: charged chunk by chunk as they stream, released when it settles. */
+export interface StreamCharge {
+  /** Counts `bytes` more; throws QUOTA_EXCEEDED (counting nothing) when they would not fit. */
+  add(bytes: number): void
+  /** Stops counting this upload's bytes; idempotent. */
+  release(): void
+}
+
 /**
  * The quota arithmetic of uploads. Usage itself is kept by the files triggers (migration 1);
  * this reads it. Call inside the write transaction that then reserves or commits, so that what
  * was checked is still true when it is written.
+ *
+ * Uploads without a declared size reserve nothing in the database while they stream; their bytes
+ * are counted here instead, in memory (the server is one process), per tenant and per workspace.
+ * Every room computed subtracts them, and each chunk is refused as soon as usage (completed plus
+ * reserved) plus everything in flight would pass a quota: N concurrent PUTs together stage at
+ * most the free room, not N times it (#12 item 3). Any front that streams uploads (the HTTP PUT,
+ * an S3 PutObject) charges through stream().
  */
 export class Quotas {
+  /** Bytes in flight by `t:<tenantId>` and `w:<workspaceId>`; absent when zero. */
+  private readonly inFlight = new Map<string, number>()
+
   constructor(
     private readonly tenants: TenantsRepo,
     private readonly workspaces: WorkspacesRepo,
@@ -25,8 +43,8 @@ export class Quotas {
   room(tenantId: string, workspaceId: string | null): Room {
     const tenant = this.tenants.get(tenantId)!
     const ws = workspaceId === null ? undefined : this.workspaces.getLive(tenantId, workspaceId)
-    const tenantRoom = tenant.quotaBytes - tenant.usedBytes
-    const wsRoom = ws && ws.quotaBytes !== null ? ws.quotaBytes - ws.usedBytes : Infinity
+    const tenantRoom = tenant.quotaBytes - tenant.usedBytes - this.streaming(`t:${tenantId}`)
+    const wsRoom = ws && ws.quotaBytes !== null ? ws.quotaBytes - ws.usedBytes - this.streaming(`w:${workspaceId}`) : Infinity
     const scope =
       wsRoom < tenantRoom && ws
         ? { name: 'workspace' as const, quota: ws.quotaBytes!, used: ws.usedBytes }
@@ -41,6 +59,35 @@ export class Quotas {
           requestedBytes: requested,
         }),
     }
+  }
+
+  /**
+   * Starts counting the streamed bytes of an upload. An upload with a declared size reserved it
+   * at the handshake, so its bytes are not counted twice.
+   */
+  stream(file: FileRecord): StreamCharge {
+    if (file.declaredSize !== null) return { add: () => {}, release: () => {} }
+    const keys = [`t:${file.tenantId}`, ...(file.workspaceId === null ? [] : [`w:${file.workspaceId}`])]
+    let charged = 0
+    return {
+      add: (bytes) => {
+        this.assertFits(file.tenantId, file.workspaceId, bytes)
+        charged += bytes
+        for (const k of keys) this.inFlight.set(k, this.streaming(k) + bytes)
+      },
+      release: () => {
+        for (const k of keys) {
+          const left = this.streaming(k) - charged
+          if (left > 0) this.inFlight.set(k, left)
+          else this.inFlight.delete(k)
+        }
+        charged = 0
+      },
+    }
+  }
+
+  private streaming(key: string): number {
+    return this.inFlight.get(key) ?? 0
   }
 
   /** Throws QUOTA_EXCEEDED unless `bytes` more fit under both quotas. */

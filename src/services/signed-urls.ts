@@ -53,9 +53,23 @@ export class SignedUrls {
     if (expiresRaw === undefined || token === undefined) throw new AppError('UNAUTHORIZED', text.missing)
     if (!/^\d{1,15}$/.test(expiresRaw) || !isUuid(fileId)) throw new AppError('UNAUTHORIZED', text.invalid)
     const expires = Number(expiresRaw)
-    const file = this.files.get(fileId.toLowerCase())
-    if (!file || !this.signer.verify(purpose, file.tenantId, file.id, expires, token)) throw new AppError('UNAUTHORIZED', text.invalid)
+    const id = fileId.toLowerCase()
+    const file = this.files.get(id)
+    // Verified against a dummy key when the file is missing: as slow as for an existing id (#12 item 6).
+    if (!this.signer.verify(purpose, file?.tenantId, id, expires, token) || !file) throw new AppError('UNAUTHORIZED', text.invalid)
     return { file, expires, expired: expires <= this.clock.now() }
+  }
+
+  /**
+   * The tenant whose valid signature a token carries for this file (any state, expired or not),
+   * or undefined when it proves nothing; never throws. For per-tenant accounting (rate limits),
+   * which charges a tenant only once a token proved it (#12 item 2).
+   */
+  signerOf(purpose: TokenPurpose, fileId: string, expiresRaw: string | undefined, token: string | undefined): string | undefined {
+    if (expiresRaw === undefined || token === undefined || !/^\d{1,15}$/.test(expiresRaw) || !isUuid(fileId)) return undefined
+    const id = fileId.toLowerCase()
+    const file = this.files.get(id)
+    return this.signer.verify(purpose, file?.tenantId, id, Number(expiresRaw), token) ? file?.tenantId : undefined
   }
 
   expiredError(purpose: TokenPurpose): AppError {

@@ -4,7 +4,7 @@ import type { DB } from '../db/database'
 import type { AuthenticatedTenant, Tenant, TenantsRepo } from '../db/repos/tenants'
 import type { Clock } from '../lib/clock'
 import type { QuotaInfo } from '../contract/tenants'
-import { NO_CONTROL } from '../contract/common'
+import { NO_CONTROL, NO_CONTROL_MESSAGE } from '../contract/common'
 import { uuidv7, isUuid } from '../lib/ids'
 import { newApiKey, newWebhookSecret, sha256 } from '../lib/secrets'
 import { DEFAULT_TENANT_QUOTA, FILE_TYPES } from '../lib/file-types'
@@ -18,7 +18,7 @@ export interface CreateTenantInput {
   keyKind?: 'live' | 'test'
 }
 
-/** The contract's rule for names (no control characters, no lone surrogates), as the API schema applies it. */
+/** The contract's rule for names (no control, bidi or invisible characters, no lone surrogates), as the API schema applies it. */
 const NAME_TEXT = new RegExp(NO_CONTROL, 'u')
 
 /**
@@ -27,7 +27,7 @@ const NAME_TEXT = new RegExp(NO_CONTROL, 'u')
  */
 export function checkTenantInput(input: CreateTenantInput): void {
   if (input.name.length < 1 || input.name.length > 100) throw validationError('/name', 'must be 1 to 100 characters')
-  if (!NAME_TEXT.test(input.name)) throw validationError('/name', 'must contain no control characters')
+  if (!NAME_TEXT.test(input.name)) throw validationError('/name', NO_CONTROL_MESSAGE)
   const q = input.quotaBytes
   if (q !== undefined && (!Number.isSafeInteger(q) || q < 0)) throw validationError('/quotaBytes', 'must be an integer of at least 0')
   const types = input.allowedFileTypes
@@ -75,8 +75,11 @@ export class TenantsService {
     }
     this.db
       .transaction(() => {
-        if (this.repo.getByName(row.name)) {
-          throw new AppError('CONFLICT', `A tenant named "${row.name}" already exists`, { field: 'name' })
+        const same = this.repo.getByName(row.name)
+        if (same) {
+          throw new AppError('CONFLICT', `A tenant named "${same.name}" already exists (names are compared ignoring case and Unicode normalisation)`, {
+            field: 'name',
+          })
         }
         this.repo.insert(row)
       })

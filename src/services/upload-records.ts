@@ -7,7 +7,7 @@ import type { WorkspacesRepo } from '../db/repos/workspaces'
 import type { BlobStore, StagedBlob } from '../blobs/blob-store'
 import type { Clock } from '../lib/clock'
 import type { FileEvents } from '../webhooks/events'
-import type { Quotas } from './quotas'
+import type { Quotas, StreamCharge } from './quotas'
 
 export type NewUpload = Parameters<FilesRepo['insertPending']>[0]
 
@@ -48,9 +48,11 @@ export class UploadRecords {
   }
 
   /** Turns a placed blob into a completed file; the row must still be a live pending upload. */
-  commit(fileId: string, staged: StagedBlob): Promise<FileRecord> {
+  commit(fileId: string, staged: StagedBlob, inFlight?: StreamCharge): Promise<FileRecord> {
     const { commits, clock, files, blobs, store, quotas, events } = this.deps
     return commits.run(() => {
+      // Its bytes stop being in flight here and, if it commits, become usage in the same tick (#12 item 3).
+      inFlight?.release()
       const current = files.get(fileId)
       if (!current || current.deletedAt !== null) throw notFound.file()
       if (current.status !== 'pending') throw new AppError('CONFLICT', `This upload is already ${current.status}`, { field: 'upload' })

@@ -29,8 +29,8 @@ export interface ReceiveInput {
   fileId: string
   expires: string | undefined
   token: string | undefined
-  /** The media type the client sent (lower case, no parameters), if any. */
-  contentType: string | undefined
+  /** The media type sent (lower case, no parameters); null when the header was not one media type. */
+  contentType: string | null | undefined
   /** The length the client announced, if any: an oversized body is refused before a byte is read. */
   contentLength: number | undefined
   body: Readable
@@ -161,6 +161,16 @@ export class UploadsService {
 
   private async receiveAuthorized(file: FileRecord, input: ReceiveInput): Promise<FileRecord> {
     const type = file.fileType as FileType
+    // 1. What the client announced must fit what the handshake declared; a header that is not
+    //    one media type fails the upload too, releasing its reservation (#12 item 11).
+    if (input.contentType === null) {
+      this.failWith(
+        file,
+        new AppError('VALIDATION_ERROR', `The Content-Type header is not a single media type; send ${type}`, {
+          errors: [{ path: '/headers/content-type', message: `must be ${type}` }],
+        }),
+      )
+    }
     // 1. What the client announced must fit what the handshake declared.
     if (input.contentType !== undefined && input.contentType !== '' && input.contentType !== type) {
       this.failWith(
@@ -175,10 +185,14 @@ export class UploadsService {
     if (input.contentLength !== undefined && input.contentLength > limit.maxBytes) this.failWith(file, limit.overflow(input.contentLength))
     // 2. Stream the body into the store, checking size and signature as it arrives.
     let staged: StagedBlob
+    const inFlight = this.deps.quotas.stream(file)
     try {
       staged = await this.deps.store.stage(input.body, {
         maxBytes: limit.maxBytes,
-        onChunk: this.deps.meter && ((bytes) => this.deps.meter!.received(bytes)),
+        onChunk: (bytes) => {
+          this.deps.meter?.received(bytes)
+          inFlight.add(bytes)
+        },
         onOverflow: () => limit.overflow(input.contentLength ?? null),
         checkHead: (head) => {
           if (head.length > 0 && !hasSignature(type, head)) {
@@ -187,6 +201,7 @@ export class UploadsService {
         },
       })
     } catch (err) {
+      inFlight.release()
       this.failWith(file, input.bodyError?.(err) ?? err)
     }
     // 3. Make it durable under its hash, then commit the row in one transaction.
@@ -194,13 +209,14 @@ export class UploadsService {
       if (staged.size === 0) throw new AppError('VALIDATION_ERROR', 'The upload body is empty', { errors: [{ path: '/body', message: 'is empty' }] })
       await this.deps.store.place(staged)
       // Awaited here: a commit that could not be made durable fails the upload like any other error.
-      return await this.deps.records.commit(file.id, staged)
+      return await this.deps.records.commit(file.id, staged, inFlight)
     } catch (err) {
       if (staged.size > 0) this.deps.records.removeIfOrphan(staged.sha256)
       // A row deleted or settled meanwhile is reported as such, not failed a second time.
       if (err instanceof AppError && (err.code === 'FILE_NOT_FOUND' || err.code === 'CONFLICT')) throw err
       this.failWith(file, err)
     } finally {
+      inFlight.release()
       await this.deps.store.discard(staged)
     }
   }

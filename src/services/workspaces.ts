@@ -6,8 +6,8 @@ import type { Clock } from '../lib/clock'
 import type { FilesRepo } from '../db/repos/files'
 import { isUuid, uuidv7 } from '../lib/ids'
 import type { FileEvents } from '../webhooks/events'
-
-export const MAX_METADATA_BYTES = 16 * 1024
+import { valueDeeperThan } from '../lib/json-depth'
+import { MAX_METADATA_BYTES, MAX_METADATA_DEPTH } from '../contract/workspaces'
 
 export interface CreateWorkspaceInput {
   name: string
@@ -24,6 +24,8 @@ export interface UpdateWorkspaceInput {
 }
 
 function checkMetadata(metadata: Record<string, unknown> | null | undefined): void {
+  // Depth first: serializing a deeply nested value would exhaust the stack.
+  if (metadata && valueDeeperThan(metadata, MAX_METADATA_DEPTH)) throw validationError('/metadata', `must nest at most ${MAX_METADATA_DEPTH} levels`)
   if (metadata && Buffer.byteLength(JSON.stringify(metadata)) > MAX_METADATA_BYTES) {
     throw validationError('/metadata', `must be at most ${MAX_METADATA_BYTES} bytes as JSON`)
   }

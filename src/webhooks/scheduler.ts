@@ -19,10 +19,15 @@ export interface SchedulerDeps {
   pollMs?: number
   /** Deliveries in flight at once. */
   concurrency?: number
+  /** Deliveries of one tenant in flight at once: a tenant whose receiver hangs holds at most these. */
+  perTenant?: number
 }
 
 /**
- * Delivers outbox events. start()/stop() are idempotent; stop() aborts deliveries in flight (they
+ * Delivers outbox events, fairly: at most `perTenant` deliveries of one tenant run at once, and
+ * due events are taken round-robin across tenants, so one tenant pointing a backlog at a receiver
+ * that never answers (each attempt bounded by deliver()'s timeout) delays nobody else (#12 item 4).
+ * start()/stop() are idempotent; stop() aborts deliveries in flight (they
  * stay pending and are sent again after a restart: at-least-once). runOnce() is the same work
  * without timers, for tests with an injected clock.
  */
@@ -34,10 +39,19 @@ export class WebhookScheduler implements Background {
   private readonly inFlight = new Map<string, { controller: AbortController; done: Promise<void> }>()
   private readonly pollMs: number
   private readonly concurrency: number
+  private readonly perTenant: number
+  /** Deliveries in flight by tenant id; absent when none. */
+  private readonly tenantLoad = new Map<string, number>()
 
   constructor(private readonly deps: SchedulerDeps) {
     this.pollMs = deps.pollMs ?? 1000
     this.concurrency = deps.concurrency ?? 16
+    this.perTenant = Math.min(deps.perTenant ?? 4, this.concurrency)
+  }
+
+  /** Deliveries in flight for a tenant (tests, metrics). */
+  inFlightFor(tenantId: string): number {
+    return this.tenantLoad.get(tenantId) ?? 0
   }
 
   start(): void {
@@ -85,8 +99,16 @@ export class WebhookScheduler implements Background {
   private claim(): Promise<void>[] {
     const room = this.concurrency - this.inFlight.size
     if (room <= 0) return []
-    const due = this.deps.outbox.due(this.deps.clock.now(), room + this.inFlight.size).filter((e) => !this.inFlight.has(e.id))
-    return due.slice(0, room).map((e) => this.attempt(e))
+    // Each tenant contributes at most perTenant rows, its in-flight ones among them: this many
+    // rows always hold `room` startable events when that many exist.
+    const limit = (this.inFlight.size + room) * this.perTenant
+    const started: Promise<void>[] = []
+    for (const e of this.deps.outbox.dueFair(this.deps.clock.now(), this.perTenant, limit)) {
+      if (started.length >= room) break
+      if (this.inFlight.has(e.id) || this.inFlightFor(e.tenantId) >= this.perTenant) continue
+      started.push(this.attempt(e))
+    }
+    return started
   }
 
   private attempt(e: OutboxEvent): Promise<void> {
@@ -117,9 +139,13 @@ export class WebhookScheduler implements Background {
       .catch((err: unknown) => this.deps.log.error({ err, eventId: e.id }, 'webhook attempt crashed'))
       .finally(() => {
         this.inFlight.delete(e.id)
+        const load = this.inFlightFor(e.tenantId) - 1
+        if (load > 0) this.tenantLoad.set(e.tenantId, load)
+        else this.tenantLoad.delete(e.tenantId)
         this.notify()
       })
     this.inFlight.set(e.id, { controller, done })
+    this.tenantLoad.set(e.tenantId, this.inFlightFor(e.tenantId) + 1)
     return done
   }
 }

@@ -8,6 +8,8 @@ const PATTERNS: [string, RegExp][] = [
   ['tenant API key', /sk_(?:live|test)_[A-Za-z0-9_-]{20,}/],
   ['webhook secret', /whsec_[A-Za-z0-9+/]{20,}/],
   ['signed URL or upload token', /token=(?!\[REDACTED\])[0-9a-fA-F]{16,}/],
+  // The name percent-encoded (`%74oken=`): the query parser still reads it as the token (#12).
+  ['signed URL token under an encoded name', /[?&][^=&\s"]*%[0-9a-fA-F]{2}[^=&\s"]*=(?!\[REDACTED\])[0-9a-fA-F]{64}/],
   ['admin key used by the tests', /[a-z]+-admin-key-[0-9a-z]{6,}/],
   ['Authorization header value', /Bearer\s+[A-Za-z0-9._~+/-]{8,}/],
 ]

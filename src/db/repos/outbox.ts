@@ -64,7 +64,12 @@ export class OutboxRepo {
          VALUES (@id, @tenantId, @fileId, @event, @url, @payload, 'pending', @now, @now, @now)`,
       ),
       get: db.prepare<[string], Row>('SELECT * FROM outbox WHERE id = ?'),
-      due: db.prepare<[number, number], Row>(`SELECT * FROM outbox WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?`),
+      dueFair: db.prepare<[{ now: number; perTenant: number; limit: number }], Row>(
+        `SELECT * FROM (
+           SELECT *, row_number() OVER (PARTITION BY tenant_id ORDER BY next_attempt_at, id) AS turn
+           FROM outbox WHERE status = 'pending' AND next_attempt_at <= @now
+         ) WHERE turn <= @perTenant ORDER BY turn, next_attempt_at, id LIMIT @limit`,
+      ),
       nextDueAt: db.prepare<[], number | null>(`SELECT min(next_attempt_at) FROM outbox WHERE status = 'pending'`).pluck(),
       delivered: db.prepare(
         `UPDATE outbox SET status = 'delivered', attempts = attempts + 1, last_error = NULL, delivered_at = @now, updated_at = @now WHERE id = @id AND status = 'pending'`,
@@ -93,8 +98,13 @@ export class OutboxRepo {
     return r && toEvent(r)
   }
 
-  due(now: number, limit: number): OutboxEvent[] {
-    return this.stmts.due.all(now, limit).map(toEvent)
+  /**
+   * Due events, at most `perTenant` of each tenant (its earliest), interleaved: every tenant's
+   * first, then every tenant's second, and so on. A tenant with a large backlog cannot fill the
+   * page (fair webhook delivery, #12 item 4).
+   */
+  dueFair(now: number, perTenant: number, limit: number): OutboxEvent[] {
+    return this.stmts.dueFair.all({ now, perTenant, limit }).map(toEvent)
   }
 
   /** When the earliest pending event is due, or null when none is pending. */

@@ -1,4 +1,5 @@
 import type { DB } from '../database'
+import { nameKey } from '../../lib/text'
 
 /** A tenant as the services see it. Times are epoch milliseconds. */
 export interface Tenant {
@@ -51,19 +52,29 @@ export class TenantsRepo {
   private readonly all
   private readonly insertStmt
   private readonly rotateStmt
+  private readonly generationStmt
   private readonly dataVersionStmt
 
   constructor(db: DB) {
     this.byId = db.prepare<[string], Row>(`SELECT ${COLUMNS} FROM tenants WHERE id = ?`)
     this.byKeyHash = db.prepare<[Buffer], Row & { key_hash: Buffer }>(`SELECT ${COLUMNS}, key_hash FROM tenants WHERE key_hash = ?`)
-    this.byName = db.prepare<[string], Row>(`SELECT ${COLUMNS} FROM tenants WHERE name = ?`)
+    this.byName = db.prepare<[string], Row>(`SELECT ${COLUMNS} FROM tenants WHERE name_key = ?`)
     this.all = db.prepare<[], Row>(`SELECT ${COLUMNS} FROM tenants ORDER BY created_at, id`)
     this.insertStmt = db.prepare(
-      `INSERT INTO tenants (id, name, key_hash, key_kind, webhook_secret, quota_bytes, allowed_types, created_at)
-       VALUES (@id, @name, @keyHash, @keyKind, @webhookSecret, @quotaBytes, @allowedTypes, @createdAt)`,
+      `INSERT INTO tenants (id, name, name_key, key_hash, key_kind, webhook_secret, quota_bytes, allowed_types, created_at)
+       VALUES (@id, @name, @nameKey, @keyHash, @keyKind, @webhookSecret, @quotaBytes, @allowedTypes, @createdAt)`,
     )
-    this.rotateStmt = db.prepare('UPDATE tenants SET key_hash = ?, webhook_secret = ? WHERE id = ?')
+    this.rotateStmt = db.prepare('UPDATE tenants SET key_hash = ?, webhook_secret = ?, signing_generation = signing_generation + 1 WHERE id = ?')
+    this.generationStmt = db.prepare<[string], number>('SELECT signing_generation FROM tenants WHERE id = ?').pluck()
     this.dataVersionStmt = db.prepare<[], number>('PRAGMA data_version').pluck()
+  }
+
+  /**
+   * The generation that URL-signing keys of this tenant are derived from (lib/tokens.ts), or
+   * undefined when the tenant does not exist: then no token of it verifies.
+   */
+  signingGeneration(id: string): number | undefined {
+    return this.generationStmt.get(id)
   }
 
   /**
@@ -85,8 +96,9 @@ export class TenantsRepo {
     return r && { tenant: toTenant(r), keyHash: r.key_hash }
   }
 
+  /** The tenant whose name is the same as `name` once both are case-folded and NFC-normalised (nameKey). */
   getByName(name: string): Tenant | undefined {
-    const r = this.byName.get(name)
+    const r = this.byName.get(nameKey(name))
     return r && toTenant(r)
   }
 
@@ -104,10 +116,13 @@ export class TenantsRepo {
     allowedFileTypes: string[]
     createdAt: number
   }): void {
-    this.insertStmt.run({ ...t, allowedTypes: JSON.stringify(t.allowedFileTypes) })
+    this.insertStmt.run({ ...t, nameKey: nameKey(t.name), allowedTypes: JSON.stringify(t.allowedFileTypes) })
   }
 
-  /** Replaces the key hash and webhook secret; returns false when the tenant does not exist. */
+  /**
+   * Replaces the key hash and webhook secret and bumps the signing generation (every URL signed
+   * before stops verifying); returns false when the tenant does not exist.
+   */
   rotate(id: string, keyHash: Buffer, webhookSecret: string): boolean {
     return this.rotateStmt.run(keyHash, webhookSecret, id).changes === 1
   }

@@ -1,4 +1,6 @@
 import { Type } from '@sinclair/typebox'
+import type { FastifyRequest } from 'fastify'
+import { AppError } from '../../errors'
 import type { App } from '../types'
 import type { Core } from '../../core'
 import { PathId } from '../../contract/common'
@@ -27,10 +29,28 @@ export async function uploadRequestRoutes(app: App, core: Core): Promise<void> {
   )
 }
 
+/** An unauthenticated body larger than this is not read to its end: the connection is closed instead. */
+const DRAIN_LIMIT_BYTES = 64 * 1024
+
+/** The Content-Type a PUT was sent with, as sent; the upload service judges it (see below). */
+const sentContentType = new WeakMap<FastifyRequest, string>()
+
 /** Step two: the PUT of the bytes, authorised by the presigned URL's token. The body is never parsed. */
 export async function uploadContentRoutes(app: App, core: Core): Promise<void> {
   app.removeAllContentTypeParsers()
   app.addContentTypeParser('*', (_request, _payload, done) => done(null, undefined))
+  // Fastify refuses a malformed Content-Type (`image/png, text/html`, `;`) before the handler
+  // runs, with a message about JSON, leaving the upload pending with its reservation held. The
+  // header is set aside here and judged by the upload service, which fails the upload, releases
+  // its reservation and says what was wrong (#12 item 11).
+  app.addHook('onRequest', (request, _reply, done) => {
+    const sent = request.headers['content-type']
+    if (sent !== undefined) {
+      sentContentType.set(request, sent)
+      request.headers['content-type'] = 'application/octet-stream'
+    }
+    done()
+  })
   app.put(
     '/api/v1/upload/:fileId',
     {
@@ -42,23 +62,33 @@ export async function uploadContentRoutes(app: App, core: Core): Promise<void> {
         response: withErrors({ 200: FileSchema }, 403, 404, 409, 413, 507),
       },
     },
-    async (request) => {
+    async (request, reply) => {
+      const length = contentLength(request.headers['content-length'])
       try {
         const file = await core.uploads.receive({
           fileId: request.params.fileId,
           expires: request.query.expires,
           token: request.query.token,
-          contentType: mediaType(request.headers['content-type']),
-          contentLength: contentLength(request.headers['content-length']),
+          contentType: mediaType(sentContentType.get(request)),
+          contentLength: length,
           body: request.raw,
           bodyError,
         })
         return fileView(file)
       } catch (err) {
-        // Answered before the whole body arrived: the rest is read and discarded. Closing the
-        // connection instead would reset it under a client still sending, which then never sees the
-        // answer; the server's request timeout bounds a client that sends forever.
-        if (!request.raw.readableEnded) request.raw.resume()
+        if (!request.raw.readableEnded) {
+          if (err instanceof AppError && err.code === 'UNAUTHORIZED' && !(length !== undefined && length <= DRAIN_LIMIT_BYTES)) {
+            // Nobody proved anything: a large (or unsized) body is not worth reading to its end
+            // (a 10 GB Content-Length was drained for 7 s). `Connection: close` makes Node close
+            // the connection once the answer is written (#12 item 10).
+            reply.header('connection', 'close')
+          } else {
+            // Answered before the whole body arrived: the rest is read and discarded, so that the
+            // answer reaches a client still sending (closing the connection under it could reset it
+            // before it reads the answer); the request timeout bounds a client that sends forever.
+            request.raw.resume()
+          }
+        }
         throw err
       }
     },

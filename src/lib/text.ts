@@ -1,0 +1,87 @@
+/**
+ * What a stored string may contain (#12 item 13). Refused everywhere (names, file names, tags,
+ * context, webhook URLs, metadata strings): characters that are invisible or that change how the
+ * text around them is shown, so a stored string cannot forge rows in a terminal, reorder what a
+ * reader sees, or hide a difference between two names:
+ * - control characters: C0 U+0000–U+001F, DEL U+007F, C1 U+0080–U+009F;
+ * - bidirectional controls: U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069;
+ * - invisible format characters: U+180E, U+200B, U+2060–U+2064, U+206A–U+206F, U+FEFF (BOM),
+ *   U+FFF9–U+FFFB; line and paragraph separators U+2028, U+2029; non-characters U+FFFE, U+FFFF;
+ * - lone surrogates (not text at all).
+ * Kept: U+200C and U+200D (zero-width non-joiner and joiner), which Persian, Indic scripts and
+ * emoji sequences need.
+ */
+const UNSAFE_CLASS =
+  '\\u0000-\\u001f\\u007f-\\u009f\\u061c\\u180e\\u200b\\u200e\\u200f\\u2028-\\u202e\\u2060-\\u2064\\u2066-\\u206f\\ufeff\\ufff9-\\ufffb\\ufffe\\uffff\\ud800-\\udfff'
+
+/**
+ * One allowed character of a pattern whose class refuses `excluded` (and every surrogate), or a
+ * surrogate pair: the same in ajv (`u` flag, where a pair is one code point) and in TypeBox's
+ * Value checks (no flag, where it is two code units), so astral characters (emoji) pass both.
+ */
+const allowedChar = (excluded: string) => `(?:[^${excluded}]|[\\ud800-\\udbff][\\udc00-\\udfff])`
+
+/**
+ * Look-alikes of the path and drive separators, refused in file names besides `/ \ : ` and the
+ * other ASCII characters the contract names: U+2044 FRACTION SLASH, U+2215 DIVISION SLASH,
+ * U+2216 SET MINUS, U+2236 RATIO, U+29F5 REVERSE SOLIDUS OPERATOR, U+29F8 BIG SOLIDUS,
+ * U+29F9 BIG REVERSE SOLIDUS, U+FE68 SMALL REVERSE SOLIDUS, U+FF0F FULLWIDTH SOLIDUS,
+ * U+FF1A FULLWIDTH COLON, U+FF3C FULLWIDTH REVERSE SOLIDUS.
+ */
+const SEPARATOR_LOOKALIKES = '\\u2044\\u2215\\u2216\\u2236\\u29f5\\u29f8\\u29f9\\ufe68\\uff0f\\uff1a\\uff3c'
+
+/** JSON Schema `pattern` (ajv compiles it with the `u` flag): a string with no unsafe character. */
+export const SAFE_TEXT_PATTERN = `^${allowedChar(UNSAFE_CLASS)}*$`
+
+/**
+ * fileName (contract): no control characters, none of / \ < > : " | ? *, not `.` or `..`; and,
+ * like every stored string, nothing from UNSAFE_CLASS; and no look-alike separator.
+ */
+export const FILE_NAME_PATTERN = `^(?!\\.{1,2}$)${allowedChar(`${UNSAFE_CLASS}/\\\\<>:"|?*${SEPARATOR_LOOKALIKES}`)}+$`
+
+const SAFE_TEXT = new RegExp(SAFE_TEXT_PATTERN, 'u')
+
+/** True when `s` contains no character refused in stored strings. */
+export function isSafeText(s: string): boolean {
+  return SAFE_TEXT.test(s)
+}
+
+/** Every string (object keys included) inside a JSON value is safe text; walked without recursion. */
+export function isSafeJson(value: unknown): boolean {
+  const stack: unknown[] = [value]
+  while (stack.length > 0) {
+    const v = stack.pop()
+    if (typeof v === 'string') {
+      if (!isSafeText(v)) return false
+    } else if (Array.isArray(v)) for (const item of v as unknown[]) stack.push(item)
+    else if (v !== null && typeof v === 'object') {
+      for (const [k, child] of Object.entries(v)) {
+        if (!isSafeText(k)) return false
+        stack.push(child)
+      }
+    }
+  }
+  return true
+}
+
+/** The string with every unsafe character shown as a `\u{…}` escape: for terminal output. */
+export function escapeUnsafe(s: string): string {
+  return s.replace(new RegExp(`[${UNSAFE_CLASS}]`, 'gu'), (c) => `\\u{${c.codePointAt(0)!.toString(16)}}`)
+}
+
+/**
+ * The key two tenant names are compared by (#12 item 12): NFC-normalised and case-folded, so
+ * `Äpfel`, `äPFEL` and the NFD spelling of either are one name, and so are `ΟΔΟΣ`, `οδος`
+ * and `οδοσ` (final sigma). Folding is upper-casing then lower-casing with the full Unicode
+ * mappings (`ß` and `SS` meet as `ss`), which also merges a few pairs that Unicode case folding
+ * keeps apart (Turkish dotless `ı` with `i`): for names that must not be confused, erring on the
+ * side of "the same" is the safe side.
+ */
+export function nameKey(name: string): string {
+  return name
+    .normalize('NFC')
+    .toUpperCase()
+    .toLowerCase()
+    .normalize('NFC')
+    .replace(/\u03c2/g, '\u03c3')
+}

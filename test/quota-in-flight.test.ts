@@ -1,0 +1,79 @@
+import t from 'tap'
+import { createTenant, fileBytes, handshake, makeApp, type Handshake } from './helper'
+import type { BlobStore } from '../src/blobs/blob-store'
+
+// #12 item 3: uploads without a declared size count against the quota while they stream, so
+// concurrent PUTs cannot together stage more than the free room in tmp/.
+
+const MB = 1_000_000
+
+/** Wraps a store to record the most bytes staged at once, counting a chunk once the guards accepted it. */
+function measuringStore() {
+  const seen = { now: 0, max: 0 }
+  const wrap = (disk: BlobStore): BlobStore =>
+    Object.assign(Object.create(disk) as BlobStore, {
+      stage: async (source: Parameters<BlobStore['stage']>[0], guard: Parameters<BlobStore['stage']>[1]) => {
+        let mine = 0
+        try {
+          return await disk.stage(source, {
+            ...guard,
+            onChunk: (bytes: number) => {
+              guard.onChunk?.(bytes)
+              mine += bytes
+              seen.now += bytes
+              seen.max = Math.max(seen.max, seen.now)
+            },
+          })
+        } finally {
+          seen.now -= mine
+        }
+      },
+    })
+  return { seen, wrap }
+}
+
+for (const scope of ['tenant', 'workspace'] as const) {
+  t.test(`20 concurrent undeclared 3 MB PUTs into a 3 MB ${scope} quota stage at most the quota`, async (t) => {
+    const { seen, wrap } = measuringStore()
+    const { app, core } = await makeApp(t, {}, { store: wrap })
+    const tenant = await createTenant(app, { quotaBytes: scope === 'tenant' ? 3 * MB : 100 * MB })
+    const headers: Record<string, string> = { ...tenant.headers }
+    if (scope === 'workspace') {
+      const ws = await app.inject({ method: 'POST', url: '/api/v1/workspaces', headers, payload: { name: 'W', slug: 'w', quotaBytes: 3 * MB } })
+      headers['x-workspace-id'] = ws.json().id
+    }
+    const hs = await Promise.all(Array.from({ length: 20 }, () => handshake(app, headers, { fileType: 'image/png', fileName: 'a.png' })))
+    t.ok(hs.every((h) => h.statusCode === 200))
+    const puts = await Promise.all(
+      hs.map((h, i) =>
+        app.inject({
+          method: 'PUT',
+          url: (h.json() as Handshake).presignedUrl,
+          headers: { 'content-type': 'image/png' },
+          payload: fileBytes('image/png', 3 * MB, i),
+        }),
+      ),
+    )
+    const ok = puts.filter((p) => p.statusCode === 200)
+    t.equal(ok.length, 1, 'one fits')
+    for (const p of puts.filter((p) => p.statusCode !== 200)) {
+      t.equal(p.statusCode, 403)
+      t.equal(p.json().error.code, 'QUOTA_EXCEEDED')
+      t.equal(p.json().error.details.scope, scope)
+    }
+    t.ok(seen.max <= 3 * MB, `at most the quota was staged at once (${seen.max} bytes)`)
+    const used = core.db.prepare('SELECT used_bytes FROM tenants WHERE id = ?').pluck().get(tenant.id)
+    t.equal(used, 3 * MB, 'usage is exact')
+    t.equal(core.db.prepare("SELECT count(*) FROM files WHERE tenant_id = ? AND status = 'failed'").pluck().get(tenant.id), 19, 'the refused uploads failed')
+    // Nothing stays counted in flight: the room is back once the file is deleted.
+    await app.inject({ method: 'DELETE', url: `/api/v1/files/${ok[0]!.json().id}`, headers })
+    const again = await handshake(app, headers, { fileType: 'image/png', fileName: 'b.png' })
+    const put = await app.inject({
+      method: 'PUT',
+      url: (again.json() as Handshake).presignedUrl,
+      headers: { 'content-type': 'image/png' },
+      payload: fileBytes('image/png', 3 * MB, 99),
+    })
+    t.equal(put.statusCode, 200, 'the whole quota is usable again')
+  })
+}
