@@ -114,6 +114,8 @@ export class DiskBlobStore implements BlobStore {
       await flushing.finish()
     } catch (err) {
       source.unpipe(inspector)
+      // Destroyed by pipeline() already, unless the staging file could not even be opened.
+      inspector.destroy()
       await behind?.finish().catch(() => undefined)
       await fh?.close().catch(() => undefined)
       await fs.promises.rm(tmpPath, { force: true })
