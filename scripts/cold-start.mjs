@@ -58,7 +58,7 @@ async function once(args, ready) {
 
 async function serveRun(dataDir) {
   const port = await freePort()
-  return once(['serve', '--port', String(port), '--data-dir', dataDir, '--log-level', 'warn'], () =>
+  return once(['serve', '--port', String(port), '--s3-port', '0', '--data-dir', dataDir, '--log-level', 'warn'], () =>
     healthy(`http://127.0.0.1:${port}/health`, performance.now() + 20_000),
   )
 }

@@ -36,7 +36,7 @@ const INWARDS = {
 function layering() {
   const rule = (paths, patterns) => ({ 'no-restricted-imports': ['error', { paths, patterns }] })
   return [
-    { files: ['src/*.ts', 'src/http/**/*.ts', 'src/webhooks/**/*.ts'], rules: rule(NO_FS, [NO_BLOB_PATHS]) },
+    { files: ['src/*.ts', 'src/http/**/*.ts', 'src/s3/**/*.ts', 'src/webhooks/**/*.ts'], rules: rule(NO_FS, [NO_BLOB_PATHS]) },
     { files: ['src/services/**/*.ts', 'src/contract/**/*.ts'], rules: rule([...NO_FS, ...NO_HTTP], [NO_BLOB_PATHS, INWARDS]) },
     { files: ['src/db/**/*.ts'], rules: rule(NO_HTTP, [NO_BLOB_PATHS, INWARDS]) },
     { files: ['src/blobs/**/*.ts'], rules: rule(NO_HTTP, [INWARDS]) },

@@ -52,7 +52,7 @@ KEY=$(field apiKey < tenant.json)
 [[ $KEY == sk_live_* ]] || fail "no API key in: $(cat tenant.json)"
 
 say "serve, health"
-./coffer serve --port 0 --data-dir data > serve.log 2>&1 &
+./coffer serve --port 0 --s3-port 0 --data-dir data > serve.log 2>&1 &
 PIDS+=($!)
 for _ in $(seq 100); do grep -q 'coffer listening on' serve.log && break; sleep 0.1; done
 URL=$(sed -nE 's/.*coffer listening on (http:[^"]+)".*/\1/p' serve.log)
@@ -76,8 +76,11 @@ say "serve --ephemeral"
 ./coffer serve --ephemeral --port 0 > ephemeral.json 2> ephemeral.log &
 PIDS+=($!)
 for _ in $(seq 100); do [ -s ephemeral.json ] && break; sleep 0.1; done
-grep -qE '^\{"url":"http://127\.0\.0\.1:[0-9]+","adminApiKey":"[^"]{16,}","tenant":\{"id":"[0-9a-f-]{36}","apiKey":"sk_test_[^"]+"\}\}$' ephemeral.json ||
+grep -qE '^\{"url":"http://127\.0\.0\.1:[0-9]+","adminApiKey":"[^"]{16,}","tenant":\{"id":"[0-9a-f-]{36}","apiKey":"sk_test_[^"]+"\},"s3":\{"endpoint":"http://127\.0\.0\.1:[0-9]+","region":"[a-z0-9-]+","accessKeyId":"CK[A-Z0-9]{18}","secretAccessKey":"[^"]{40}"\}\}$' ephemeral.json ||
   fail "the JSON line: $(cat ephemeral.json) $(cat ephemeral.log)"
+# The S3 listener answers, in S3's XML error shape, that anonymous requests are refused.
+S3=$(sed -E 's/.*"endpoint":"([^"]+)".*/\1/' ephemeral.json)
+curl -s "$S3/" | grep -q '<Code>AccessDenied</Code>' || fail "the S3 endpoint $S3 did not answer AccessDenied"
 roundtrip "$(field url < ephemeral.json)" "$(field apiKey < ephemeral.json)"
 stop "${PIDS[-1]}"
 [ "$(wc -l < ephemeral.json)" = 1 ] || fail "more than one line on stdout"

@@ -21,6 +21,7 @@ import { clientErrorHandler } from './http/client-error'
 import { registerRequestLifecycle } from './http/request-lifecycle'
 import { documentSecurity, registerOpenApi } from './http/openapi'
 import { metricsRoutes } from './http/routes/metrics'
+import { s3CredentialRoutes } from './http/routes/s3-credentials'
 
 export interface BuildAppOptions {
   logger: FastifyBaseLogger
@@ -98,6 +99,7 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
   await app.register(async (scope) => {
     scope.addHook('onRoute', documentSecurity('adminKey'))
     await adminRoutes(scope, core)
+    await s3CredentialRoutes(scope, core)
   })
   // Token-authorised routes (presigned PUT, signed download) do their own authentication.
   await app.register(async (scope) => {

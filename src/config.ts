@@ -118,6 +118,46 @@ const OPTIONS = {
     hint: 'an integer from 1 to 3600',
     help: 'How long shutdown lets in-flight requests finish before cutting them off',
   },
+  s3Port: {
+    env: 'COFFER_S3_PORT',
+    flag: 's3-port',
+    def: '9000',
+    schema: Type.Union([Type.Integer({ minimum: 0, maximum: 65535 }), Type.Literal('off')]),
+    hint: 'an integer from 0 to 65535, or off',
+    help: 'TCP port of the S3 listener (0 picks a free one, off disables it)',
+  },
+  s3Region: {
+    env: 'COFFER_S3_REGION',
+    flag: undefined,
+    def: 'us-east-1',
+    schema: Type.String({ pattern: '^[a-z0-9-]{1,64}$' }),
+    hint: 'a region name like us-east-1',
+    help: 'Region S3 clients must sign for',
+  },
+  s3Domain: {
+    env: 'COFFER_S3_DOMAIN',
+    flag: undefined,
+    def: undefined,
+    schema: Type.String({ pattern: '^[a-z0-9.-]{1,253}(:\\d{1,5})?$' }),
+    hint: 'a host name',
+    help: 'Enables virtual-hosted-style S3 addressing (<bucket>.<domain>)',
+  },
+  s3MaxObjectBytes: {
+    env: 'COFFER_S3_MAX_OBJECT_BYTES',
+    flag: undefined,
+    def: String(5 * 1024 ** 3),
+    schema: Type.Integer({ minimum: 1, maximum: 5 * 1024 ** 4 }),
+    hint: 'a positive integer',
+    help: 'Largest object one S3 PutObject may write',
+  },
+  s3MultipartTtlSeconds: {
+    env: 'COFFER_S3_MULTIPART_TTL_SECONDS',
+    flag: undefined,
+    def: '604800',
+    schema: Type.Integer({ minimum: 60 }),
+    hint: 'an integer of at least 60',
+    help: 'S3 multipart uploads neither completed nor aborted are reclaimed after this long',
+  },
   metricsToken: {
     env: 'COFFER_METRICS_TOKEN',
     flag: undefined,
@@ -148,6 +188,8 @@ export class ConfigError extends Error {
 }
 
 function convert(schema: TSchema, raw: string): unknown {
+  // An integer or a keyword (`--s3-port off`).
+  if (Array.isArray(schema.anyOf) && schema.anyOf.some((s: TSchema) => s.type === 'integer') && /^\d+$/.test(raw.trim())) return Number(raw.trim())
   if (schema.type === 'integer') return /^-?\d+$/.test(raw.trim()) ? Number(raw.trim()) : raw
   if (schema.type === 'boolean') {
     const v = raw.trim().toLowerCase()

@@ -27,6 +27,11 @@ import { FileEvents } from './webhooks/events'
 import { WebhookScheduler } from './webhooks/scheduler'
 import { deliver } from './webhooks/deliver'
 import { systemResolver, type Resolver } from './webhooks/ssrf'
+import { ObjectsRepo } from './db/repos/objects'
+import { MultipartRepo } from './db/repos/multipart'
+import { S3CredentialsRepo } from './db/repos/s3-credentials'
+import { S3CredentialsService } from './services/s3-credentials'
+import { createS3Services, type S3Services } from './s3/services'
 
 /**
  * The composition root: every service built from one config, for the fronts (HTTP routes, CLI
@@ -51,6 +56,10 @@ export interface Core {
   readonly webhooks: WebhookScheduler
   /** Prometheus metrics; the HTTP layer records requests, the services what they see. */
   readonly metrics: Metrics
+  /** S3 credential pairs of tenants (admin API, CLI, SigV4 lookups). */
+  readonly s3Credentials: S3CredentialsService
+  /** The S3 front's operations (s3.md), on the same repositories, blobs and quotas. */
+  readonly s3: S3Services
   close(): void
 }
 
@@ -76,6 +85,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const clock = options.clock ?? systemClock
   const dataDir = ensureDataDir(config.dataDir)
   const db = openDatabase(dataDir.db, dataDir.root)
+  const serverSecret = loadSecret(dataDir, config.secret)
   const disk = new DiskBlobStore(dataDir.blobs, dataDir.tmp)
   const store = options.store ? options.store(disk) : disk
 
@@ -86,7 +96,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const outbox = new OutboxRepo(db)
 
   const events = new FileEvents(outbox, filesRepo, clock)
-  const signer = new TokenSigner(loadSecret(dataDir, config.secret), (tenantId) => tenantsRepo.signingGeneration(tenantId))
+  const signer = new TokenSigner(serverSecret, (tenantId) => tenantsRepo.signingGeneration(tenantId))
   const metrics = new Metrics({ blobs: () => blobsRepo.stats(), outbox: () => outbox.counts() })
   const tenants = new TenantsService(db, tenantsRepo, clock)
   const urls = new SignedUrls(signer, filesRepo, clock)
@@ -116,6 +126,21 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   })
   events.onEnqueued(() => webhooks.notify())
   const gc = new GarbageCollector({ db, clock, files: filesRepo, blobs: blobsRepo, store, retentionMs: config.deletedRetentionSeconds * 1000 })
+  const s3Credentials = new S3CredentialsService(db, new S3CredentialsRepo(db), tenantsRepo, clock, serverSecret)
+  const s3 = createS3Services({
+    db,
+    clock,
+    store,
+    workspaces: workspacesRepo,
+    objects: new ObjectsRepo(db),
+    multipart: new MultipartRepo(db),
+    blobs: blobsRepo,
+    files: filesRepo,
+    quotas,
+    region: config.s3Region,
+    maxObjectBytes: config.s3MaxObjectBytes,
+    multipartTtlMs: config.s3MultipartTtlSeconds * 1000,
+  })
   let closed = false
   return {
     config,
@@ -132,6 +157,8 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     outbox,
     webhooks,
     metrics,
+    s3Credentials,
+    s3,
     close() {
       if (closed) return
       closed = true

@@ -7,6 +7,7 @@ import type { App } from './http/types'
 import { closeGracefully } from './http/request-lifecycle'
 import type { Background } from './lib/background'
 import { Periodic } from './lib/periodic'
+import { buildS3App, type S3App } from './s3/server'
 
 /**
  * The server runtime: core + HTTP app + background components, started and stopped as one.
@@ -17,6 +18,8 @@ import { Periodic } from './lib/periodic'
 export interface Server {
   url: string
   app: App
+  /** The S3 listener (s3.md), unless COFFER_S3_PORT=off. */
+  s3?: { url: string; app: S3App }
   core: Core
   /** Started once listening, stopped by close(). */
   background: readonly Background[]
@@ -41,6 +44,15 @@ export function backgroundComponents(core: Core, logger: Logger): Background[] {
       logger,
     ),
     new Periodic(
+      'reclaim-multipart-uploads',
+      60_000,
+      () => {
+        const reclaimed = core.s3.multipart.reclaim()
+        if (reclaimed > 0) logger.info({ reclaimed }, 'expired S3 multipart uploads reclaimed')
+      },
+      logger,
+    ),
+    new Periodic(
       'gc',
       10 * 60_000,
       () => {
@@ -58,6 +70,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
   if (leftovers > 0) logger.info({ removed: leftovers }, 'removed partial uploads left by a previous run')
   core.metrics.collectProcessMetrics()
   const app = await buildApp(core, { logger })
+  const s3App = config.s3Port === 'off' ? undefined : await buildS3App(core, { logger })
   const background = backgroundComponents(core, logger)
   let closing: Promise<void> | undefined
   const close = () =>
@@ -67,7 +80,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
       // Background work stops while the requests in flight finish; both before the database closes.
       const stopped = Promise.allSettled(background.map((b) => b.stop()))
       try {
-        await closeGracefully(app, timeoutMs, logger)
+        await Promise.all([closeGracefully(app, timeoutMs, logger), s3App && closeGracefully(s3App as unknown as App, timeoutMs, logger)])
         // Uploads cut off at the timeout still mark their file failed and remove their temp file.
         await core.uploads.settled()
         for (const r of await stopped) if (r.status === 'rejected') logger.error({ err: r.reason }, 'a background component failed to stop')
@@ -79,6 +92,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
   logger.info({ dataDir: config.dataDir }, 'coffer starting')
   try {
     await app.listen({ port: config.port, host: config.host, listenTextResolver: (address) => `coffer listening on ${address}` })
+    if (s3App) await s3App.listen({ port: config.s3Port as number, host: config.host, listenTextResolver: (address) => `coffer S3 listening on ${address}` })
   } catch (err) {
     await close()
     throw err
@@ -88,11 +102,13 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
   const port = typeof addr === 'object' && addr ? addr.port : config.port
   const host = config.host.includes(':') ? `[${config.host}]` : config.host
   const url = `http://${host}:${port}`
+  const s3Addr = s3App?.server.address()
+  const s3 = s3App && typeof s3Addr === 'object' && s3Addr ? { url: `http://${host}:${s3Addr.port}`, app: s3App } : undefined
   if (config.adminApiKey === undefined) {
     logger.warn(
       `admin API disabled: set COFFER_ADMIN_API_KEY (at least 16 characters) to enable it, ` +
         `or create a tenant offline with: coffer tenant create --name NAME --data-dir ${config.dataDir}`,
     )
   }
-  return { url, app, core, background, close }
+  return { url, app, core, background, close, ...(s3 ? { s3 } : {}) }
 }

@@ -5,6 +5,7 @@ import { buildBundle, runCoffer, startCoffer, type Running } from './process-hel
 import { fileBytes, tempDir } from './helper'
 import { prepareEphemeral } from '../src/cli/ephemeral'
 import { UsageError } from '../src/cli/io'
+import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3'
 
 buildBundle()
 
@@ -15,6 +16,7 @@ interface Announcement {
   url: string
   adminApiKey: string
   tenant: { id: string; apiKey: string }
+  s3: { endpoint: string; region: string; accessKeyId: string; secretAccessKey: string }
 }
 
 function dataDirOf(server: Running): string {
@@ -27,13 +29,17 @@ t.test('serve --ephemeral: one JSON line on stdout, a working tenant, logs on st
   const server = await startCoffer(['serve', '--ephemeral', '--port', '0'], {
     cwd: tmp,
     // An operator's own settings must not leak into the throwaway instance's data or keys.
-    env: { TMPDIR: tmp, COFFER_DATA_DIR: '/nonexistent/coffer', COFFER_ADMIN_API_KEY: 'an-operator-admin-key-0123' },
+    // No COFFER_S3_PORT: ephemeral mode picks a free S3 port by itself, never 9000.
+    env: { TMPDIR: tmp, COFFER_DATA_DIR: '/nonexistent/coffer', COFFER_ADMIN_API_KEY: 'an-operator-admin-key-0123', COFFER_S3_PORT: '' },
     ready: READY,
   })
   t.teardown(() => server.child.kill('SIGKILL'))
   const info = JSON.parse(server.stdout[0]!) as Announcement
-  t.same(Object.keys(info), ['url', 'adminApiKey', 'tenant'])
+  t.same(Object.keys(info), ['url', 'adminApiKey', 'tenant', 's3'])
   t.same(Object.keys(info.tenant), ['id', 'apiKey'])
+  t.same(Object.keys(info.s3), ['endpoint', 'region', 'accessKeyId', 'secretAccessKey'])
+  t.match(info.s3, { endpoint: /^http:\/\/127\.0\.0\.1:\d+$/, region: 'us-east-1', accessKeyId: /^CK[A-Z0-9]{18}$/, secretAccessKey: /^.{40}$/ })
+  t.not(info.s3.endpoint, 'http://127.0.0.1:9000', 'a free port, not the default')
   t.equal(info.url, server.url)
   t.match(info.url, /^http:\/\/127\.0\.0\.1:\d+$/)
   t.match(info.tenant.apiKey, /^sk_test_[A-Za-z0-9_-]{43}$/)
@@ -61,6 +67,22 @@ t.test('serve --ephemeral: one JSON line on stdout, a working tenant, logs on st
   })
   t.equal(created.status, 201, 'the admin key works')
 
+  // The S3 endpoint and pair work, and see the API's upload as an object.
+  const s3 = new S3Client({ endpoint: info.s3.endpoint, region: info.s3.region, forcePathStyle: true, credentials: info.s3 })
+  t.teardown(() => s3.destroy())
+  const ws = await fetch(`${info.url}/api/v1/workspaces`, {
+    method: 'POST',
+    headers: { ...auth, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'CI', slug: 'ci-bucket' }),
+  })
+  t.equal(ws.status, 201)
+  await s3.send(new PutObjectCommand({ Bucket: 'ci-bucket', Key: 'hello.txt', Body: 'hello over S3' }))
+  t.equal(await (await s3.send(new GetObjectCommand({ Bucket: 'ci-bucket', Key: 'hello.txt' }))).Body!.transformToString(), 'hello over S3')
+  t.same(
+    (await s3.send(new ListObjectsV2Command({ Bucket: 'ci-bucket' }))).Contents?.map((o) => o.Key),
+    ['hello.txt'],
+  )
+
   server.child.kill('SIGTERM')
   t.equal(await server.exited, 0, 'SIGTERM exits 0')
   t.equal(server.stdout.length, 1, 'exactly one line on stdout, ever')
@@ -68,7 +90,7 @@ t.test('serve --ephemeral: one JSON line on stdout, a working tenant, logs on st
   const logs = server.lines.filter((l) => !server.stdout.includes(l))
   t.ok(logs.length > 3 && logs.every((l) => typeof JSON.parse(l) === 'object'), 'the logs are JSON lines on stderr')
   t.ok(logs.some((l) => l.includes('shutdown complete')))
-  for (const secret of [info.adminApiKey, info.tenant.apiKey])
+  for (const secret of [info.adminApiKey, info.tenant.apiKey, info.s3.secretAccessKey])
     t.notOk(
       logs.some((l) => l.includes(secret)),
       'no key is logged',

@@ -34,7 +34,11 @@ export function startCoffer(
 ): Promise<Running> {
   const command = opts.command ?? process.execPath
   const fullArgs = opts.command ? args : [BUNDLE, ...args]
-  const child = spawn(command, fullArgs, { cwd: opts.cwd, env: { PATH: process.env.PATH ?? '', ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(command, fullArgs, {
+    cwd: opts.cwd,
+    env: { PATH: process.env.PATH ?? '', COFFER_S3_PORT: '0', ...opts.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   const lines: string[] = []
   const stdout: string[] = []
   const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)))
@@ -73,7 +77,12 @@ export function startCoffer(
 export function runCoffer(args: string[], opts: { cwd: string; env?: Record<string, string>; command?: string }) {
   const command = opts.command ?? process.execPath
   const fullArgs = opts.command ? args : [BUNDLE, ...args]
-  return spawnSync(command, fullArgs, { cwd: opts.cwd, env: { PATH: process.env.PATH ?? '', ...opts.env }, encoding: 'utf8', timeout: 30000 })
+  return spawnSync(command, fullArgs, {
+    cwd: opts.cwd,
+    env: { PATH: process.env.PATH ?? '', COFFER_S3_PORT: '0', ...opts.env },
+    encoding: 'utf8',
+    timeout: 30000,
+  })
 }
 
 /** Creates a tenant through a running server's admin API. */

@@ -13,7 +13,7 @@ import { buildBundle, runCoffer, startCoffer } from './process-helper'
 
 async function start(t: Test, env: Record<string, string> = {}) {
   const dir = tempDir(t)
-  const config = loadConfig({ COFFER_LOG_LEVEL: 'debug', ...env }, { port: '0', 'data-dir': dir })
+  const config = loadConfig({ COFFER_LOG_LEVEL: 'debug', ...env }, { port: '0', 's3-port': '0', 'data-dir': dir })
   const { stream, lines } = captureLogs()
   const server = await startServer(config, createLogger(config.logLevel, stream))
   t.teardown(() => server.close())
@@ -93,7 +93,11 @@ t.test('an upload in flight at SIGTERM finishes; a request arriving meanwhile ge
   t.equal(JSON.parse(res.body).processingStatus, 'completed')
   await closing
   put.agent.destroy()
-  t.same(stopped.sort(), ['gc:db open', 'sweep-expired-uploads:db open', 'webhooks:db open'], 'every background component stopped, before the database closed')
+  t.same(
+    stopped.sort(),
+    ['gc:db open', 'reclaim-multipart-uploads:db open', 'sweep-expired-uploads:db open', 'webhooks:db open'],
+    'every background component stopped, before the database closed',
+  )
   t.equal(server.core.db.open, false, 'the database is closed')
 
   const core = createCore(config)

@@ -34,6 +34,8 @@ export function shippedCommand(): CofferCommand & { note: string } {
 export interface Coffer extends Proc {
   startMs: number
   logFile: string
+  /** The S3 listener (on a free port: never the default 9000, which another process may hold). */
+  s3Url: string
 }
 
 let profileDir: string | undefined
@@ -47,15 +49,16 @@ export function profileInto(dir: string): void {
 /** `coffer serve` on `dataDir` with the default configuration (log level info, to a file). */
 export async function startCoffer(dataDir: string, cmd: CofferCommand = bundleCommand(), extraEnv: Record<string, string> = {}): Promise<Coffer> {
   const port = await freePort()
+  const s3Port = await freePort()
   const env = profileDir ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${profileDir}`, ...extraEnv } : extraEnv
   const logFile = path.join(path.dirname(dataDir), `${path.basename(dataDir)}.log`)
-  const proc = await startProc(cmd.command, [...cmd.args, 'serve', '--port', String(port), '--data-dir', dataDir], {
+  const proc = await startProc(cmd.command, [...cmd.args, 'serve', '--port', String(port), '--s3-port', String(s3Port), '--data-dir', dataDir], {
     port,
     healthPath: '/health',
     logFile,
     env,
   })
-  return { ...proc, logFile }
+  return { ...proc, logFile, s3Url: `http://127.0.0.1:${s3Port}` }
 }
 
 const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])

@@ -1,5 +1,6 @@
-/** HTTP client helpers for the bench: timed single requests (load runs are wrk's, wrk.ts). */
+/** HTTP client helpers for the bench: timed single requests, and autocannon load runs for the S3 figure (its per-request SigV4 needs JS; every other req/s figure runs wrk, wrk.ts). */
 import http from 'node:http'
+import autocannon from 'autocannon'
 
 export interface Answer {
   status: number
@@ -39,4 +40,29 @@ export async function json<T>(url: string, opts: Parameters<typeof request>[1] =
   const res = await request(url, opts)
   if (res.status !== expect) throw new Error(`${opts.method ?? 'GET'} ${url}: ${res.status} ${res.body.toString().slice(0, 300)}`)
   return JSON.parse(res.body.toString()) as T
+}
+
+export interface LoadResult {
+  /** Completed requests per second (all of them answered as expected). */
+  rps: number
+  p50Ms: number
+  p99Ms: number
+  requests: number
+  seconds: number
+}
+
+/**
+ * An autocannon run. Any connection error, timeout or unexpected status fails the run: a load
+ * figure made of error responses would be a fake number.
+ */
+export async function load(opts: autocannon.Options): Promise<LoadResult> {
+  const r = await autocannon({ ...opts, url: opts.url })
+  const bad = r.errors + r.non2xx + r.mismatches // errors include timeouts
+  if (bad > 0) {
+    throw new Error(
+      `load run against ${opts.url} had ${r.errors} errors, ${r.timeouts} timeouts, ${r.non2xx} non-2xx answers ` +
+        `(${JSON.stringify(r.statusCodeStats)}), ${r.mismatches} mismatches`,
+    )
+  }
+  return { rps: r['2xx'] / r.duration, p50Ms: r.latency.p50, p99Ms: r.latency.p99, requests: r['2xx'], seconds: r.duration }
 }

@@ -4,7 +4,7 @@
  * markdown table and writes JSON (default dist/bench/results.json).
  *
  * Options: --runs N (pairs per figure, default 5), --only KEY,… (cold-start, metadata-read,
- * listing, transfers, rss), --quick (3 runs, short load runs, 10k/100k files: a smoke test, not
+ * listing, transfers, s3, rss), --quick (3 runs, short load runs, 10k/100k files: a smoke test, not
  * the figures), --files N and --large-files N (dataset sizes), --out FILE, --keep (keep the temp dir),
  * --cpu-prof (every Coffer process writes a V8 CPU profile into dist/bench/profiles/).
  */
@@ -20,6 +20,7 @@ import { fmt, markdownTable } from './stats'
 import type { BenchContext, FigureResult } from './figure'
 import { metadataReads, listing } from './figures/api'
 import { transfers } from './figures/transfers'
+import { s3Figures } from './figures/s3'
 import { peakRss } from './figures/memory'
 import { coldStart } from './figures/startup'
 import { diskCosts, type DiskCosts } from './figures/disk'
@@ -30,6 +31,7 @@ const FIGURES: Record<string, (ctx: BenchContext) => Promise<FigureResult | Figu
   'metadata-read': metadataReads,
   listing,
   transfers,
+  s3: s3Figures,
   rss: peakRss,
 }
 

@@ -26,7 +26,8 @@ export function prepareEphemeral(env: Record<string, string | undefined>, flags:
   loadConfig(env, flags)
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-ephemeral-'))
   const config = loadConfig(
-    { ...env, COFFER_DATA_DIR: undefined, COFFER_ADMIN_API_KEY: adminApiKey, COFFER_WEBHOOK_ALLOW_PRIVATE: 'true' },
+    // A free S3 port unless one is asked for, so parallel CI jobs never clash on 9000.
+    { ...env, COFFER_DATA_DIR: undefined, COFFER_ADMIN_API_KEY: adminApiKey, COFFER_WEBHOOK_ALLOW_PRIVATE: 'true', COFFER_S3_PORT: env.COFFER_S3_PORT || '0' },
     { ...flags, 'data-dir': dir },
   )
   return { config, adminApiKey, remove: () => fs.rmSync(dir, { recursive: true, force: true }) }
@@ -38,5 +39,14 @@ export function prepareEphemeral(env: Record<string, string | undefined>, flags:
  */
 export function announceEphemeral(server: Server, eph: Ephemeral, stdout: NodeJS.WritableStream): void {
   const { tenant, apiKey } = server.core.tenants.create({ name: 'ephemeral', keyKind: 'test' })
-  println(stdout, JSON.stringify({ url: server.url, adminApiKey: eph.adminApiKey, tenant: { id: tenant.id, apiKey } }))
+  const s3 = server.s3 && server.core.s3Credentials.create(tenant.id)
+  const line = {
+    url: server.url,
+    adminApiKey: eph.adminApiKey,
+    tenant: { id: tenant.id, apiKey },
+    ...(server.s3 && s3
+      ? { s3: { endpoint: server.s3.url, region: server.core.config.s3Region, accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey } }
+      : {}),
+  }
+  println(stdout, JSON.stringify(line))
 }

@@ -5,15 +5,18 @@ import { startServer } from '../server'
 import { announceEphemeral, prepareEphemeral } from './ephemeral'
 import { parse, println, type CliIO } from './io'
 
-export const SERVE_HELP = `Usage: coffer serve [--port PORT] [--host HOST] [--data-dir DIR] [--log-level LEVEL]
-       coffer serve --ephemeral [--port PORT] [--host HOST] [--log-level LEVEL]
+export const SERVE_HELP = `Usage: coffer serve [--port PORT] [--s3-port PORT|off] [--host HOST] [--data-dir DIR] [--log-level LEVEL]
+       coffer serve --ephemeral [--port PORT] [--s3-port PORT|off] [--host HOST] [--log-level LEVEL]
 
-Runs the HTTP API. Flags override COFFER_* environment variables (see coffer --help).
+Runs the HTTP API, and the S3 API on a second port (default 9000; off disables it).
+Flags override COFFER_* environment variables (see coffer --help).
 
 --ephemeral  A throwaway instance for CI: a temporary data dir (under TMPDIR) removed on exit,
              a generated admin key and one tenant with an sk_test_ key, webhooks to loopback
              and private addresses allowed. Once listening it prints exactly one JSON line on
-             stdout, {"url","adminApiKey","tenant":{"id","apiKey"}}; logs go to stderr.
+             stdout, {"url","adminApiKey","tenant":{"id","apiKey"},"s3":{"endpoint","region",
+             "accessKeyId","secretAccessKey"}}; logs go to stderr. The S3 port is a free one
+             unless --s3-port is given.
 
 SIGTERM or SIGINT shuts down gracefully: no new requests, in-flight ones get up to
 COFFER_SHUTDOWN_TIMEOUT_SECONDS to finish, then the database closes and the exit code is 0.`
@@ -29,6 +32,7 @@ export interface ServeProcess {
 export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess): Promise<number> {
   const { values } = parse(args, {
     port: { type: 'string' },
+    's3-port': { type: 'string' },
     host: { type: 'string' },
     'data-dir': { type: 'string' },
     'log-level': { type: 'string' },

@@ -8,6 +8,8 @@ export const TENANT_HELP = `Usage:
   coffer tenant create --name NAME [--quota-bytes BYTES] [--types TYPE,…] [--json]
   coffer tenant list [--json]
   coffer tenant regenerate-key TENANT_ID [--json]
+  coffer tenant s3-credentials create|list TENANT_ID [--json]
+  coffer tenant s3-credentials revoke TENANT_ID ACCESS_KEY_ID
 
 Works offline on the data dir (--data-dir or COFFER_DATA_DIR, default ./data), also while the
 server runs. The API key is printed once: store it.`
@@ -82,5 +84,42 @@ export async function tenantCommand(args: string[], io: CliIO): Promise<number> 
       println(io.stdout, `  webhook secret: ${tenant.webhookSecret}`)
     })
   }
+  if (sub === 's3-credentials') return s3CredentialsCommand(rest, io)
   throw new UsageError(`unknown tenant command: ${sub}`)
+}
+
+/** `coffer tenant s3-credentials create|list|revoke`: a tenant's S3 credential pairs (s3.md: Credentials). */
+async function s3CredentialsCommand(args: string[], io: CliIO): Promise<number> {
+  const [action, ...rest] = args
+  const { values, positionals } = parse(rest, { ...DATA_DIR_OPTION, json: { type: 'boolean' } }, 2)
+  if (values.help || action === undefined) return (println(io.stdout, TENANT_HELP), action === undefined ? 2 : 0)
+  const tenantId = positionals[0]
+  if (tenantId === undefined) throw new UsageError(`tenant s3-credentials ${action} needs a TENANT_ID`)
+  if (action === 'create') {
+    return withCore(io, values['data-dir'], (core) => {
+      const c = core.s3Credentials.create(tenantId)
+      if (values.json) return println(io.stdout, JSON.stringify(c))
+      println(io.stdout, `New S3 credential for tenant ${tenantId}`)
+      println(io.stdout, `  access key id:     ${c.accessKeyId}`)
+      println(io.stdout, `  secret access key: ${c.secretAccessKey}   (shown only now: store it)`)
+    })
+  }
+  if (action === 'list') {
+    return withCore(io, values['data-dir'], (core) => {
+      const rows = core.s3Credentials.list(tenantId)
+      if (values.json) return println(io.stdout, JSON.stringify(rows))
+      if (rows.length === 0) return println(io.stdout, `No S3 credentials. Create one: coffer tenant s3-credentials create ${tenantId}`)
+      println(io.stdout, ['ACCESS KEY ID'.padEnd(20), 'CREATED'].join('  '))
+      for (const r of rows) println(io.stdout, [r.accessKeyId, r.createdAt].join('  '))
+    })
+  }
+  if (action === 'revoke') {
+    const accessKeyId = positionals[1]
+    if (accessKeyId === undefined) throw new UsageError('tenant s3-credentials revoke needs TENANT_ID ACCESS_KEY_ID')
+    return withCore(io, values['data-dir'], (core) => {
+      core.s3Credentials.revoke(tenantId, accessKeyId)
+      println(io.stdout, `Revoked S3 credential ${accessKeyId}; requests signed with it are refused from now on.`)
+    })
+  }
+  throw new UsageError(`unknown tenant s3-credentials command: ${action}`)
 }

@@ -189,4 +189,63 @@ UPDATE tenants SET name_key = name_key || char(0) || id
 CREATE UNIQUE INDEX tenants_name_key ON tenants (name_key);
 `,
   },
+  {
+    version: 6,
+    name: 's3: object keys, credentials, multipart uploads',
+    sql: `
+-- A file may carry an S3 object key, unique among the live files of its workspace (the bucket).
+-- object_info holds what S3 writes store beside the bytes (ETag, Content-Type, user metadata, …), as JSON.
+ALTER TABLE files ADD COLUMN object_key TEXT;
+ALTER TABLE files ADD COLUMN object_info TEXT;
+-- Files uploaded through the API into a workspace are objects too: key <fileId>/<fileName>.
+UPDATE files SET object_key = id || '/' || original_name WHERE workspace_id IS NOT NULL;
+-- Unique per workspace and the keyset of S3 listings: TEXT compares as memcmp of UTF-8, which is
+-- S3's binary key order.
+CREATE UNIQUE INDEX files_object_key ON files (workspace_id, object_key) WHERE deleted_at IS NULL AND object_key IS NOT NULL;
+
+-- S3 credential pairs of a tenant. The secret is needed to verify SigV4, so it is stored encrypted
+-- (AES-256-GCM under a key derived from the server secret), never in the clear.
+CREATE TABLE s3_credentials (
+  access_key_id TEXT PRIMARY KEY,
+  tenant_id     TEXT NOT NULL REFERENCES tenants(id),
+  secret_sealed BLOB NOT NULL,
+  created_at    INTEGER NOT NULL
+) STRICT;
+CREATE INDEX s3_credentials_by_tenant ON s3_credentials (tenant_id, created_at);
+
+-- Multipart uploads in progress. Their parts are blobs (durable once acknowledged) and are charged
+-- to the tenant and workspace quotas by the triggers below until the upload completes or is aborted.
+CREATE TABLE s3_uploads (
+  id           TEXT PRIMARY KEY,
+  tenant_id    TEXT NOT NULL REFERENCES tenants(id),
+  workspace_id TEXT NOT NULL REFERENCES workspaces(id),
+  object_key   TEXT NOT NULL,
+  object_info  TEXT NOT NULL,
+  created_at   INTEGER NOT NULL,
+  expires_at   INTEGER NOT NULL
+) STRICT;
+CREATE INDEX s3_uploads_by_key ON s3_uploads (workspace_id, object_key, id);
+CREATE INDEX s3_uploads_expiry ON s3_uploads (expires_at);
+
+CREATE TABLE s3_parts (
+  upload_id   TEXT NOT NULL REFERENCES s3_uploads(id),
+  part_number INTEGER NOT NULL CHECK (part_number BETWEEN 1 AND 10000),
+  size_bytes  INTEGER NOT NULL CHECK (size_bytes >= 0),
+  md5         TEXT NOT NULL,
+  sha256      TEXT NOT NULL REFERENCES blobs(sha256),
+  created_at  INTEGER NOT NULL,
+  PRIMARY KEY (upload_id, part_number)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX s3_parts_sha256 ON s3_parts (sha256);
+
+CREATE TRIGGER s3_parts_after_insert AFTER INSERT ON s3_parts BEGIN
+  UPDATE tenants SET used_bytes = used_bytes + NEW.size_bytes WHERE id = (SELECT tenant_id FROM s3_uploads WHERE id = NEW.upload_id);
+  UPDATE workspaces SET used_bytes = used_bytes + NEW.size_bytes WHERE id = (SELECT workspace_id FROM s3_uploads WHERE id = NEW.upload_id);
+END;
+CREATE TRIGGER s3_parts_after_delete AFTER DELETE ON s3_parts BEGIN
+  UPDATE tenants SET used_bytes = used_bytes - OLD.size_bytes WHERE id = (SELECT tenant_id FROM s3_uploads WHERE id = OLD.upload_id);
+  UPDATE workspaces SET used_bytes = used_bytes - OLD.size_bytes WHERE id = (SELECT workspace_id FROM s3_uploads WHERE id = OLD.upload_id);
+END;
+`,
+  },
 ]

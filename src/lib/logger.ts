@@ -1,7 +1,7 @@
 import pino, { type DestinationStream, type Logger } from 'pino'
 
 /** Query parameter names (lowercase) whose values are credentials; they never reach a log line. */
-const SECRET_PARAMS: ReadonlySet<string> = new Set(['token', 'apikey', 'api_key', 'key', 'secret'])
+const SECRET_PARAMS: ReadonlySet<string> = new Set(['token', 'apikey', 'api_key', 'key', 'secret', 'x-amz-signature', 'x-amz-security-token'])
 
 /**
  * The URL with every credential-bearing query value replaced by `[REDACTED]`. Names are compared
@@ -58,6 +58,8 @@ export function createLogger(level: string, destination: DestinationStream | Nod
           '*.webhookSecret',
           'token',
           '*.token',
+          'secretAccessKey',
+          '*.secretAccessKey',
         ],
         censor: '[REDACTED]',
       },

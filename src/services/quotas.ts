@@ -65,7 +65,7 @@ export class Quotas {
    * Starts counting the streamed bytes of an upload. An upload with a declared size reserved it
    * at the handshake, so its bytes are not counted twice.
    */
-  stream(file: FileRecord): StreamCharge {
+  stream(file: Pick<FileRecord, 'tenantId' | 'workspaceId' | 'declaredSize'>): StreamCharge {
     if (file.declaredSize !== null) return { add: () => {}, release: () => {} }
     const keys = [`t:${file.tenantId}`, ...(file.workspaceId === null ? [] : [`w:${file.workspaceId}`])]
     let charged = 0

@@ -91,8 +91,9 @@ export class UploadsService {
     const workspaceId = this.deps.workspaces.scope(tenant.id, headerWorkspaceId, input.workspaceId) ?? null
     const now = clock.now()
     const declared = input.fileSizeBytes ?? null
+    const id = uuidv7(now)
     const record = {
-      id: uuidv7(now),
+      id,
       tenantId: tenant.id,
       workspaceId,
       originalName: input.fileName,
@@ -104,6 +105,7 @@ export class UploadsService {
       webhookUrl: input.webhookUrl ?? null,
       uploadExpiresAt: now + settings.uploadUrlTtlMs,
       createdAt: now,
+      objectKey: apiObjectKey(id, input.fileName, workspaceId),
     }
     await records.reserve(record)
     const file: FileRecord = { ...record, status: 'pending', sha256: null, metadata: null, completedAt: null, deletedAt: null }
@@ -234,3 +236,12 @@ export class UploadsService {
 }
 
 const outOfSpace = () => new AppError('INSUFFICIENT_STORAGE', 'The server is out of storage space; nothing was stored')
+
+/**
+ * The S3 object key of a file uploaded through this API into a workspace (s3.md: Objects are
+ * files): `<fileId>/<fileName>`, unique by its id, so S3 clients see and can read it. Files
+ * outside any workspace have no key (they are not visible over S3).
+ */
+export function apiObjectKey(fileId: string, fileName: string, workspaceId: string | null): string | null {
+  return workspaceId === null ? null : `${fileId}/${fileName}`
+}

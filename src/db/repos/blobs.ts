@@ -9,7 +9,11 @@ export class BlobsRepo {
       insert: db.prepare('INSERT INTO blobs (sha256, size_bytes, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING'),
       exists: db.prepare<[string], number>('SELECT 1 FROM blobs WHERE sha256 = ?').pluck(),
       sizeIfUnreferenced: db
-        .prepare<[string], number>('SELECT b.size_bytes FROM blobs b WHERE b.sha256 = ? AND NOT EXISTS (SELECT 1 FROM files f WHERE f.sha256 = b.sha256)')
+        .prepare<[string], number>(
+          `SELECT b.size_bytes FROM blobs b WHERE b.sha256 = ?
+           AND NOT EXISTS (SELECT 1 FROM files f WHERE f.sha256 = b.sha256)
+           AND NOT EXISTS (SELECT 1 FROM s3_parts p WHERE p.sha256 = b.sha256)`,
+        )
         .pluck(),
       shasAfter: db.prepare<[string, number], string>('SELECT sha256 FROM blobs WHERE sha256 > ? ORDER BY sha256 LIMIT ?').pluck(),
       delete: db.prepare('DELETE FROM blobs WHERE sha256 = ?'),
@@ -25,7 +29,7 @@ export class BlobsRepo {
     return this.stmts.exists.get(sha256) === 1
   }
 
-  /** The blob's size when it exists and no file row (live, deleted or failed) references it. */
+  /** The blob's size when it exists and no file row (live, deleted or failed) nor multipart part references it. */
   sizeIfUnreferenced(sha256: string): number | undefined {
     return this.stmts.sizeIfUnreferenced.get(sha256)
   }

@@ -23,6 +23,8 @@ export interface FileRecord {
   createdAt: number
   completedAt: number | null
   deletedAt: number | null
+  /** The S3 object key (files in a workspace have one; API uploads get `<id>/<originalName>`). */
+  objectKey: string | null
 }
 
 interface Row {
@@ -43,6 +45,7 @@ interface Row {
   created_at: number
   completed_at: number | null
   deleted_at: number | null
+  object_key: string | null
 }
 
 const toRecord = (r: Row): FileRecord => ({
@@ -63,6 +66,7 @@ const toRecord = (r: Row): FileRecord => ({
   createdAt: r.created_at,
   completedAt: r.completed_at,
   deletedAt: r.deleted_at,
+  objectKey: r.object_key,
 })
 
 export interface ListFilter {
@@ -95,9 +99,9 @@ export class FilesRepo {
     this.stmts = {
       insert: db.prepare(
         `INSERT INTO files (id, tenant_id, workspace_id, original_name, file_type, status, size_bytes, declared_size,
-           context, tags, webhook_url, upload_expires_at, created_at)
+           context, tags, webhook_url, upload_expires_at, created_at, object_key)
          VALUES (@id, @tenantId, @workspaceId, @originalName, @fileType, 'pending', @sizeBytes, @declaredSize,
-           @context, @tags, @webhookUrl, @uploadExpiresAt, @createdAt)`,
+           @context, @tags, @webhookUrl, @uploadExpiresAt, @createdAt, @objectKey)`,
       ),
       get: db.prepare<[string], Row>('SELECT * FROM files WHERE id = ?'),
       getLive: db.prepare<[string, string], Row>('SELECT * FROM files WHERE id = ? AND tenant_id = ? AND deleted_at IS NULL'),
@@ -142,6 +146,7 @@ export class FilesRepo {
     webhookUrl: string | null
     uploadExpiresAt: number
     createdAt: number
+    objectKey: string | null
   }): void {
     this.stmts.insert.run({ ...f, tags: JSON.stringify(f.tags) })
   }

@@ -1,0 +1,132 @@
+import type { DB } from '../database'
+
+/** What an S3 write stores beside the bytes (s3.md: Objects are files). */
+export interface ObjectInfo {
+  /** The quoted ETag S3 clients verify: MD5 of the bytes, or `"<md5 of part md5s>-<N>"`. */
+  etag: string
+  contentType: string
+  /** `x-amz-meta-*` without the prefix, lower-case names. */
+  meta: Record<string, string>
+  cacheControl?: string
+  contentDisposition?: string
+  contentEncoding?: string
+  contentLanguage?: string
+  expires?: string
+  /** A checksum the client sent and Coffer verified, returned on GET/HEAD. */
+  checksum?: { algorithm: string; value: string }
+  /** Multipart objects: part count (for `x-amz-mp-parts-count`). */
+  parts?: number
+}
+
+/** A completed, live object of a bucket. */
+export interface ObjectRow {
+  fileId: string
+  tenantId: string
+  workspaceId: string
+  key: string
+  size: number
+  sha256: string
+  /** Set for S3 writes; null for files uploaded through the API (their ETag is the SHA-256). */
+  info: ObjectInfo | null
+  fileType: string
+  originalName: string
+  completedAt: number
+}
+
+interface Row {
+  id: string
+  tenant_id: string
+  workspace_id: string
+  object_key: string
+  size_bytes: number
+  sha256: string
+  object_info: string | null
+  file_type: string
+  original_name: string
+  completed_at: number
+}
+
+const toObject = (r: Row): ObjectRow => ({
+  fileId: r.id,
+  tenantId: r.tenant_id,
+  workspaceId: r.workspace_id,
+  key: r.object_key,
+  size: r.size_bytes,
+  sha256: r.sha256,
+  info: r.object_info === null ? null : (JSON.parse(r.object_info) as ObjectInfo),
+  fileType: r.file_type,
+  originalName: r.original_name,
+  completedAt: r.completed_at,
+})
+
+const COLUMNS = 'id, tenant_id, workspace_id, object_key, size_bytes, sha256, object_info, file_type, original_name, completed_at'
+
+/** SQL for files seen as S3 objects (files with an object key); no rules here. */
+export class ObjectsRepo {
+  private readonly stmts
+
+  constructor(db: DB) {
+    this.stmts = {
+      get: db.prepare<[string, string], Row>(
+        `SELECT ${COLUMNS} FROM files WHERE workspace_id = ? AND object_key = ? AND deleted_at IS NULL AND status = 'completed'`,
+      ),
+      liveIdByKey: db.prepare<[string, string], string>(`SELECT id FROM files WHERE workspace_id = ? AND object_key = ? AND deleted_at IS NULL`).pluck(),
+      insert: db.prepare(
+        `INSERT INTO files (id, tenant_id, workspace_id, original_name, file_type, status, size_bytes, declared_size, sha256,
+           context, tags, upload_expires_at, created_at, completed_at, object_key, object_info)
+         VALUES (@id, @tenantId, @workspaceId, @originalName, @fileType, 'completed', @size, NULL, @sha256,
+           '', '{}', @now, @now, @now, @key, @info)`,
+      ),
+      // Keyset page over the unique index, in binary (UTF-8) key order.
+      page: db.prepare<{ workspaceId: string; after: string | null; from: string | null; below: string | null; limit: number }, Row>(
+        `SELECT ${COLUMNS} FROM files
+         WHERE workspace_id = @workspaceId AND deleted_at IS NULL AND object_key IS NOT NULL
+           AND (@after IS NULL OR object_key > @after)
+           AND (@from IS NULL OR object_key >= @from)
+           AND (@below IS NULL OR object_key < @below)
+           AND status = 'completed'
+         ORDER BY object_key LIMIT @limit`,
+      ),
+      anyLive: db.prepare<[string], number>(`SELECT 1 FROM files WHERE workspace_id = ? AND deleted_at IS NULL AND status != 'failed' LIMIT 1`).pluck(),
+    }
+  }
+
+  /** The completed live object at `key`, if any. */
+  get(workspaceId: string, key: string): ObjectRow | undefined {
+    const r = this.stmts.get.get(workspaceId, key)
+    return r && toObject(r)
+  }
+
+  /** The id of the live file (any status) holding `key`: the one a write to that key replaces. */
+  liveIdByKey(workspaceId: string, key: string): string | undefined {
+    return this.stmts.liveIdByKey.get(workspaceId, key)
+  }
+
+  insertCompleted(o: {
+    id: string
+    tenantId: string
+    workspaceId: string
+    key: string
+    originalName: string
+    fileType: string
+    size: number
+    sha256: string
+    info: ObjectInfo
+    now: number
+  }): void {
+    this.stmts.insert.run({ ...o, info: JSON.stringify(o.info) })
+  }
+
+  /**
+   * Up to `limit` objects in key order: after `after` (exclusive), at or after `from`, below
+   * `below` (exclusive). Every bound is a range on the index, so a page costs the same at any depth.
+   */
+  page(workspaceId: string, bounds: { after?: string; from?: string; below?: string }, limit: number): ObjectRow[] {
+    return this.stmts.page.all({ workspaceId, after: bounds.after ?? null, from: bounds.from ?? null, below: bounds.below ?? null, limit }).map(toObject)
+  }
+
+  /** True when the workspace holds any live file (completed or still uploading). */
+  hasLiveFiles(workspaceId: string): boolean {
+    return this.stmts.anyLive.get(workspaceId) === 1
+  }
+}

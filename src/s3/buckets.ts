@@ -1,0 +1,96 @@
+import type { DB } from '../db/database'
+import type { AuthenticatedTenant } from '../db/repos/tenants'
+import type { Workspace, WorkspacesRepo } from '../db/repos/workspaces'
+import type { ObjectsRepo } from '../db/repos/objects'
+import type { MultipartRepo } from '../db/repos/multipart'
+import type { BlobsRepo } from '../db/repos/blobs'
+import type { FilesRepo } from '../db/repos/files'
+import type { Quotas } from '../services/quotas'
+import type { BlobStore } from '../blobs/blob-store'
+import type { Clock } from '../lib/clock'
+import { uuidv7 } from '../lib/ids'
+import { S3Error } from './errors'
+
+/** Everything the S3 front's operations work with: the same repositories and store as the API. */
+export interface S3Deps {
+  db: DB
+  clock: Clock
+  store: BlobStore
+  workspaces: WorkspacesRepo
+  objects: ObjectsRepo
+  multipart: MultipartRepo
+  blobs: BlobsRepo
+  files: FilesRepo
+  quotas: Quotas
+  region: string
+  maxObjectBytes: number
+  multipartTtlMs: number
+}
+
+/** S3's bucket naming rules (general purpose buckets): 3–63 of a-z 0-9 . -, alphanumeric at both ends. */
+export function isBucketName(name: string): boolean {
+  return (
+    /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(name) &&
+    !name.includes('..') &&
+    !/^\d{1,3}(\.\d{1,3}){3}$/.test(name) &&
+    !name.startsWith('xn--') &&
+    !name.endsWith('-s3alias')
+  )
+}
+
+/**
+ * Buckets are the tenant's workspaces (s3.md): the bucket name is the workspace slug, so two
+ * tenants may each own `photos`.
+ */
+export class S3Buckets {
+  constructor(private readonly deps: S3Deps) {}
+
+  /** Workspaces whose slug is a valid bucket name, by name. */
+  list(tenant: AuthenticatedTenant): Workspace[] {
+    return this.deps.workspaces
+      .list(tenant.id)
+      .filter((w) => isBucketName(w.slug))
+      .sort((a, b) => (a.slug < b.slug ? -1 : 1))
+  }
+
+  resolve(tenant: AuthenticatedTenant, name: string): Workspace {
+    const w = isBucketName(name) ? this.deps.workspaces.getBySlug(tenant.id, name) : undefined
+    if (!w) throw new S3Error('NoSuchBucket', 'The specified bucket does not exist', { BucketName: name })
+    return w
+  }
+
+  create(tenant: AuthenticatedTenant, name: string): Workspace {
+    if (!isBucketName(name)) throw new S3Error('InvalidBucketName', 'The specified bucket is not valid.', { BucketName: name })
+    const { db, clock, workspaces } = this.deps
+    const now = clock.now()
+    const id = uuidv7(now)
+    db.transaction(() => {
+      if (workspaces.getBySlug(tenant.id, name)) {
+        throw new S3Error('BucketAlreadyOwnedByYou', 'Your previous request to create the named bucket succeeded and you already own it.', { BucketName: name })
+      }
+      workspaces.insert({ id, tenantId: tenant.id, name, slug: name, quotaBytes: null, metadata: null, now })
+    }).immediate()
+    return workspaces.getLive(tenant.id, id)!
+  }
+
+  /** Deletes an empty bucket (its workspace), aborting multipart uploads still in progress. */
+  delete(tenant: AuthenticatedTenant, name: string): void {
+    const { db, clock, workspaces, objects, multipart } = this.deps
+    db.transaction(() => {
+      const w = this.resolve(tenant, name)
+      if (objects.hasLiveFiles(w.id)) throw new S3Error('BucketNotEmpty', 'The bucket you tried to delete is not empty', { BucketName: name })
+      for (const uploadId of multipart.idsInWorkspace(w.id)) this.dropBlobs(multipart.delete(uploadId))
+      workspaces.softDelete(tenant.id, w.id, clock.now())
+    }).immediate()
+  }
+
+  /** Inside a write transaction: removes blobs nothing references any more (released parts). */
+  dropBlobs(shas: string[]): void {
+    const { blobs, store } = this.deps
+    for (const sha of new Set(shas)) {
+      if (blobs.sizeIfUnreferenced(sha) === undefined) continue
+      blobs.delete(sha)
+      store.removeSync(sha)
+    }
+  }
+}

@@ -1,0 +1,95 @@
+import { createHash, type Hash } from 'node:crypto'
+import { Transform, type TransformCallback } from 'node:stream'
+import { crc32 } from 'node:zlib'
+import { Crc32c } from '@aws-crypto/crc32c'
+
+/** The flexible checksums S3 clients send (`x-amz-checksum-<name>`), base64 of the big-endian digest. */
+export const CHECKSUM_ALGORITHMS = ['crc32', 'crc32c', 'sha1', 'sha256'] as const
+export type ChecksumAlgorithm = (typeof CHECKSUM_ALGORITHMS)[number]
+
+export function isChecksumAlgorithm(name: string): name is ChecksumAlgorithm {
+  return (CHECKSUM_ALGORITHMS as readonly string[]).includes(name)
+}
+
+/** One incremental checksum with S3's base64 rendering. */
+interface Running {
+  update(chunk: Buffer): void
+  base64(): string
+}
+
+function running(algorithm: ChecksumAlgorithm): Running {
+  switch (algorithm) {
+    case 'crc32': {
+      let value = 0
+      return {
+        update: (chunk) => void (value = crc32(chunk, value)),
+        base64: () => u32(value),
+      }
+    }
+    case 'crc32c': {
+      const c = new Crc32c()
+      return { update: (chunk) => void c.update(chunk), base64: () => u32(c.digest()) }
+    }
+    case 'sha1':
+    case 'sha256': {
+      const h: Hash = createHash(algorithm)
+      return { update: (chunk) => void h.update(chunk), base64: () => h.digest('base64') }
+    }
+  }
+}
+
+function u32(value: number): string {
+  const b = Buffer.alloc(4)
+  b.writeUInt32BE(value >>> 0)
+  return b.toString('base64')
+}
+
+/**
+ * What the pass over a body produced besides the SHA-256, which the blob store computes as the
+ * content address in the same pass: MD5 (the ETag) and any requested checksum.
+ */
+export interface Digests {
+  size: number
+  md5Hex: string
+  /** base64 value per requested algorithm (`sha256` is filled in from the content address). */
+  checksums: Partial<Record<ChecksumAlgorithm, string>>
+}
+
+/**
+ * A pass-through stream that computes the digests the S3 front needs while the bytes flow to
+ * the blob store (which hashes SHA-256 itself), so the body is read exactly once and never held
+ * whole. SHA-256 is not computed twice: a requested sha256 checksum is the content address.
+ */
+export class DigestStream extends Transform {
+  private readonly md5 = createHash('md5')
+  private readonly extra: [ChecksumAlgorithm, Running][]
+  private size = 0
+  private result: Digests | undefined
+
+  constructor(algorithms: Iterable<ChecksumAlgorithm> = []) {
+    super()
+    this.extra = [...new Set(algorithms)].filter((a) => a !== 'sha256').map((a) => [a, running(a)])
+  }
+
+  override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
+    this.size += chunk.length
+    this.md5.update(chunk)
+    for (const [, r] of this.extra) r.update(chunk)
+    cb(null, chunk)
+  }
+
+  /** The digests, once the stream has ended. */
+  digests(): Digests {
+    if (!this.result) {
+      const checksums: Partial<Record<ChecksumAlgorithm, string>> = {}
+      for (const [a, r] of this.extra) checksums[a] = r.base64()
+      this.result = { size: this.size, md5Hex: this.md5.digest('hex'), checksums }
+    }
+    return this.result
+  }
+}
+
+/** A standalone incremental checksum (aws-chunked trailers are checked with it). */
+export function checksumOf(algorithm: ChecksumAlgorithm): Running {
+  return running(algorithm)
+}

@@ -1,0 +1,100 @@
+import { AppError } from '../errors'
+
+/**
+ * S3's error codes Coffer answers with and their HTTP statuses (Amazon S3 API reference,
+ * "Error responses"). The one table for the S3 front, as http/error-handler.ts is for the API.
+ */
+export const S3_ERRORS = {
+  AccessDenied: 403,
+  AuthorizationHeaderMalformed: 400,
+  AuthorizationQueryParametersError: 400,
+  BadDigest: 400,
+  BucketAlreadyExists: 409,
+  BucketAlreadyOwnedByYou: 409,
+  BucketNotEmpty: 409,
+  EntityTooLarge: 400,
+  EntityTooSmall: 400,
+  IncompleteBody: 400,
+  InternalError: 500,
+  InvalidAccessKeyId: 403,
+  InvalidArgument: 400,
+  InvalidBucketName: 400,
+  InvalidDigest: 400,
+  InvalidPart: 400,
+  InvalidPartOrder: 400,
+  InvalidRange: 416,
+  InvalidRequest: 400,
+  KeyTooLongError: 400,
+  MalformedXML: 400,
+  MaxMessageLengthExceeded: 400,
+  MetadataTooLarge: 400,
+  MethodNotAllowed: 405,
+  MissingContentLength: 411,
+  MissingSecurityHeader: 400,
+  NoSuchBucket: 404,
+  NoSuchKey: 404,
+  NoSuchUpload: 404,
+  NotImplemented: 501,
+  NotModified: 304,
+  PreconditionFailed: 412,
+  QuotaExceeded: 403,
+  RequestTimeTooSkewed: 403,
+  ServiceUnavailable: 503,
+  SignatureDoesNotMatch: 403,
+  SlowDown: 503,
+  XAmzContentSHA256Mismatch: 400,
+  InsufficientStorage: 507,
+} as const satisfies Record<string, number>
+
+export type S3ErrorCode = keyof typeof S3_ERRORS
+
+/** An error meant for an S3 client: rendered as `<Error>` XML with S3's status for the code. */
+export class S3Error extends Error {
+  override name = 'S3Error'
+  readonly status: number
+
+  constructor(
+    readonly code: S3ErrorCode,
+    message: string,
+    /** Extra elements S3 adds to some errors (e.g. `<Region>` for AuthorizationHeaderMalformed). */
+    readonly extra: Record<string, string> = {},
+  ) {
+    super(message)
+    this.status = S3_ERRORS[code]
+  }
+}
+
+/** Maps the services' errors (shared with the API) to S3's; undefined for unexpected errors (500). */
+export function fromAppError(err: AppError): S3Error {
+  switch (err.code) {
+    case 'QUOTA_EXCEEDED':
+      return new S3Error('QuotaExceeded', err.message)
+    case 'FILE_TOO_LARGE':
+    case 'BODY_TOO_LARGE':
+    case 'PAYLOAD_TOO_LARGE':
+      return new S3Error('EntityTooLarge', err.message)
+    case 'FILE_NOT_FOUND':
+      return new S3Error('NoSuchKey', 'The specified key does not exist.')
+    case 'WORKSPACE_NOT_FOUND':
+      return new S3Error('NoSuchBucket', 'The specified bucket does not exist')
+    case 'PRECONDITION_FAILED':
+      return new S3Error('PreconditionFailed', 'At least one of the pre-conditions you specified did not hold')
+    case 'RANGE_NOT_SATISFIABLE':
+      // The renderer (http/send-blob.ts) has set Content-Range: bytes */size already.
+      return new S3Error('InvalidRange', 'The requested range is not satisfiable')
+    case 'RATE_LIMITED':
+      return new S3Error('SlowDown', 'Please reduce your request rate.')
+    case 'INSUFFICIENT_STORAGE':
+      return new S3Error('InsufficientStorage', err.message)
+    case 'UNAUTHORIZED':
+      return new S3Error('AccessDenied', err.message)
+    case 'CONFLICT':
+      return new S3Error('InvalidRequest', err.message)
+    case 'NOT_READY':
+      return new S3Error('ServiceUnavailable', err.message)
+    case 'INTERNAL_ERROR':
+      return new S3Error('InternalError', 'We encountered an internal error. Please try again.')
+    default:
+      return new S3Error('InvalidArgument', err.message)
+  }
+}

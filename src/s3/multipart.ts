@@ -1,0 +1,248 @@
+import { createHash, randomBytes } from 'node:crypto'
+import { Readable } from 'node:stream'
+import type { AuthenticatedTenant } from '../db/repos/tenants'
+import type { MultipartUpload, Part } from '../db/repos/multipart'
+import type { ObjectRow } from '../db/repos/objects'
+import type { Workspace } from '../db/repos/workspaces'
+import { AppError } from '../errors'
+import { S3Error, fromAppError } from './errors'
+import { concatenate, ingest, type BodySpec } from './ingest'
+import { checkKey, type ObjectInput, type S3Objects } from './objects'
+import type { S3Buckets, S3Deps } from './buckets'
+import type { StagedBlob } from '../blobs/blob-store'
+
+export const MIN_PART_BYTES = 5 * 1024 * 1024
+export const MAX_PART_BYTES = 5 * 1024 ** 3
+export const MAX_PARTS = 10_000
+
+const noSuchUpload = () =>
+  new S3Error('NoSuchUpload', 'The specified upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed.')
+
+/**
+ * Multipart uploads (S3 reference: CreateMultipartUpload … CompleteMultipartUpload). Parts are
+ * blobs placed durably before they are acknowledged and charged to the quotas while the upload
+ * lives; completion streams the parts into one new blob (never held in memory) and, in one
+ * transaction, releases the parts and makes the object.
+ */
+export class S3Multipart {
+  constructor(
+    private readonly deps: S3Deps,
+    private readonly buckets: S3Buckets,
+    private readonly objects: S3Objects,
+  ) {}
+
+  create(tenant: AuthenticatedTenant, bucket: string, key: string, input: ObjectInput): MultipartUpload {
+    checkKey(key)
+    const w = this.buckets.resolve(tenant, bucket)
+    const now = this.deps.clock.now()
+    const upload: MultipartUpload = {
+      id: randomBytes(24).toString('base64url'),
+      tenantId: tenant.id,
+      workspaceId: w.id,
+      key,
+      info: input,
+      createdAt: now,
+      expiresAt: now + this.deps.multipartTtlMs,
+    }
+    this.deps.db.transaction(() => this.deps.multipart.insert(upload)).immediate()
+    return upload
+  }
+
+  private upload(tenant: AuthenticatedTenant, bucket: string, key: string, uploadId: string): { w: Workspace; upload: MultipartUpload } {
+    const w = this.buckets.resolve(tenant, bucket)
+    const upload = this.deps.multipart.get(w.id, uploadId)
+    if (!upload || upload.key !== key || upload.tenantId !== tenant.id) throw noSuchUpload()
+    return { w, upload }
+  }
+
+  /** UploadPart: the body streamed and hashed to a durable blob, then recorded (replacing a retried part). */
+  async uploadPart(
+    tenant: AuthenticatedTenant,
+    bucket: string,
+    key: string,
+    uploadId: string,
+    partNumber: number,
+    body: BodySpec,
+  ): Promise<{ etag: string; checksum?: { algorithm: string; value: string } }> {
+    const { w, upload } = this.upload(tenant, bucket, key, uploadId)
+    const replaced = this.deps.multipart.part(upload.id, partNumber)?.size ?? 0
+    const charge = this.objects.charge(tenant, w, replaced)
+    let ingested
+    try {
+      ingested = await ingest(this.deps.store, body, this.objects.writeLimit(tenant, w, replaced, MAX_PART_BYTES), charge.onChunk)
+      await this.commitPart(tenant, w, upload, partNumber, ingested.staged, ingested.digests.md5Hex, charge.release)
+    } finally {
+      charge.release()
+    }
+    return { etag: `"${ingested.digests.md5Hex}"`, ...(ingested.checksum ? { checksum: ingested.checksum } : {}) }
+  }
+
+  /** UploadPartCopy: a byte range of an object of the tenant becomes a part. */
+  async uploadPartCopy(
+    tenant: AuthenticatedTenant,
+    bucket: string,
+    key: string,
+    uploadId: string,
+    partNumber: number,
+    source: ObjectRow,
+    range: { start: number; end: number } | undefined,
+  ) {
+    const { w, upload } = this.upload(tenant, bucket, key, uploadId)
+    const replaced = this.deps.multipart.part(upload.id, partNumber)?.size ?? 0
+    const stream = source.size === 0 ? emptyStream() : asStream((await this.deps.store.open(source.sha256, range ?? { start: 0, end: source.size - 1 })).body)
+    const ingested = await ingest(
+      this.deps.store,
+      { source: stream, payload: { kind: 'unsigned' }, signing: { key: Buffer.alloc(0), amzDate: '', scope: '', seedSignature: '' }, headers: {} },
+      this.objects.writeLimit(tenant, w, replaced, MAX_PART_BYTES),
+    )
+    await this.commitPart(tenant, w, upload, partNumber, ingested.staged, ingested.digests.md5Hex)
+    return { etag: `"${ingested.digests.md5Hex}"`, lastModified: this.deps.clock.now() }
+  }
+
+  private async commitPart(
+    tenant: AuthenticatedTenant,
+    w: Workspace,
+    upload: MultipartUpload,
+    partNumber: number,
+    staged: StagedBlob,
+    md5: string,
+    releaseInFlight: () => void = () => {},
+  ): Promise<void> {
+    const { db, store, blobs, multipart, clock, quotas } = this.deps
+    try {
+      await store.place(staged)
+      db.transaction(() => {
+        if (!multipart.get(w.id, upload.id)) throw noSuchUpload()
+        const old = multipart.part(upload.id, partNumber)
+        releaseInFlight()
+        try {
+          quotas.assertFits(tenant.id, w.id, staged.size - (old?.size ?? 0))
+        } catch (err) {
+          throw err instanceof AppError ? fromAppError(err) : err
+        }
+        store.ensurePlaced(staged)
+        blobs.insertIfMissing(staged.sha256, staged.size, clock.now())
+        multipart.putPart(upload.id, { partNumber, size: staged.size, md5, sha256: staged.sha256, createdAt: clock.now() })
+        if (old && old.sha256 !== staged.sha256) this.buckets.dropBlobs([old.sha256])
+      }).immediate()
+    } catch (err) {
+      try {
+        db.transaction(() => {
+          if (!blobs.exists(staged.sha256)) store.removeSync(staged.sha256)
+        }).immediate()
+      } catch {
+        // Best effort: `coffer gc` removes orphans it finds later.
+      }
+      throw err
+    } finally {
+      await store.discard(staged)
+    }
+  }
+
+  /** CompleteMultipartUpload: S3's part checks, then the parts streamed into one object. */
+  async complete(
+    tenant: AuthenticatedTenant,
+    bucket: string,
+    key: string,
+    uploadId: string,
+    declared: { partNumber: number; etag: string }[],
+  ): Promise<ObjectRow> {
+    const { w, upload } = this.upload(tenant, bucket, key, uploadId)
+    if (declared.length === 0) throw new S3Error('MalformedXML', 'The XML you provided was not well-formed or did not validate against our published schema.')
+    const stored = new Map(this.deps.multipart.parts(upload.id).map((p) => [p.partNumber, p]))
+    const chosen: Part[] = []
+    let previous = 0
+    for (const d of declared) {
+      if (d.partNumber <= previous) throw new S3Error('InvalidPartOrder', 'The list of parts was not in ascending order. Parts must be ordered by part number.')
+      previous = d.partNumber
+      const p = stored.get(d.partNumber)
+      if (!p || normalizeEtag(d.etag) !== p.md5) {
+        throw new S3Error(
+          'InvalidPart',
+          "One or more of the specified parts could not be found. The part may not have been uploaded, or the specified entity tag may not have matched the part's entity tag.",
+        )
+      }
+      chosen.push(p)
+    }
+    for (const p of chosen.slice(0, -1)) {
+      if (p.size < MIN_PART_BYTES)
+        throw new S3Error('EntityTooSmall', 'Your proposed upload is smaller than the minimum allowed object size.', { PartNumber: String(p.partNumber) })
+    }
+    const etag = `"${createHash('md5')
+      .update(Buffer.concat(chosen.map((p) => Buffer.from(p.md5, 'hex'))))
+      .digest('hex')}-${chosen.length}"`
+    const total = chosen.reduce((n, p) => n + p.size, 0)
+    const body = concatenate(
+      async (sha) => (await this.deps.store.open(sha)).body,
+      chosen.map((p) => p.sha256),
+    )
+    // The assembled object takes no more room than its parts, which are charged already.
+    const staged = await this.deps.store.stage(body, { maxBytes: total, onOverflow: () => new S3Error('InternalError', 'parts changed during completion') })
+    if (staged.size !== total) {
+      await this.deps.store.discard(staged)
+      throw new Error(`assembled ${staged.size} bytes from parts totalling ${total}`)
+    }
+    const info = { ...upload.info, etag, parts: chosen.length }
+    let released: string[] = []
+    const row = await this.objects.commitStaged(tenant, w, key, staged, info, () => {
+      // Still the same upload: a concurrent completion or abort wins cleanly.
+      if (!this.deps.multipart.get(w.id, upload.id)) throw noSuchUpload()
+      released = this.deps.multipart.delete(upload.id)
+    })
+    // Part blobs are removed once the object is committed (never inside a transaction that could
+    // still roll back); one the object itself shares stays referenced and is kept.
+    try {
+      this.deps.db.transaction(() => this.buckets.dropBlobs(released)).immediate()
+    } catch {
+      // Best effort: `coffer gc` removes unreferenced blobs later.
+    }
+    return row
+  }
+
+  abort(tenant: AuthenticatedTenant, bucket: string, key: string, uploadId: string): void {
+    this.deps.db
+      .transaction(() => {
+        const { upload } = this.upload(tenant, bucket, key, uploadId)
+        this.buckets.dropBlobs(this.deps.multipart.delete(upload.id))
+      })
+      .immediate()
+  }
+
+  listParts(tenant: AuthenticatedTenant, bucket: string, key: string, uploadId: string, after: number, maxParts: number) {
+    const { upload } = this.upload(tenant, bucket, key, uploadId)
+    const rows = this.deps.multipart.partsPage(upload.id, after, maxParts + 1)
+    return { upload, parts: rows.slice(0, maxParts), truncated: rows.length > maxParts }
+  }
+
+  listUploads(tenant: AuthenticatedTenant, bucket: string, q: { prefix?: string; below?: string; afterKey?: string; afterId?: string }, max: number) {
+    const w = this.buckets.resolve(tenant, bucket)
+    const rows = this.deps.multipart.list(w.id, q, max + 1)
+    return { uploads: rows.slice(0, max), truncated: rows.length > max }
+  }
+
+  /** Uploads past their TTL, or whose workspace was deleted, are aborted: their parts' bytes are released. */
+  reclaim(): number {
+    const { db, multipart, clock } = this.deps
+    let reclaimed = 0
+    for (const u of [...multipart.expired(clock.now(), 200), ...multipart.orphaned(200)]) {
+      db.transaction(() => {
+        this.buckets.dropBlobs(multipart.delete(u.id))
+      }).immediate()
+      reclaimed++
+    }
+    return reclaimed
+  }
+}
+
+function normalizeEtag(etag: string): string {
+  return etag.trim().replace(/^W\//, '').replace(/^"|"$/g, '').toLowerCase()
+}
+
+function emptyStream(): Readable {
+  return Readable.from([])
+}
+
+/** Small blobs open as one Buffer (BlobStore.open): a stream of it. */
+function asStream(body: Buffer | Readable): Readable {
+  return Buffer.isBuffer(body) ? Readable.from([body]) : body
+}

@@ -1,0 +1,245 @@
+import type { AuthenticatedTenant } from '../db/repos/tenants'
+import type { ObjectInfo, ObjectRow } from '../db/repos/objects'
+import type { Workspace } from '../db/repos/workspaces'
+import type { StagedBlob } from '../blobs/blob-store'
+import { uuidv7 } from '../lib/ids'
+import { AppError } from '../errors'
+import { S3Error, fromAppError } from './errors'
+import { ingest, type BodySpec } from './ingest'
+import type { S3Buckets, S3Deps } from './buckets'
+
+/** S3's key limit: 1–1024 bytes of UTF-8. */
+export function checkKey(key: string): void {
+  if (key.length === 0) throw new S3Error('InvalidArgument', 'An object key must not be empty')
+  if (Buffer.byteLength(key) > 1024) throw new S3Error('KeyTooLongError', 'Your key is too long')
+  if (key.includes('\u0000')) throw new S3Error('InvalidArgument', 'An object key must not contain NUL')
+}
+
+/** The last segment of a key: the file name the Storage Brain API shows. */
+export function nameOfKey(key: string): string {
+  const segments = key.split('/').filter((s) => s !== '')
+  return (segments.at(-1) ?? key).slice(0, 255) || 'object'
+}
+
+function checkWriteConditions(c: { ifMatch?: string | undefined; ifNoneMatch?: string | undefined }, current: ObjectRow | undefined): void {
+  const failed = () => new S3Error('PreconditionFailed', 'At least one of the pre-conditions you specified did not hold')
+  if (c.ifNoneMatch !== undefined) {
+    if (c.ifNoneMatch.trim() !== '*') throw new S3Error('NotImplemented', 'If-None-Match on writes supports only *')
+    if (current) throw failed()
+  }
+  if (c.ifMatch !== undefined) {
+    if (!current) throw new S3Error('NoSuchKey', 'The specified key does not exist.')
+    const tags = c.ifMatch.split(',').map((t) => t.trim())
+    if (!tags.includes('*') && !tags.includes(etagOf(current))) throw failed()
+  }
+}
+
+/** The ETag of an object: S3 writes record theirs; API uploads are addressed by their SHA-256. */
+export const etagOf = (o: ObjectRow): string => o.info?.etag ?? `"${o.sha256}"`
+
+export type ObjectInput = Omit<ObjectInfo, 'etag' | 'checksum' | 'parts'>
+
+/** Objects are files with a key (s3.md): writes, reads, deletes and copies of one object. */
+export class S3Objects {
+  constructor(
+    private readonly deps: S3Deps,
+    private readonly buckets: S3Buckets,
+  ) {}
+
+  /** The room a write of `key` has: quotas (counting the bytes of the object it replaces) and the size limit. */
+  writeLimit(tenant: AuthenticatedTenant, w: Workspace, replacedBytes: number, maxBytes: number) {
+    const room = this.deps.quotas.room(tenant.id, w.id)
+    const fits = room.bytes + replacedBytes
+    if (fits >= maxBytes) {
+      return { maxBytes, overflow: () => new S3Error('EntityTooLarge', `Your proposed upload exceeds the maximum allowed size of ${maxBytes} bytes`) }
+    }
+    return { maxBytes: fits, overflow: () => fromAppError(room.error(fits + 1)) }
+  }
+
+  /** PutObject: streams the body to the store, then replaces whatever the key held in one transaction. */
+  async put(
+    tenant: AuthenticatedTenant,
+    bucket: string,
+    key: string,
+    body: BodySpec,
+    input: ObjectInput,
+    conditions: { ifMatch?: string | undefined; ifNoneMatch?: string | undefined } = {},
+  ) {
+    checkKey(key)
+    const w = this.buckets.resolve(tenant, bucket)
+    const existing = this.deps.objects.get(w.id, key)
+    // Conditional writes (If-None-Match: * creates only; If-Match replaces only that version):
+    // checked now, and again in the commit transaction, where a concurrent writer cannot slip in.
+    const check = () => checkWriteConditions(conditions, this.deps.objects.get(w.id, key))
+    check()
+    const charge = this.charge(tenant, w, existing?.size ?? 0)
+    try {
+      const ingested = await ingest(this.deps.store, body, this.writeLimit(tenant, w, existing?.size ?? 0, this.deps.maxObjectBytes), charge.onChunk)
+      const info: ObjectInfo = { ...input, etag: `"${ingested.digests.md5Hex}"`, ...(ingested.checksum ? { checksum: ingested.checksum } : {}) }
+      const row = await this.commitStaged(tenant, w, key, ingested.staged, info, () => {
+        check()
+        // The bytes stop counting as in flight in the transaction that charges them as stored.
+        charge.release()
+      })
+      return { etag: info.etag, checksum: ingested.checksum, row }
+    } finally {
+      charge.release()
+    }
+  }
+
+  /**
+   * Counts a write's bytes in flight against the quotas as they arrive (Quotas.stream, shared with
+   * the API's PUT), so concurrent writes together stage at most the free room. The first
+   * `replacedBytes` are not counted: the write frees them when it commits.
+   */
+  charge(tenant: AuthenticatedTenant, w: Workspace, replacedBytes: number): { onChunk: (bytes: number) => void; release: () => void } {
+    const stream = this.deps.quotas.stream({ tenantId: tenant.id, workspaceId: w.id, declaredSize: null })
+    let seen = 0
+    return {
+      onChunk: (bytes) => {
+        const before = Math.max(0, seen - replacedBytes)
+        seen += bytes
+        const over = Math.max(0, seen - replacedBytes) - before
+        if (over > 0) stream.add(over)
+      },
+      release: () => stream.release(),
+    }
+  }
+
+  /** Places a staged blob and makes it the object at `key`; always discards the staged file. */
+  async commitStaged(
+    tenant: AuthenticatedTenant,
+    w: Workspace,
+    key: string,
+    staged: StagedBlob,
+    info: ObjectInfo,
+    beforeCommit?: () => void,
+  ): Promise<ObjectRow> {
+    try {
+      await this.deps.store.place(staged)
+      return this.deps.db
+        .transaction(() => {
+          beforeCommit?.()
+          this.deps.store.ensurePlaced(staged)
+          this.deps.blobs.insertIfMissing(staged.sha256, staged.size, this.deps.clock.now())
+          return this.replace(tenant, w, key, staged.sha256, staged.size, info)
+        })
+        .immediate()
+    } catch (err) {
+      this.removeIfOrphan(staged.sha256)
+      throw err instanceof AppError ? fromAppError(err) : err
+    } finally {
+      await this.deps.store.discard(staged)
+    }
+  }
+
+  /**
+   * Inside a write transaction: the object at `key` becomes this content. The file it replaces is
+   * soft-deleted first, so its bytes are released before the new size must fit the quotas.
+   */
+  replace(tenant: AuthenticatedTenant, w: Workspace, key: string, sha256: string, size: number, info: ObjectInfo): ObjectRow {
+    const { objects, workspaces, clock } = this.deps
+    if (!workspaces.getLive(tenant.id, w.id)) throw new S3Error('NoSuchBucket', 'The specified bucket does not exist', { BucketName: w.slug })
+    const now = clock.now()
+    const old = objects.liveIdByKey(w.id, key)
+    if (old !== undefined) this.softDelete(tenant, old, now)
+    try {
+      this.deps.quotas.assertFits(tenant.id, w.id, size)
+    } catch (err) {
+      throw err instanceof AppError ? fromAppError(err) : err
+    }
+    objects.insertCompleted({
+      id: uuidv7(now),
+      tenantId: tenant.id,
+      workspaceId: w.id,
+      key,
+      originalName: nameOfKey(key),
+      fileType: info.contentType,
+      size,
+      sha256,
+      info,
+      now,
+    })
+    return objects.get(w.id, key)!
+  }
+
+  private softDelete(tenant: AuthenticatedTenant, fileId: string, now: number): void {
+    this.deps.files.softDelete(tenant.id, fileId, now)
+  }
+
+  head(tenant: AuthenticatedTenant, bucket: string, key: string): ObjectRow {
+    checkKey(key)
+    const w = this.buckets.resolve(tenant, bucket)
+    const o = this.deps.objects.get(w.id, key)
+    if (!o) throw new S3Error('NoSuchKey', 'The specified key does not exist.', { Key: key })
+    return o
+  }
+
+  /** DeleteObject: idempotent (a missing key is not an error), as S3's. */
+  delete(tenant: AuthenticatedTenant, bucket: string, key: string): void {
+    checkKey(key)
+    const { db, objects, clock } = this.deps
+    db.transaction(() => {
+      const w = this.buckets.resolve(tenant, bucket)
+      const id = objects.liveIdByKey(w.id, key)
+      if (id !== undefined) this.softDelete(tenant, id, clock.now())
+    }).immediate()
+  }
+
+  /** DeleteObjects: one transaction for the batch; per-key errors are reported, not thrown. */
+  deleteMany(tenant: AuthenticatedTenant, bucket: string, keys: string[]): { deleted: string[]; errors: { key: string; code: string; message: string }[] } {
+    const { db, objects, clock } = this.deps
+    const out = { deleted: [] as string[], errors: [] as { key: string; code: string; message: string }[] }
+    db.transaction(() => {
+      const w = this.buckets.resolve(tenant, bucket)
+      const now = clock.now()
+      for (const key of keys) {
+        try {
+          checkKey(key)
+        } catch (err) {
+          out.errors.push({ key, code: (err as S3Error).code, message: (err as S3Error).message })
+          continue
+        }
+        const id = objects.liveIdByKey(w.id, key)
+        if (id !== undefined) this.softDelete(tenant, id, now)
+        out.deleted.push(key)
+      }
+    }).immediate()
+    return out
+  }
+
+  /** CopyObject within the tenant: the content is shared (same blob), not copied. */
+  copy(
+    tenant: AuthenticatedTenant,
+    from: { bucket: string; key: string },
+    to: { bucket: string; key: string },
+    info: ObjectInfo | 'copy',
+    check: (source: ObjectRow) => void,
+  ): ObjectRow {
+    checkKey(to.key)
+    const { db } = this.deps
+    return db
+      .transaction(() => {
+        const source = this.head(tenant, from.bucket, from.key)
+        check(source)
+        const target = this.buckets.resolve(tenant, to.bucket)
+        const sourceInfo: ObjectInfo = source.info ?? { etag: etagOf(source), contentType: source.fileType, meta: {} }
+        const finalInfo: ObjectInfo =
+          info === 'copy' ? sourceInfo : { ...info, etag: sourceInfo.etag, ...(sourceInfo.parts ? { parts: sourceInfo.parts } : {}) }
+        return this.replace(tenant, target, to.key, source.sha256, source.size, finalInfo)
+      })
+      .immediate()
+  }
+
+  private removeIfOrphan(sha256: string): void {
+    try {
+      this.deps.db
+        .transaction(() => {
+          if (!this.deps.blobs.exists(sha256)) this.deps.store.removeSync(sha256)
+        })
+        .immediate()
+    } catch {
+      // Best effort: `coffer gc` removes orphans it finds later.
+    }
+  }
+}

@@ -1,0 +1,145 @@
+import { randomBytes } from 'node:crypto'
+import type { ServerResponse } from 'node:http'
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
+import type { Core } from '../core'
+import { AppError } from '../errors'
+import { redactUrl } from '../lib/logger'
+import { S3Error, fromAppError } from './errors'
+import { xmlDocument } from './xml'
+import { s3Routes } from './routes'
+
+export type S3App = FastifyInstance
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The bucket/key the request addresses, for the error document's `<Resource>`. */
+    s3Resource?: string
+    /** The authenticated tenant of an S3 request (access log). */
+    s3TenantId?: string
+    /** How the body was signed (access log): sha256, unsigned, or an aws-chunked mode. */
+    s3Payload?: string
+  }
+}
+
+/** S3 request ids: 16 upper-case hex characters, as AWS's look. */
+const newRequestId = () => randomBytes(8).toString('hex').toUpperCase()
+
+/** Renders an S3 error: `<Error><Code/><Message/><Resource/><RequestId/></Error>` (none for HEAD). */
+export function sendS3Error(request: FastifyRequest, reply: FastifyReply, err: S3Error): FastifyReply {
+  // An error is not the object: headers set for it before the failure (metadata, checksums,
+  // content encoding…) would make a client misread the error document.
+  for (const name of Object.keys(reply.getHeaders())) {
+    if (
+      /^(x-amz-checksum-|x-amz-meta-|x-amz-mp-)|^(content-encoding|content-disposition|content-language|cache-control|expires|etag|last-modified|accept-ranges)$/.test(
+        name,
+      )
+    ) {
+      reply.removeHeader(name)
+    }
+  }
+  reply.code(err.status)
+  if (err.code === 'InvalidRange' && err.extra.ActualObjectSize !== undefined) reply.header('content-range', `bytes */${err.extra.ActualObjectSize}`)
+  if (request.method === 'HEAD' || err.status === 304) return reply.send()
+  const extra = Object.fromEntries(Object.entries(err.extra).filter(([k]) => k !== 'ActualObjectSize'))
+  return reply
+    .type('application/xml')
+    .send(
+      xmlDocument(
+        'Error',
+        { Code: err.code, Message: err.message, ...extra, Resource: request.s3Resource ?? request.url.split('?')[0], RequestId: String(request.id) },
+        false,
+      ),
+    )
+}
+
+/**
+ * The S3 listener: a Fastify instance of its own on the same core (s3.md: a second front, not a
+ * second storage path). Bodies are never parsed by Fastify: each operation streams or reads its
+ * body itself, after SigV4 has said how it must be checked.
+ */
+export async function buildS3App(core: Core, opts: { logger: FastifyBaseLogger }): Promise<S3App> {
+  const app = Fastify({
+    loggerInstance: opts.logger,
+    logController: new LogController({ disableRequestLogging: true }),
+    requestTimeout: 60 * 60_000,
+    connectionTimeout: 5 * 60_000,
+    trustProxy: core.config.trustProxy,
+    requestIdHeader: false,
+    genReqId: newRequestId,
+    exposeHeadRoutes: false,
+    return503OnClosing: false,
+    routerOptions: { maxParamLength: 4096, ignoreDuplicateSlashes: false },
+    frameworkErrors: (_error, request, reply) => {
+      reply.header('x-amz-request-id', request.id)
+      void sendS3Error(request, reply, new S3Error('InvalidRequest', 'The request could not be parsed'))
+    },
+  })
+  // `Expect: 100-continue` is answered by the operation once its checks pass (BodySpec.proceed), not
+  // by Node at once: a refused upload is refused before its body is sent.
+  app.server.on('checkContinue', (req, res) => app.server.emit('request', req, res))
+  app.removeAllContentTypeParsers()
+  // Leave every body unread: the operations consume request.raw themselves.
+  app.addContentTypeParser('*', (_request, _payload, done) => done(null, undefined))
+
+  const inFlight = new Set<ServerResponse>()
+  let closing = false
+  const accessLog = opts.logger.child({}, { redact: [] })
+  app.decorate('inFlightRequests', () => inFlight.size)
+
+  app.addHook('onRequest', (request, reply, done) => {
+    reply.header('x-amz-request-id', request.id)
+    reply.header('x-amz-id-2', request.id)
+    reply.header('server', 'Coffer')
+    const res = reply.raw
+    inFlight.add(res)
+    res.once('close', () => inFlight.delete(res))
+    if (closing) {
+      reply.header('connection', 'close')
+      return done(new S3Error('ServiceUnavailable', 'Coffer is shutting down; retry shortly'))
+    }
+    done()
+  })
+  app.addHook('onResponse', (request, reply, done) => {
+    accessLog.info(
+      {
+        reqId: request.id,
+        front: 's3',
+        method: request.method,
+        url: redactUrl(request.url),
+        statusCode: reply.statusCode,
+        responseTimeMs: Math.round(reply.elapsedTime * 100) / 100,
+        tenantId: request.s3TenantId,
+        payload: request.s3Payload,
+      },
+      'request completed',
+    )
+    done()
+  })
+  app.addHook('preClose', async () => {
+    closing = true
+    for (const res of inFlight) {
+      if (!res.headersSent) res.setHeader('connection', 'close')
+      else res.once('finish', () => setImmediate(() => app.server.closeIdleConnections()))
+    }
+  })
+
+  app.setErrorHandler((error, request, reply) => {
+    let s3: S3Error
+    if (error instanceof S3Error) s3 = error
+    else if (error instanceof AppError) s3 = fromAppError(error)
+    else {
+      request.log.error({ err: error, reqId: request.id }, 'S3 request failed')
+      s3 = new S3Error('InternalError', 'We encountered an internal error. Please try again.')
+    }
+    if (reply.sent || reply.raw.headersSent) {
+      reply.raw.destroy()
+      return
+    }
+    // The body may still be arriving: close the connection after answering rather than read it.
+    if (!request.raw.readableEnded) reply.header('connection', 'close')
+    return sendS3Error(request, reply, s3)
+  })
+
+  await s3Routes(app, core)
+  return app
+}

@@ -1,0 +1,18 @@
+import type { ObjectsRepo } from '../db/repos/objects'
+import { S3Buckets, type S3Deps } from './buckets'
+import { S3Objects } from './objects'
+import { S3Multipart } from './multipart'
+
+/** The S3 front's operations on the core's repositories, store and quotas. */
+export interface S3Services {
+  buckets: S3Buckets
+  objects: S3Objects
+  multipart: S3Multipart
+  objectsRepo: ObjectsRepo
+}
+
+export function createS3Services(deps: S3Deps): S3Services {
+  const buckets = new S3Buckets(deps)
+  const objects = new S3Objects(deps, buckets)
+  return { buckets, objects, multipart: new S3Multipart(deps, buckets, objects), objectsRepo: deps.objects }
+}

@@ -1,0 +1,99 @@
+import { XMLParser, XMLValidator } from 'fast-xml-parser'
+import { S3Error } from './errors'
+
+export const S3_NS = 'http://s3.amazonaws.com/doc/2006-03-01/'
+
+/** Largest XML request body accepted (DeleteObjects of 1000 keys of 1024 bytes fits with room). */
+export const MAX_XML_BODY_BYTES = 2 * 1024 * 1024
+
+// eslint-disable-next-line no-control-regex -- exactly the characters XML 1.0 cannot carry
+const NOT_XML = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]/g
+
+/** Escapes text for an XML element body; drops characters XML 1.0 cannot carry at all. */
+export function esc(text: string): string {
+  return text.replace(NOT_XML, '').replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&apos;')
+}
+
+export type XmlValue = string | number | boolean | null | undefined | XmlNode | XmlNode[]
+/** An element tree for rendering: keys are element names, arrays repeat the element. */
+export interface XmlNode {
+  [name: string]: XmlValue | XmlValue[]
+}
+
+function renderValue(name: string, value: XmlValue | XmlValue[]): string {
+  if (value === undefined) return ''
+  if (Array.isArray(value)) return value.map((v) => renderValue(name, v)).join('')
+  if (value === null) return `<${name}/>`
+  if (typeof value === 'object') return `<${name}>${renderChildren(value)}</${name}>`
+  return `<${name}>${esc(String(value))}</${name}>`
+}
+
+function renderChildren(node: XmlNode): string {
+  return Object.entries(node)
+    .map(([k, v]) => renderValue(k, v))
+    .join('')
+}
+
+/** A complete S3 response document: `<?xml …?><Root xmlns="…">…</Root>`. */
+export function xmlDocument(root: string, body: XmlNode, namespace = true): string {
+  return `<?xml version="1.0" encoding="UTF-8"?>\n<${root}${namespace ? ` xmlns="${S3_NS}"` : ''}>${renderChildren(body)}</${root}>`
+}
+
+const parser = new XMLParser({
+  ignoreAttributes: true,
+  removeNSPrefix: true,
+  // Keys such as "007" or "1e3" must stay strings.
+  parseTagValue: false,
+  parseAttributeValue: false,
+  trimValues: false,
+  ignoreDeclaration: true,
+  ignorePiTags: true,
+  // The five predefined entities and numeric references only; DOCTYPEs are refused before parsing.
+  processEntities: true,
+  htmlEntities: false,
+  isArray: (name) => name === 'Part' || name === 'Object',
+})
+
+/**
+ * Parses a small XML request body into plain objects (elements → properties, repeated `Part` and
+ * `Object` → arrays). Anything that is not well-formed XML, or declares a DOCTYPE (entity
+ * expansion), is `MalformedXML`.
+ */
+export function parseXml(body: Buffer): Record<string, unknown> {
+  const text = body.toString('utf8')
+  if (/<!DOCTYPE|<!ENTITY/i.test(text)) throw malformed()
+  if (text.trim() === '' || XMLValidator.validate(text) !== true) throw malformed()
+  try {
+    return parser.parse(text) as Record<string, unknown>
+  } catch {
+    throw malformed()
+  }
+}
+
+export const malformed = () => new S3Error('MalformedXML', 'The XML you provided was not well-formed or did not validate against our published schema.')
+
+/** A child element's text, or undefined. */
+export function textOf(node: unknown, name: string): string | undefined {
+  if (node === null || typeof node !== 'object') return undefined
+  const v = (node as Record<string, unknown>)[name]
+  if (typeof v === 'string') return v
+  if (typeof v === 'number' || typeof v === 'boolean') return String(v)
+  if (v === '' || (v !== null && typeof v === 'object' && Object.keys(v).length === 0)) return ''
+  return undefined
+}
+
+/** A child element as an object (an empty element is an empty object), or undefined. */
+export function childOf(node: unknown, name: string): Record<string, unknown> | undefined {
+  if (node === null || typeof node !== 'object') return undefined
+  const v = (node as Record<string, unknown>)[name]
+  if (v === '') return {}
+  return v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined
+}
+
+/** A repeated child element as an array of objects. */
+export function listOf(node: unknown, name: string): Record<string, unknown>[] {
+  if (node === null || typeof node !== 'object') return []
+  const v = (node as Record<string, unknown>)[name]
+  if (!Array.isArray(v)) return []
+  return v.map((e) => (e !== null && typeof e === 'object' ? (e as Record<string, unknown>) : {}))
+}

@@ -1,0 +1,102 @@
+import { createCipheriv, createDecipheriv, randomBytes, randomInt } from 'node:crypto'
+import type { DB } from '../db/database'
+import type { S3CredentialsRepo } from '../db/repos/s3-credentials'
+import type { AuthenticatedTenant, TenantsRepo } from '../db/repos/tenants'
+import { isoTime, type Clock } from '../lib/clock'
+import { deriveKey } from '../lib/secrets'
+import { notFound, AppError } from '../errors'
+import { isUuid } from '../lib/ids'
+
+const ID_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789'
+/** s3.md: access key ids are 20 characters [A-Z0-9] starting with `CK`. */
+export const ACCESS_KEY_ID = /^CK[A-Z0-9]{18}$/
+
+function newAccessKeyId(): string {
+  let id = 'CK'
+  for (let i = 0; i < 18; i++) id += ID_ALPHABET[randomInt(ID_ALPHABET.length)]
+  return id
+}
+
+/** 40 characters of base64 (30 random bytes), the shape of an AWS secret access key. */
+const newSecret = () => randomBytes(30).toString('base64')
+
+export interface CreatedS3Credential {
+  accessKeyId: string
+  secretAccessKey: string
+  createdAt: string
+}
+
+/**
+ * S3 credential pairs of tenants. SigV4 needs the secret itself on the server, so it is sealed
+ * with AES-256-GCM under a key derived (HKDF) from the server secret: a copy of the database alone
+ * reveals no secret. The access key id is bound into the seal (associated data), so a sealed
+ * secret cannot be moved to another id.
+ */
+export class S3CredentialsService {
+  private readonly key: Buffer
+
+  constructor(
+    private readonly db: DB,
+    private readonly repo: S3CredentialsRepo,
+    private readonly tenants: TenantsRepo,
+    private readonly clock: Clock,
+    serverSecret: Buffer,
+  ) {
+    this.key = deriveKey(serverSecret, 's3-credentials', 'v1')
+  }
+
+  /** A new pair for the tenant; the secret exists in the clear only in the returned value. */
+  create(tenantId: string): CreatedS3Credential {
+    if (!isUuid(tenantId) || !this.tenants.get(tenantId.toLowerCase())) throw notFound.tenant()
+    const accessKeyId = newAccessKeyId()
+    const secretAccessKey = newSecret()
+    const createdAt = this.clock.now()
+    this.db
+      .transaction(() => this.repo.insert({ accessKeyId, tenantId: tenantId.toLowerCase(), secretSealed: this.seal(accessKeyId, secretAccessKey), createdAt }))
+      .immediate()
+    return { accessKeyId, secretAccessKey, createdAt: isoTime(createdAt) }
+  }
+
+  /** Ids and creation times, never secrets. */
+  list(tenantId: string): { accessKeyId: string; createdAt: string }[] {
+    if (!isUuid(tenantId) || !this.tenants.get(tenantId.toLowerCase())) throw notFound.tenant()
+    return this.repo.listByTenant(tenantId.toLowerCase()).map((c) => ({ accessKeyId: c.accessKeyId, createdAt: isoTime(c.createdAt) }))
+  }
+
+  /** Revokes a pair; the next request signed with it is refused. */
+  revoke(tenantId: string, accessKeyId: string): void {
+    if (!isUuid(tenantId) || !this.tenants.get(tenantId.toLowerCase())) throw notFound.tenant()
+    const removed = this.db.transaction(() => this.repo.delete(tenantId.toLowerCase(), accessKeyId)).immediate()
+    if (!removed) throw new AppError('NOT_FOUND', 'No such S3 credential for this tenant')
+  }
+
+  /**
+   * The secret and tenant behind an access key id, for SigV4 verification; undefined when unknown
+   * or revoked. Read on every request (one indexed row and one AES-GCM open), so a revocation made
+   * by another process (the CLI) is effective on the next request.
+   */
+  lookup(accessKeyId: string): { secret: string; tenant: AuthenticatedTenant } | undefined {
+    if (!ACCESS_KEY_ID.test(accessKeyId)) return undefined
+    const row = this.repo.get(accessKeyId)
+    if (!row) return undefined
+    const tenant = this.tenants.get(row.tenantId)
+    if (!tenant) return undefined
+    const { usedBytes: _used, ...authenticated } = tenant
+    return { secret: this.open(accessKeyId, row.secretSealed), tenant: authenticated }
+  }
+
+  private seal(accessKeyId: string, secret: string): Buffer {
+    const iv = randomBytes(12)
+    const cipher = createCipheriv('aes-256-gcm', this.key, iv)
+    cipher.setAAD(Buffer.from(accessKeyId))
+    const ct = Buffer.concat([cipher.update(secret, 'utf8'), cipher.final()])
+    return Buffer.concat([iv, cipher.getAuthTag(), ct])
+  }
+
+  private open(accessKeyId: string, sealed: Buffer): string {
+    const decipher = createDecipheriv('aes-256-gcm', this.key, sealed.subarray(0, 12))
+    decipher.setAAD(Buffer.from(accessKeyId))
+    decipher.setAuthTag(sealed.subarray(12, 28))
+    return Buffer.concat([decipher.update(sealed.subarray(28)), decipher.final()]).toString('utf8')
+  }
+}

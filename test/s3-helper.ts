@@ -1,0 +1,153 @@
+import { createHash, createHmac } from 'node:crypto'
+import type { Test } from 'tap'
+import type { InjectOptions } from 'fastify'
+import { SignatureV4 } from '@smithy/signature-v4'
+import { S3Client } from '@aws-sdk/client-s3'
+import { buildApp } from '../src/app'
+import { loadConfig, type Config } from '../src/config'
+import { createCore, type Core } from '../src/core'
+import { ManualClock } from '../src/lib/clock'
+import { createLogger } from '../src/lib/logger'
+import { buildS3App, type S3App } from '../src/s3/server'
+import type { App } from '../src/http/types'
+import { ADMIN_KEY, admin, bearer, captureLogs, tempDir } from './helper'
+
+export interface S3Context {
+  app: App
+  s3app: S3App
+  core: Core
+  config: Config
+  clock: ManualClock
+  dir: string
+  endpoint: string
+  logs: Record<string, unknown>[]
+  tenant: { id: string; apiKey: string; headers: { authorization: string } }
+  credentials: { accessKeyId: string; secretAccessKey: string }
+  /** An SDK client with default settings (checksums, retries), path-style as self-hosted S3 needs. */
+  client: S3Client
+}
+
+/**
+ * A core with both fronts: the API for `inject`, the S3 listener on a free loopback port (real
+ * clients need a socket). The clock is manual but starts at the real time: clients sign with it.
+ */
+export async function makeS3(
+  t: Test,
+  env: Record<string, string> = {},
+  opts: { quotaBytes?: number; dir?: string; existing?: S3Context['tenant'] & { credentials: S3Context['credentials'] } } = {},
+): Promise<S3Context & { close(): Promise<void> }> {
+  const dir = opts.dir ?? tempDir(t, 'coffer-s3-')
+  const config = loadConfig({ COFFER_ADMIN_API_KEY: ADMIN_KEY, COFFER_LOG_LEVEL: 'debug', COFFER_S3_PORT: '0', ...env }, { 'data-dir': dir })
+  const clock = new ManualClock(Date.now())
+  const { stream, lines } = captureLogs()
+  const logger = createLogger(config.logLevel, stream)
+  const core = createCore(config, { clock, log: logger })
+  const app = await buildApp(core, { logger })
+  const s3app = await buildS3App(core, { logger })
+  await s3app.listen({ port: 0, host: '127.0.0.1' })
+  const addr = s3app.server.address()
+  const endpoint = `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}`
+  // The clock follows real time so that signatures made now verify (tests may still move it).
+  const ticker = setInterval(() => clock.set(Math.max(clock.now(), Date.now())), 200)
+  const tenant = opts.existing ?? (await createTenantWithS3(app, opts.quotaBytes))
+  const client = s3Client(endpoint, tenant.credentials, config.s3Region)
+  let closed = false
+  const close = async () => {
+    if (closed) return
+    closed = true
+    clearInterval(ticker)
+    client.destroy()
+    await s3app.close()
+    await app.close()
+    core.close()
+  }
+  t.teardown(close)
+  return { app, s3app, core, config, clock, dir, endpoint, logs: lines, tenant, credentials: tenant.credentials, client, close }
+}
+
+export function s3Client(endpoint: string, credentials: { accessKeyId: string; secretAccessKey: string }, region = 'us-east-1'): S3Client {
+  return new S3Client({ endpoint, region, forcePathStyle: true, credentials })
+}
+
+/** A tenant through the admin API, with an S3 credential pair through the admin API. */
+export async function createTenantWithS3(app: App, quotaBytes?: number) {
+  const res = await app.inject({
+    method: 'POST',
+    url: '/api/v1/admin/tenants',
+    headers: admin,
+    payload: { name: `s3-${Math.random().toString(36).slice(2)}`, ...(quotaBytes !== undefined ? { quotaBytes } : {}) },
+  })
+  if (res.statusCode !== 201) throw new Error(`tenant creation failed: ${res.statusCode} ${res.body}`)
+  const { id, apiKey } = res.json() as { id: string; apiKey: string }
+  const cred = await app.inject({ method: 'POST', url: `/api/v1/admin/tenants/${id}/s3-credentials`, headers: admin })
+  if (cred.statusCode !== 201) throw new Error(`credential creation failed: ${cred.statusCode} ${cred.body}`)
+  const credentials = cred.json() as { accessKeyId: string; secretAccessKey: string }
+  return { id, apiKey, headers: bearer(apiKey), credentials }
+}
+
+/** Deterministic pseudo-random bytes. */
+export function pattern(size: number, seed = 1): Buffer {
+  const out = Buffer.allocUnsafe(size)
+  let x = (seed * 2654435761) >>> 0
+  for (let i = 0; i < size; i++) {
+    x = (x * 1103515245 + 12345) >>> 0
+    out[i] = x >>> 24
+  }
+  return out
+}
+
+const toBytes = (d: string | ArrayBuffer | ArrayBufferView): string | Buffer =>
+  typeof d === 'string' ? d : d instanceof ArrayBuffer ? Buffer.from(d) : Buffer.from(d.buffer, d.byteOffset, d.byteLength)
+class NodeSha256 {
+  private readonly h
+  constructor(secret?: string | ArrayBuffer | ArrayBufferView) {
+    this.h = secret === undefined ? createHash('sha256') : createHmac('sha256', toBytes(secret))
+  }
+  update(data: string | ArrayBuffer | ArrayBufferView) {
+    this.h.update(toBytes(data))
+  }
+  async digest() {
+    return new Uint8Array(this.h.digest())
+  }
+}
+
+/** Percent-encodes a key as S3 clients do (every byte but unreserved characters and `/`). */
+export const encodeKey = (key: string) =>
+  key
+    .split('/')
+    .map((s) => encodeURIComponent(s).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`))
+    .join('/')
+
+/** A request signed by the AWS SDK's own signer, for `inject` into the S3 app. */
+export async function signedRequest(
+  ctx: Pick<S3Context, 'credentials' | 'endpoint'>,
+  req: {
+    method: string
+    path: string
+    host?: string
+    query?: Record<string, string>
+    headers?: Record<string, string>
+    payload?: string | Buffer
+    payloadHash?: string
+  },
+): Promise<InjectOptions> {
+  const signer = new SignatureV4({ service: 's3', region: 'us-east-1', credentials: ctx.credentials, sha256: NodeSha256, uriEscapePath: false })
+  const host = ctx.endpoint.replace('http://', '')
+  const signed = await signer.sign({
+    method: req.method,
+    protocol: 'http:',
+    hostname: '127.0.0.1',
+    path: req.path,
+    query: req.query ?? {},
+    headers: { host: req.host ?? host, 'x-amz-content-sha256': req.payloadHash ?? 'UNSIGNED-PAYLOAD', ...req.headers },
+  })
+  const qs = Object.entries(req.query ?? {})
+    .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`)
+    .join('&')
+  return {
+    method: req.method as 'GET',
+    url: qs ? `${req.path}?${qs}` : req.path,
+    headers: signed.headers,
+    ...(req.payload !== undefined ? { payload: req.payload } : {}),
+  }
+}
