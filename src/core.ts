@@ -129,6 +129,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const s3Credentials = new S3CredentialsService(db, new S3CredentialsRepo(db), tenantsRepo, clock, serverSecret)
   const s3 = createS3Services({
     db,
+    commits,
     clock,
     store,
     workspaces: workspacesRepo,
