@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify'
 import { ConfigError, type Config } from './config'
 import { openDatabase, type DB } from './db/database'
+import { GroupCommit, type SyncFile } from './db/group-commit'
 import { FilesRepo } from './db/repos/files'
 import { BlobsRepo } from './db/repos/blobs'
 import { WorkspacesRepo } from './db/repos/workspaces'
@@ -75,6 +76,8 @@ export interface CoreOptions {
   store?: (store: BlobStore) => BlobStore
   /** How often the webhook scheduler polls the outbox besides being woken on insert (1 s). */
   webhookPollMs?: number
+  /** How the group commit flushes the WAL; tests inject a slow or failing one. */
+  walSync?: SyncFile
 }
 
 /**
@@ -108,8 +111,10 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const quotas = new Quotas(tenantsRepo, workspacesRepo)
   const workspaces = new WorkspacesService(db, workspacesRepo, filesRepo, clock, events)
   const files = new FilesService(db, filesRepo, workspaces, urls, clock, events)
+  const commits = new GroupCommit(db, options.walSync)
   const records = new UploadRecords({
     db,
+    commits,
     clock,
     files: filesRepo,
     blobs: blobsRepo,
@@ -153,6 +158,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const s3Credentials = new S3CredentialsService(db, new S3CredentialsRepo(db), tenantsRepo, clock, serverSecret)
   const s3 = createS3Services({
     db,
+    commits,
     clock,
     store,
     workspaces: workspacesRepo,

@@ -56,7 +56,7 @@ export function captureLogs(): { stream: Writable; lines: Record<string, unknown
 export async function makeApp(
   t: Test,
   env: Record<string, string> = {},
-  opts: { resolve?: Resolver; dir?: string; store?: CoreOptions['store']; webhookPollMs?: number } = {},
+  opts: { resolve?: Resolver; dir?: string; store?: CoreOptions['store']; webhookPollMs?: number; walSync?: CoreOptions['walSync'] } = {},
 ): Promise<TestContext> {
   const dir = opts.dir ?? tempDir(t)
   const config = loadConfig({ COFFER_ADMIN_API_KEY: ADMIN_KEY, COFFER_LOG_LEVEL: 'debug', ...testStoreEnv(), ...env }, { 'data-dir': dir })
@@ -69,6 +69,7 @@ export async function makeApp(
     ...(opts.resolve ? { resolve: opts.resolve } : {}),
     ...(opts.store ? { store: opts.store } : {}),
     ...(opts.webhookPollMs !== undefined ? { webhookPollMs: opts.webhookPollMs } : {}),
+    ...(opts.walSync ? { walSync: opts.walSync } : {}),
   })
   const app = await buildApp(core, { logger })
   t.teardown(async () => {

@@ -38,7 +38,7 @@ t.test('upload, list, share, download grant and delete through the services alon
   const { core, clock } = open(t)
   const tenant = tenantOf(core)
   const bytes = fileBytes('image/png', 3000)
-  const { file, grant } = core.uploads.handshake(tenant, { fileType: 'image/png', fileName: 'a.png', fileSizeBytes: bytes.length }, undefined)
+  const { file, grant } = await core.uploads.handshake(tenant, { fileType: 'image/png', fileName: 'a.png', fileSizeBytes: bytes.length }, undefined)
   t.equal(file.status, 'pending')
   t.equal(grant.expires, clock.now() + core.config.uploadUrlTtlSeconds * 1000, 'a grant, not a URL: the front builds the URL')
   t.match(grant.token, /^[0-9a-f]{64}$/)
@@ -96,7 +96,7 @@ t.test('service errors name fields relative to their input, and the body-too-lar
     errors: [{ path: '/allowedFileTypes' }],
   })
 
-  const { file, grant } = core.uploads.handshake(tenant, { fileType: 'image/png', fileName: 'a.png', fileSizeBytes: 100 }, undefined)
+  const { file, grant } = await core.uploads.handshake(tenant, { fileType: 'image/png', fileName: 'a.png', fileSizeBytes: 100 }, undefined)
   const put = { fileId: file.id, expires: String(grant.expires), token: grant.token, contentType: 'image/png', contentLength: undefined }
   await rejectsWith(t, core.uploads.receive({ ...put, body: Readable.from([fileBytes('image/png', 101)]) }), 'BODY_TOO_LARGE', { fileSize: null, maxSize: 100 })
   t.equal(publicCode('BODY_TOO_LARGE'), 'FILE_TOO_LARGE', 'clients see the contract name')
@@ -113,18 +113,18 @@ t.test("a front's body-error mapping decides what a broken body stream means", a
         this.destroy(Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }))
       },
     })
-  const start = () => {
-    const { file, grant } = core.uploads.handshake(tenant, { fileType: 'image/png', fileName: 'a.png' }, undefined)
+  const start = async () => {
+    const { file, grant } = await core.uploads.handshake(tenant, { fileType: 'image/png', fileName: 'a.png' }, undefined)
     return { fileId: file.id, expires: String(grant.expires), token: grant.token, contentType: undefined, contentLength: undefined }
   }
-  const unmapped = start()
+  const unmapped = await start()
   await t.rejects(
     core.uploads.receive({ ...unmapped, body: reset() }),
     { code: 'ECONNRESET' },
     'without a mapping the error is not the client’s: it surfaces as is',
   )
   const cutOff = new AppError('VALIDATION_ERROR', 'cut off', { errors: [{ path: '/body', message: 'was cut off' }] })
-  const mapped = start()
+  const mapped = await start()
   await rejectsWith(t, core.uploads.receive({ ...mapped, body: reset(), bodyError: () => cutOff }), 'VALIDATION_ERROR')
   for (const id of [unmapped.fileId, mapped.fileId]) t.equal(core.files.get(tenant, id).status, 'failed', 'either way the upload is failed')
 })
@@ -133,7 +133,7 @@ t.test('deleting a workspace fails its pending uploads and releases both quotas 
   const { core } = open(t)
   const tenant = tenantOf(core)
   const ws = core.workspaces.create(tenant, { name: 'W', slug: 'w', quotaBytes: 10_000 })
-  const pending = core.uploads.handshake(tenant, { fileType: 'image/png', fileName: 'p.png', fileSizeBytes: 4000 }, ws.id)
+  const pending = await core.uploads.handshake(tenant, { fileType: 'image/png', fileName: 'p.png', fileSizeBytes: 4000 }, ws.id)
   t.equal(core.workspaces.get(tenant, ws.id).usedBytes, 4000)
   core.workspaces.delete(tenant, ws.id)
   await rejectsWith(t, () => core.workspaces.get(tenant, ws.id), 'WORKSPACE_NOT_FOUND')
@@ -156,7 +156,7 @@ t.test('deleting a workspace fails its pending uploads and releases both quotas 
 t.test('operators list and re-drive webhook events through WebhooksService', async (t) => {
   const { core } = open(t)
   const tenant = tenantOf(core)
-  const { file } = core.uploads.handshake(tenant, { fileType: 'image/png', fileName: 'p.png', webhookUrl: 'https://hooks.example.com/x' }, undefined)
+  const { file } = await core.uploads.handshake(tenant, { fileType: 'image/png', fileName: 'p.png', webhookUrl: 'https://hooks.example.com/x' }, undefined)
   core.files.delete(tenant, file.id)
   const [event] = core.webhookEvents.list(null, 10)
   t.match(event, { fileId: file.id, event: 'file.failed', status: 'pending' })

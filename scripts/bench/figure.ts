@@ -3,6 +3,7 @@ import type { NginxBinary } from './nginx'
 import type { CofferCommand } from './coffer'
 import type { SeedResult } from './seed'
 import type { DiskCosts } from './figures/disk'
+import type { WrkBinary } from './wrk'
 
 export interface FigureResult {
   key: string
@@ -22,6 +23,11 @@ export interface FigureResult {
   cofferText?: string
   baselineText?: string
   note?: string
+  /**
+   * Why the figure is not valid although it was measured (its baseline was generator-bound): the
+   * table prints INVALID instead of a verdict.
+   */
+  invalid?: string
   details?: Record<string, unknown>
 }
 
@@ -41,6 +47,8 @@ export interface BenchContext {
   readSeconds: number
   datasets: { small: Dataset; large: Dataset; empty: Dataset }
   nginx: NginxBinary
+  /** The load generator of the req/s figures. */
+  wrk: WrkBinary
   shipped: CofferCommand & { note: string }
   /** What fsync and SHA-256 cost on this machine, measured before the figures. */
   disk: DiskCosts

@@ -1,4 +1,4 @@
-/** HTTP client helpers for the bench: timed single requests and autocannon load runs. */
+/** HTTP client helpers for the bench: timed single requests, and autocannon load runs for the S3 figure (its per-request SigV4 needs JS; every other req/s figure runs wrk, wrk.ts). */
 import http from 'node:http'
 import autocannon from 'autocannon'
 

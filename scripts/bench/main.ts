@@ -15,6 +15,7 @@ import { parseArgs } from 'node:util'
 import { profileInto, ROOT, shippedCommand } from './coffer'
 import { growDataset, seedDataset } from './datasets'
 import { ensureNginx } from './nginx'
+import { ensureWrk } from './wrk'
 import { fmt, markdownTable } from './stats'
 import type { BenchContext, FigureResult } from './figure'
 import { metadataReads, listing } from './figures/api'
@@ -45,7 +46,7 @@ function table(results: FigureResult[]): string {
       value(r.baseline, r.baselineText, r.unit),
       r.ratio === null ? '—' : `${fmt(r.ratio, 2)}×`,
       r.target,
-      r.met === null ? (r.coffer === null ? 'not measured' : 'report') : r.met ? 'yes' : '**no**',
+      r.invalid ? '**INVALID**' : r.met === null ? (r.coffer === null ? 'NOT MEASURED' : 'report') : r.met ? 'yes' : '**no**',
     ]),
   )
 }
@@ -100,6 +101,7 @@ async function main(): Promise<void> {
       readSeconds: values.quick ? 3 : 10,
       datasets: { small, large, empty },
       nginx,
+      wrk: only.some((k) => k === 'transfers' || k === 'metadata-read') ? ensureWrk(log) : { unavailable: 'not requested' },
       shipped: shippedCommand(),
       log,
       disk: undefined as never,
@@ -126,7 +128,7 @@ async function main(): Promise<void> {
     }
     fs.mkdirSync(path.dirname(out), { recursive: true })
     fs.writeFileSync(out, `${JSON.stringify(report, null, 2)}\n`)
-    process.stdout.write(`${render(report.machine, results, disk, nginx)}\n\nJSON: ${path.relative(process.cwd(), out) || out}\n`)
+    process.stdout.write(`${render(report.machine, results, disk, nginx, ctx.wrk)}\n\nJSON: ${path.relative(process.cwd(), out) || out}\n`)
   } finally {
     if (values.keep) log(`kept ${dir}`)
     else fs.rmSync(dir, { recursive: true, force: true })
@@ -138,12 +140,14 @@ function render(
   results: FigureResult[],
   disk: DiskCosts,
   nginx: ReturnType<typeof ensureNginx>,
+  wrkBin: ReturnType<typeof ensureWrk>,
 ): string {
-  const notes = results.filter((r) => r.note).map((r) => `- ${r.figure}: ${r.note}`)
+  const notes = results.filter((r) => r.note || r.invalid).map((r) => `- ${r.figure}: ${r.invalid ? `INVALID: ${r.invalid}. ` : ''}${r.note ?? ''}`)
   return [
     table(results),
     '',
     ...notes,
+    `- load generator: ${'unavailable' in wrkBin ? `not used: ${wrkBin.unavailable}` : `wrk ${wrkBin.version}, one thread, its own process`}`,
     `- nginx: ${'unavailable' in nginx ? `NOT MEASURED: ${nginx.unavailable}` : `${nginx.version}, one worker process (Coffer is one process)`}`,
     `- costs nginx does not pay, measured in this run: SHA-256 of 100 MiB ${fmt(disk.sha256For100MiBMs)} ms; writing 100 MiB ${fmt(disk.write100MiBMs)} ms, then its fsync ${fmt(disk.fsync100MiBMs)} ms; a durable 4 KiB file ${fmt(disk.smallFileFsyncMs)} ms alone, ${fmt(disk.smallFileFsyncsPerSecond)}/s with 16 at once`,
     `- machine: ${m.cpu}, ${m.cores} cores, ${m.memoryGiB} GiB RAM, ${m.disk}; ${m.os}; Node ${m.node}; load average ${m.loadAverageAtStart.map((l) => l.toFixed(1)).join(' ')} at start, ${m.loadAverageAtEnd.map((l) => l.toFixed(1)).join(' ')} at end`,

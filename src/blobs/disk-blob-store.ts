@@ -7,8 +7,15 @@ import { fsyncDir, fsyncDirAsync } from '../lib/durable'
 import { noteStreamed } from '../lib/heap-relief'
 import { BlobNotFoundError, type BlobStore, type ByteRange, type ListedBlob, type OpenedBlob, type StagedBlob, type StageGuard } from './blob-store'
 import { blobPath, SHA256_RE } from './layout'
+import { WriteBehind } from './write-behind'
 
 const HEAD_BYTES = 64
+
+/**
+ * While a body streams in, its staging file is flushed every this many bytes (write-behind), so
+ * the fsync before the answer has at most this much left: the flush overlaps the transfer.
+ */
+export const WRITE_BEHIND_BYTES = 8 * 1024 * 1024
 
 /**
  * Reads up to this size are done synchronously in one open/read/close (a few microseconds from
@@ -90,14 +97,36 @@ export class DiskBlobStore implements BlobStore {
     source.once('error', onSourceError)
     source.once('close', onSourceClose)
     source.pipe(inspector)
+    let fh: fs.promises.FileHandle | undefined
+    let behind: WriteBehind | undefined
     try {
-      // flush: the file is fsynced before the stream closes, so staged content is durable.
-      await pipeline(inspector, fs.createWriteStream(tmpPath, { flags: 'wx', mode: 0o600, flush: true, highWaterMark: 1024 * 1024 }))
+      // Opened while the inspector buffers the first bytes (backpressure holds the rest). A
+      // refusal meanwhile destroys the inspector: the listener keeps it from being an uncaught
+      // 'error', and the inspector keeps the error for pipeline() to reject with below.
+      inspector.on('error', ignore)
+      fh = await fs.promises.open(tmpPath, 'wx', 0o600)
+      // Flushed while the body streams (write-behind), at most one flush at a time; closing the
+      // handle waits for one in progress.
+      const flushing = (behind = new WriteBehind(fh, WRITE_BEHIND_BYTES))
+      // flush: the file is fsynced before the stream closes it, so staged content is durable;
+      // write-behind left only the tail for that fsync.
+      const out = fh.createWriteStream({ flush: true, highWaterMark: 1024 * 1024 })
+      const streamed = pipeline(inspector, out)
+      // Checked as each chunk passes (bytesWritten counts what has reached the file); attached
+      // after pipeline() has piped, so this listener cannot start the flow early.
+      inspector.on('data', () => flushing.written(out.bytesWritten))
+      await streamed
+      await flushing.finish()
     } catch (err) {
       source.unpipe(inspector)
+      // Destroyed by pipeline() already, unless the staging file could not even be opened.
+      inspector.destroy()
+      await behind?.finish().catch(() => undefined)
+      await fh?.close().catch(() => undefined)
       await fs.promises.rm(tmpPath, { force: true })
       throw err
     } finally {
+      inspector.off('error', ignore)
       source.off('error', onSourceError)
       source.off('close', onSourceClose)
     }
@@ -197,6 +226,8 @@ export class DiskBlobStore implements BlobStore {
     await fsyncDirAsync(parent)
   }
 }
+
+const ignore = () => undefined
 
 async function readdirOrEmpty(dir: string): Promise<string[]> {
   try {

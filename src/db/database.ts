@@ -30,6 +30,7 @@ export function openDatabase(file: string, dataDir: string, migrations: readonly
   // FULL: in WAL mode every COMMIT fsyncs the WAL before returning, so a row we acknowledged
   // (an upload's 200, a tenant's 201) survives a crash or power loss. NORMAL could lose the
   // last transactions on power loss, which would break "nothing acknowledged is ever lost".
+  // The upload path's commits use NORMAL and wait for a shared WAL flush instead (group-commit.ts).
   db.pragma('synchronous = FULL')
   // SQLite leaves foreign keys off by default; tenant/workspace/blob references must hold.
   db.pragma('foreign_keys = ON')

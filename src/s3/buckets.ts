@@ -1,4 +1,5 @@
 import type { DB } from '../db/database'
+import type { GroupCommit } from '../db/group-commit'
 import type { AuthenticatedTenant } from '../db/repos/tenants'
 import type { Workspace, WorkspacesRepo } from '../db/repos/workspaces'
 import type { ObjectsRepo } from '../db/repos/objects'
@@ -14,6 +15,8 @@ import { S3Error } from './errors'
 /** Everything the S3 front's operations work with: the same repositories and store as the API. */
 export interface S3Deps {
   db: DB
+  /** The hot commits (PutObject) share WAL flushes with the JSON API's uploads. */
+  commits: GroupCommit
   clock: Clock
   store: BlobStore
   workspaces: WorkspacesRepo

@@ -117,14 +117,14 @@ export class S3Objects {
   ): Promise<ObjectRow> {
     try {
       await this.deps.store.place(staged)
-      return this.deps.db
-        .transaction(() => {
-          beforeCommit?.()
-          this.deps.store.ensurePlaced(staged)
-          this.deps.blobs.insertIfMissing(staged.sha256, staged.size, this.deps.clock.now())
-          return this.replace(tenant, w, key, staged.sha256, staged.size, info)
-        })
-        .immediate()
+      // Group commit: answered once the WAL holding it is on disk, the flush shared with the
+      // uploads of both fronts settling at the same time.
+      return await this.deps.commits.run(() => {
+        beforeCommit?.()
+        this.deps.store.ensurePlaced(staged)
+        this.deps.blobs.insertIfMissing(staged.sha256, staged.size, this.deps.clock.now())
+        return this.replace(tenant, w, key, staged.sha256, staged.size, info)
+      })
     } catch (err) {
       this.removeIfOrphan(staged.sha256)
       throw err instanceof AppError ? fromAppError(err) : err

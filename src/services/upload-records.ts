@@ -1,5 +1,6 @@
 import { AppError, notFound } from '../errors'
 import type { DB } from '../db/database'
+import type { GroupCommit } from '../db/group-commit'
 import type { FileRecord, FilesRepo } from '../db/repos/files'
 import type { BlobsRepo } from '../db/repos/blobs'
 import type { WorkspacesRepo } from '../db/repos/workspaces'
@@ -12,14 +13,17 @@ import type { RemoteBlobs } from './remote-blobs'
 export type NewUpload = Parameters<FilesRepo['insertPending']>[0]
 
 /**
- * The write transactions of an upload's life, each synchronous and complete: reserve at the
- * handshake, commit or fail when the body has been received, and the clean-up of a blob whose
- * commit failed. Every change to a file's status writes its webhook event in the same transaction.
+ * The write transactions of an upload's life, each complete: reserve at the handshake, commit or
+ * fail when the body has been received, and the clean-up of a blob whose commit failed. Every
+ * change to a file's status writes its webhook event in the same transaction. The two that every
+ * upload makes, reserve and commit, go through the group commit: they resolve once durable, with
+ * one WAL flush shared by all the uploads settling at the same time.
  */
 export class UploadRecords {
   constructor(
     private readonly deps: {
       db: DB
+      commits: GroupCommit
       clock: Clock
       files: FilesRepo
       blobs: BlobsRepo
@@ -37,36 +41,34 @@ export class UploadRecords {
    * transaction: concurrent handshakes cannot both fit, and a workspace deleted meanwhile cannot
    * receive a file.
    */
-  reserve(record: NewUpload): void {
-    const { db, files, workspaces, quotas } = this.deps
-    db.transaction(() => {
+  async reserve(record: NewUpload): Promise<void> {
+    const { commits, files, workspaces, quotas } = this.deps
+    await commits.run(() => {
       if (record.workspaceId !== null && !workspaces.getLive(record.tenantId, record.workspaceId)) throw notFound.workspace()
       // Also refuses a tenant deleted since its key was checked, so none of its files outlives it (#13).
       quotas.assertFits(record.tenantId, record.workspaceId, record.declaredSize ?? 0)
       files.insertPending(record)
-    }).immediate()
+    })
   }
 
   /** Turns a placed blob into a completed file; the row must still be a live pending upload. */
-  commit(fileId: string, staged: StagedBlob, inFlight?: StreamCharge): FileRecord {
-    const { db, clock, files, blobs, store, quotas, events } = this.deps
-    return db
-      .transaction(() => {
-        // Its bytes stop being in flight here and, if it commits, become usage in the same tick (#12 item 3).
-        inFlight?.release()
-        const current = files.get(fileId)
-        if (!current || current.deletedAt !== null) throw notFound.file()
-        if (current.status !== 'pending') throw new AppError('CONFLICT', `This upload is already ${current.status}`, { field: 'upload' })
-        // Without a declared size nothing was reserved: the real size must fit now, atomically.
-        if (current.declaredSize === null) quotas.assertFits(current.tenantId, current.workspaceId, staged.size)
-        store.ensurePlaced(staged)
-        this.deps.remote?.settleInTx(fileId, staged.sha256)
-        blobs.insertIfMissing(staged.sha256, staged.size, clock.now())
-        files.complete(fileId, staged.size, staged.sha256, clock.now())
-        events.settled(fileId)
-        return files.get(fileId)!
-      })
-      .immediate()
+  commit(fileId: string, staged: StagedBlob, inFlight?: StreamCharge): Promise<FileRecord> {
+    const { commits, clock, files, blobs, store, quotas, events } = this.deps
+    return commits.run(() => {
+      // Its bytes stop being in flight here and, if it commits, become usage in the same tick (#12 item 3).
+      inFlight?.release()
+      const current = files.get(fileId)
+      if (!current || current.deletedAt !== null) throw notFound.file()
+      if (current.status !== 'pending') throw new AppError('CONFLICT', `This upload is already ${current.status}`, { field: 'upload' })
+      // Without a declared size nothing was reserved: the real size must fit now, atomically.
+      if (current.declaredSize === null) quotas.assertFits(current.tenantId, current.workspaceId, staged.size)
+      store.ensurePlaced(staged)
+      this.deps.remote?.settleInTx(fileId, staged.sha256)
+      blobs.insertIfMissing(staged.sha256, staged.size, clock.now())
+      files.complete(fileId, staged.size, staged.sha256, clock.now())
+      events.settled(fileId)
+      return files.get(fileId)!
+    })
   }
 
   /**

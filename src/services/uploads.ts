@@ -78,8 +78,8 @@ export class UploadsService {
     },
   ) {}
 
-  /** Step one: checks the request, reserves the declared size and grants the PUT. */
-  handshake(tenant: AuthenticatedTenant, input: HandshakeInput, headerWorkspaceId: string | undefined): { file: FileRecord; grant: Grant } {
+  /** Step one: checks the request, reserves the declared size and grants the PUT once the reservation is durable. */
+  async handshake(tenant: AuthenticatedTenant, input: HandshakeInput, headerWorkspaceId: string | undefined): Promise<{ file: FileRecord; grant: Grant }> {
     const { clock, records, settings } = this.deps
     if (!(FILE_TYPES as readonly string[]).includes(input.fileType) || !tenant.allowedFileTypes.includes(input.fileType)) {
       throw new AppError('INVALID_FILE_TYPE', `File type ${JSON.stringify(input.fileType)} is not allowed`, {
@@ -110,7 +110,7 @@ export class UploadsService {
       createdAt: now,
       objectKey: apiObjectKey(id, input.fileName, workspaceId),
     }
-    records.reserve(record)
+    await records.reserve(record)
     const file: FileRecord = { ...record, status: 'pending', sha256: null, metadata: null, completedAt: null, deletedAt: null }
     return { file, grant: this.deps.urls.grant('upload', record, record.uploadExpiresAt) }
   }
@@ -214,7 +214,8 @@ export class UploadsService {
       if (staged.size === 0) throw new AppError('VALIDATION_ERROR', 'The upload body is empty', { errors: [{ path: '/body', message: 'is empty' }] })
       await this.deps.remote?.lease(file.id, staged.sha256)
       await this.deps.store.place(staged)
-      return this.deps.records.commit(file.id, staged, inFlight)
+      // Awaited here: a commit that could not be made durable fails the upload like any other error.
+      return await this.deps.records.commit(file.id, staged, inFlight)
     } catch (err) {
       if (staged.size > 0) await this.deps.records.removeIfOrphan(file.id, staged.sha256)
       // A row deleted or settled meanwhile is reported as such, not failed a second time.

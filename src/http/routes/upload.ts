@@ -23,7 +23,7 @@ export async function uploadRequestRoutes(app: App, core: Core): Promise<void> {
     },
     async (request) => {
       const tenant = request.tenant!
-      const { file, grant } = core.uploads.handshake(tenant, request.body, request.headers['x-workspace-id'])
+      const { file, grant } = await core.uploads.handshake(tenant, request.body, request.headers['x-workspace-id'])
       return handshakeView(file, grant, tenant.allowedFileTypes)
     },
   )

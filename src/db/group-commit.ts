@@ -1,0 +1,120 @@
+import fs from 'node:fs'
+import type { DB } from './database'
+
+/** Makes a file's written data durable (fdatasync), off the event loop. */
+export type SyncFile = (file: string) => Promise<void>
+
+/**
+ * fdatasync through the thread pool. fdatasync is what SQLite itself uses on Linux for the WAL:
+ * it also flushes the file size, which reading the appended frames back needs.
+ */
+export async function datasyncFile(file: string): Promise<void> {
+  const fh = await fs.promises.open(file, 'r')
+  try {
+    await fh.datasync()
+  } finally {
+    await fh.close()
+  }
+}
+
+/**
+ * Group commit for the hot write transactions (an upload's handshake and its settle).
+ *
+ * Such a transaction commits with `synchronous = NORMAL`: SQLite appends it to the WAL without
+ * fsyncing, which keeps the database consistent after a crash but could lose the transaction on
+ * a power loss. So `run` resolves only after one fdatasync of the WAL, done in the thread pool
+ * and shared by every transaction committed before it started: under concurrency one flush
+ * acknowledges many commits, where `synchronous = FULL` costs one fsync each, on the event loop.
+ * Nothing is acknowledged before the WAL that holds it is on disk. (A checkpoint never gets
+ * ahead of this: in WAL mode SQLite syncs the WAL before it copies frames into the database.)
+ *
+ * Every other write keeps `synchronous = FULL`, the connection's setting; a FULL commit also
+ * flushes the frames of the NORMAL ones before it, as a flush covers the whole file.
+ *
+ * When a flush fails, what it covered may be lost while later frames could still reach the disk,
+ * and SQLite's recovery stops at the first missing frame: every later acknowledgement would be a
+ * lie too. So a failure is final for this process: every waiting and every later `run` rejects
+ * (their transactions may or may not survive; none of them was acknowledged) until a restart
+ * lets SQLite recover the WAL.
+ */
+export class GroupCommit {
+  private readonly normal
+  private readonly full
+  private readonly wal: string
+  /** The flush in progress, covering every commit made before it started. */
+  private running: Promise<void> | undefined
+  /** The flush that starts when `running` ends, for commits made while it runs. */
+  private queued: Promise<void> | undefined
+  private failed: Error | undefined
+
+  constructor(
+    private readonly db: DB,
+    private readonly sync: SyncFile = datasyncFile,
+  ) {
+    this.normal = db.prepare('PRAGMA synchronous = NORMAL')
+    this.full = db.prepare('PRAGMA synchronous = FULL')
+    this.wal = `${db.name}-wal`
+  }
+
+  /**
+   * Runs `fn` in an immediate write transaction and resolves with its result once the commit is
+   * durable; rejects, with the transaction possibly committed, when it could not be made so.
+   */
+  async run<T>(fn: () => T): Promise<T> {
+    if (this.failed) throw this.failed
+    // SQLite refuses to change the safety level inside a transaction; callers own their transactions.
+    if (this.db.inTransaction) throw new Error('GroupCommit.run cannot be nested in a transaction')
+    this.normal.run()
+    let result: T
+    try {
+      result = this.db.transaction(fn).immediate()
+    } finally {
+      this.full.run()
+    }
+    await this.flush()
+    return result
+  }
+
+  /** Resolves once everything committed so far is on disk. */
+  flush(): Promise<void> {
+    if (this.failed) return Promise.reject(this.failed)
+    if (!this.running) return this.start()
+    // The running flush may have begun before our commit: wait for the next one.
+    this.queued ??= this.running
+      .catch(() => undefined)
+      .then(() => {
+        this.queued = undefined
+        return this.start()
+      })
+    return this.queued
+  }
+
+  private start(): Promise<void> {
+    if (this.failed) return Promise.reject(this.failed)
+    const flush = this.syncWal().then(
+      () => {
+        if (this.running === flush) this.running = undefined
+      },
+      (err: unknown) => {
+        if (this.running === flush) this.running = undefined
+        this.failed = new Error(`could not flush the database's write-ahead log; writes are refused until a restart: ${(err as Error)?.message ?? err}`, {
+          cause: err,
+        })
+        throw this.failed
+      },
+    )
+    this.running = flush
+    return flush
+  }
+
+  private async syncWal(): Promise<void> {
+    try {
+      await this.sync(this.wal)
+    } catch (err) {
+      // No WAL: the last connection checkpointed it into the database and removed it (a second
+      // process closing); the database file then holds everything.
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
+      await this.sync(this.db.name)
+    }
+  }
+}
