@@ -92,13 +92,13 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const tenantsRepo = new TenantsRepo(db)
   const outbox = new OutboxRepo(db)
 
-  const events = new FileEvents(outbox, filesRepo, clock)
+  const events = new FileEvents(outbox, filesRepo, workspacesRepo, clock)
   const signer = new TokenSigner(serverSecret, (tenantId) => tenantsRepo.signingGeneration(tenantId))
   const metrics = new Metrics({ blobs: () => blobsRepo.stats(), outbox: () => outbox.counts() })
   const tenants = new TenantsService(db, tenantsRepo, clock)
   const urls = new SignedUrls(signer, filesRepo, clock)
   const quotas = new Quotas(tenantsRepo, workspacesRepo)
-  const workspaces = new WorkspacesService(db, workspacesRepo, filesRepo, clock, events)
+  const workspaces = new WorkspacesService(db, workspacesRepo, filesRepo, clock, events, config.webhookAllowPrivate)
   const files = new FilesService(db, filesRepo, workspaces, urls, clock, events)
   const records = new UploadRecords({ db, clock, files: filesRepo, blobs: blobsRepo, workspaces: workspacesRepo, store, quotas, events })
   const uploads = new UploadsService({
@@ -132,6 +132,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     multipart: new MultipartRepo(db),
     blobs: blobsRepo,
     files: filesRepo,
+    events,
     quotas,
     region: config.s3Region,
     maxObjectBytes: config.s3MaxObjectBytes,
