@@ -20,7 +20,8 @@ const WebhookUrl = Type.String({
   maxLength: 2048,
   pattern: NO_CONTROL,
   'x-message': NO_CONTROL_MESSAGE,
-  description: 'Absolute http(s) URL notified of every upload completed into the workspace (file.uploaded) and every deletion (file.deleted), through either front',
+  description:
+    'Absolute http(s) URL notified of every upload completed into the workspace (file.uploaded) and every deletion (file.deleted), through either front',
 })
 const Quota = Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER })
 const Metadata = Type.Object(
