@@ -166,10 +166,90 @@ const OPTIONS = {
     hint: 'at least 16 characters',
     help: 'Bearer token GET /metrics requires (default: /metrics is open, like /health)',
   },
+  blobStore: {
+    env: 'COFFER_BLOB_STORE',
+    flag: 'blob-store',
+    def: 'disk',
+    schema: Type.Union([Type.Literal('disk'), Type.Literal('s3')]),
+    hint: 'disk or s3',
+    help: 'Where file content lives: the data dir (disk) or an S3-compatible object store (s3)',
+  },
+  blobS3Endpoint: {
+    env: 'COFFER_BLOB_S3_ENDPOINT',
+    flag: 'blob-s3-endpoint',
+    def: undefined,
+    schema: Type.String({ pattern: '^https?://[^\\s/?#]+/?$', maxLength: 2048 }),
+    hint: 'an http(s) URL of the store, without path or query',
+    help: "S3 endpoint (default: AWS S3 for the region), e.g. http://127.0.0.1:7480 for Ceph's gateway",
+  },
+  blobS3Bucket: {
+    env: 'COFFER_BLOB_S3_BUCKET',
+    flag: 'blob-s3-bucket',
+    def: undefined,
+    schema: Type.String({ pattern: '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$' }),
+    hint: 'an S3 bucket name (3-63 characters: a-z, 0-9, dot, hyphen)',
+    help: 'Bucket holding the content (must exist); required with COFFER_BLOB_STORE=s3',
+  },
+  blobS3Region: {
+    env: 'COFFER_BLOB_S3_REGION',
+    flag: 'blob-s3-region',
+    def: 'us-east-1',
+    schema: Type.String({ pattern: '^[a-z0-9-]{1,64}$' }),
+    hint: 'a region name such as us-east-1',
+    help: 'Region the requests are signed for',
+  },
+  blobS3AccessKeyId: {
+    env: 'COFFER_BLOB_S3_ACCESS_KEY_ID',
+    flag: undefined,
+    def: undefined,
+    schema: Type.String({ minLength: 1, maxLength: 256 }),
+    hint: 'an access key id',
+    help: "Access key id (default: the AWS SDK's credential chain: AWS_* env, profile, instance role)",
+  },
+  blobS3SecretAccessKey: {
+    env: 'COFFER_BLOB_S3_SECRET_ACCESS_KEY',
+    flag: undefined,
+    def: undefined,
+    schema: Type.String({ minLength: 1, maxLength: 512 }),
+    hint: 'a secret access key',
+    help: 'Secret access key; set together with COFFER_BLOB_S3_ACCESS_KEY_ID',
+  },
+  blobS3Prefix: {
+    env: 'COFFER_BLOB_S3_PREFIX',
+    flag: 'blob-s3-prefix',
+    def: undefined,
+    schema: Type.String({ pattern: "^([A-Za-z0-9!_.*'()-]+/)*$", maxLength: 512 }),
+    hint: "empty, or path segments each ending in / (letters, digits, !_.*'()-)",
+    help: 'Key prefix inside the bucket, e.g. coffer/ (objects are <prefix>sha256/aa/bb/<hex>); default none',
+  },
+  blobS3ForcePathStyle: {
+    env: 'COFFER_BLOB_S3_FORCE_PATH_STYLE',
+    flag: undefined,
+    def: 'true',
+    schema: Type.Boolean(),
+    hint: 'true or false',
+    help: 'Address the bucket in the path (http://host/bucket/key) rather than as a host name',
+  },
+  blobS3TimeoutSeconds: {
+    env: 'COFFER_BLOB_S3_TIMEOUT_SECONDS',
+    flag: undefined,
+    def: '15',
+    schema: Type.Integer({ minimum: 1, maximum: 600 }),
+    hint: 'an integer from 1 to 600',
+    help: 'Longest wait for the store to answer or to move data on one call (per part for large uploads); then 503 STORE_UNAVAILABLE',
+  },
+  blobS3RedirectDownloads: {
+    env: 'COFFER_BLOB_S3_REDIRECT_DOWNLOADS',
+    flag: undefined,
+    def: 'false',
+    schema: Type.Boolean(),
+    hint: 'true or false',
+    help: 'Answer signed-URL downloads with a 302 to a short-lived presigned URL of the store (bytes bypass Coffer; see README)',
+  },
 } satisfies Record<string, { env: string; flag: string | undefined; def: string | undefined; schema: TSchema; hint: string; help: string }>
 
 /** Settings whose values are credentials: never echoed in an error message. */
-const SECRET_KEYS: ReadonlySet<string> = new Set(['adminApiKey', 'secret', 'metricsToken'])
+const SECRET_KEYS: ReadonlySet<string> = new Set(['adminApiKey', 'secret', 'metricsToken', 'blobS3AccessKeyId', 'blobS3SecretAccessKey'])
 
 type Options = typeof OPTIONS
 type Key = keyof Options
@@ -221,7 +301,21 @@ export function loadConfig(env: Record<string, string | undefined>, flags: Recor
   }
   out.dataDir = path.resolve(out.dataDir as string)
   if (typeof out.publicUrl === 'string') out.publicUrl = out.publicUrl.replace(/\/+$/, '')
+  checkS3(out)
   return Object.freeze(out) as Config
+}
+
+/** The S3 settings that only make sense together. */
+function checkS3(out: Record<string, unknown>): void {
+  if (out.blobStore !== 's3') return
+  // The S3 front (#14) writes and deletes blobs synchronously inside its transactions, which a
+  // remote store cannot do (services/remote-blobs.ts): refused until it takes leases too.
+  if (out.s3Port !== 'off') throw new ConfigError('invalid configuration: COFFER_BLOB_STORE=s3 does not work with the S3 front yet: set COFFER_S3_PORT=off')
+  if (out.blobS3Bucket === undefined) throw new ConfigError('invalid configuration: COFFER_BLOB_STORE=s3 needs COFFER_BLOB_S3_BUCKET')
+  if ((out.blobS3AccessKeyId === undefined) !== (out.blobS3SecretAccessKey === undefined)) {
+    throw new ConfigError('invalid configuration: set both COFFER_BLOB_S3_ACCESS_KEY_ID and COFFER_BLOB_S3_SECRET_ACCESS_KEY, or neither')
+  }
+  if (typeof out.blobS3Endpoint === 'string') out.blobS3Endpoint = out.blobS3Endpoint.replace(/\/+$/, '')
 }
 
 /** Rows for `--help` and the README configuration table. */

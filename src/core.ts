@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify'
-import type { Config } from './config'
+import { ConfigError, type Config } from './config'
 import { openDatabase, type DB } from './db/database'
 import { FilesRepo } from './db/repos/files'
 import { BlobsRepo } from './db/repos/blobs'
@@ -7,6 +7,9 @@ import { WorkspacesRepo } from './db/repos/workspaces'
 import { TenantsRepo } from './db/repos/tenants'
 import { OutboxRepo } from './db/repos/outbox'
 import { DiskBlobStore } from './blobs/disk-blob-store'
+import { S3BlobStore } from './blobs/s3-blob-store'
+import { BlobLeasesRepo } from './db/repos/blob-leases'
+import { RemoteBlobs } from './services/remote-blobs'
 import type { BlobStore } from './blobs/blob-store'
 import { systemClock, type Clock } from './lib/clock'
 import { ensureDataDir, loadSecret, type DataDir } from './lib/data-dir'
@@ -68,8 +71,8 @@ export interface CoreOptions {
   log?: FastifyBaseLogger
   /** DNS for webhook deliveries; tests inject one. */
   resolve?: Resolver
-  /** Wraps the blob store; tests inject faults (a full disk, a failing read) this way. */
-  store?: (disk: BlobStore) => BlobStore
+  /** Wraps the blob store (disk or S3, as configured); tests inject faults (a full disk, a failing read) this way. */
+  store?: (store: BlobStore) => BlobStore
   /** How often the webhook scheduler polls the outbox besides being woken on insert (1 s). */
   webhookPollMs?: number
 }
@@ -83,30 +86,45 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const dataDir = ensureDataDir(config.dataDir)
   const db = openDatabase(dataDir.db, dataDir.root)
   const serverSecret = loadSecret(dataDir, config.secret)
+  const metrics = new Metrics({ blobs: () => blobsRepo.stats(), outbox: () => outbox.counts() })
   const disk = new DiskBlobStore(dataDir.blobs, dataDir.tmp)
-  const store = options.store ? options.store(disk) : disk
+  const s3Store = config.blobStore === 's3' ? createS3Store(config, disk, metrics) : undefined
+  const store = options.store ? options.store(s3Store ?? disk) : (s3Store ?? disk)
 
   const filesRepo = new FilesRepo(db)
   const blobsRepo = new BlobsRepo(db)
   const workspacesRepo = new WorkspacesRepo(db)
   const tenantsRepo = new TenantsRepo(db)
   const outbox = new OutboxRepo(db)
+  const remote = store.remote
+    ? new RemoteBlobs({ db, clock, leases: new BlobLeasesRepo(db), blobs: blobsRepo, store, timeoutMs: config.blobS3TimeoutSeconds * 1000 })
+    : undefined
 
   const events = new FileEvents(outbox, filesRepo, workspacesRepo, clock)
   const signer = new TokenSigner(serverSecret, (tenantId) => tenantsRepo.signingGeneration(tenantId))
-  const metrics = new Metrics({ blobs: () => blobsRepo.stats(), outbox: () => outbox.counts() })
   const tenants = new TenantsService(db, tenantsRepo, clock)
   const urls = new SignedUrls(signer, filesRepo, clock)
   const quotas = new Quotas(tenantsRepo, workspacesRepo)
   const workspaces = new WorkspacesService(db, workspacesRepo, filesRepo, clock, events, config.webhookAllowPrivate)
   const files = new FilesService(db, filesRepo, workspaces, urls, clock, events)
-  const records = new UploadRecords({ db, clock, files: filesRepo, blobs: blobsRepo, workspaces: workspacesRepo, store, quotas, events })
+  const records = new UploadRecords({
+    db,
+    clock,
+    files: filesRepo,
+    blobs: blobsRepo,
+    workspaces: workspacesRepo,
+    store,
+    quotas,
+    events,
+    ...(remote ? { remote } : {}),
+  })
   const uploads = new UploadsService({
     clock,
     records,
     workspaces,
     quotas,
     store,
+    ...(remote ? { remote } : {}),
     urls,
     settings: { uploadUrlTtlMs: config.uploadUrlTtlSeconds * 1000, webhookAllowPrivate: config.webhookAllowPrivate },
     meter: metrics,
@@ -121,7 +139,15 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     send: (delivery, signal) => deliver(delivery, { allowPrivate: config.webhookAllowPrivate, resolve, signal }),
   })
   events.onEnqueued(() => webhooks.notify())
-  const gc = new GarbageCollector({ db, clock, files: filesRepo, blobs: blobsRepo, store, retentionMs: config.deletedRetentionSeconds * 1000 })
+  const gc = new GarbageCollector({
+    db,
+    clock,
+    files: filesRepo,
+    blobs: blobsRepo,
+    store,
+    retentionMs: config.deletedRetentionSeconds * 1000,
+    ...(remote ? { remote } : {}),
+  })
   const s3Credentials = new S3CredentialsService(db, new S3CredentialsRepo(db), tenantsRepo, clock, serverSecret)
   const s3 = createS3Services({
     db,
@@ -159,7 +185,31 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     close() {
       if (closed) return
       closed = true
+      s3Store?.close()
       db.close()
     },
   }
+}
+
+/**
+ * The S3 store a config describes, staging in `staging`'s tmp dir (createCore; `coffer migrate-blobs`,
+ * which needs both stores whichever one COFFER_BLOB_STORE names).
+ */
+export function createS3Store(config: Config, staging: DiskBlobStore, meter?: Metrics): S3BlobStore {
+  const { blobS3AccessKeyId: accessKeyId, blobS3SecretAccessKey: secretAccessKey } = config
+  if (config.blobS3Bucket === undefined) throw new ConfigError('invalid configuration: the S3 store needs COFFER_BLOB_S3_BUCKET')
+  if ((accessKeyId === undefined) !== (secretAccessKey === undefined)) {
+    throw new ConfigError('invalid configuration: set both COFFER_BLOB_S3_ACCESS_KEY_ID and COFFER_BLOB_S3_SECRET_ACCESS_KEY, or neither')
+  }
+  return new S3BlobStore({
+    ...(config.blobS3Endpoint !== undefined ? { endpoint: config.blobS3Endpoint } : {}),
+    bucket: config.blobS3Bucket,
+    region: config.blobS3Region,
+    ...(accessKeyId !== undefined && secretAccessKey !== undefined ? { credentials: { accessKeyId, secretAccessKey } } : {}),
+    prefix: config.blobS3Prefix ?? '',
+    forcePathStyle: config.blobS3ForcePathStyle,
+    timeoutMs: config.blobS3TimeoutSeconds * 1000,
+    ...(meter ? { meter } : {}),
+    staging,
+  })
 }

@@ -18,6 +18,7 @@ export const ERROR_CODES = [
   'RANGE_NOT_SATISFIABLE',
   'PRECONDITION_FAILED',
   'INSUFFICIENT_STORAGE',
+  'STORE_UNAVAILABLE',
   'NOT_FOUND',
   'NOT_READY',
   'INTERNAL_ERROR',
@@ -65,6 +66,20 @@ export const notFound = {
  */
 export const validationError = (path: string, message: string): AppError =>
   new AppError('VALIDATION_ERROR', `${path}: ${message}`, { errors: [{ path, message }] })
+
+/**
+ * How long a client should wait before retrying after STORE_UNAVAILABLE (the `Retry-After`
+ * header): long enough for a gateway restart or a slow-down to pass, short enough to matter.
+ */
+export const STORE_RETRY_AFTER_SECONDS = 5
+
+/**
+ * The blob store (an S3-compatible object store) is down, slow past its timeout, or refusing us.
+ * Nothing was stored by the failed operation; the client may retry later (503, Retry-After).
+ * `operation` names what failed (metrics, logs); `cause` keeps the store's own error for the log.
+ */
+export const storeUnavailable = (operation: string, cause?: unknown): AppError =>
+  Object.assign(new AppError('STORE_UNAVAILABLE', 'The storage backend is unavailable; nothing was stored or read. Retry later', {}), { operation, cause })
 
 /** True when an fs error means the disk (or the user's disk quota) is full. */
 export function isDiskFull(err: unknown): boolean {

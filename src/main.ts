@@ -5,6 +5,7 @@ import { tenantCommand } from './cli/tenant'
 import { gcCommand, verifyCommand } from './cli/maintenance'
 import { webhooksCommand } from './cli/webhooks'
 import { backupCommand } from './cli/backup'
+import { migrateBlobsCommand } from './cli/migrate-blobs'
 import { println, UsageError, type CliIO } from './cli/io'
 import { version } from '../package.json'
 
@@ -18,8 +19,10 @@ Commands:
                            manage tenants offline on the data dir (coffer tenant --help)
   webhooks list|retry      inspect and re-drive webhook deliveries (coffer webhooks --help)
   gc                       purge deleted files past retention and unreferenced blobs
-  verify                   re-hash every blob and report missing or corrupt content
+  verify                   check every blob and report missing or corrupt content (--read-data on S3)
   backup DEST              consistent online copy of the data dir into DEST (coffer backup --help)
+  migrate-blobs --to s3|disk
+                           copy the content between the data dir and S3 storage (coffer migrate-blobs --help)
   version                  print the version
 
 Configuration (flags override environment variables, which override defaults):
@@ -55,6 +58,8 @@ async function main(argv: string[]): Promise<number> {
       return verifyCommand(args, io)
     case 'backup':
       return backupCommand(args, io)
+    case 'migrate-blobs':
+      return migrateBlobsCommand(args, io)
     default:
       throw new UsageError(`unknown command: ${command}`)
   }

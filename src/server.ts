@@ -55,9 +55,10 @@ export function backgroundComponents(core: Core, logger: Logger): Background[] {
     new Periodic(
       'gc',
       10 * 60_000,
-      () => {
-        const r = core.gc.collect()
+      async () => {
+        const r = await core.gc.collect()
         if (r.filesPurged + r.blobsRemoved > 0) logger.info(r, 'garbage collected')
+        if (r.storeFailures) logger.warn(r, 'the blob store refused some deletions; they are retried on the next run')
       },
       logger,
     ),
@@ -69,6 +70,19 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
   const leftovers = emptyTmp(core.dataDir)
   if (leftovers > 0) logger.info({ removed: leftovers }, 'removed partial uploads left by a previous run')
   core.metrics.collectProcessMetrics()
+  if (core.store.remote) {
+    // One call at start: a misconfigured or unreachable store shows in the log at once (the server
+    // starts anyway: the store may come up later; /ready says which), and the client's first real
+    // request does not pay its set-up (about half a second).
+    await core.store.probe().then(
+      () => logger.info({ blobStore: core.store.description }, 'blob store reachable'),
+      (err: unknown) =>
+        logger.warn(
+          { blobStore: core.store.description, code: (err as { code?: string }).code },
+          'blob store unreachable at start; uploads and downloads answer 503 until it is back',
+        ),
+    )
+  }
   const app = await buildApp(core, { logger })
   const s3App = config.s3Port === 'off' ? undefined : await buildS3App(core, { logger })
   const background = backgroundComponents(core, logger)

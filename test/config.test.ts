@@ -75,3 +75,34 @@ t.test('the README configuration table lists every setting with its default', as
     if (o.def !== undefined) t.ok(row?.includes(`| \`${o.def}\` |`), `${o.env} shows its default ${o.def}`)
   }
 })
+
+t.test('blob store settings: s3 needs a bucket, both keys or neither, and never echoes a key', async (t) => {
+  t.equal(loadConfig({}).blobStore, 'disk')
+  const s3 = { COFFER_BLOB_STORE: 's3', COFFER_BLOB_S3_BUCKET: 'coffer', COFFER_S3_PORT: 'off' }
+  t.throws(
+    () => loadConfig({ COFFER_BLOB_STORE: 's3', COFFER_BLOB_S3_BUCKET: 'coffer' }),
+    new ConfigError('invalid configuration: COFFER_BLOB_STORE=s3 does not work with the S3 front yet: set COFFER_S3_PORT=off'),
+  )
+  const c = loadConfig({ ...s3, COFFER_BLOB_S3_ENDPOINT: 'http://127.0.0.1:7480/' }, { 'blob-s3-prefix': 'tenant-data/' })
+  t.match(c, { blobStore: 's3', blobS3Bucket: 'coffer', blobS3Endpoint: 'http://127.0.0.1:7480', blobS3Region: 'us-east-1', blobS3Prefix: 'tenant-data/' })
+  t.equal(c.blobS3ForcePathStyle, true)
+  t.equal(c.blobS3TimeoutSeconds, 15)
+  t.equal(c.blobS3RedirectDownloads, false)
+  t.throws(
+    () => loadConfig({ COFFER_BLOB_STORE: 's3', COFFER_S3_PORT: 'off' }),
+    new ConfigError('invalid configuration: COFFER_BLOB_STORE=s3 needs COFFER_BLOB_S3_BUCKET'),
+  )
+  t.throws(() => loadConfig({ COFFER_BLOB_STORE: 'nfs' }), new ConfigError('invalid configuration: COFFER_BLOB_STORE="nfs" must be disk or s3'))
+  t.throws(
+    () => loadConfig({ ...s3, COFFER_BLOB_S3_ACCESS_KEY_ID: 'AKIA0000' }),
+    new ConfigError('invalid configuration: set both COFFER_BLOB_S3_ACCESS_KEY_ID and COFFER_BLOB_S3_SECRET_ACCESS_KEY, or neither'),
+  )
+  t.throws(() => loadConfig({ ...s3, COFFER_BLOB_S3_PREFIX: '/abs' }), /COFFER_BLOB_S3_PREFIX="\/abs" must be empty, or path segments/)
+  t.throws(() => loadConfig({ ...s3, COFFER_BLOB_S3_BUCKET: 'No_Such' }), /COFFER_BLOB_S3_BUCKET="No_Such" must be an S3 bucket name/)
+  t.throws(() => loadConfig({ ...s3, COFFER_BLOB_S3_ENDPOINT: 'ftp://x' }), /COFFER_BLOB_S3_ENDPOINT/)
+  t.throws(() => loadConfig({ ...s3, COFFER_BLOB_S3_TIMEOUT_SECONDS: '0' }), /COFFER_BLOB_S3_TIMEOUT_SECONDS="0" must be an integer from 1 to 600/)
+  const secret = 'x'.repeat(600)
+  t.throws(() => loadConfig({ ...s3, COFFER_BLOB_S3_ACCESS_KEY_ID: 'AKIA0000', COFFER_BLOB_S3_SECRET_ACCESS_KEY: secret }), {
+    message: 'invalid configuration: COFFER_BLOB_S3_SECRET_ACCESS_KEY=(hidden) must be a secret access key',
+  })
+})

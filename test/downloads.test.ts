@@ -1,7 +1,6 @@
 import t from 'tap'
-import fs from 'node:fs'
 import { createHash } from 'node:crypto'
-import { createTenant, fileBytes, makeApp, upload, blobFile } from './helper'
+import { createTenant, fileBytes, makeApp, upload } from './helper'
 
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex')
 
@@ -100,7 +99,7 @@ t.test('pending, failed and missing content answer 404', async (t) => {
   }
   const ok = await upload(app, tenant.headers)
   const sha256 = core.db.prepare('SELECT sha256 FROM files WHERE id = ?').pluck().get(ok.fileId) as string
-  fs.rmSync(blobFile(core, sha256))
+  await core.store.remove(sha256)
   const gone = await app.inject({ url: `/api/v1/files/${ok.fileId}/download`, headers: tenant.headers })
   t.equal(gone.statusCode, 404)
   t.equal(gone.json().error.code, 'FILE_NOT_FOUND')

@@ -12,6 +12,11 @@ import type { App } from '../src/http/types'
 import type { Resolver } from '../src/webhooks/ssrf'
 import { blobPath } from '../src/blobs/layout'
 import { TEST_LOG_DIR } from './log-scan/secrets'
+import { fixtureEnv } from './s3/fixture'
+import { DiskBlobStore } from '../src/blobs/disk-blob-store'
+import { S3BlobStore } from '../src/blobs/s3-blob-store'
+import type { BlobStore } from '../src/blobs/blob-store'
+import { randomUUID } from 'node:crypto'
 
 export const ADMIN_KEY = 'test-admin-key-0123456789abcdef'
 
@@ -54,7 +59,7 @@ export async function makeApp(
   opts: { resolve?: Resolver; dir?: string; store?: CoreOptions['store']; webhookPollMs?: number } = {},
 ): Promise<TestContext> {
   const dir = opts.dir ?? tempDir(t)
-  const config = loadConfig({ COFFER_ADMIN_API_KEY: ADMIN_KEY, COFFER_LOG_LEVEL: 'debug', ...env }, { 'data-dir': dir })
+  const config = loadConfig({ COFFER_ADMIN_API_KEY: ADMIN_KEY, COFFER_LOG_LEVEL: 'debug', ...testStoreEnv(), ...env }, { 'data-dir': dir })
   const clock = new ManualClock()
   const { stream, lines } = captureLogs()
   const logger = createLogger(config.logLevel, stream)
@@ -69,10 +74,88 @@ export async function makeApp(
   t.teardown(async () => {
     await core.webhooks.stop()
     await app.close()
+    if (core.store.remote) await purge(core.store)
     core.close()
   })
   return { app, core, clock, dir, config, logs: lines }
 }
+
+/** Which blob store the API tests run on: disk unless COFFER_TEST_BLOB_STORE=s3 (the CI's second pass). */
+export const TEST_BLOB_STORE: 'disk' | 's3' = process.env.COFFER_TEST_BLOB_STORE === 's3' ? 's3' : 'disk'
+
+/**
+ * The env that puts an app on the test blob store: nothing for disk; for s3 the Ceph fixture's
+ * settings with a key prefix of its own, so each app sees only its own objects (listings, orphans).
+ * Asking for s3 without a fixture is an error, never a silent fall-back to disk.
+ */
+export function testStoreEnv(store = TEST_BLOB_STORE): Record<string, string> {
+  if (store === 'disk') return {}
+  const fixture = fixtureEnv()
+  if ('unavailable' in fixture) throw new Error(`COFFER_TEST_BLOB_STORE=s3 but the Ceph fixture is unavailable: ${fixture.unavailable}`)
+  return { ...fixture.env, COFFER_BLOB_STORE: 's3', COFFER_S3_PORT: 'off', COFFER_BLOB_S3_PREFIX: `t-${process.pid}-${randomUUID().slice(0, 8)}/` }
+}
+
+/** The hashes of every blob the app's store holds (disk or S3). */
+export async function storedBlobs(core: Core): Promise<string[]> {
+  const out: string[] = []
+  for await (const b of core.store.list()) out.push(b.sha256)
+  return out.sort()
+}
+
+/**
+ * Size of every stored blob by hash, for a data dir served by another process: the disk layout,
+ * or the bucket when `storeEnv` (testStoreEnv) puts it on S3.
+ */
+export async function storedSizes(storeEnv: Record<string, string>, dataDir: string): Promise<Map<string, number>> {
+  const store = storeFor(storeEnv, dataDir)
+  const sizes = new Map<string, number>()
+  for await (const b of store.list()) sizes.set(b.sha256, b.size)
+  if (store instanceof S3BlobStore) store.close()
+  return sizes
+}
+
+/**
+ * Deletes what a test left in the fixture's bucket under its prefix: the fixture keeps its objects
+ * (in RAM, capped) from run to run, and a full OSD makes writes hang. Best effort: a test whose
+ * store is down has nothing there.
+ */
+async function purge(store: BlobStore): Promise<void> {
+  try {
+    for await (const b of store.list()) await store.remove(b.sha256)
+  } catch {
+    // unreachable store (the store-down tests): nothing was written
+  }
+}
+
+/** purge() for a data dir served by another process (the crash test). */
+export async function purgeStoredBlobs(storeEnv: Record<string, string>, dataDir: string): Promise<void> {
+  const store = storeFor(storeEnv, dataDir)
+  if (!(store instanceof S3BlobStore)) return
+  await purge(store)
+  store.close()
+}
+
+function storeFor(storeEnv: Record<string, string>, dataDir: string): BlobStore {
+  const config = loadConfig(storeEnv, { 'data-dir': dataDir })
+  const disk = new DiskBlobStore(path.join(dataDir, 'blobs', 'sha256'), path.join(dataDir, 'tmp'))
+  const store =
+    config.blobStore === 's3'
+      ? new S3BlobStore({
+          endpoint: config.blobS3Endpoint!,
+          bucket: config.blobS3Bucket!,
+          region: config.blobS3Region,
+          credentials: { accessKeyId: config.blobS3AccessKeyId!, secretAccessKey: config.blobS3SecretAccessKey! },
+          prefix: config.blobS3Prefix ?? '',
+          forcePathStyle: true,
+          timeoutMs: 15_000,
+          staging: disk,
+        })
+      : disk
+  return store
+}
+
+/** Why a disk-only test does not run on the S3 store (a visible skip), or false. */
+export const diskOnly = (why: string): string | false => (TEST_BLOB_STORE === 's3' ? `disk store only: ${why}` : false)
 
 export const admin = { authorization: `Bearer ${ADMIN_KEY}` }
 export const bearer = (key: string) => ({ authorization: `Bearer ${key}` })

@@ -99,7 +99,7 @@ t.test('blob gauges: content on disk counted once, exact at every scrape, throug
   t.equal(sample(text, 'coffer_blobs'), 2)
   await app.inject({ method: 'DELETE', url: `/api/v1/files/${other.fileId}`, headers: a.headers })
   clock.advance(1)
-  core.gc.collect()
+  await core.gc.collect()
   text = await scrape(app)
   t.equal(sample(text, 'coffer_blob_bytes'), 4096, 'collected content leaves the gauge')
   t.equal(sample(text, 'coffer_blobs'), 1)

@@ -159,7 +159,7 @@ t.test('multipart parts survive a restart and a full garbage collection, then co
   await first.close()
 
   const second = await makeS3(t, {}, { dir: first.dir, existing: { ...first.tenant, credentials: first.credentials } })
-  const gc = second.core.gc.collect(true)
+  const gc = await second.core.gc.collect(true)
   t.equal(gc.blobsRemoved, 0, 'a full collection keeps the blobs of parts')
   const e2 = await second.client.send(new UploadPartCommand({ Bucket: 'durable', Key: 'resumed.bin', UploadId, PartNumber: 2, Body: p2 }))
   await second.client.send(

@@ -2,7 +2,7 @@ import t from 'tap'
 import fs from 'node:fs'
 import path from 'node:path'
 import { PassThrough } from 'node:stream'
-import { createTenant, fileBytes, handshake, makeApp, receivedAtLeast, upload, type Handshake } from './helper'
+import { createTenant, fileBytes, handshake, makeApp, receivedAtLeast, storedBlobs, upload, type Handshake } from './helper'
 import { SWEEP_GRACE_MS } from '../src/services/uploads'
 
 const quotaOf = async (app: Awaited<ReturnType<typeof makeApp>>['app'], headers: Record<string, string>) =>
@@ -202,7 +202,7 @@ t.test('PUT: success settles the reservation to the real size; a second PUT is 4
   t.equal(again.json().error.code, 'CONFLICT')
   t.equal(again.json().error.details.field, 'upload')
   t.same(filesIn(core.dataDir.tmp), [], 'no temp files remain')
-  t.equal(filesIn(core.dataDir.blobs).length, 1)
+  t.equal((await storedBlobs(core)).length, 1)
 })
 
 t.test('PUT: every supported type is accepted with its signature and refused with another', async (t) => {
@@ -277,7 +277,7 @@ t.test('PUT: failures mark the file failed, release the reservation once, and le
     t.equal(again.statusCode, 409, `${c.name}: a failed upload takes no second PUT`)
   }
   t.same(filesIn(core.dataDir.tmp), [], 'no temp files')
-  t.same(filesIn(core.dataDir.blobs), [], 'no blobs')
+  t.same(await storedBlobs(core), [], 'no blobs')
   const counts = core.db.prepare('SELECT used_bytes FROM tenants WHERE id = ?').pluck().get(tenant.id)
   t.equal(counts, 0, 'released exactly once: never negative, never double')
   const tooBigDetails = await (async () => {
@@ -322,7 +322,7 @@ t.test('a file deleted while its body streams is not resurrected, and its blob i
   body.end(fileBytes('image/png', 1000, 2))
   const res = await pending
   t.equal(res.statusCode, 404)
-  t.same(filesIn(core.dataDir.blobs), [], 'the placed blob was removed again')
+  t.same(await storedBlobs(core), [], 'the placed blob was removed again')
   t.same(filesIn(core.dataDir.tmp), [])
   t.equal((await quotaOf(app, tenant.headers)).usedBytes, 0)
 })

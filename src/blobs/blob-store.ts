@@ -48,9 +48,17 @@ export class BlobNotFoundError extends Error {
   }
 }
 
+/** One stored blob as a listing sees it. */
+export interface ListedBlob {
+  sha256: string
+  /** When it was written (epoch ms): the orphan sweep spares young ones. */
+  mtimeMs: number
+  size: number
+}
+
 /**
- * Content-addressed blob storage. The contract every implementation keeps (the disk store today;
- * an S3-compatible remote store is planned, issue #16):
+ * Content-addressed blob storage. The contract every implementation keeps (the disk store, and
+ * S3BlobStore for S3-compatible object storage, issue #16):
  * - `stage` streams the content somewhere temporary while hashing it, never buffering it whole;
  *   on any failure nothing of it remains.
  * - `place` makes the blob durable under its hash before returning; placing content that is
@@ -58,14 +66,23 @@ export class BlobNotFoundError extends Error {
  * - `ensurePlaced` and `removeSync` are SYNCHRONOUS because they run inside a SQLite write
  *   transaction (better-sqlite3 transactions cannot await): that lock is what orders a commit
  *   and a garbage collection of the same hash (GarbageCollector.collect). For the disk store both
- *   are a few syscalls. A remote store cannot do network I/O there: it would implement
- *   `ensurePlaced` as a check against what `place` recorded, and `removeSync` by recording the
- *   hash for deletion after the transaction commits (a tombstone the collector retries). Keep new
- *   synchronous methods out of this interface for that reason.
+ *   are a few syscalls. A remote store cannot do network I/O there (`remote: true`): its uploads
+ *   lease their hash before `place` and its deletions go through tombstones, both recorded in the
+ *   database (services/remote-blobs.ts), so its `ensurePlaced` has nothing to do and it has no
+ *   `removeSync`. Keep new synchronous methods out of this interface for that reason.
  * - `open` is async and returns a stream (or a small Buffer) plus its length, so a remote store
  *   can answer with a ranged GET.
  */
 export interface BlobStore {
+  /**
+   * False for the disk store. True for a remote store (S3): `removeSync` is unavailable, since no
+   * network call can run inside a SQLite transaction; uploads and deletions of the same content are
+   * ordered by leases and tombstones instead (services/remote-blobs.ts), and `ensurePlaced` is a
+   * no-op because a lease, not a re-link, keeps the placed object alive until the commit.
+   */
+  readonly remote: boolean
+  /** Where the content lives, for /ready, logs and `coffer backup`: `disk <dir>` or `s3 <endpoint>/<bucket>/<prefix>`. */
+  readonly description: string
   stage(source: Readable, guard: StageGuard): Promise<StagedBlob>
   place(staged: StagedBlob): Promise<void>
   /** Inside the commit transaction: re-places the staged content if a collector removed the blob meanwhile. */
@@ -77,10 +94,19 @@ export interface BlobStore {
    * recorded). Throws BlobNotFoundError when the content is missing.
    */
   open(sha256: string, range?: ByteRange): Promise<OpenedBlob>
-  /** Deletes a stored blob; the caller holds the write transaction that proved it unreferenced. */
+  /** Deletes a stored blob; the caller holds the write transaction that proved it unreferenced (disk only). */
   removeSync(sha256: string): void
-  /** Every stored sha256, with its modification time (the orphan sweep spares young ones). */
-  list(): AsyncIterable<{ sha256: string; mtimeMs: number }>
+  /** Deletes a stored blob, if present; outside any transaction (remote stores: see `remote`). */
+  remove(sha256: string): Promise<void>
+  /** Every stored blob. */
+  list(): AsyncIterable<ListedBlob>
   /** Re-hashes a stored blob; undefined when it is missing. */
   hash(sha256: string): Promise<string | undefined>
+  /** Throws when the store cannot serve (readiness); resolves quickly when it can. */
+  probe(): Promise<void>
+  /**
+   * Remote stores only: a URL of the store itself that serves the blob for `expiresInSeconds`,
+   * answering with the given Content-Type and Content-Disposition (redirected downloads).
+   */
+  presign?(sha256: string, expiresInSeconds: number, contentType: string, disposition: string): Promise<string>
 }

@@ -5,7 +5,7 @@ import { Transform, type Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { fsyncDir, fsyncDirAsync } from '../lib/durable'
 import { noteStreamed } from '../lib/heap-relief'
-import { BlobNotFoundError, type BlobStore, type ByteRange, type OpenedBlob, type StagedBlob, type StageGuard } from './blob-store'
+import { BlobNotFoundError, type BlobStore, type ByteRange, type ListedBlob, type OpenedBlob, type StagedBlob, type StageGuard } from './blob-store'
 import { blobPath, SHA256_RE } from './layout'
 
 const HEAD_BYTES = 64
@@ -68,10 +68,15 @@ class Inspector extends Transform {
 
 /** Blobs under `root` (layout.ts); staging files under `tmpDir` on the same filesystem. */
 export class DiskBlobStore implements BlobStore {
+  readonly remote = false
+  readonly description: string
+
   constructor(
     private readonly root: string,
     private readonly tmpDir: string,
-  ) {}
+  ) {
+    this.description = `disk ${root}`
+  }
 
   async stage(source: Readable, guard: StageGuard): Promise<StagedBlob> {
     const tmpPath = path.join(this.tmpDir, `upload-${randomUUID()}`)
@@ -143,18 +148,25 @@ export class DiskBlobStore implements BlobStore {
     fs.rmSync(this.pathOf(sha256), { force: true })
   }
 
+  async remove(sha256: string): Promise<void> {
+    await fs.promises.rm(this.pathOf(sha256), { force: true })
+  }
+
+  /** The data dir's own write probe (lib/data-dir) is the disk store's readiness check. */
+  async probe(): Promise<void> {}
+
   private pathOf(sha256: string): string {
     return blobPath(this.root, sha256)
   }
 
-  async *list(): AsyncIterable<{ sha256: string; mtimeMs: number }> {
+  async *list(): AsyncIterable<ListedBlob> {
     for (const a of await readdirOrEmpty(this.root)) {
       for (const b of await readdirOrEmpty(path.join(this.root, a))) {
         const dir = path.join(this.root, a, b)
         for (const name of await readdirOrEmpty(dir)) {
           if (!SHA256_RE.test(name)) continue
           const st = await fs.promises.stat(path.join(dir, name)).catch(() => undefined)
-          if (st) yield { sha256: name, mtimeMs: st.mtimeMs }
+          if (st) yield { sha256: name, mtimeMs: st.mtimeMs, size: st.size }
         }
       }
     }

@@ -11,7 +11,9 @@ server secret) into DEST, a directory that must not exist or be empty. The serve
 running. DEST is a data dir: restore by serving it (coffer serve --data-dir DEST) or moving
 it into place. On the data dir's filesystem blobs are hard-linked (fast, no extra space);
 elsewhere they are copied. The copy is built in DEST.tmp-<id> and renamed into place when
-complete, so a backup cut short is recognisable by that name.`
+complete, so a backup cut short is recognisable by that name.
+With COFFER_BLOB_STORE=s3 the content stays in the object store: DEST holds the metadata (database
+snapshot, secret), whose records refer to the objects in the bucket.`
 
 export async function backupCommand(args: string[], io: CliIO): Promise<number> {
   const { values, positionals } = parse(args, { 'data-dir': { type: 'string' }, json: { type: 'boolean' } }, 1)
@@ -34,7 +36,13 @@ export async function backupCommand(args: string[], io: CliIO): Promise<number> 
     const r = await backupDataDir(core, dest)
     const seconds = (Date.now() - started) / 1000
     if (values.json) println(io.stdout, JSON.stringify({ ...r, seconds }))
-    else {
+    else if (r.contentStaysIn !== undefined) {
+      println(
+        io.stdout,
+        `backed up the metadata: ${r.files} file record(s) referring to ${r.blobs} blob(s), ${r.bytes} bytes, to ${r.dest} in ${seconds.toFixed(1)} s. ` +
+          `The content stays in the object store (${r.contentStaysIn}) and was not copied: back it up with the store's own tools (bucket versioning, replication).`,
+      )
+    } else {
       println(
         io.stdout,
         `backed up ${r.files} file record(s) and ${r.blobs} blob(s), ${r.bytes} bytes (${r.linked} hard-linked, ${r.copied} copied) to ${r.dest} in ${seconds.toFixed(1)} s`,

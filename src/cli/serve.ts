@@ -36,6 +36,11 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
     host: { type: 'string' },
     'data-dir': { type: 'string' },
     'log-level': { type: 'string' },
+    'blob-store': { type: 'string' },
+    'blob-s3-endpoint': { type: 'string' },
+    'blob-s3-bucket': { type: 'string' },
+    'blob-s3-region': { type: 'string' },
+    'blob-s3-prefix': { type: 'string' },
     ephemeral: { type: 'boolean' },
   })
   const { help, ephemeral, ...flags } = values

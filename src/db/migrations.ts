@@ -250,6 +250,28 @@ END;
   },
   {
     version: 7,
+    name: 'blob leases and tombstones (remote stores)',
+    sql: `
+-- A remote blob store (S3) cannot delete inside a SQLite transaction, so deletions and uploads of
+-- the same content are ordered through these rows instead (services/remote-blobs.ts, issue #16).
+-- An upload leases its hash before writing the object; the collector skips leased hashes.
+CREATE TABLE blob_leases (
+  upload_id  TEXT PRIMARY KEY,
+  sha256     TEXT NOT NULL,
+  expires_at INTEGER NOT NULL
+) STRICT;
+CREATE INDEX blob_leases_by_sha ON blob_leases (sha256);
+-- A hash whose object is being deleted: no upload writes it until the row is gone. The deleter
+-- claims the row for a bounded time, so a crashed deleter's work is taken over, never raced.
+CREATE TABLE blob_tombstones (
+  sha256        TEXT PRIMARY KEY,
+  created_at    INTEGER NOT NULL,
+  claimed_until INTEGER NOT NULL
+) STRICT;
+`,
+  },
+  {
+    version: 8,
     name: 'workspace webhooks: workspaces.webhook_url, file.deleted events',
     sql: `
 -- A workspace may name a URL notified of every upload completed into it and every deletion from it,

@@ -1,5 +1,5 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { AppError, isDiskFull, publicCode, type ErrorCode } from '../errors'
+import { AppError, isDiskFull, publicCode, STORE_RETRY_AFTER_SECONDS, type ErrorCode } from '../errors'
 import { formatValidationErrors } from './validation'
 
 /** The one code → HTTP status table. */
@@ -19,12 +19,18 @@ export const STATUS: Record<ErrorCode, number> = {
   RANGE_NOT_SATISFIABLE: 416,
   PRECONDITION_FAILED: 412,
   INSUFFICIENT_STORAGE: 507,
+  STORE_UNAVAILABLE: 503,
   NOT_FOUND: 404,
   NOT_READY: 503,
   INTERNAL_ERROR: 500,
 }
 
+/** Codes whose answers tell the client when to come back (RFC 9110 §10.2.3). */
+const RETRY_AFTER: Partial<Record<ErrorCode, number>> = { STORE_UNAVAILABLE: STORE_RETRY_AFTER_SECONDS }
+
 export function sendError(reply: FastifyReply, err: AppError): FastifyReply {
+  const retryAfter = RETRY_AFTER[err.code]
+  if (retryAfter !== undefined) reply.header('retry-after', String(retryAfter))
   return reply
     .code(STATUS[err.code])
     .type('application/json; charset=utf-8')
@@ -84,11 +90,23 @@ function placeInRequest(err: AppError, request: FastifyRequest): AppError {
   return new AppError('VALIDATION_ERROR', first ? `${first.path}: ${first.message}` : err.message, { ...err.details, errors })
 }
 
+/** The store's own error in a few words for the log (its name, code and message; never a response dump). */
+function describeCause(cause: unknown): string | undefined {
+  if (!(cause instanceof Error)) return undefined
+  const code = (cause as NodeJS.ErrnoException).code
+  return `${cause.name}${code ? ` ${code}` : ''}: ${cause.message}`.slice(0, 300)
+}
+
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError, request, reply) => {
     const appErr = err instanceof AppError ? placeInRequest(err, request) : toAppError(err, request)
     const status = STATUS[appErr.code]
-    if (status >= 500 && appErr.code !== 'INSUFFICIENT_STORAGE') {
+    if (appErr.code === 'STORE_UNAVAILABLE') {
+      request.log.warn(
+        { operation: (appErr as { operation?: string }).operation, storeError: describeCause((appErr as { cause?: unknown }).cause) },
+        'blob store unavailable',
+      )
+    } else if (status >= 500 && appErr.code !== 'INSUFFICIENT_STORAGE') {
       request.log.error({ err }, 'request failed')
     } else if (status >= 500) {
       request.log.warn({ errCode: (err as NodeJS.ErrnoException).code }, 'disk full')

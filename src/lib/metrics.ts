@@ -2,7 +2,15 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 
 /** How an upload ended: `completed`, or the lower-cased error code that failed it, or `expired` (swept). */
 export type UploadOutcome =
-  'completed' | 'invalid_file_type' | 'file_too_large' | 'quota_exceeded' | 'validation_error' | 'insufficient_storage' | 'internal_error' | 'expired'
+  | 'completed'
+  | 'invalid_file_type'
+  | 'file_too_large'
+  | 'quota_exceeded'
+  | 'validation_error'
+  | 'insufficient_storage'
+  | 'store_unavailable'
+  | 'internal_error'
+  | 'expired'
 
 /** What the upload service reports; an interface so services stay free of prom-client. */
 export interface UploadMeter {
@@ -12,7 +20,20 @@ export interface UploadMeter {
   finished(result: string): void
 }
 
-const FAILURE_OUTCOMES: ReadonlySet<string> = new Set(['invalid_file_type', 'file_too_large', 'quota_exceeded', 'validation_error', 'insufficient_storage'])
+const FAILURE_OUTCOMES: ReadonlySet<string> = new Set([
+  'invalid_file_type',
+  'file_too_large',
+  'quota_exceeded',
+  'validation_error',
+  'insufficient_storage',
+  'store_unavailable',
+])
+
+/** What a remote blob store reports about each call it makes (an interface: blobs/ stays free of prom-client). */
+export interface StoreMeter {
+  /** One call to the store: its operation (put, get, head, delete, list, …), duration, and error kind if it failed. */
+  storeCall(operation: string, seconds: number, error?: string): void
+}
 
 /** The label of an upload's end: a bounded set whatever the service reports. */
 export function uploadOutcome(result: string): UploadOutcome {
@@ -40,7 +61,7 @@ const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 1
  * two apps in one test process do not collide). Labels are bounded sets only: route templates,
  * methods, status codes, outcomes; never a URL, an id or a key.
  */
-export class Metrics implements UploadMeter {
+export class Metrics implements UploadMeter, StoreMeter {
   readonly registry = new Registry()
   readonly httpRequests = new Counter({
     name: 'coffer_http_requests_total',
@@ -53,6 +74,19 @@ export class Metrics implements UploadMeter {
     help: 'Time from request to response, by method, route template and status code',
     labelNames: ['method', 'route', 'status_code'] as const,
     buckets: DURATION_BUCKETS,
+    registers: [this.registry],
+  })
+  readonly storeDuration = new Histogram({
+    name: 'coffer_blob_store_operation_seconds',
+    help: 'Calls to the remote blob store (S3), by operation, successful or not',
+    labelNames: ['operation'] as const,
+    buckets: DURATION_BUCKETS,
+    registers: [this.registry],
+  })
+  readonly storeErrors = new Counter({
+    name: 'coffer_blob_store_errors_total',
+    help: 'Failed calls to the remote blob store (S3), by operation and kind (timeout, unreachable, server, refused)',
+    labelNames: ['operation', 'kind'] as const,
     registers: [this.registry],
   })
   private inFlight: () => number = () => 0
@@ -132,6 +166,11 @@ export class Metrics implements UploadMeter {
 
   finished(result: string): void {
     this.uploads.inc({ outcome: uploadOutcome(result) })
+  }
+
+  storeCall(operation: string, seconds: number, error?: string): void {
+    this.storeDuration.observe({ operation }, seconds)
+    if (error !== undefined) this.storeErrors.inc({ operation, kind: error })
   }
 
   /** Node's own metrics (CPU, memory, event loop lag, GC, handles): for the serving process only. */

@@ -5,6 +5,7 @@ import { readCopy, snapshotInto, blobShas } from '../db/backup'
 import { DiskBlobBackup } from '../blobs/disk-backup'
 import { dataDirPaths, type DataDir, makeWorkDir, publishWorkDir, discardDir, copySecret } from '../lib/data-dir'
 import { fsyncFile } from '../lib/durable'
+import type { BlobStore } from '../blobs/blob-store'
 
 export interface BackupResult {
   dest: string
@@ -17,6 +18,11 @@ export interface BackupResult {
   copied: number
   /** Blobs the database lists that were already missing from the live data dir (see coffer verify). */
   missing: string[]
+  /**
+   * Set when the content lives in a remote store (S3): the backup holds the metadata only and
+   * its records refer to the objects there, which stay where they are (its description).
+   */
+  contentStaysIn?: string
 }
 
 export interface BackupHooks {
@@ -39,10 +45,11 @@ export interface BackupHooks {
  * Everything is built in `<dest>.tmp-<id>` beside `dest`, fsynced, and renamed into place last:
  * a backup cut short is never mistaken for one, and is recognisable by that name.
  */
-export async function backupDataDir(source: { db: DB; dataDir: DataDir }, dest: string, hooks: BackupHooks = {}): Promise<BackupResult> {
-  const { db, dataDir } = source
+export async function backupDataDir(source: { db: DB; dataDir: DataDir; store?: BlobStore }, dest: string, hooks: BackupHooks = {}): Promise<BackupResult> {
+  const { db, dataDir, store } = source
   const id = randomBytes(6).toString('hex')
   const work = dataDirPaths(`${dest}.tmp-${id}`)
+  if (store?.remote) return backupMetadata(source, work, dest, store, hooks)
   const staging = path.join(dataDir.tmp, `backup-${id}`)
   makeWorkDir(work.root)
   makeWorkDir(staging)
@@ -74,5 +81,35 @@ export async function backupDataDir(source: { db: DB; dataDir: DataDir }, dest: 
     throw err
   } finally {
     discardDir(staging)
+  }
+}
+
+/**
+ * The backup of a data dir whose content is in a remote store: the database snapshot and the
+ * secret only. The objects stay in the store; the copy's records point at them. (The store's own
+ * durability and, ideally, bucket versioning protect them: a collector run after the backup may
+ * delete content that only the backup still references, once its retention has passed.)
+ */
+async function backupMetadata(source: { db: DB; dataDir: DataDir }, work: DataDir, dest: string, store: BlobStore, hooks: BackupHooks): Promise<BackupResult> {
+  const { db, dataDir } = source
+  makeWorkDir(work.root)
+  try {
+    // Nothing to pin (the objects stay in the store), but the statement must run to its end.
+    await snapshotInto(db, dataDir.db, dataDir.root, work.db, (shas) => Array.from(shas))
+    await hooks.afterSnapshot?.()
+    const out = { files: 0, blobs: 0, bytes: 0 }
+    out.files = readCopy(work.db, dataDir.root, ({ size }) => {
+      out.blobs++
+      out.bytes += size
+    }).files
+    fsyncFile(work.db)
+    makeWorkDir(work.blobs)
+    makeWorkDir(work.tmp)
+    copySecret(dataDir, work)
+    publishWorkDir(work.root, dest)
+    return { dest, ...out, linked: 0, copied: 0, missing: [], contentStaysIn: store.description }
+  } catch (err) {
+    discardDir(work.root)
+    throw err
   }
 }

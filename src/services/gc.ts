@@ -3,6 +3,7 @@ import type { FilesRepo } from '../db/repos/files'
 import type { BlobsRepo } from '../db/repos/blobs'
 import type { BlobStore } from '../blobs/blob-store'
 import type { Clock } from '../lib/clock'
+import type { RemoteBlobs } from './remote-blobs'
 
 /** A blob file with no row is an orphan only once it is this old: younger ones may be mid-commit. */
 export const ORPHAN_MIN_AGE_MS = 60 * 60_000
@@ -13,26 +14,45 @@ export interface VerifyReport {
   missing: string[]
   corrupt: string[]
   orphans: string[]
+  /** Whether content was re-hashed (always on disk; with --read-data on a remote store) or only listed. */
+  readData: boolean
 }
 
 /** Garbage collection of soft-deleted files and unreferenced blobs, and the integrity check. */
 export class GarbageCollector {
-  constructor(private readonly deps: { db: DB; clock: Clock; files: FilesRepo; blobs: BlobsRepo; store: BlobStore; retentionMs: number }) {}
+  constructor(
+    private readonly deps: {
+      db: DB
+      clock: Clock
+      files: FilesRepo
+      blobs: BlobsRepo
+      store: BlobStore
+      retentionMs: number
+      /** Present with a remote store: deletions go through tombstones (services/remote-blobs.ts). */
+      remote?: RemoteBlobs
+    },
+  ) {}
 
   /**
    * Purges files deleted longer than the retention ago, then the blobs they leave unreferenced
    * (`full`: every unreferenced blob, for `coffer gc`). Each blob's row and file go inside one write
    * transaction, so a concurrent upload of the same content either keeps the blob alive or, finding
-   * it gone, re-links its own copy (BlobStore.ensurePlaced).
+   * it gone, re-links its own copy (BlobStore.ensurePlaced). On a remote store the transaction
+   * only tombstones the blob (skipping one an upload has leased) and the objects are deleted after
+   * it (RemoteBlobs); `storeFailures` counts deletions the store refused, retried on the next run.
    */
-  collect(full = false): { filesPurged: number; blobsRemoved: number; bytesFreed: number } {
-    const { db, clock, files, blobs, store, retentionMs } = this.deps
+  async collect(full = false): Promise<{ filesPurged: number; blobsRemoved: number; bytesFreed: number; storeFailures?: number }> {
+    const { db, clock, files, blobs, store, retentionMs, remote } = this.deps
     const result = { filesPurged: 0, blobsRemoved: 0, bytesFreed: 0 }
     const removeIfUnreferenced = (sha256: string) => {
       const size = blobs.sizeIfUnreferenced(sha256)
       if (size === undefined) return
+      if (remote) {
+        if (!remote.condemnInTx(sha256)) return
+      } else {
+        store.removeSync(sha256)
+      }
       blobs.delete(sha256)
-      store.removeSync(sha256)
       result.blobsRemoved++
       result.bytesFreed += size
     }
@@ -53,41 +73,60 @@ export class GarbageCollector {
         after = shas.at(-1)!
       }
     }
-    return result
+    if (!remote) return result
+    const { failed } = await remote.drain()
+    return failed > 0 ? { ...result, storeFailures: failed } : result
   }
 
   /** Removes blob files that have no row (a crash between placing and committing) and are old enough. */
   async removeOrphans(): Promise<number> {
-    const { db, clock, blobs, store } = this.deps
+    const { db, clock, blobs, store, remote } = this.deps
     let removed = 0
     for await (const b of store.list()) {
       if (clock.now() - b.mtimeMs < ORPHAN_MIN_AGE_MS || blobs.exists(b.sha256)) continue
       db.transaction(() => {
-        if (!blobs.exists(b.sha256)) {
+        if (blobs.exists(b.sha256)) return
+        if (remote) {
+          if (remote.condemnInTx(b.sha256)) removed++
+        } else {
           store.removeSync(b.sha256)
           removed++
         }
       }).immediate()
     }
+    if (remote) await remote.drain()
     return removed
   }
 
-  /** Re-hashes every stored blob; reports rows without content, content that changed, and orphans. */
-  async verify(): Promise<VerifyReport> {
+  /**
+   * Checks every blob the database records; reports rows without content, content that changed,
+   * and stored blobs no row records. The disk store re-hashes everything; a remote store, where
+   * reading everything back costs transfer, compares one listing's keys and sizes unless
+   * `readData` asks for the hashes too.
+   */
+  async verify(readData = false): Promise<VerifyReport> {
     const { blobs, store } = this.deps
-    const report: VerifyReport = { checked: 0, missing: [], corrupt: [], orphans: [] }
-    for (let after = ''; ;) {
-      const shas = blobs.shasAfter(after, BATCH)
-      for (const sha of shas) {
-        report.checked++
-        const actual = await store.hash(sha)
-        if (actual === undefined) report.missing.push(sha)
-        else if (actual !== sha) report.corrupt.push(sha)
-      }
-      if (shas.length < BATCH) break
-      after = shas.at(-1)!
+    const rehash = readData || !store.remote
+    const report: VerifyReport = { checked: 0, missing: [], corrupt: [], orphans: [], readData: rehash }
+    const listed = new Map<string, number>()
+    for await (const b of store.list()) {
+      if (blobs.exists(b.sha256)) listed.set(b.sha256, b.size)
+      else report.orphans.push(b.sha256)
     }
-    for await (const b of store.list()) if (!blobs.exists(b.sha256)) report.orphans.push(b.sha256)
+    for (let after = ''; ;) {
+      const rows = blobs.sizesAfter(after, BATCH)
+      for (const { sha256, size } of rows) {
+        report.checked++
+        if (rehash) {
+          const actual = await store.hash(sha256)
+          if (actual === undefined) report.missing.push(sha256)
+          else if (actual !== sha256) report.corrupt.push(sha256)
+        } else if (!listed.has(sha256)) report.missing.push(sha256)
+        else if (listed.get(sha256) !== size) report.corrupt.push(sha256)
+      }
+      if (rows.length < BATCH) break
+      after = rows.at(-1)!.sha256
+    }
     return report
   }
 }

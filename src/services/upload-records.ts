@@ -7,6 +7,7 @@ import type { BlobStore, StagedBlob } from '../blobs/blob-store'
 import type { Clock } from '../lib/clock'
 import type { FileEvents } from '../webhooks/events'
 import type { Quotas, StreamCharge } from './quotas'
+import type { RemoteBlobs } from './remote-blobs'
 
 export type NewUpload = Parameters<FilesRepo['insertPending']>[0]
 
@@ -26,6 +27,8 @@ export class UploadRecords {
       store: BlobStore
       quotas: Quotas
       events: FileEvents
+      /** Present with a remote store: uploads hold leases that the commit settles. */
+      remote?: RemoteBlobs
     },
   ) {}
 
@@ -56,6 +59,7 @@ export class UploadRecords {
         // Without a declared size nothing was reserved: the real size must fit now, atomically.
         if (current.declaredSize === null) quotas.assertFits(current.tenantId, current.workspaceId, staged.size)
         store.ensurePlaced(staged)
+        this.deps.remote?.settleInTx(fileId, staged.sha256)
         blobs.insertIfMissing(staged.sha256, staged.size, clock.now())
         files.complete(fileId, staged.size, staged.sha256, clock.now())
         events.settled(fileId)
@@ -84,9 +88,13 @@ export class UploadRecords {
     return this.deps.files.expiredPending(before, limit)
   }
 
-  /** A placed blob that no row references (its commit failed) is removed under the write lock. */
-  removeIfOrphan(sha256: string): void {
-    const { db, blobs, store } = this.deps
+  /**
+   * A placed blob that no row references (its commit failed) is removed: under the write lock on
+   * disk, through a tombstone on a remote store (which also drops the upload's lease).
+   */
+  async removeIfOrphan(uploadId: string, sha256: string): Promise<void> {
+    const { db, blobs, store, remote } = this.deps
+    if (remote) return remote.discardIfUnused(uploadId, sha256)
     try {
       db.transaction(() => {
         if (!blobs.exists(sha256)) store.removeSync(sha256)

@@ -3,6 +3,9 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import { TEST_LOG_DIR, findSecrets } from './secrets'
+import { stopFixtureAfterRun } from '../s3/fixture'
+
+stopFixtureAfterRun()
 
 let lines = 0
 const leaks: string[] = []

@@ -12,6 +12,7 @@ const PATTERNS: [string, RegExp][] = [
   ['signed URL token under an encoded name', /[?&][^=&\s"]*%[0-9a-fA-F]{2}[^=&\s"]*=(?!\[REDACTED\])[0-9a-fA-F]{64}/],
   ['admin key used by the tests', /[a-z]+-admin-key-[0-9a-z]{6,}/],
   ['Authorization header value', /Bearer\s+[A-Za-z0-9._~+/-]{8,}/],
+  ['S3 secret of the Ceph fixture', /cofferS3secret[0-9a-f]{8,}/],
   ['S3 secret access key', /"?secretAccessKey"?\s*[:=]\s*"?(?!\[REDACTED\])[A-Za-z0-9+/]{40}/],
   ['S3 presigned URL signature', /X-Amz-Signature=(?!\[REDACTED\])[0-9a-f]{16,}/i],
   ['SigV4 Authorization header', /Credential=CK[A-Z0-9]{18}\/[^,]*,\s*SignedHeaders=[^,]*,\s*Signature=[0-9a-f]{16,}/],

@@ -16,6 +16,9 @@ export class BlobsRepo {
         )
         .pluck(),
       shasAfter: db.prepare<[string, number], string>('SELECT sha256 FROM blobs WHERE sha256 > ? ORDER BY sha256 LIMIT ?').pluck(),
+      sizesAfter: db.prepare<[string, number], { sha256: string; size: number }>(
+        'SELECT sha256, size_bytes AS size FROM blobs WHERE sha256 > ? ORDER BY sha256 LIMIT ?',
+      ),
       delete: db.prepare('DELETE FROM blobs WHERE sha256 = ?'),
       stats: db.prepare<[], { bytes: number; count: number }>('SELECT bytes, count FROM blob_totals WHERE id = 1'),
     }
@@ -37,6 +40,11 @@ export class BlobsRepo {
   /** Keyset walk over every blob, in hash order. */
   shasAfter(after: string, limit: number): string[] {
     return this.stmts.shasAfter.all(after, limit)
+  }
+
+  /** Keyset walk over every blob with its recorded size, in hash order. */
+  sizesAfter(after: string, limit: number): { sha256: string; size: number }[] {
+    return this.stmts.sizesAfter.all(after, limit)
   }
 
   delete(sha256: string): void {

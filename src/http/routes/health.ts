@@ -15,15 +15,18 @@ export async function healthRoutes(app: App, core: Core): Promise<void> {
     {
       schema: {
         tags: ['health'],
-        summary: 'Readiness: the database answers and the data dir accepts a write',
+        summary: 'Readiness: the database answers, the data dir accepts a write, and a remote blob store (S3) answers',
         response: {
-          200: Type.Object({ status: Type.Literal('ready'), checks: Type.Object({ database: Type.String(), storage: Type.String() }) }),
+          200: Type.Object({
+            status: Type.Literal('ready'),
+            checks: Type.Object({ database: Type.String(), storage: Type.String(), blobStore: Type.Optional(Type.String()) }),
+          }),
           503: Type.Ref('ErrorResponse'),
         },
       },
     },
     async () => {
-      const { ready, checks } = readiness(core.db, core.dataDir)
+      const { ready, checks } = await readiness(core.db, core.dataDir, core.store)
       if (!ready) throw new AppError('NOT_READY', 'Coffer is not ready', { checks })
       return { status: 'ready' as const, checks }
     },
