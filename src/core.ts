@@ -103,13 +103,13 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     ? new RemoteBlobs({ db, clock, leases: new BlobLeasesRepo(db), blobs: blobsRepo, store, timeoutMs: config.blobS3TimeoutSeconds * 1000 })
     : undefined
 
-  const events = new FileEvents(outbox, filesRepo, clock)
+  const events = new FileEvents(outbox, filesRepo, workspacesRepo, clock)
   // A deleted tenant has no signing generation: it verifies no token (#13).
   const signer = new TokenSigner(serverSecret, (tenantId) => tenantsRepo.signingGeneration(tenantId))
   const tenants = new TenantsService(db, tenantsRepo, clock, { files: filesRepo, workspaces: workspacesRepo, outbox })
   const urls = new SignedUrls(signer, filesRepo, clock)
   const quotas = new Quotas(tenantsRepo, workspacesRepo)
-  const workspaces = new WorkspacesService(db, workspacesRepo, filesRepo, clock, events)
+  const workspaces = new WorkspacesService(db, workspacesRepo, filesRepo, clock, events, config.webhookAllowPrivate)
   const files = new FilesService(db, filesRepo, workspaces, urls, clock, events)
   const commits = new GroupCommit(db, options.walSync)
   const records = new UploadRecords({
@@ -166,6 +166,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     multipart: new MultipartRepo(db),
     blobs: blobsRepo,
     files: filesRepo,
+    events,
     quotas,
     region: config.s3Region,
     maxObjectBytes: config.s3MaxObjectBytes,

@@ -21,7 +21,7 @@ export interface S3Context {
   dir: string
   endpoint: string
   logs: Record<string, unknown>[]
-  tenant: { id: string; apiKey: string; headers: { authorization: string } }
+  tenant: { id: string; apiKey: string; webhookSecret: string; headers: { authorization: string } }
   credentials: { accessKeyId: string; secretAccessKey: string }
   /** An SDK client with default settings (checksums, retries), path-style as self-hosted S3 needs. */
   client: S3Client
@@ -78,11 +78,11 @@ export async function createTenantWithS3(app: App, quotaBytes?: number) {
     payload: { name: `s3-${Math.random().toString(36).slice(2)}`, ...(quotaBytes !== undefined ? { quotaBytes } : {}) },
   })
   if (res.statusCode !== 201) throw new Error(`tenant creation failed: ${res.statusCode} ${res.body}`)
-  const { id, apiKey } = res.json() as { id: string; apiKey: string }
+  const { id, apiKey, webhookSecret } = res.json() as { id: string; apiKey: string; webhookSecret: string }
   const cred = await app.inject({ method: 'POST', url: `/api/v1/admin/tenants/${id}/s3-credentials`, headers: admin })
   if (cred.statusCode !== 201) throw new Error(`credential creation failed: ${cred.statusCode} ${cred.body}`)
   const credentials = cred.json() as { accessKeyId: string; secretAccessKey: string }
-  return { id, apiKey, headers: bearer(apiKey), credentials }
+  return { id, apiKey, webhookSecret, headers: bearer(apiKey), credentials }
 }
 
 /** Deterministic pseudo-random bytes. */

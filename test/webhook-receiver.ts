@@ -1,3 +1,4 @@
+import { createHmac, timingSafeEqual } from 'node:crypto'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { Test } from 'tap'
@@ -44,4 +45,20 @@ export async function startReceiver(
     }
   }
   return { url: `http://127.0.0.1:${port}/hooks/coffer`, received, statuses, waitFor }
+}
+
+/** What a receiver does (Standard Webhooks): recompute the signature with the secret and compare in constant time. */
+export function verifySignature(secret: string, headers: Record<string, unknown>, body: string): boolean {
+  const id = String(headers['webhook-id'])
+  const ts = String(headers['webhook-timestamp'])
+  const expected = createHmac('sha256', Buffer.from(secret.replace(/^whsec_/, ''), 'base64'))
+    .update(`${id}.${ts}.${body}`)
+    .digest()
+  return String(headers['webhook-signature'])
+    .split(' ')
+    .some((part) => {
+      const [v, sig] = part.split(',')
+      const given = Buffer.from(sig ?? '', 'base64')
+      return v === 'v1' && given.length === expected.length && timingSafeEqual(given, expected)
+    })
 }

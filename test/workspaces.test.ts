@@ -21,6 +21,7 @@ t.test('create, get, list: Unix-second timestamps, defaults', async (t) => {
     quotaBytes: 5000,
     usedBytes: 0,
     metadata: { color: 'blue', n: [1, 2] },
+    webhookUrl: null,
     createdAt: secs,
     updatedAt: secs,
   })

@@ -57,7 +57,7 @@ export const DeliveriesQuery = Type.Object(
 /** A tenant's own webhook delivery: the outbox event without its payload or tenant. */
 export const DeliverySchema = Type.Object({
   id: Type.String({ description: 'The Standard Webhooks `webhook-id`, the same on every attempt' }),
-  event: Type.Union([Type.Literal('file.uploaded'), Type.Literal('file.failed')]),
+  event: Type.Union([Type.Literal('file.uploaded'), Type.Literal('file.failed'), Type.Literal('file.deleted')]),
   fileId: Uuid,
   url: Type.String(),
   status: Type.Union([Type.Literal('pending'), Type.Literal('delivered'), Type.Literal('dead')], {

@@ -14,6 +14,15 @@ export const Slug = Type.String({
   pattern: '^[a-z0-9]+(?:-[a-z0-9]+)*$',
   'x-message': 'must be lowercase letters, digits and single hyphens between them (1-63 characters)',
 })
+// Validated like the handshake's webhookUrl: no control characters (they would reach the outbox and
+// `coffer webhooks list` raw), then parsed and SSRF-checked by the service.
+const WebhookUrl = Type.String({
+  maxLength: 2048,
+  pattern: NO_CONTROL,
+  'x-message': NO_CONTROL_MESSAGE,
+  description:
+    'Absolute http(s) URL notified of every upload completed into the workspace (file.uploaded) and every deletion (file.deleted), through either front',
+})
 const Quota = Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER })
 const Metadata = Type.Object(
   {},
@@ -30,6 +39,7 @@ export const CreateWorkspaceBody = Type.Object(
     slug: Slug,
     quotaBytes: Type.Optional(Type.Union([Quota, Type.Null()])),
     metadata: Type.Optional(Type.Union([Metadata, Type.Null()])),
+    webhookUrl: Type.Optional(Type.Union([WebhookUrl, Type.Null()])),
   },
   { additionalProperties: false },
 )
@@ -40,6 +50,7 @@ export const UpdateWorkspaceBody = Type.Object(
     slug: Type.Optional(Type.String({ description: 'Immutable: accepted only when unchanged' })),
     quotaBytes: Type.Optional(Type.Union([Quota, Type.Null()], { description: 'null removes the limit' })),
     metadata: Type.Optional(Type.Union([Metadata, Type.Null()], { description: 'Replaces the existing metadata' })),
+    webhookUrl: Type.Optional(Type.Union([WebhookUrl, Type.Null()], { description: 'Replaces the workspace webhook; null removes it' })),
   },
   { additionalProperties: false },
 )
@@ -51,6 +62,7 @@ export const WorkspaceSchema = Type.Object({
   quotaBytes: Type.Union([Type.Integer(), Type.Null()]),
   usedBytes: Type.Integer(),
   metadata: Type.Union([Type.Object({}, { additionalProperties: true }), Type.Null()]),
+  webhookUrl: Type.Union([Type.String(), Type.Null()], { description: 'Notified of file.uploaded and file.deleted for every file of the workspace' }),
   createdAt: Type.Integer({ description: 'Unix time in seconds' }),
   updatedAt: Type.Integer({ description: 'Unix time in seconds' }),
 })
@@ -66,6 +78,7 @@ export function workspaceView(w: Workspace): Static<typeof WorkspaceSchema> {
     quotaBytes: w.quotaBytes,
     usedBytes: w.usedBytes,
     metadata: w.metadata,
+    webhookUrl: w.webhookUrl,
     createdAt: unixSeconds(w.createdAt),
     updatedAt: unixSeconds(w.updatedAt),
   }

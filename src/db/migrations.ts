@@ -292,4 +292,35 @@ CREATE INDEX files_deleted_by_tenant ON files (tenant_id) WHERE deleted_at IS NO
 CREATE INDEX outbox_by_tenant ON outbox (tenant_id, created_at DESC, id DESC);
 `,
   },
+  {
+    version: 10,
+    name: 'workspace webhooks: workspaces.webhook_url, file.deleted events',
+    sql: `
+-- A workspace may name a URL notified of every upload completed into it and every deletion from it,
+-- through either front (s3.md: Webhooks).
+ALTER TABLE workspaces ADD COLUMN webhook_url TEXT;
+-- SQLite cannot alter a CHECK: the outbox is rebuilt to accept file.deleted, rows and indexes kept.
+CREATE TABLE outbox_new (
+  id              TEXT PRIMARY KEY,
+  tenant_id       TEXT NOT NULL REFERENCES tenants(id),
+  file_id         TEXT NOT NULL,
+  event           TEXT NOT NULL CHECK (event IN ('file.uploaded', 'file.failed', 'file.deleted')),
+  url             TEXT NOT NULL,
+  payload         TEXT NOT NULL,
+  status          TEXT NOT NULL CHECK (status IN ('pending', 'delivered', 'dead')),
+  attempts        INTEGER NOT NULL DEFAULT 0,
+  next_attempt_at INTEGER NOT NULL,
+  last_error      TEXT,
+  created_at      INTEGER NOT NULL,
+  updated_at      INTEGER NOT NULL,
+  delivered_at    INTEGER
+) STRICT;
+INSERT INTO outbox_new SELECT id, tenant_id, file_id, event, url, payload, status, attempts, next_attempt_at, last_error, created_at, updated_at, delivered_at FROM outbox;
+DROP TABLE outbox;
+ALTER TABLE outbox_new RENAME TO outbox;
+CREATE INDEX outbox_due ON outbox (next_attempt_at) WHERE status = 'pending';
+CREATE INDEX outbox_by_status ON outbox (status, created_at);
+CREATE INDEX outbox_by_tenant ON outbox (tenant_id, created_at DESC, id DESC);
+`,
+  },
 ]

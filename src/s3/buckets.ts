@@ -9,6 +9,7 @@ import type { FilesRepo } from '../db/repos/files'
 import type { Quotas } from '../services/quotas'
 import type { BlobStore } from '../blobs/blob-store'
 import type { Clock } from '../lib/clock'
+import type { FileEvents } from '../webhooks/events'
 import { uuidv7 } from '../lib/ids'
 import { S3Error } from './errors'
 
@@ -24,6 +25,8 @@ export interface S3Deps {
   multipart: MultipartRepo
   blobs: BlobsRepo
   files: FilesRepo
+  /** Writes the workspace webhook's file.uploaded / file.deleted in the transaction of the change. */
+  events: FileEvents
   quotas: Quotas
   region: string
   maxObjectBytes: number
@@ -71,7 +74,7 @@ export class S3Buckets {
       if (workspaces.getBySlug(tenant.id, name)) {
         throw new S3Error('BucketAlreadyOwnedByYou', 'Your previous request to create the named bucket succeeded and you already own it.', { BucketName: name })
       }
-      workspaces.insert({ id, tenantId: tenant.id, name, slug: name, quotaBytes: null, metadata: null, now })
+      workspaces.insert({ id, tenantId: tenant.id, name, slug: name, quotaBytes: null, metadata: null, webhookUrl: null, now })
     }).immediate()
     return workspaces.getLive(tenant.id, id)!
   }

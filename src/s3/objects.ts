@@ -148,8 +148,9 @@ export class S3Objects {
     } catch (err) {
       throw err instanceof AppError ? fromAppError(err) : err
     }
+    const id = uuidv7(now)
     objects.insertCompleted({
-      id: uuidv7(now),
+      id,
       tenantId: tenant.id,
       workspaceId: w.id,
       key,
@@ -160,11 +161,14 @@ export class S3Objects {
       info,
       now,
     })
+    // In the transaction of the write, like the API's commit: PutObject, CopyObject and
+    // CompleteMultipartUpload all end here.
+    this.deps.events.settled(id)
     return objects.get(w.id, key)!
   }
 
   private softDelete(tenant: AuthenticatedTenant, fileId: string, now: number): void {
-    this.deps.files.softDelete(tenant.id, fileId, now)
+    if (this.deps.files.softDelete(tenant.id, fileId, now)) this.deps.events.deleted(fileId)
   }
 
   head(tenant: AuthenticatedTenant, bucket: string, key: string): ObjectRow {

@@ -64,7 +64,8 @@ export class FilesService {
 
   /**
    * Soft delete: the row stays (for retention) but leaves every listing and releases its quota.
-   * Deleting a pending upload ends it: it becomes failed and its `file.failed` event is written.
+   * Deleting a pending upload ends it: it becomes failed and its `file.failed` event is written;
+   * deleting a completed file writes its workspace's `file.deleted`.
    */
   delete(tenant: AuthenticatedTenant, fileId: string): void {
     this.db
@@ -73,6 +74,7 @@ export class FilesService {
         const f = this.get(tenant, fileId)
         this.files.softDelete(tenant.id, f.id, this.clock.now())
         if (f.status === 'pending') this.events.settled(f.id, { code: 'FILE_DELETED', message: 'The file was deleted before its upload completed' })
+        else this.events.deleted(f.id)
       })
       .immediate()
   }

@@ -6,6 +6,7 @@ import type { Clock } from '../lib/clock'
 import type { FilesRepo } from '../db/repos/files'
 import { isUuid, uuidv7 } from '../lib/ids'
 import type { FileEvents } from '../webhooks/events'
+import { parseWebhookUrl } from '../webhooks/url'
 import { valueDeeperThan } from '../lib/json-depth'
 import { MAX_METADATA_BYTES, MAX_METADATA_DEPTH } from '../contract/workspaces'
 
@@ -14,6 +15,7 @@ export interface CreateWorkspaceInput {
   slug: string
   quotaBytes?: number | null
   metadata?: Record<string, unknown> | null
+  webhookUrl?: string | null
 }
 
 export interface UpdateWorkspaceInput {
@@ -21,6 +23,7 @@ export interface UpdateWorkspaceInput {
   slug?: string
   quotaBytes?: number | null
   metadata?: Record<string, unknown> | null
+  webhookUrl?: string | null
 }
 
 function checkMetadata(metadata: Record<string, unknown> | null | undefined): void {
@@ -39,7 +42,13 @@ export class WorkspacesService {
     private readonly files: FilesRepo,
     private readonly clock: Clock,
     private readonly events: FileEvents,
+    private readonly webhookAllowPrivate: boolean,
   ) {}
+
+  /** The same rules as the handshake's webhookUrl (absolute http(s), SSRF literal checks). */
+  private checkWebhookUrl(url: string | null | undefined): void {
+    if (typeof url === 'string') parseWebhookUrl(url, this.webhookAllowPrivate)
+  }
 
   /**
    * The workspace a request is scoped to, from a header (`X-Workspace-Id`) and an explicit input
@@ -67,6 +76,7 @@ export class WorkspacesService {
 
   create(tenant: AuthenticatedTenant, input: CreateWorkspaceInput): Workspace {
     checkMetadata(input.metadata)
+    this.checkWebhookUrl(input.webhookUrl)
     const now = this.clock.now()
     const id = uuidv7(now)
     this.db
@@ -81,6 +91,7 @@ export class WorkspacesService {
           slug: input.slug,
           quotaBytes: input.quotaBytes ?? null,
           metadata: input.metadata ?? null,
+          webhookUrl: input.webhookUrl ?? null,
           now,
         })
       })
@@ -88,9 +99,10 @@ export class WorkspacesService {
     return this.repo.getLive(tenant.id, id)!
   }
 
-  /** `metadata` replaces; `quotaBytes: null` removes the limit; the slug never changes. */
+  /** `metadata` and `webhookUrl` replace; `quotaBytes: null` removes the limit; the slug never changes. */
   update(tenant: AuthenticatedTenant, id: string, input: UpdateWorkspaceInput): Workspace {
     checkMetadata(input.metadata)
+    this.checkWebhookUrl(input.webhookUrl)
     return this.db
       .transaction(() => {
         const w = this.get(tenant, id)
@@ -101,6 +113,7 @@ export class WorkspacesService {
           name: input.name ?? w.name,
           quotaBytes: input.quotaBytes === undefined ? w.quotaBytes : input.quotaBytes,
           metadata: input.metadata === undefined ? w.metadata : input.metadata,
+          webhookUrl: input.webhookUrl === undefined ? w.webhookUrl : input.webhookUrl,
           now: this.clock.now(),
         })
         return this.repo.getLive(tenant.id, w.id)!

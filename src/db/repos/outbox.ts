@@ -1,7 +1,7 @@
 import type { DB } from '../database'
 
 export type OutboxStatus = 'pending' | 'delivered' | 'dead'
-export type FileEventName = 'file.uploaded' | 'file.failed'
+export type FileEventName = 'file.uploaded' | 'file.failed' | 'file.deleted'
 
 /** One webhook event. `id` is the Standard Webhooks `webhook-id`, stable across attempts. */
 export interface OutboxEvent {

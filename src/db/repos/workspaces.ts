@@ -9,6 +9,8 @@ export interface Workspace {
   quotaBytes: number | null
   usedBytes: number
   metadata: Record<string, unknown> | null
+  /** Notified of every upload completed into the workspace and every deletion from it. */
+  webhookUrl: string | null
   createdAt: number
   updatedAt: number
 }
@@ -21,6 +23,7 @@ interface Row {
   quota_bytes: number | null
   used_bytes: number
   metadata: string | null
+  webhook_url: string | null
   created_at: number
   updated_at: number
 }
@@ -33,11 +36,12 @@ const toWorkspace = (r: Row): Workspace => ({
   quotaBytes: r.quota_bytes,
   usedBytes: r.used_bytes,
   metadata: r.metadata === null ? null : (JSON.parse(r.metadata) as Record<string, unknown>),
+  webhookUrl: r.webhook_url,
   createdAt: r.created_at,
   updatedAt: r.updated_at,
 })
 
-const COLUMNS = 'id, tenant_id, name, slug, quota_bytes, used_bytes, metadata, created_at, updated_at'
+const COLUMNS = 'id, tenant_id, name, slug, quota_bytes, used_bytes, metadata, webhook_url, created_at, updated_at'
 
 /** SQL for the workspaces table; no rules here. Deleted workspaces keep their row (files point at it). */
 export class WorkspacesRepo {
@@ -49,11 +53,11 @@ export class WorkspacesRepo {
       bySlug: db.prepare<[string, string], Row>(`SELECT ${COLUMNS} FROM workspaces WHERE tenant_id = ? AND slug = ? AND deleted_at IS NULL`),
       list: db.prepare<[string], Row>(`SELECT ${COLUMNS} FROM workspaces WHERE tenant_id = ? AND deleted_at IS NULL ORDER BY created_at, id`),
       insert: db.prepare(
-        `INSERT INTO workspaces (id, tenant_id, name, slug, quota_bytes, metadata, created_at, updated_at)
-         VALUES (@id, @tenantId, @name, @slug, @quotaBytes, @metadata, @now, @now)`,
+        `INSERT INTO workspaces (id, tenant_id, name, slug, quota_bytes, metadata, webhook_url, created_at, updated_at)
+         VALUES (@id, @tenantId, @name, @slug, @quotaBytes, @metadata, @webhookUrl, @now, @now)`,
       ),
       update: db.prepare(
-        `UPDATE workspaces SET name = @name, quota_bytes = @quotaBytes, metadata = @metadata, updated_at = @now
+        `UPDATE workspaces SET name = @name, quota_bytes = @quotaBytes, metadata = @metadata, webhook_url = @webhookUrl, updated_at = @now
          WHERE id = @id AND tenant_id = @tenantId AND deleted_at IS NULL`,
       ),
       softDeleteAllOfTenant: db.prepare('UPDATE workspaces SET deleted_at = @now WHERE tenant_id = @tenantId AND deleted_at IS NULL'),
@@ -83,12 +87,21 @@ export class WorkspacesRepo {
     slug: string
     quotaBytes: number | null
     metadata: Record<string, unknown> | null
+    webhookUrl: string | null
     now: number
   }): void {
     this.stmts.insert.run({ ...w, metadata: w.metadata === null ? null : JSON.stringify(w.metadata) })
   }
 
-  update(w: { id: string; tenantId: string; name: string; quotaBytes: number | null; metadata: Record<string, unknown> | null; now: number }): boolean {
+  update(w: {
+    id: string
+    tenantId: string
+    name: string
+    quotaBytes: number | null
+    metadata: Record<string, unknown> | null
+    webhookUrl: string | null
+    now: number
+  }): boolean {
     return this.stmts.update.run({ ...w, metadata: w.metadata === null ? null : JSON.stringify(w.metadata) }).changes === 1
   }
 
