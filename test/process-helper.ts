@@ -108,3 +108,18 @@ export async function createTenantOverHttp(
   const created = (await res.json()) as { id: string; apiKey: string }
   return { ...created, auth: { authorization: `Bearer ${created.apiKey}` } }
 }
+
+/** A process's resident set size now and its high-water mark, in bytes (Linux /proc). */
+export function memoryOf(pid: number): { rss: number; peak: number } {
+  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8')
+  const kb = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1] ?? 0) * 1024
+  return { rss: kb('VmRSS'), peak: kb('VmHWM') }
+}
+
+/**
+ * What "memory stays flat" means for a transfer test: the server's peak grew less than a body
+ * buffered whole would make it grow, over what it used before the transfer (the executable's own
+ * size, the SDK and the console it carries, is not the transfer's), and stays under #15's bound.
+ */
+export const FLAT_GROWTH_BYTES = 80 * 1024 * 1024
+export const PEAK_RSS_BOUND_BYTES = 200 * 1024 * 1024

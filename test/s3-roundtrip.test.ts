@@ -7,7 +7,7 @@ import { Readable } from 'node:stream'
 import t, { type Test } from 'tap'
 import { CreateBucketCommand, GetObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3'
 import { Upload } from '@aws-sdk/lib-storage'
-import { buildBundle, createTenantOverHttp, startCoffer } from './process-helper'
+import { buildBundle, createTenantOverHttp, FLAT_GROWTH_BYTES, memoryOf, PEAK_RSS_BOUND_BYTES, startCoffer } from './process-helper'
 import { tempDir } from './helper'
 
 buildBundle()
@@ -72,21 +72,21 @@ async function getDigest(client: S3Client, key: string): Promise<{ digest: strin
   return { digest: hash.digest('hex'), length }
 }
 
-function peakRss(pid: number): number {
-  const m = /VmHWM:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))
-  return Number(m?.[1] ?? 0) * 1024
-}
-
 t.test('200 MiB PutObject and 96 MiB multipart, streamed both ways; server memory stays flat', async (t) => {
   const { server, client } = await start(t)
+  const before = memoryOf(server.child.pid!).rss
   const one = generated(200 * MiB)
   await client.send(new PutObjectCommand({ Bucket: 'big', Key: 'one.bin', Body: one.stream, ContentLength: 200 * MiB }))
   t.same(await getDigest(client, 'one.bin'), { digest: one.digest(), length: 200 * MiB }, 'PutObject of 200 MiB round-trips')
   const multi = generated(96 * MiB)
   await new Upload({ client, params: { Bucket: 'big', Key: 'multi.bin', Body: multi.stream }, partSize: 8 * MiB, queueSize: 4 }).done()
   t.same(await getDigest(client, 'multi.bin'), { digest: multi.digest(), length: 96 * MiB }, 'multipart of 96 MiB round-trips')
-  const peak = peakRss(server.child.pid!)
-  t.ok(peak < 150 * MiB, `peak RSS of the server stayed under 150 MB: ${(peak / MiB).toFixed(1)} MiB`)
+  const { peak } = memoryOf(server.child.pid!)
+  t.ok(
+    peak - before < FLAT_GROWTH_BYTES,
+    `296 MiB each way grew the server by ${((peak - before) / MiB).toFixed(1)} MiB (from ${(before / MiB).toFixed(1)} MiB)`,
+  )
+  t.ok(peak < PEAK_RSS_BOUND_BYTES, `peak RSS ${(peak / MiB).toFixed(1)} MiB`)
 })
 
 t.test('an object over COFFER_S3_MAX_OBJECT_BYTES is refused and nothing stays on disk', async (t) => {
