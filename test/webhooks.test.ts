@@ -1,7 +1,6 @@
 import t from 'tap'
-import { createHmac, timingSafeEqual } from 'node:crypto'
 import { createTenant, fileBytes, handshake, makeApp, upload, type Handshake } from './helper'
-import { startReceiver } from './webhook-receiver'
+import { startReceiver, verifySignature } from './webhook-receiver'
 import { deliver, DELIVERY_TIMEOUT_MS } from '../src/webhooks/deliver'
 import { MAX_ATTEMPTS, RETRY_DELAYS_MS } from '../src/webhooks/scheduler'
 import { SWEEP_GRACE_MS } from '../src/services/uploads'
@@ -9,22 +8,6 @@ import { webhooksCommand } from '../src/cli/webhooks'
 import { UsageError } from '../src/cli/io'
 
 const ALLOW = { COFFER_WEBHOOK_ALLOW_PRIVATE: 'true' }
-
-/** What a receiver does (Standard Webhooks): recompute the signature with the secret and compare in constant time. */
-function verifySignature(secret: string, headers: Record<string, unknown>, body: string): boolean {
-  const id = String(headers['webhook-id'])
-  const ts = String(headers['webhook-timestamp'])
-  const expected = createHmac('sha256', Buffer.from(secret.replace(/^whsec_/, ''), 'base64'))
-    .update(`${id}.${ts}.${body}`)
-    .digest()
-  return String(headers['webhook-signature'])
-    .split(' ')
-    .some((part) => {
-      const [v, sig] = part.split(',')
-      const given = Buffer.from(sig ?? '', 'base64')
-      return v === 'v1' && given.length === expected.length && timingSafeEqual(given, expected)
-    })
-}
 
 t.test('file.uploaded: the spec payload, signed, delivered in the background right after commit', async (t) => {
   // The outbox poll is a minute away: only the wake-up on insert can deliver within the wait.
