@@ -14,7 +14,8 @@ import type { RemoteBlobs } from './remote-blobs'
  *   release: inside a write transaction, an unreferenced blob's row goes and its content is
  *            removed (disk) or tombstoned (remote store, deleted by `drain` after the commit).
  * On disk the transaction's lock orders a write and a deletion of the same hash; on a remote store
- * leases and tombstones do (RemoteBlobs). Nothing else calls place, ensurePlaced or removeSync.
+ * leases and tombstones do (RemoteBlobs). Nothing else calls place, ensurePlaced or removeSync on
+ * the store being served (`coffer migrate-blobs` places into the other store, which nothing collects).
  */
 export class BlobWrites {
   constructor(
