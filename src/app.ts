@@ -19,7 +19,7 @@ import { webhooksRoutes } from './http/routes/webhooks'
 import { registerRateLimit } from './http/rate-limit'
 import { registerJsonBody } from './http/json-body'
 import { clientErrorHandler } from './http/client-error'
-import { registerRequestLifecycle } from './http/request-lifecycle'
+import { registerRequestLifecycle, type Front } from './http/request-lifecycle'
 import { documentSecurity, registerOpenApi } from './http/openapi'
 import { metricsRoutes } from './http/routes/metrics'
 import { docsRoutes } from './http/routes/docs'
@@ -31,6 +31,15 @@ export interface BuildAppOptions {
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
+
+/** The JSON API as the request lifecycle sees it (request-lifecycle.ts). */
+const apiFront: Front = {
+  name: 'api',
+  stamp: (request, reply) => void reply.header('x-request-id', request.id),
+  // The template (`/api/v1/files/:fileId`), never the URL: bounded, and free of ids and tokens.
+  route: (request) => request.routeOptions.url ?? 'unmatched',
+  tenantId: (request) => request.tenant?.id,
+}
 
 /** Fastify's own response serializer compiler (fast-json-stringify), the one it uses by default. */
 const fastifySerializers = SerializerSelector()
@@ -62,7 +71,7 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
         error.code === 'FST_ERR_MAX_PARAM_LENGTH'
           ? new AppError('NOT_FOUND', 'Not found: a path segment is longer than any id')
           : new AppError('VALIDATION_ERROR', 'The URL is malformed', { errors: [{ path: '/url', message: 'is not a valid URL' }] })
-      reply.header('x-request-id', request.id)
+      apiFront.stamp(request, reply)
       void sendError(reply, appErr)
     },
     // Requests Node's parser refuses (malformed, headers too large) get the envelope too.
@@ -94,7 +103,7 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
   await registerOpenApi(app)
   // One onRequest and one onResponse hook for every request: request id, in-flight tracking,
   // shutdown refusal, metrics and the access log (request-lifecycle.ts).
-  registerRequestLifecycle(app, core.metrics, opts.logger)
+  registerRequestLifecycle(app, core.metrics, opts.logger, apiFront)
 
   await registerRateLimit(app, core)
   await app.register(async (scope) => healthRoutes(scope, core))

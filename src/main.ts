@@ -57,31 +57,27 @@ async function main(argv: string[]): Promise<number> {
     case '-v':
       println(io.stdout, version)
       return 0
-    case 'serve':
-      return serveCommand(args, io, serveProcess)
-    case 'tenant':
-      return tenantCommand(args, io)
-    case 'webhooks':
-      return webhooksCommand(args, io)
-    case 'gc':
-      return gcCommand(args, io)
-    case 'verify':
-      return verifyCommand(args, io)
-    case 'backup':
-      return backupCommand(args, io)
-    case 'migrate-blobs':
-      return migrateBlobsCommand(args, io)
-    case 'upload':
-      return uploadCommand(args, io)
-    case 'download':
-      return downloadCommand(args, io)
-    case 'ls':
-      return lsCommand(args, io)
-    case 'rm':
-      return rmCommand(args, io)
-    default:
-      throw new UsageError(`unknown command: ${command}`)
+    default: {
+      const run = Object.hasOwn(COMMANDS, command) ? COMMANDS[command] : undefined
+      if (!run) throw new UsageError(`unknown command: ${command}`)
+      return run(args, io)
+    }
   }
+}
+
+/** The subcommands by name; each parses its own arguments (cli/). */
+const COMMANDS: Record<string, (args: string[], io: CliIO) => Promise<number>> = {
+  serve: (args, io) => serveCommand(args, io, serveProcess),
+  tenant: tenantCommand,
+  webhooks: webhooksCommand,
+  gc: gcCommand,
+  verify: verifyCommand,
+  backup: backupCommand,
+  'migrate-blobs': migrateBlobsCommand,
+  upload: uploadCommand,
+  download: downloadCommand,
+  ls: lsCommand,
+  rm: rmCommand,
 }
 
 /** Signals that shut the server down: SIGTERM (systemd, CI runners), SIGINT (Ctrl-C), SIGHUP (terminal closed). */

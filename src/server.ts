@@ -102,11 +102,14 @@ export async function startServer(config: Config, logger: Logger, opts: StartOpt
   const close = () =>
     (closing ??= (async () => {
       const timeoutMs = config.shutdownTimeoutSeconds * 1000
-      logger.info({ inFlight: app.inFlightRequests(), timeoutMs }, 'shutting down: refusing new requests, finishing those in flight')
+      logger.info(
+        { inFlight: app.inFlightRequests() + (s3App?.inFlightRequests() ?? 0), timeoutMs },
+        'shutting down: refusing new requests, finishing those in flight',
+      )
       // Background work stops while the requests in flight finish; both before the database closes.
       const stopped = Promise.allSettled(background.map((b) => b.stop()))
       try {
-        await Promise.all([closeGracefully(app, timeoutMs, logger), s3App && closeGracefully(s3App as unknown as App, timeoutMs, logger)])
+        await Promise.all([closeGracefully(app, timeoutMs, logger), s3App && closeGracefully(s3App, timeoutMs, logger)])
         // Uploads cut off at the timeout still mark their file failed and remove their temp file.
         await core.uploads.settled()
         for (const r of await stopped) if (r.status === 'rejected') logger.error({ err: r.reason }, 'a background component failed to stop')

@@ -3,7 +3,8 @@
 import t, { type Test } from 'tap'
 import path from 'node:path'
 import { openDatabase } from '../src/db/database'
-import { datasyncFile, GroupCommit } from '../src/db/group-commit'
+import { GroupCommit } from '../src/db/group-commit'
+import { datasyncFile } from '../src/lib/durable'
 import { createTenant, fileBytes, handshake, makeApp, tempDir, type Handshake } from './helper'
 
 /** A WAL flush the test opens by hand: each call waits for its own release(). */

@@ -227,8 +227,14 @@ export async function upload(
   })
   if (hs.statusCode !== 200) throw new Error(`handshake failed: ${hs.statusCode} ${hs.body}`)
   const h = hs.json() as Handshake
-  const put = await app.inject({ method: 'PUT', url: h.presignedUrl, headers: { 'content-type': type }, payload: bytes })
+  const put = await putContent(app, h, bytes, type)
   return { handshake: h, put, fileId: h.fileId }
+}
+
+/** The PUT of an upload's content to the presigned path of a handshake (its body, or its response). */
+export async function putContent(app: App, h: Handshake | { json(): unknown }, payload: Buffer | string, contentType = 'image/png') {
+  const url = 'presignedUrl' in h ? h.presignedUrl : (h.json() as Handshake).presignedUrl
+  return app.inject({ method: 'PUT', url, headers: { 'content-type': contentType }, payload })
 }
 
 /** Waits until uploads streaming into `tmpDir` (a data dir's tmp/) have written `bytes` in all:

@@ -3,7 +3,7 @@ import crypto from 'node:crypto'
 import fs from 'node:fs'
 import path from 'node:path'
 import { PassThrough } from 'node:stream'
-import { admin, createTenant, handshake, makeApp, upload, type Handshake } from './helper'
+import { admin, createTenant, handshake, type Handshake, makeApp, putContent, upload } from './helper'
 import { tenantCommand } from '../src/cli/tenant'
 
 // #12 item 1: what the old key made dies with it. Signed download URLs and presigned upload paths
@@ -31,12 +31,7 @@ t.test('regenerating a key revokes the signed URLs and upload paths made before'
   const dead = await app.inject({ url: link })
   t.equal(dead.statusCode, 401, 'the old signed download URL is refused at once')
   t.equal(dead.json().error.code, 'UNAUTHORIZED')
-  const put = await app.inject({
-    method: 'PUT',
-    url: pending.presignedUrl,
-    headers: { 'content-type': 'image/png' },
-    payload: Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
-  })
+  const put = await putContent(app, pending, Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]))
   t.equal(put.statusCode, 401, 'the old presigned upload path is refused')
   t.equal((await app.inject({ url: otherLink })).statusCode, 200, "another tenant's links are untouched")
 

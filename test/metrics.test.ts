@@ -1,7 +1,7 @@
 import t from 'tap'
 import { Metrics } from '../src/lib/metrics'
 import type { App } from '../src/http/types'
-import { bearer, createTenant, fileBytes, handshake, makeApp, upload, type Handshake } from './helper'
+import { bearer, createTenant, fileBytes, handshake, type Handshake, makeApp, putContent, upload } from './helper'
 
 /** The value of one sample of the Prometheus text `text`, or undefined when it is absent. */
 function sample(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
@@ -52,15 +52,10 @@ t.test('uploads by outcome, and content bytes in and out', async (t) => {
   const ok = await upload(app, tenant.headers, { bytes: fileBytes('image/png', 3000) })
   await upload(app, tenant.headers, { bytes: fileBytes('image/png', 1000, 2) })
   const h = (await handshake(app, tenant.headers, { fileType: 'image/png', fileName: 'x.png', fileSizeBytes: 10 })).json() as Handshake
-  const tooLarge = await app.inject({ method: 'PUT', url: h.presignedUrl, headers: { 'content-type': 'image/png' }, payload: fileBytes('image/png', 20) })
+  const tooLarge = await putContent(app, h, fileBytes('image/png', 20))
   t.equal(tooLarge.statusCode, 413)
   const h2 = (await handshake(app, tenant.headers, { fileType: 'image/png', fileName: 'y.png' })).json() as Handshake
-  const wrongType = await app.inject({
-    method: 'PUT',
-    url: h2.presignedUrl,
-    headers: { 'content-type': 'image/png' },
-    payload: fileBytes('application/pdf', 500),
-  })
+  const wrongType = await putContent(app, h2, fileBytes('application/pdf', 500))
   t.equal(wrongType.statusCode, 400)
   await app.inject({ method: 'GET', url: `/api/v1/files/${ok.fileId}/download`, headers: { ...tenant.headers, range: 'bytes=0-99' } })
   await app.inject({ method: 'GET', url: `/api/v1/files/${ok.fileId}/download`, headers: tenant.headers })

@@ -2,6 +2,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import path from 'node:path'
 import readline from 'node:readline'
 import fs from 'node:fs'
+import type { Test } from 'tap'
 import { TEST_LOG_DIR } from './log-scan/secrets'
 import { loadConfig } from '../src/config'
 import { createCore } from '../src/core'
@@ -121,5 +122,13 @@ export function memoryOf(pid: number): { rss: number; peak: number } {
  * buffered whole would make it grow, over what it used before the transfer (the executable's own
  * size, the SDK and the console it carries, is not the transfer's), and stays under #15's bound.
  */
-export const FLAT_GROWTH_BYTES = 80 * 1024 * 1024
-export const PEAK_RSS_BOUND_BYTES = 200 * 1024 * 1024
+const FLAT_GROWTH_BYTES = 80 * 1024 * 1024
+const PEAK_RSS_BOUND_BYTES = 200 * 1024 * 1024
+
+/** Asserts that the server `pid` kept memory flat through `transfer`, from `before` (its RSS then). */
+export function assertFlatMemory(t: Test, pid: number, before: number, transfer: string): void {
+  const { peak } = memoryOf(pid)
+  const mib = (bytes: number) => (bytes / (1024 * 1024)).toFixed(1)
+  t.ok(peak - before < FLAT_GROWTH_BYTES, `${transfer} grew the server by ${mib(peak - before)} MiB (from ${mib(before)} MiB)`)
+  t.ok(peak < PEAK_RSS_BOUND_BYTES, `peak RSS ${mib(peak)} MiB`)
+}

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { createTenant, fileBytes, handshake, makeApp, type Handshake } from './helper'
+import { createTenant, fileBytes, handshake, makeApp, putContent } from './helper'
 import type { BlobStore } from '../src/blobs/blob-store'
 
 // #12 item 3: uploads without a declared size count against the quota while they stream, so
@@ -44,16 +44,7 @@ for (const scope of ['tenant', 'workspace'] as const) {
     }
     const hs = await Promise.all(Array.from({ length: 20 }, () => handshake(app, headers, { fileType: 'image/png', fileName: 'a.png' })))
     t.ok(hs.every((h) => h.statusCode === 200))
-    const puts = await Promise.all(
-      hs.map((h, i) =>
-        app.inject({
-          method: 'PUT',
-          url: (h.json() as Handshake).presignedUrl,
-          headers: { 'content-type': 'image/png' },
-          payload: fileBytes('image/png', 3 * MB, i),
-        }),
-      ),
-    )
+    const puts = await Promise.all(hs.map((h, i) => putContent(app, h, fileBytes('image/png', 3 * MB, i))))
     const ok = puts.filter((p) => p.statusCode === 200)
     t.equal(ok.length, 1, 'one fits')
     for (const p of puts.filter((p) => p.statusCode !== 200)) {
@@ -68,12 +59,7 @@ for (const scope of ['tenant', 'workspace'] as const) {
     // Nothing stays counted in flight: the room is back once the file is deleted.
     await app.inject({ method: 'DELETE', url: `/api/v1/files/${ok[0]!.json().id}`, headers })
     const again = await handshake(app, headers, { fileType: 'image/png', fileName: 'b.png' })
-    const put = await app.inject({
-      method: 'PUT',
-      url: (again.json() as Handshake).presignedUrl,
-      headers: { 'content-type': 'image/png' },
-      payload: fileBytes('image/png', 3 * MB, 99),
-    })
+    const put = await putContent(app, again, fileBytes('image/png', 3 * MB, 99))
     t.equal(put.statusCode, 200, 'the whole quota is usable again')
   })
 }

@@ -1,7 +1,7 @@
 import t from 'tap'
 
 // The one home of quota races: concurrent handshakes and uploads against tenant and workspace quotas.
-import { createTenant, fileBytes, handshake, makeApp, type Handshake } from './helper'
+import { createTenant, fileBytes, handshake, makeApp, putContent } from './helper'
 
 t.test('concurrent handshakes racing one quota never exceed it (declared sizes)', async (t) => {
   const { app } = await makeApp(t)
@@ -13,16 +13,7 @@ t.test('concurrent handshakes racing one quota never exceed it (declared sizes)'
   t.equal(ok.length, 10, 'exactly as many as fit')
   t.ok(results.filter((r) => r.statusCode !== 200).every((r) => r.statusCode === 403 && r.json().error.code === 'QUOTA_EXCEEDED'))
   // Then the PUTs, all at once, each a little under the declared size.
-  const puts = await Promise.all(
-    ok.map((r, i) =>
-      app.inject({
-        method: 'PUT',
-        url: (r.json() as Handshake).presignedUrl,
-        headers: { 'content-type': 'image/png' },
-        payload: fileBytes('image/png', 900, i),
-      }),
-    ),
-  )
+  const puts = await Promise.all(ok.map((r, i) => putContent(app, r, fileBytes('image/png', 900, i))))
   t.ok(puts.every((p) => p.statusCode === 200))
   const quota = (await app.inject({ url: '/api/v1/tenant/quota', headers: tenant.headers })).json()
   t.equal(quota.usedBytes, 9000, 'settled to the real sizes')
@@ -36,16 +27,7 @@ t.test('concurrent undeclared uploads racing one quota never exceed it', async (
     hs.every((h) => h.statusCode === 200),
     'undeclared handshakes reserve nothing',
   )
-  const puts = await Promise.all(
-    hs.map((h, i) =>
-      app.inject({
-        method: 'PUT',
-        url: (h.json() as Handshake).presignedUrl,
-        headers: { 'content-type': 'image/png' },
-        payload: fileBytes('image/png', 1000, i),
-      }),
-    ),
-  )
+  const puts = await Promise.all(hs.map((h, i) => putContent(app, h, fileBytes('image/png', 1000, i))))
   const ok = puts.filter((p) => p.statusCode === 200)
   t.equal(ok.length, 10, 'exactly as many as fit')
   for (const p of puts.filter((p) => p.statusCode !== 200)) {
@@ -66,12 +48,7 @@ t.test('declared and undeclared uploads racing together never exceed the quota',
     const declared = i % 2 === 0
     const h = await handshake(app, tenant.headers, { fileType: 'image/png', fileName: 'a.png', ...(declared ? { fileSizeBytes: 1000 } : {}) })
     if (h.statusCode !== 200) return h.statusCode
-    const p = await app.inject({
-      method: 'PUT',
-      url: (h.json() as Handshake).presignedUrl,
-      headers: { 'content-type': 'image/png' },
-      payload: fileBytes('image/png', 1000, i),
-    })
+    const p = await putContent(app, h, fileBytes('image/png', 1000, i))
     return p.statusCode
   })
   const codes = await Promise.all(work)
@@ -94,14 +71,7 @@ t.test('many concurrent uploads into one workspace quota never exceed it', async
       const declared = i % 2 === 0
       const hs = await handshake(app, h, { fileType: 'image/png', fileName: 'a.png', ...(declared ? { fileSizeBytes: 1000 } : {}) })
       if (hs.statusCode !== 200) return hs.statusCode
-      return (
-        await app.inject({
-          method: 'PUT',
-          url: (hs.json() as Handshake).presignedUrl,
-          headers: { 'content-type': 'image/png' },
-          payload: fileBytes('image/png', 1000, i),
-        })
-      ).statusCode
+      return (await putContent(app, hs, fileBytes('image/png', 1000, i))).statusCode
     }),
   )
   t.equal(codes.filter((c) => c === 200).length, 8)

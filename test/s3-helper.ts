@@ -115,7 +115,8 @@ export function pattern(size: number, seed = 1): Buffer {
 
 const toBytes = (d: string | ArrayBuffer | ArrayBufferView): string | Buffer =>
   typeof d === 'string' ? d : d instanceof ArrayBuffer ? Buffer.from(d) : Buffer.from(d.buffer, d.byteOffset, d.byteLength)
-class NodeSha256 {
+/** The hash constructor the SDK signer wants, from node:crypto (HMAC when given a key). */
+export class NodeSha256 {
   private readonly h
   constructor(secret?: string | ArrayBuffer | ArrayBufferView) {
     this.h = secret === undefined ? createHash('sha256') : createHmac('sha256', toBytes(secret))

@@ -7,7 +7,7 @@ import { Readable } from 'node:stream'
 import t, { type Test } from 'tap'
 import { CreateBucketCommand, GetObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3'
 import { Upload } from '@aws-sdk/lib-storage'
-import { buildBundle, createTenantOverHttp, FLAT_GROWTH_BYTES, memoryOf, PEAK_RSS_BOUND_BYTES, startCoffer } from './process-helper'
+import { assertFlatMemory, buildBundle, createTenantOverHttp, memoryOf, startCoffer } from './process-helper'
 import { tempDir } from './helper'
 
 buildBundle()
@@ -81,12 +81,7 @@ t.test('200 MiB PutObject and 96 MiB multipart, streamed both ways; server memor
   const multi = generated(96 * MiB)
   await new Upload({ client, params: { Bucket: 'big', Key: 'multi.bin', Body: multi.stream }, partSize: 8 * MiB, queueSize: 4 }).done()
   t.same(await getDigest(client, 'multi.bin'), { digest: multi.digest(), length: 96 * MiB }, 'multipart of 96 MiB round-trips')
-  const { peak } = memoryOf(server.child.pid!)
-  t.ok(
-    peak - before < FLAT_GROWTH_BYTES,
-    `296 MiB each way grew the server by ${((peak - before) / MiB).toFixed(1)} MiB (from ${(before / MiB).toFixed(1)} MiB)`,
-  )
-  t.ok(peak < PEAK_RSS_BOUND_BYTES, `peak RSS ${(peak / MiB).toFixed(1)} MiB`)
+  assertFlatMemory(t, server.child.pid!, before, '296 MiB each way')
 })
 
 t.test('an object over COFFER_S3_MAX_OBJECT_BYTES is refused and nothing stays on disk', async (t) => {

@@ -2,7 +2,7 @@ import t from 'tap'
 import crypto from 'node:crypto'
 import fs from 'node:fs'
 import fc from 'fast-check'
-import { admin, createTenant, fileBytes, handshake, makeApp, upload, type Handshake } from './helper'
+import { admin, createTenant, fileBytes, handshake, type Handshake, makeApp, putContent, upload } from './helper'
 
 // The one home of tenant isolation (every route that takes an id) and of token tampering.
 t.test("tenant isolation matrix: every route with an id, called with another tenant's ids → 404", async (t) => {
@@ -245,12 +245,7 @@ t.test('a stored file is never served as text/html, whatever the client asks or 
   const tenant = await createTenant(app)
   t.equal((await handshake(app, tenant.headers, { fileType: 'text/html', fileName: 'x.html' })).statusCode, 400)
   const hs = (await handshake(app, tenant.headers, { fileType: 'image/png', fileName: 'x.html' })).json() as Handshake
-  const htmlAsPng = await app.inject({
-    method: 'PUT',
-    url: hs.presignedUrl,
-    headers: { 'content-type': 'text/html' },
-    payload: '<html><script>alert(1)</script></html>',
-  })
+  const htmlAsPng = await putContent(app, hs, '<html><script>alert(1)</script></html>', 'text/html')
   t.equal(htmlAsPng.statusCode, 400, 'a text/html body is refused')
   // HTML behind a PNG signature is stored, and served only as image/png, unsniffable and sandboxed.
   const polyglot = Buffer.concat([fileBytes('image/png', 8), Buffer.from('<html><script>alert(document.cookie)</script></html>')])

@@ -1,7 +1,7 @@
 import { useEffect, useState } from 'preact/hooks'
 import { api } from './api'
-import { formatBytes, formatTime, parseSize, percent } from './format'
-import { Confirm, ErrorText, Header, Modal, SecretBox, useAction } from './ui'
+import { formatBytes, formatTime, parseSize } from './format'
+import { Confirm, DataTable, ErrorText, Header, Modal, Pager, SecretBox, TextField, Usage, useAction } from './ui'
 import { FILE_TYPES } from '../lib/file-types'
 
 interface Tenant {
@@ -61,14 +61,8 @@ function EditTenant(props: { apiKey: string; tenant: Tenant; onClose: () => void
   return (
     <Modal title={`Edit ${t.name}`} onClose={props.onClose}>
       <form onSubmit={save} class="stacked">
-        <label>
-          Name
-          <input required maxLength={100} value={name} onInput={(e) => setName(e.currentTarget.value)} />
-        </label>
-        <label>
-          Quota
-          <input required value={quota} onInput={(e) => setQuota(e.currentTarget.value)} />
-        </label>
+        <TextField label="Name" required maxLength={100} value={name} onValue={setName} />
+        <TextField label="Quota" required value={quota} onValue={setQuota} />
         <TypesField value={types} onChange={setTypes} />
         <ErrorText error={error} />
         <div class="buttons">
@@ -123,14 +117,8 @@ export function AdminView(props: { apiKey: string; onSignOut: () => void }) {
       <section class="card" aria-labelledby="new-h">
         <h2 id="new-h">New tenant</h2>
         <form class="stacked" onSubmit={create}>
-          <label>
-            Tenant name
-            <input required maxLength={100} value={name} onInput={(e) => setName(e.currentTarget.value)} />
-          </label>
-          <label>
-            Quota
-            <input value={quota} placeholder="500 MiB (default), or 10 GiB" onInput={(e) => setQuota(e.currentTarget.value)} />
-          </label>
+          <TextField label="Tenant name" required maxLength={100} value={name} onValue={setName} />
+          <TextField label="Quota" value={quota} placeholder="500 MiB (default), or 10 GiB" onValue={setQuota} />
           <TypesField value={types} onChange={setTypes} />
           <div class="buttons">
             <button type="submit" class="primary" disabled={types.length === 0}>
@@ -144,57 +132,35 @@ export function AdminView(props: { apiKey: string; onSignOut: () => void }) {
         <h2 id="tenants-h">Tenants</h2>
         {page && page.tenants.length === 0 && <p class="muted">No tenants yet.</p>}
         {page && page.tenants.length > 0 && (
-          <table class="stack">
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                <th scope="col">Usage</th>
-                <th scope="col">Files</th>
-                <th scope="col">Allowed types</th>
-                <th scope="col">Created</th>
-                <th scope="col">Actions</th>
+          <DataTable columns={['Name', 'Usage', 'Files', 'Allowed types', 'Created', 'Actions']}>
+            {page.tenants.map((t) => (
+              <tr key={t.id}>
+                <th scope="row" data-label="Name" class="name">
+                  {t.name}
+                  <span class="muted id">{t.id}</span>
+                </th>
+                <td data-label="Usage">
+                  <Usage used={t.usedBytes} quota={t.quotaBytes} label={`Storage used by ${t.name}`} />
+                </td>
+                <td data-label="Files">{t.fileCount}</td>
+                <td data-label="Allowed types">{t.allowedFileTypes.length === FILE_TYPES.length ? 'all' : t.allowedFileTypes.join(', ')}</td>
+                <td data-label="Created">{formatTime(t.createdAt)}</td>
+                <td class="actions">
+                  <button type="button" aria-label={`Edit tenant ${t.name}`} onClick={() => setEditing(t)}>
+                    Edit
+                  </button>
+                  <button type="button" aria-label={`Regenerate key of ${t.name}`} onClick={() => setConfirm({ tenant: t, kind: 'regenerate' })}>
+                    Regenerate key
+                  </button>
+                  <button type="button" class="danger" aria-label={`Delete tenant ${t.name}`} onClick={() => setConfirm({ tenant: t, kind: 'delete' })}>
+                    Delete
+                  </button>
+                </td>
               </tr>
-            </thead>
-            <tbody>
-              {page.tenants.map((t) => (
-                <tr key={t.id}>
-                  <th scope="row" data-label="Name" class="name">
-                    {t.name}
-                    <span class="muted id">{t.id}</span>
-                  </th>
-                  <td data-label="Usage">
-                    <meter min={0} max={Math.max(t.quotaBytes, 1)} high={t.quotaBytes * 0.9} value={t.usedBytes} aria-label={`Storage used by ${t.name}`} />
-                    <span class="usage">
-                      {formatBytes(t.usedBytes)} of {formatBytes(t.quotaBytes)} ({percent(t.usedBytes, t.quotaBytes)})
-                    </span>
-                  </td>
-                  <td data-label="Files">{t.fileCount}</td>
-                  <td data-label="Allowed types">{t.allowedFileTypes.length === FILE_TYPES.length ? 'all' : t.allowedFileTypes.join(', ')}</td>
-                  <td data-label="Created">{formatTime(t.createdAt)}</td>
-                  <td class="actions">
-                    <button type="button" aria-label={`Edit tenant ${t.name}`} onClick={() => setEditing(t)}>
-                      Edit
-                    </button>
-                    <button type="button" aria-label={`Regenerate key of ${t.name}`} onClick={() => setConfirm({ tenant: t, kind: 'regenerate' })}>
-                      Regenerate key
-                    </button>
-                    <button type="button" class="danger" aria-label={`Delete tenant ${t.name}`} onClick={() => setConfirm({ tenant: t, kind: 'delete' })}>
-                      Delete
-                    </button>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
+            ))}
+          </DataTable>
         )}
-        <div class="buttons">
-          <button type="button" disabled={cursors.length === 0} onClick={() => setCursors(cursors.slice(0, -1))}>
-            Previous page
-          </button>
-          <button type="button" disabled={!page?.nextCursor} onClick={() => page?.nextCursor && setCursors([...cursors, page.nextCursor])}>
-            Next page
-          </button>
-        </div>
+        <Pager cursors={cursors} nextCursor={page?.nextCursor} onChange={setCursors} />
       </section>
 
       {editing && <EditTenant apiKey={key} tenant={editing} onClose={() => setEditing(null)} onSaved={refresh} />}

@@ -1,7 +1,7 @@
 import { useEffect, useState } from 'preact/hooks'
 import { api } from './api'
 import { formatTime } from './format'
-import { ErrorText, useAction } from './ui'
+import { DataTable, ErrorText, useAction } from './ui'
 
 interface Delivery {
   id: string
@@ -31,44 +31,31 @@ export function Deliveries(props: { apiKey: string }) {
       <ErrorText error={error} />
       {list && list.length === 0 && <p class="muted">No webhook deliveries yet: uploads with a webhookUrl show up here.</p>}
       {list && list.length > 0 && (
-        <table class="stack">
-          <thead>
-            <tr>
-              <th scope="col">Event</th>
-              <th scope="col">Status</th>
-              <th scope="col">Attempts</th>
-              <th scope="col">URL</th>
-              <th scope="col">Last error</th>
-              <th scope="col">Created</th>
-              <th scope="col">Actions</th>
+        <DataTable columns={['Event', 'Status', 'Attempts', 'URL', 'Last error', 'Created', 'Actions']}>
+          {list.map((d) => (
+            <tr key={d.id}>
+              <th scope="row" data-label="Event">
+                {d.event}
+              </th>
+              <td data-label="Status">
+                <span class={`status ${d.status}`}>{d.status}</span>
+              </td>
+              <td data-label="Attempts">{d.attempts}</td>
+              <td data-label="URL" class="url">
+                {d.url}
+              </td>
+              <td data-label="Last error">{d.lastError ?? '—'}</td>
+              <td data-label="Created">{formatTime(d.createdAt)}</td>
+              <td class="actions">
+                {d.status === 'dead' && (
+                  <button type="button" aria-label={`Retry delivery ${d.id}`} onClick={() => void retry(d)}>
+                    Retry
+                  </button>
+                )}
+              </td>
             </tr>
-          </thead>
-          <tbody>
-            {list.map((d) => (
-              <tr key={d.id}>
-                <th scope="row" data-label="Event">
-                  {d.event}
-                </th>
-                <td data-label="Status">
-                  <span class={`status ${d.status}`}>{d.status}</span>
-                </td>
-                <td data-label="Attempts">{d.attempts}</td>
-                <td data-label="URL" class="url">
-                  {d.url}
-                </td>
-                <td data-label="Last error">{d.lastError ?? '—'}</td>
-                <td data-label="Created">{formatTime(d.createdAt)}</td>
-                <td class="actions">
-                  {d.status === 'dead' && (
-                    <button type="button" aria-label={`Retry delivery ${d.id}`} onClick={() => void retry(d)}>
-                      Retry
-                    </button>
-                  )}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+          ))}
+        </DataTable>
       )}
       <div class="buttons">
         <button type="button" onClick={() => void load()}>

@@ -1,7 +1,7 @@
 import { useEffect, useState } from 'preact/hooks'
 import { api, copyText, fetchContent, uploadFile, type FileInfo } from './api'
 import { formatBytes, formatTime, percent } from './format'
-import { Confirm, ErrorText, Header, Modal, useAction } from './ui'
+import { Confirm, DataTable, ErrorText, Header, Modal, Pager, TextField, Usage, useAction } from './ui'
 import { Workspaces, type Workspace } from './workspaces'
 import { Deliveries } from './deliveries'
 
@@ -135,10 +135,7 @@ export function TenantView(props: { apiKey: string; onSignOut: () => void }) {
         <h2 id="storage-h">Storage</h2>
         {quota && (
           <p class="gauge">
-            <meter id="quota" min={0} max={Math.max(quota.quotaBytes, 1)} high={quota.quotaBytes * 0.9} value={quota.usedBytes} aria-label="Storage used" />
-            <span>
-              {formatBytes(quota.usedBytes)} of {formatBytes(quota.quotaBytes)} used ({percent(quota.usedBytes, quota.quotaBytes)})
-            </span>
+            <Usage id="quota" used={quota.usedBytes} quota={quota.quotaBytes} label="Storage used" />
           </p>
         )}
       </section>
@@ -199,10 +196,7 @@ export function TenantView(props: { apiKey: string; onSignOut: () => void }) {
               ))}
             </select>
           </label>
-          <label>
-            Context
-            <input value={draft.context} maxLength={100} onInput={(e) => setDraft({ ...draft, context: e.currentTarget.value })} />
-          </label>
+          <TextField label="Context" value={draft.context} maxLength={100} onValue={(context) => setDraft({ ...draft, context })} />
           <button type="submit">Filter</button>
           <label>
             Link lifetime
@@ -224,68 +218,48 @@ export function TenantView(props: { apiKey: string; onSignOut: () => void }) {
           </div>
         )}
         {page && (
-          <table class="stack">
-            <caption>
-              {page.total} file{page.total === 1 ? '' : 's'}
-            </caption>
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                <th scope="col">Type</th>
-                <th scope="col">Size</th>
-                <th scope="col">Status</th>
-                <th scope="col">Created</th>
-                <th scope="col">Workspace</th>
-                <th scope="col">Actions</th>
-              </tr>
-            </thead>
-            <tbody>
-              {page.files.map((f) => (
-                <tr key={f.id}>
-                  <th scope="row" data-label="Name" class="name">
-                    {f.originalName}
-                  </th>
-                  <td data-label="Type">{f.fileType}</td>
-                  <td data-label="Size">{formatBytes(f.sizeBytes)}</td>
-                  <td data-label="Status">
-                    <span class={`status ${f.processingStatus}`}>{f.processingStatus}</span>
-                  </td>
-                  <td data-label="Created">{formatTime(f.createdAt)}</td>
-                  <td data-label="Workspace">{wsName(f.workspaceId)}</td>
-                  <td class="actions">
-                    {f.processingStatus === 'completed' && PREVIEWABLE.test(f.fileType) && (
-                      <button type="button" aria-label={`Preview ${f.originalName}`} onClick={() => void showPreview(f)}>
-                        Preview
-                      </button>
-                    )}
-                    {f.processingStatus === 'completed' && (
-                      <>
-                        <button type="button" aria-label={`Download ${f.originalName}`} onClick={() => void download(f)}>
-                          Download
-                        </button>
-                        <button type="button" aria-label={`Copy link to ${f.originalName}`} onClick={() => void copyLink(f)}>
-                          Copy link
-                        </button>
-                      </>
-                    )}
-                    <button type="button" class="danger" aria-label={`Delete ${f.originalName}`} onClick={() => setDeleting(f)}>
-                      Delete
+          <DataTable
+            caption={`${page.total} file${page.total === 1 ? '' : 's'}`}
+            columns={['Name', 'Type', 'Size', 'Status', 'Created', 'Workspace', 'Actions']}
+          >
+            {page.files.map((f) => (
+              <tr key={f.id}>
+                <th scope="row" data-label="Name" class="name">
+                  {f.originalName}
+                </th>
+                <td data-label="Type">{f.fileType}</td>
+                <td data-label="Size">{formatBytes(f.sizeBytes)}</td>
+                <td data-label="Status">
+                  <span class={`status ${f.processingStatus}`}>{f.processingStatus}</span>
+                </td>
+                <td data-label="Created">{formatTime(f.createdAt)}</td>
+                <td data-label="Workspace">{wsName(f.workspaceId)}</td>
+                <td class="actions">
+                  {f.processingStatus === 'completed' && PREVIEWABLE.test(f.fileType) && (
+                    <button type="button" aria-label={`Preview ${f.originalName}`} onClick={() => void showPreview(f)}>
+                      Preview
                     </button>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
+                  )}
+                  {f.processingStatus === 'completed' && (
+                    <>
+                      <button type="button" aria-label={`Download ${f.originalName}`} onClick={() => void download(f)}>
+                        Download
+                      </button>
+                      <button type="button" aria-label={`Copy link to ${f.originalName}`} onClick={() => void copyLink(f)}>
+                        Copy link
+                      </button>
+                    </>
+                  )}
+                  <button type="button" class="danger" aria-label={`Delete ${f.originalName}`} onClick={() => setDeleting(f)}>
+                    Delete
+                  </button>
+                </td>
+              </tr>
+            ))}
+          </DataTable>
         )}
         {page && page.files.length === 0 && <p class="muted">No files{filter.workspaceId || filter.context ? ' match the filter' : ' yet'}.</p>}
-        <div class="buttons">
-          <button type="button" disabled={cursors.length === 0} onClick={() => setCursors(cursors.slice(0, -1))}>
-            Previous page
-          </button>
-          <button type="button" disabled={!page?.nextCursor} onClick={() => page?.nextCursor && setCursors([...cursors, page.nextCursor])}>
-            Next page
-          </button>
-        </div>
+        <Pager cursors={cursors} nextCursor={page?.nextCursor} onChange={setCursors} />
       </section>
 
       <Workspaces apiKey={key} workspaces={workspaces} onChanged={() => (void loadWorkspaces(), refresh())} />

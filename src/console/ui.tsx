@@ -1,6 +1,7 @@
 import type { ComponentChildren } from 'preact'
 import { useEffect, useRef, useState } from 'preact/hooks'
 import { messageOf } from './api'
+import { formatBytes, percent } from './format'
 
 /** A modal dialog: focus is trapped inside, Escape closes it (the browser's <dialog>). */
 export function Modal(props: { title: string; onClose: () => void; children: ComponentChildren; wide?: boolean }) {
@@ -90,4 +91,73 @@ export function useAction(): [string | null, (fn: () => Promise<void>) => Promis
     }
   }
   return [error, run, setError]
+}
+
+/** A text input inside its label (the label names it for screen readers and tests); `onValue` gets each edit. */
+export function TextField(props: {
+  label: string
+  value: string
+  onValue: (value: string) => void
+  required?: boolean
+  maxLength?: number
+  placeholder?: string
+  pattern?: string
+}) {
+  const { label, value, onValue, ...input } = props
+  return (
+    <label>
+      {label}
+      <input {...input} value={value} onInput={(e) => onValue(e.currentTarget.value)} />
+    </label>
+  )
+}
+
+/** A list of records as a table that stacks into labelled cards on narrow screens (`table.stack`). */
+export function DataTable(props: { columns: string[]; caption?: ComponentChildren; children: ComponentChildren }) {
+  return (
+    <table class="stack">
+      {props.caption !== undefined && <caption>{props.caption}</caption>}
+      <thead>
+        <tr>
+          {props.columns.map((c) => (
+            <th key={c} scope="col">
+              {c}
+            </th>
+          ))}
+        </tr>
+      </thead>
+      <tbody>{props.children}</tbody>
+    </table>
+  )
+}
+
+/**
+ * Previous and next over a cursor-paginated list (the API's `nextCursor`): `cursors` is the path
+ * to the page shown, empty on the first one; going back drops the last.
+ */
+export function Pager(props: { cursors: string[]; nextCursor: string | null | undefined; onChange: (cursors: string[]) => void }) {
+  const { cursors, nextCursor } = props
+  return (
+    <div class="buttons">
+      <button type="button" disabled={cursors.length === 0} onClick={() => props.onChange(cursors.slice(0, -1))}>
+        Previous page
+      </button>
+      <button type="button" disabled={!nextCursor} onClick={() => nextCursor && props.onChange([...cursors, nextCursor])}>
+        Next page
+      </button>
+    </div>
+  )
+}
+
+/** Storage used against a quota: a meter (high from 90%) and "1.5 MiB of 500 MiB used (0%)". */
+export function Usage(props: { used: number; quota: number; label: string; id?: string }) {
+  const { used, quota } = props
+  return (
+    <>
+      <meter id={props.id} min={0} max={Math.max(quota, 1)} high={quota * 0.9} value={used} aria-label={props.label} />
+      <span class="usage">
+        {formatBytes(used)} of {formatBytes(quota)} used ({percent(used, quota)})
+      </span>
+    </>
+  )
 }

@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks'
 import { api } from './api'
 import { formatBytes, parseSize } from './format'
-import { Confirm, ErrorText, useAction } from './ui'
+import { Confirm, DataTable, ErrorText, TextField, useAction } from './ui'
 
 export interface Workspace {
   id: string
@@ -43,14 +43,8 @@ function EditRow(props: { apiKey: string; ws: Workspace; onDone: (changed: boole
     <tr>
       <td colSpan={5}>
         <form class="toolbar" onSubmit={save}>
-          <label>
-            Name
-            <input required maxLength={255} value={name} onInput={(e) => setName(e.currentTarget.value)} />
-          </label>
-          <label>
-            Quota
-            <input value={quota} placeholder="no limit" onInput={(e) => setQuota(e.currentTarget.value)} />
-          </label>
+          <TextField label="Name" required maxLength={255} value={name} onValue={setName} />
+          <TextField label="Quota" value={quota} placeholder="no limit" onValue={setQuota} />
           <button type="submit" class="primary">
             Save
           </button>
@@ -86,69 +80,43 @@ export function Workspaces(props: { apiKey: string; workspaces: Workspace[]; onC
     <section class="card" aria-labelledby="ws-h">
       <h2 id="ws-h">Workspaces</h2>
       {props.workspaces.length > 0 && (
-        <table class="stack">
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">Slug</th>
-              <th scope="col">Used</th>
-              <th scope="col">Quota</th>
-              <th scope="col">Actions</th>
-            </tr>
-          </thead>
-          <tbody>
-            {props.workspaces.map((w) =>
-              editing === w.id ? (
-                <EditRow
-                  key={w.id}
-                  apiKey={props.apiKey}
-                  ws={w}
-                  onDone={(changed) => {
-                    setEditing(null)
-                    if (changed) props.onChanged()
-                  }}
-                />
-              ) : (
-                <tr key={w.id}>
-                  <th scope="row" data-label="Name" class="name">
-                    {w.name}
-                  </th>
-                  <td data-label="Slug">{w.slug}</td>
-                  <td data-label="Used">{formatBytes(w.usedBytes)}</td>
-                  <td data-label="Quota">{w.quotaBytes === null ? 'no limit' : formatBytes(w.quotaBytes)}</td>
-                  <td class="actions">
-                    <button type="button" aria-label={`Edit workspace ${w.name}`} onClick={() => setEditing(w.id)}>
-                      Rename or set quota
-                    </button>
-                    <button type="button" class="danger" aria-label={`Delete workspace ${w.name}`} onClick={() => setDeleting(w)}>
-                      Delete
-                    </button>
-                  </td>
-                </tr>
-              ),
-            )}
-          </tbody>
-        </table>
+        <DataTable columns={['Name', 'Slug', 'Used', 'Quota', 'Actions']}>
+          {props.workspaces.map((w) =>
+            editing === w.id ? (
+              <EditRow
+                key={w.id}
+                apiKey={props.apiKey}
+                ws={w}
+                onDone={(changed) => {
+                  setEditing(null)
+                  if (changed) props.onChanged()
+                }}
+              />
+            ) : (
+              <tr key={w.id}>
+                <th scope="row" data-label="Name" class="name">
+                  {w.name}
+                </th>
+                <td data-label="Slug">{w.slug}</td>
+                <td data-label="Used">{formatBytes(w.usedBytes)}</td>
+                <td data-label="Quota">{w.quotaBytes === null ? 'no limit' : formatBytes(w.quotaBytes)}</td>
+                <td class="actions">
+                  <button type="button" aria-label={`Edit workspace ${w.name}`} onClick={() => setEditing(w.id)}>
+                    Rename or set quota
+                  </button>
+                  <button type="button" class="danger" aria-label={`Delete workspace ${w.name}`} onClick={() => setDeleting(w)}>
+                    Delete
+                  </button>
+                </td>
+              </tr>
+            ),
+          )}
+        </DataTable>
       )}
       <form class="toolbar" onSubmit={create} aria-label="New workspace">
-        <label>
-          New workspace name
-          <input required maxLength={255} value={name} onInput={(e) => setName(e.currentTarget.value)} />
-        </label>
-        <label>
-          Slug
-          <input
-            value={slug}
-            placeholder={slugOf(name) || 'from the name'}
-            pattern="[a-z0-9]+(-[a-z0-9]+)*"
-            maxLength={63}
-            onInput={(e) => setSlug(e.currentTarget.value)}
-          />
-        </label>
-        <label>
-          Quota
-          <input value={quota} placeholder="no limit, or 10 GiB" onInput={(e) => setQuota(e.currentTarget.value)} />
-        </label>
+        <TextField label="New workspace name" required maxLength={255} value={name} onValue={setName} />
+        <TextField label="Slug" value={slug} placeholder={slugOf(name) || 'from the name'} pattern="[a-z0-9]+(-[a-z0-9]+)*" maxLength={63} onValue={setSlug} />
+        <TextField label="Quota" value={quota} placeholder="no limit, or 10 GiB" onValue={setQuota} />
         <button type="submit">Create workspace</button>
       </form>
       <ErrorText error={error} />

@@ -1,21 +1,8 @@
-import fs from 'node:fs'
 import type { DB } from './database'
+import { datasyncFile } from '../lib/durable'
 
 /** Makes a file's written data durable (fdatasync), off the event loop. */
 export type SyncFile = (file: string) => Promise<void>
-
-/**
- * fdatasync through the thread pool. fdatasync is what SQLite itself uses on Linux for the WAL:
- * it also flushes the file size, which reading the appended frames back needs.
- */
-export async function datasyncFile(file: string): Promise<void> {
-  const fh = await fs.promises.open(file, 'r')
-  try {
-    await fh.datasync()
-  } finally {
-    await fh.close()
-  }
-}
 
 /**
  * Group commit for the hot write transactions (an upload's handshake and its settle).

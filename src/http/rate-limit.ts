@@ -1,7 +1,8 @@
-import rateLimit from '@fastify/rate-limit'
+import rateLimit, { type errorResponseBuilderContext } from '@fastify/rate-limit'
 import type { App } from './types'
 import type { Core } from '../core'
-import type { FastifyRequest } from 'fastify'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { Config } from '../config'
 import { AppError } from '../errors'
 import { bearerToken } from './auth'
 
@@ -14,28 +15,44 @@ import { bearerToken } from './auth'
  * Health, readiness and admin routes are never limited.
  */
 export async function registerRateLimit(app: App, core: Core): Promise<void> {
-  const { rateLimitMax, rateLimitWindowSeconds } = core.config
-  if (rateLimitMax === 0) return
-  await app.register(rateLimit, {
-    global: true,
-    // After authentication (onRequest) and validation, so the tenant, params and query are known.
-    hook: 'preHandler',
-    max: rateLimitMax,
-    timeWindow: rateLimitWindowSeconds * 1000,
-    keyGenerator: (request) => {
+  const { rateLimitWindowSeconds } = core.config
+  await registerTenantRateLimit(app, core.config, {
+    key: (request) => {
       if (request.tenant) return `tenant:${request.tenant.id}`
       // Health, metrics and admin routes: never limited.
       if (!TOKEN_ROUTES.has(request.routeOptions.url ?? '')) return ''
       const tenantId = provenTenant(core, request)
       return tenantId === undefined ? `ip:${request.ip}` : `tenant:${tenantId}`
     },
-    allowList: (_request, key) => key === '',
-    errorResponseBuilder: (_request, context) =>
+    refusal: (context) =>
       new AppError('RATE_LIMITED', `Rate limit of ${context.max} requests per ${rateLimitWindowSeconds} s exceeded; retry in ${context.after}`, {
         limit: context.max,
         windowSeconds: rateLimitWindowSeconds,
         retryAfterSeconds: Math.ceil(context.ttl / 1000),
       }),
+  })
+}
+
+/**
+ * COFFER_RATE_LIMIT_MAX requests per COFFER_RATE_LIMIT_WINDOW_SECONDS for each key, on any front
+ * (off at 0). The count is taken after authentication (a preHandler hook), so the key can be the
+ * tenant; a request whose key is '' is never limited. The front says how a refusal reads.
+ */
+export async function registerTenantRateLimit(
+  app: FastifyInstance,
+  config: Pick<Config, 'rateLimitMax' | 'rateLimitWindowSeconds'>,
+  front: { key: (request: FastifyRequest) => string; refusal: (context: errorResponseBuilderContext) => Error },
+): Promise<void> {
+  if (config.rateLimitMax === 0) return
+  await app.register(rateLimit, {
+    global: true,
+    // After authentication (onRequest) and validation, so the tenant, params and query are known.
+    hook: 'preHandler',
+    max: config.rateLimitMax,
+    timeWindow: config.rateLimitWindowSeconds * 1000,
+    keyGenerator: front.key,
+    allowList: (_request, key) => key === '',
+    errorResponseBuilder: (_request, context) => front.refusal(context),
   })
 }
 

@@ -27,10 +27,22 @@ function fsyncPath(p: string): void {
 }
 
 /** fsyncDir for the async paths (uploads), off the event loop. */
-export async function fsyncDirAsync(dir: string): Promise<void> {
-  const fh = await fs.promises.open(dir, 'r')
+export function fsyncDirAsync(dir: string): Promise<void> {
+  return syncAsync(dir, 'sync')
+}
+
+/**
+ * fdatasync through the thread pool. fdatasync is what SQLite itself uses on Linux for the WAL:
+ * it also flushes the file size, which reading the appended frames back needs.
+ */
+export function datasyncFile(file: string): Promise<void> {
+  return syncAsync(file, 'datasync')
+}
+
+async function syncAsync(p: string, how: 'sync' | 'datasync'): Promise<void> {
+  const fh = await fs.promises.open(p, 'r')
   try {
-    await fh.sync()
+    await (how === 'sync' ? fh.sync() : fh.datasync())
   } finally {
     await fh.close()
   }

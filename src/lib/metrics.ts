@@ -89,7 +89,7 @@ export class Metrics implements UploadMeter, StoreMeter {
     labelNames: ['operation', 'kind'] as const,
     registers: [this.registry],
   })
-  private inFlight: () => number = () => 0
+  private readonly inFlightSources: (() => number)[] = []
   readonly uploadBytes = new Counter({
     name: 'coffer_upload_bytes_total',
     help: 'Content bytes received in upload bodies (bytes in), whatever the outcome',
@@ -109,7 +109,7 @@ export class Metrics implements UploadMeter, StoreMeter {
   private processMetrics = false
 
   constructor(sources: MetricSources) {
-    const inFlight = () => this.inFlight()
+    const inFlight = () => this.inFlightSources.reduce((sum, count) => sum + count(), 0)
     new Gauge({
       name: 'coffer_http_requests_in_flight',
       help: 'Requests received whose response is not finished yet',
@@ -148,9 +148,9 @@ export class Metrics implements UploadMeter, StoreMeter {
     })
   }
 
-  /** Where the in-flight gauge reads its value at scrape time (the HTTP layer's own count). */
+  /** A count the in-flight gauge reads at scrape time: each front (API, S3) adds its own; the gauge is their sum. */
   readInFlight(count: () => number): void {
-    this.inFlight = count
+    this.inFlightSources.push(count)
   }
 
   /** One finished HTTP request. */

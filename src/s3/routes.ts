@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import rateLimit from '@fastify/rate-limit'
 import type { Core } from '../core'
+import { registerTenantRateLimit } from '../http/rate-limit'
 import type { AuthenticatedTenant } from '../db/repos/tenants'
 import type { ObjectInfo, ObjectRow } from '../db/repos/objects'
 import { S3Error } from './errors'
@@ -170,17 +170,13 @@ function xml(reply: Reply, root: string, body: XmlNode): Reply {
  * (503). The S3 listener keeps its own counters: a tenant gets the limit on each front.
  */
 async function registerS3RateLimit(app: FastifyInstance, core: Core): Promise<void> {
-  const { rateLimitMax, rateLimitWindowSeconds } = core.config
-  if (rateLimitMax === 0) return
-  await app.register(rateLimit, {
-    global: true,
-    hook: 'preHandler',
-    max: rateLimitMax,
-    timeWindow: rateLimitWindowSeconds * 1000,
-    keyGenerator: (request) => request.s3TenantId ?? '',
-    allowList: (_request, key) => key === '',
-    errorResponseBuilder: (_request, context) =>
-      new S3Error('SlowDown', `Please reduce your request rate: ${context.max} requests per ${rateLimitWindowSeconds} s; retry in ${context.after}`),
+  await registerTenantRateLimit(app, core.config, {
+    key: (request) => request.s3TenantId ?? '',
+    refusal: (context) =>
+      new S3Error(
+        'SlowDown',
+        `Please reduce your request rate: ${context.max} requests per ${core.config.rateLimitWindowSeconds} s; retry in ${context.after}`,
+      ),
   })
 }
 

@@ -1,9 +1,8 @@
 import { randomBytes } from 'node:crypto'
-import type { ServerResponse } from 'node:http'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
 import type { Core } from '../core'
 import { AppError } from '../errors'
-import { redactUrl } from '../lib/logger'
+import { registerRequestLifecycle, type Front } from '../http/request-lifecycle'
 import { S3Error, fromAppError } from './errors'
 import { xmlDocument } from './xml'
 import { s3Routes } from './routes'
@@ -53,6 +52,24 @@ export function sendS3Error(request: FastifyRequest, reply: FastifyReply, err: S
     )
 }
 
+/** The S3 front as the request lifecycle sees it (http/request-lifecycle.ts). */
+const s3Front: Front = {
+  name: 's3',
+  stamp: (request, reply) => {
+    reply.header('x-amz-request-id', request.id)
+    reply.header('x-amz-id-2', request.id)
+    reply.header('server', 'Coffer')
+  },
+  // One route serves every operation: the label is what the request addresses, a bounded set.
+  route: (request) => {
+    const target = request.s3Target
+    if (!target) return 's3:unaddressed'
+    return target.bucket === undefined ? 's3:/' : target.key === undefined ? 's3:/{bucket}' : 's3:/{bucket}/{key}'
+  },
+  tenantId: (request) => request.s3TenantId,
+  logFields: (request) => ({ payload: request.s3Payload }),
+}
+
 /**
  * The S3 listener: a Fastify instance of its own on the same core (s3.md: a second front, not a
  * second storage path). Bodies are never parsed by Fastify: each operation streams or reads its
@@ -71,7 +88,7 @@ export async function buildS3App(core: Core, opts: { logger: FastifyBaseLogger }
     return503OnClosing: false,
     routerOptions: { maxParamLength: 4096, ignoreDuplicateSlashes: false },
     frameworkErrors: (_error, request, reply) => {
-      reply.header('x-amz-request-id', request.id)
+      s3Front.stamp(request, reply)
       void sendS3Error(request, reply, new S3Error('InvalidRequest', 'The request could not be parsed'))
     },
   })
@@ -82,47 +99,7 @@ export async function buildS3App(core: Core, opts: { logger: FastifyBaseLogger }
   // Leave every body unread: the operations consume request.raw themselves.
   app.addContentTypeParser('*', (_request, _payload, done) => done(null, undefined))
 
-  const inFlight = new Set<ServerResponse>()
-  let closing = false
-  const accessLog = opts.logger.child({}, { redact: [] })
-  app.decorate('inFlightRequests', () => inFlight.size)
-
-  app.addHook('onRequest', (request, reply, done) => {
-    reply.header('x-amz-request-id', request.id)
-    reply.header('x-amz-id-2', request.id)
-    reply.header('server', 'Coffer')
-    const res = reply.raw
-    inFlight.add(res)
-    res.once('close', () => inFlight.delete(res))
-    if (closing) {
-      reply.header('connection', 'close')
-      return done(new S3Error('ServiceUnavailable', 'Coffer is shutting down; retry shortly'))
-    }
-    done()
-  })
-  app.addHook('onResponse', (request, reply, done) => {
-    accessLog.info(
-      {
-        reqId: request.id,
-        front: 's3',
-        method: request.method,
-        url: redactUrl(request.url),
-        statusCode: reply.statusCode,
-        responseTimeMs: Math.round(reply.elapsedTime * 100) / 100,
-        tenantId: request.s3TenantId,
-        payload: request.s3Payload,
-      },
-      'request completed',
-    )
-    done()
-  })
-  app.addHook('preClose', async () => {
-    closing = true
-    for (const res of inFlight) {
-      if (!res.headersSent) res.setHeader('connection', 'close')
-      else res.once('finish', () => setImmediate(() => app.server.closeIdleConnections()))
-    }
-  })
+  registerRequestLifecycle(app, core.metrics, opts.logger, s3Front)
 
   app.setErrorHandler((error, request, reply) => {
     let s3: S3Error
