@@ -194,6 +194,7 @@ export class UploadsService {
     try {
       staged = await this.deps.store.stage(input.body, {
         maxBytes: limit.maxBytes,
+        ...(input.contentLength !== undefined ? { expectedBytes: input.contentLength } : {}),
         onChunk: (bytes) => {
           this.deps.meter?.received(bytes)
           inFlight.add(bytes)
