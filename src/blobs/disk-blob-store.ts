@@ -94,6 +94,7 @@ class Spool extends Writable {
   private chunks: Buffer[] = []
   private size = 0
   private fh: fs.promises.FileHandle | undefined
+  private opening: Promise<void> | undefined
   private behind: WriteBehind | undefined
   private bytesWritten = 0
 
@@ -138,10 +139,11 @@ class Spool extends Writable {
   }
 
   override _destroy(err: Error | null, cb: (err?: Error | null) => void): void {
-    const fh = this.fh
     const closing = async () => {
+      // A staging file still being opened is closed (and removed, by spill) once it is.
+      await this.opening?.catch(() => undefined)
       await this.behind?.finish().catch(() => undefined)
-      await fh?.close().catch(() => undefined)
+      await this.fh?.close().catch(() => undefined)
     }
     closing().then(
       () => cb(err),
@@ -151,7 +153,15 @@ class Spool extends Writable {
 
   private async spill(bufs: Buffer[]): Promise<void> {
     if (!this.fh) {
-      this.fh = await fs.promises.open(this.tmpPath, 'wx', 0o600)
+      this.opening = fs.promises.open(this.tmpPath, 'wx', 0o600).then(async (fh) => {
+        if (!this.destroyed) return void (this.fh = fh)
+        // Destroyed while it opened (the client went away): the stage's clean-up may have run already.
+        await fh.close()
+        await fs.promises.rm(this.tmpPath, { force: true })
+        throw new Error('the staging stream was destroyed')
+      })
+      await this.opening
+      if (!this.fh) return
       // At most one flush at a time, in the thread pool beside the writes.
       this.behind = new WriteBehind(this.fh, WRITE_BEHIND_BYTES)
       bufs = [...this.chunks, ...bufs]
