@@ -158,7 +158,7 @@ t.test('multipart parts survive a restart and a full garbage collection, then co
   const e1 = await first.client.send(new UploadPartCommand({ Bucket: 'durable', Key: 'resumed.bin', UploadId, PartNumber: 1, Body: p1 }))
   await first.close()
 
-  const second = await makeS3(t, {}, { dir: first.dir, existing: { ...first.tenant, credentials: first.credentials } })
+  const second = await makeS3(t, {}, { dir: first.dir, storeEnv: first.storeEnv, existing: { ...first.tenant, credentials: first.credentials } })
   const gc = await second.core.gc.collect(true)
   t.equal(gc.blobsRemoved, 0, 'a full collection keeps the blobs of parts')
   const e2 = await second.client.send(new UploadPartCommand({ Bucket: 'durable', Key: 'resumed.bin', UploadId, PartNumber: 2, Body: p2 }))
