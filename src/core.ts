@@ -4,6 +4,7 @@ import { openDatabase, type DB } from './db/database'
 import { GroupCommit, type SyncFile } from './db/group-commit'
 import { FilesRepo } from './db/repos/files'
 import { BlobsRepo } from './db/repos/blobs'
+import { InlineBlobsRepo } from './db/repos/inline-blobs'
 import { WorkspacesRepo } from './db/repos/workspaces'
 import { TenantsRepo } from './db/repos/tenants'
 import { OutboxRepo } from './db/repos/outbox'
@@ -91,8 +92,10 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const db = openDatabase(dataDir.db, dataDir.root)
   const serverSecret = loadSecret(dataDir, config.secret)
   const metrics = new Metrics({ blobs: () => blobsRepo.stats(), outbox: () => outbox.counts() })
-  const disk = new DiskBlobStore(dataDir.blobs, dataDir.tmp)
-  const s3Store = config.blobStore === 's3' ? createS3Store(config, disk, metrics) : undefined
+  // Small blobs live in the database on the disk store only; the S3 store's staging area keeps
+  // every staged body in a file, which it uploads from.
+  const s3Store = config.blobStore === 's3' ? createS3Store(config, new DiskBlobStore(dataDir.blobs, dataDir.tmp), metrics) : undefined
+  const disk = createDiskStore(db, dataDir)
   const store = options.store ? options.store(s3Store ?? disk) : (s3Store ?? disk)
 
   const filesRepo = new FilesRepo(db)
@@ -197,6 +200,11 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
       db.close()
     },
   }
+}
+
+/** The disk store of a data dir, with small blobs inline in its database (DiskBlobStore). */
+export function createDiskStore(db: DB, dataDir: DataDir): DiskBlobStore {
+  return new DiskBlobStore(dataDir.blobs, dataDir.tmp, new InlineBlobsRepo(db))
 }
 
 /**

@@ -8,6 +8,7 @@ import { loadConfig } from '../src/config'
 import { createCore } from '../src/core'
 import { createLogger } from '../src/lib/logger'
 import { backupDataDir } from '../src/services/backup'
+import { INLINE_MAX_BYTES } from '../src/blobs/disk-blob-store'
 import type { App } from '../src/http/types'
 import type { Clock } from '../src/lib/clock'
 import { BUNDLE, buildBundle, initDataDir, runCoffer, startCoffer } from './process-helper'
@@ -39,8 +40,9 @@ t.test('a backup is one consistent snapshot: blobs it references survive a colle
   const files = new Map<string, { headers: Record<string, string>; bytes: Buffer }>()
   for (let i = 0; i < 6; i++) {
     const owner = i % 2 ? a : b
-    // Three contents, each uploaded by both tenants: stored once each.
-    const bytes = fileBytes('image/png', 2000 + (i % 3) * 500, i % 3)
+    // Three contents, each uploaded by both tenants: stored once each. One is small enough to be
+    // kept inline in the database (INLINE_MAX_BYTES), two are files.
+    const bytes = fileBytes('image/png', i % 3 === 0 ? 2000 : INLINE_MAX_BYTES + (i % 3) * 500, i % 3)
     files.set((await upload(app, owner.headers, { bytes })).fileId, { headers: owner.headers, bytes })
   }
   const doomed = await upload(app, a.headers, { bytes: fileBytes('image/png', 777, 99) })
@@ -59,7 +61,8 @@ t.test('a backup is one consistent snapshot: blobs it references survive a colle
     },
   })
   t.same({ files: result.files, blobs: result.blobs, missing: result.missing }, { files: 7, blobs: 4, missing: [] })
-  t.equal(result.linked, 4, 'same filesystem: hard links')
+  t.equal(result.linked, 2, 'same filesystem: hard links')
+  t.equal(result.inline, 2, 'the small blobs, the purged one too, are inside the copied database')
   t.equal(result.copied, 0)
   t.same(fs.readdirSync(path.dirname(dest)), ['backup'], 'no .tmp- directory is left')
   t.same(fs.readdirSync(path.join(dir, 'tmp')), [], 'the staging links are gone from the live tmp/')
@@ -71,7 +74,12 @@ t.test('a backup is one consistent snapshot: blobs it references survive a colle
   const restored = await serveDir(t, dest, clock)
   const report = await restored.core.gc.verify()
   t.same({ checked: report.checked, missing: report.missing, corrupt: report.corrupt }, { checked: 4, missing: [], corrupt: [] })
-  t.equal(blobFiles(dest).length, 4, "the purged file's blob is in the backup: its row is in the snapshot")
+  t.equal(blobFiles(dest).length, 2)
+  t.equal(
+    restored.core.db.prepare('SELECT count(*) FROM blob_inline').pluck().get(),
+    2,
+    "the purged file's blob is in the backup (inline, as it is small): its row is in the snapshot",
+  )
   for (const [id, f] of files) {
     const res = await restored.app.inject({ method: 'GET', url: `/api/v1/files/${id}/download`, headers: f.headers })
     t.equal(res.statusCode, 200)
@@ -104,7 +112,7 @@ t.test(
     const other = OTHER_FS
     const { app, core } = await makeApp(t)
     const tenant = await createTenant(app)
-    const bytes = fileBytes('application/pdf', 50_000)
+    const bytes = fileBytes('application/pdf', INLINE_MAX_BYTES + 50_000)
     const { fileId } = await upload(app, tenant.headers, { type: 'application/pdf', bytes })
     const dest = fs.mkdtempSync(path.join(other, 'coffer-backup-test-'))
     t.teardown(() => fs.rmSync(dest, { recursive: true, force: true }))

@@ -17,6 +17,8 @@ import { DiskBlobStore } from '../src/blobs/disk-blob-store'
 import { S3BlobStore } from '../src/blobs/s3-blob-store'
 import type { BlobStore } from '../src/blobs/blob-store'
 import { randomUUID } from 'node:crypto'
+import { openConnection } from '../src/db/database'
+import { InlineBlobsRepo } from '../src/db/repos/inline-blobs'
 
 export const ADMIN_KEY = 'test-admin-key-0123456789abcdef'
 
@@ -109,11 +111,24 @@ export async function storedBlobs(core: Core): Promise<string[]> {
  * or the bucket when `storeEnv` (testStoreEnv) puts it on S3.
  */
 export async function storedSizes(storeEnv: Record<string, string>, dataDir: string): Promise<Map<string, number>> {
-  const store = storeFor(storeEnv, dataDir)
-  const sizes = new Map<string, number>()
-  for await (const b of store.list()) sizes.set(b.sha256, b.size)
-  if (store instanceof S3BlobStore) store.close()
-  return sizes
+  const config = loadConfig(storeEnv, { 'data-dir': dataDir })
+  if (config.blobStore === 's3') {
+    const store = storeFor(storeEnv, dataDir)
+    const sizes = new Map<string, number>()
+    for await (const b of store.list()) sizes.set(b.sha256, b.size)
+    if (store instanceof S3BlobStore) store.close()
+    return sizes
+  }
+  // The disk store keeps small blobs inside the database (blob_inline): listed through it.
+  const db = openConnection(path.join(dataDir, 'coffer.db'), dataDir)
+  try {
+    const store = new DiskBlobStore(path.join(dataDir, 'blobs', 'sha256'), path.join(dataDir, 'tmp'), new InlineBlobsRepo(db))
+    const sizes = new Map<string, number>()
+    for await (const b of store.list()) sizes.set(b.sha256, b.size)
+    return sizes
+  } finally {
+    db.close()
+  }
 }
 
 /**

@@ -5,6 +5,8 @@ import path from 'node:path'
 import { PassThrough } from 'node:stream'
 import { admin, createTenant, handshake, type Handshake, makeApp, putContent, upload } from './helper'
 import { tenantCommand } from '../src/cli/tenant'
+import { datasyncFile } from '../src/db/group-commit'
+import { INLINE_MAX_BYTES } from '../src/blobs/disk-blob-store'
 
 // #12 item 1: what the old key made dies with it. Signed download URLs and presigned upload paths
 // are keyed by the tenant's signing generation, which key regeneration bumps.
@@ -86,10 +88,13 @@ t.test('a signed URL for a missing file costs the same HMAC as one for an existi
 })
 
 t.test('storing content another tenant already stored does the same durable work (dedup timing, #12 item 6)', async (t) => {
-  const { app, core } = await makeApp(t)
+  let flushes = 0
+  const { app, core } = await makeApp(t, {}, { walSync: (file) => (flushes++, datasyncFile(file)) })
   const a = await createTenant(app)
   const b = await createTenant(app)
-  const bytes = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), crypto.randomBytes(5000)])
+  const png = (size: number) => Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), crypto.randomBytes(size)])
+  // Content stored as a file: its directory is synced whether the content is new or not.
+  const bytes = png(INLINE_MAX_BYTES + 5000)
   const sha = crypto.createHash('sha256').update(bytes).digest('hex')
   const blobDir = path.join(core.dataDir.blobs, sha.slice(0, 2), sha.slice(2, 4))
   const opens = t.capture(fs.promises, 'open', fs.promises.open)
@@ -99,4 +104,12 @@ t.test('storing content another tenant already stored does the same durable work
   t.ok(dirSyncs() >= 1, 'new content: its directory is synced')
   t.equal((await upload(app, b.headers, { bytes })).put.statusCode, 200)
   t.equal(dirSyncs(), 1, 'content stored before: its directory is synced as well')
+  // Small content kept inline: new or not, the upload's durable work is the WAL flush of its commit.
+  const small = png(5000)
+  flushes = 0
+  t.equal((await upload(app, a.headers, { bytes: small })).put.statusCode, 200)
+  t.ok(flushes >= 1, 'new inline content: a WAL flush makes it durable')
+  flushes = 0
+  t.equal((await upload(app, b.headers, { bytes: small })).put.statusCode, 200)
+  t.ok(flushes >= 1, 'content stored inline before: a WAL flush as well (no file work either way)')
 })

@@ -322,16 +322,17 @@ function run(env: Record<string, string>): void {
     const verify = await onS3.core.gc.verify(true)
     t.match(verify, { checked: 4, missing: [], corrupt: [], orphans: [] })
     // Back to disk, after the disk copy of one blob was lost and another damaged: copied back verified.
-    fs.rmSync(blobPathOf(disk.dir, sha(contents[0]!)))
-    fs.writeFileSync(blobPathOf(disk.dir, sha(contents[2]!)), Buffer.alloc(700, 7))
+    // The small ones are kept inline in the database (blob_inline), the 9 MiB one is a file.
+    const inline = (bytes: Buffer) => onS3.core.db.prepare('SELECT content FROM blob_inline WHERE sha256 = ?').pluck().get(sha(bytes)) as Buffer | undefined
+    t.ok(inline(contents[0]!)?.equals(contents[0]!), 'migrated to disk, small content is inline')
+    t.ok(fs.existsSync(blobPathOf(disk.dir, sha(contents[1]!))), 'and large content a file')
+    onS3.core.db.prepare('DELETE FROM blob_inline WHERE sha256 = ?').run(sha(contents[0]!))
+    onS3.core.db.prepare('UPDATE blob_inline SET content = ? WHERE sha256 = ?').run(Buffer.alloc(700, 7), sha(contents[2]!))
     r = await cli(['--to', 'disk'])
     t.equal(r.code, 0, r.err)
     t.match(r.out, /4 blob\(s\) checked, 1 copied \(5000 bytes\), 3 already there/)
-    t.ok(fs.readFileSync(blobPathOf(disk.dir, sha(contents[0]!))).equals(contents[0]!))
-    t.ok(
-      fs.readFileSync(blobPathOf(disk.dir, sha(contents[2]!))).equals(Buffer.alloc(700, 7)),
-      'same size in the target is taken as there (coffer verify re-hashes)',
-    )
+    t.ok(inline(contents[0]!)?.equals(contents[0]!))
+    t.ok(inline(contents[2]!)?.equals(Buffer.alloc(700, 7)), 'same size in the target is taken as there (coffer verify re-hashes)')
     // A source object that does not hash to its name is refused, never written.
     await client.send(
       new PutObjectCommand({
@@ -340,10 +341,11 @@ function run(env: Record<string, string>): void {
         Body: Buffer.alloc(late.length, 1),
       }),
     )
-    fs.rmSync(blobPathOf(disk.dir, sha(late)))
+    onS3.core.db.prepare('DELETE FROM blob_inline WHERE sha256 = ?').run(sha(late))
     r = await cli(['--to', 'disk'])
     t.equal(r.code, 1)
     t.match(r.err, new RegExp(`blob ${sha(late)} in s3 .* does not hash to its name; not copied`))
+    t.equal(inline(late), undefined)
     t.notOk(fs.existsSync(blobPathOf(disk.dir, sha(late))))
   })
 

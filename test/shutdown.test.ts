@@ -144,7 +144,8 @@ t.test('the process: SIGTERM waits for the upload in flight, then exits 0; a sec
   initDataDir(dir)
   const created = runCoffer(['tenant', 'create', '--name', 'signals', '--json', '--data-dir', dir], { cwd: dir })
   const auth = { authorization: `Bearer ${(JSON.parse(created.stdout) as { apiKey: string }).apiKey}` }
-  const size = 64 * 1024
+  // Larger than INLINE_MAX_BYTES, so it streams to a staging file that shows it is in flight.
+  const size = 128 * 1024
   const bytes = fileBytes('image/png', size)
   const run = async () => {
     const server = await startCoffer(['serve', '--port', '0', '--data-dir', dir], { cwd: dir })

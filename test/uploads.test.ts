@@ -2,7 +2,7 @@ import t from 'tap'
 import fs from 'node:fs'
 import path from 'node:path'
 import { PassThrough } from 'node:stream'
-import { createTenant, fileBytes, handshake, makeApp, receivedAtLeast, storedBlobs, upload, type Handshake } from './helper'
+import { createTenant, diskOnly, fileBytes, handshake, makeApp, receivedAtLeast, storedBlobs, upload, type Handshake } from './helper'
 import { SWEEP_GRACE_MS } from '../src/services/uploads'
 
 const quotaOf = async (app: Awaited<ReturnType<typeof makeApp>>['app'], headers: Record<string, string>) =>
@@ -361,3 +361,35 @@ t.test('abandoned uploads are swept to failed after expiry plus grace; streaming
   t.equal((await put).statusCode, 200, 'the upload that started in time completes')
   t.equal((await quotaOf(app, tenant.headers)).usedBytes, 100)
 })
+
+t.test(
+  'a small upload is kept inline in the database: no blob file, no staging file; served with Range and conditional requests',
+  { skip: diskOnly('inline blobs are a disk-store optimisation') },
+  async (t) => {
+    const { app, core } = await makeApp(t)
+    const tenant = await createTenant(app)
+    const bytes = fileBytes('image/png', 4096, 7)
+    const { put, fileId } = await upload(app, tenant.headers, { bytes })
+    t.equal(put.statusCode, 200)
+    const sha = put.json().sha256 ?? (core.db.prepare('SELECT sha256 FROM files WHERE id = ?').pluck().get(fileId) as string)
+    const row = core.db.prepare('SELECT content FROM blob_inline WHERE sha256 = ?').pluck().get(sha) as Buffer | undefined
+    t.ok(row?.equals(bytes), 'the content is a blob_inline row')
+    const blobFiles = fs.readdirSync(core.dataDir.blobs, { recursive: true }).filter((p) => /[0-9a-f]{64}$/.test(String(p)))
+    t.same(blobFiles, [], 'no blob file')
+    t.same(fs.readdirSync(core.dataDir.tmp), [], 'no staging file left')
+    const whole = await app.inject({ url: `/api/v1/files/${fileId}/download`, headers: tenant.headers })
+    t.equal(whole.statusCode, 200)
+    t.ok(whole.rawPayload.equals(bytes))
+    const range = await app.inject({ url: `/api/v1/files/${fileId}/download`, headers: { ...tenant.headers, range: 'bytes=100-199' } })
+    t.equal(range.statusCode, 206)
+    t.equal(range.headers['content-range'], `bytes 100-199/${bytes.length}`)
+    t.ok(range.rawPayload.equals(bytes.subarray(100, 200)))
+    const again = await app.inject({ url: `/api/v1/files/${fileId}/download`, headers: { ...tenant.headers, 'if-none-match': String(whole.headers.etag) } })
+    t.equal(again.statusCode, 304)
+    // The same content again, from another tenant: stored once.
+    const other = await createTenant(app)
+    t.equal((await upload(app, other.headers, { bytes })).put.statusCode, 200)
+    t.equal(core.db.prepare('SELECT count(*) FROM blob_inline').pluck().get(), 1, 'identical content is stored once')
+    t.same(await storedBlobs(core), [sha])
+  },
+)

@@ -7,6 +7,11 @@ export interface StagedBlob {
   size: number
   /** Where the store keeps the content until it is placed and committed (opaque to callers). */
   tmpPath: string
+  /**
+   * The content itself, when the store keeps content this small in its database (the disk store,
+   * INLINE_MAX_BYTES): nothing is at `tmpPath` then, and `ensurePlaced` is what stores it.
+   */
+  inline?: Buffer
 }
 
 /** Checks applied while content streams in; throwing aborts the stage and removes the temp file. */
@@ -19,6 +24,12 @@ export interface StageGuard {
    * accounting); may throw, which aborts the stage with that error.
    */
   onChunk?: (bytes: number) => void
+  /**
+   * The length the sender announced (Content-Length), when it did. A store that keeps small
+   * content in memory until it is committed (the disk store's inline blobs) does so only when this
+   * says it is small: content of unknown length streams to a staging file from the first byte.
+   */
+  expectedBytes?: number
   /** Called once with the first bytes (up to 64, fewer if the content is shorter); may throw. */
   checkHead?: (head: Buffer) => void
 }
@@ -66,7 +77,9 @@ export interface ListedBlob {
  * - `ensurePlaced` and `removeSync` are SYNCHRONOUS because they run inside a SQLite write
  *   transaction (better-sqlite3 transactions cannot await): that lock is what orders a commit
  *   and a garbage collection of the same hash (GarbageCollector.collect). For the disk store both
- *   are a few syscalls. A remote store cannot do network I/O there (`remote: true`): its uploads
+ *   are a few syscalls, or a row of the same database for content it keeps inline: such content is
+ *   written by `ensurePlaced` (its `place` has nothing to do), so every caller that places content
+ *   also calls `ensurePlaced` in the transaction that records it, which makes it durable. A remote store cannot do network I/O there (`remote: true`): its uploads
  *   lease their hash before `place` and its deletions go through tombstones, both recorded in the
  *   database (services/remote-blobs.ts), so its `ensurePlaced` has nothing to do and it has no
  *   `removeSync`. Keep new synchronous methods out of this interface for that reason.

@@ -1,13 +1,14 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import { createHash, randomUUID } from 'node:crypto'
-import { Transform, type Readable } from 'node:stream'
+import { Transform, Writable, type Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { fsyncDir, fsyncDirAsync } from '../lib/durable'
 import { noteStreamed } from '../lib/heap-relief'
 import { BlobNotFoundError, type BlobStore, type ByteRange, type ListedBlob, type OpenedBlob, type StagedBlob, type StageGuard } from './blob-store'
 import { blobPath, SHA256_RE } from './layout'
 import { WriteBehind } from './write-behind'
+import type { InlineBlobsRepo } from '../db/repos/inline-blobs'
 
 const HEAD_BYTES = 64
 
@@ -25,6 +26,17 @@ export const WRITE_BEHIND_BYTES = 8 * 1024 * 1024
  * the disk store because it is a property of local files: a remote store streams everything.
  */
 export const SMALL_READ_BYTES = 64 * 1024
+
+/**
+ * Content up to this size is kept in the database (table blob_inline) rather than in a file of its
+ * own, when the store is given an inline repo: it is written inside the transaction that commits
+ * the upload, so the group commit's one shared WAL flush makes it durable, where a file costs its
+ * own fsync, possibly a new directory's, and the directory entry's (#15). Reads of it are one
+ * indexed SELECT. SQLite's own measurements ("Internal Versus External BLOBs") put the crossover
+ * for reads near 100 KiB at 4 KiB pages; every inline byte is also written twice (WAL, then the
+ * checkpoint), so the limit stays below that. README: Performance and durability.
+ */
+export const INLINE_MAX_BYTES = 64 * 1024
 
 /** Hashes, counts and inspects bytes on their way to disk. */
 class Inspector extends Transform {
@@ -73,7 +85,119 @@ class Inspector extends Transform {
   }
 }
 
-/** Blobs under `root` (layout.ts); staging files under `tmpDir` on the same filesystem. */
+/**
+ * Where staged bytes go: memory while they fit `inlineMax` (undefined: never), then a staging file
+ * opened on demand, written in batches and flushed behind the writes (write-behind), and fsynced
+ * at the end so staged content is durable.
+ */
+class Spool extends Writable {
+  private chunks: Buffer[] = []
+  private size = 0
+  private fh: fs.promises.FileHandle | undefined
+  private opening: Promise<void> | undefined
+  private behind: WriteBehind | undefined
+  private bytesWritten = 0
+
+  constructor(
+    private readonly tmpPath: string,
+    private readonly inlineMax: number | undefined,
+  ) {
+    super({ highWaterMark: 1024 * 1024 })
+  }
+
+  /** The whole content when it stayed in memory; undefined once it went to the staging file. */
+  get inline(): Buffer | undefined {
+    return this.fh || this.inlineMax === undefined ? undefined : Buffer.concat(this.chunks, this.size)
+  }
+
+  override _write(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
+    this._writev([{ chunk }], cb)
+  }
+
+  override _writev(batch: { chunk: Buffer }[], cb: (err?: Error | null) => void): void {
+    const bufs = batch.map((b) => b.chunk)
+    const n = bufs.reduce((sum, b) => sum + b.length, 0)
+    if (!this.fh && this.inlineMax !== undefined && this.size + n <= this.inlineMax) {
+      this.chunks.push(...bufs)
+      this.size += n
+      return cb()
+    }
+    this.spill(bufs).then(() => cb(), cb)
+  }
+
+  override _final(cb: (err?: Error | null) => void): void {
+    const done = async () => {
+      // Without inlining, even empty content is a file: a store places what it staged from there.
+      if (!this.fh && this.inlineMax === undefined) await this.spill([])
+      if (!this.fh) return
+      await this.behind!.finish()
+      await this.fh.datasync()
+      const fh = this.fh
+      await fh.close()
+    }
+    done().then(() => cb(), cb)
+  }
+
+  override _destroy(err: Error | null, cb: (err?: Error | null) => void): void {
+    const closing = async () => {
+      // A staging file still being opened is closed (and removed, by spill) once it is.
+      await this.opening?.catch(() => undefined)
+      await this.behind?.finish().catch(() => undefined)
+      await this.fh?.close().catch(() => undefined)
+    }
+    closing().then(
+      () => cb(err),
+      () => cb(err),
+    )
+  }
+
+  private async spill(bufs: Buffer[]): Promise<void> {
+    if (!this.fh) {
+      this.opening = fs.promises.open(this.tmpPath, 'wx', 0o600).then(async (fh) => {
+        if (!this.destroyed) return void (this.fh = fh)
+        // Destroyed while it opened (the client went away): the stage's clean-up may have run already.
+        await fh.close()
+        await fs.promises.rm(this.tmpPath, { force: true })
+        throw new Error('the staging stream was destroyed')
+      })
+      await this.opening
+      if (!this.fh) return
+      // At most one flush at a time, in the thread pool beside the writes.
+      this.behind = new WriteBehind(this.fh, WRITE_BEHIND_BYTES)
+      bufs = [...this.chunks, ...bufs]
+      this.chunks = []
+    }
+    let pending = bufs.filter((b) => b.length > 0)
+    while (pending.length > 0) {
+      const { bytesWritten } = await this.fh.writev(pending, this.bytesWritten)
+      this.bytesWritten += bytesWritten
+      pending = skip(pending, bytesWritten)
+    }
+    this.behind!.written(this.bytesWritten)
+  }
+}
+
+/** `bufs` without their first `n` bytes (what a short write left). */
+function skip(bufs: Buffer[], n: number): Buffer[] {
+  const out: Buffer[] = []
+  for (const b of bufs) {
+    if (n >= b.length) {
+      n -= b.length
+      continue
+    }
+    out.push(n > 0 ? b.subarray(n) : b)
+    n = 0
+  }
+  return out
+}
+
+/**
+ * Blobs under `root` (layout.ts); staging files under `tmpDir` on the same filesystem. Given an
+ * inline repo, content up to INLINE_MAX_BYTES lives in the database instead (blob_inline): it is
+ * staged in memory, `place` has nothing to do for it, and `ensurePlaced`, which every commit calls
+ * inside its transaction, writes the row, so the commit's WAL flush makes it durable. A hash is
+ * stored one way or the other, never both: each way checks the other first.
+ */
 export class DiskBlobStore implements BlobStore {
   readonly remote = false
   readonly description: string
@@ -81,6 +205,8 @@ export class DiskBlobStore implements BlobStore {
   constructor(
     private readonly root: string,
     private readonly tmpDir: string,
+    /** Absent: every blob is a file (the staging store of a remote store, which uploads files). */
+    private readonly inline?: InlineBlobsRepo,
   ) {
     this.description = `disk ${root}`
   }
@@ -97,43 +223,33 @@ export class DiskBlobStore implements BlobStore {
     source.once('error', onSourceError)
     source.once('close', onSourceClose)
     source.pipe(inspector)
-    let fh: fs.promises.FileHandle | undefined
-    let behind: WriteBehind | undefined
+    const small = this.inline && guard.expectedBytes !== undefined && guard.expectedBytes <= INLINE_MAX_BYTES
+    const spool = new Spool(tmpPath, small ? INLINE_MAX_BYTES : undefined)
     try {
-      // Opened while the inspector buffers the first bytes (backpressure holds the rest). A
-      // refusal meanwhile destroys the inspector: the listener keeps it from being an uncaught
-      // 'error', and the inspector keeps the error for pipeline() to reject with below.
-      inspector.on('error', ignore)
-      fh = await fs.promises.open(tmpPath, 'wx', 0o600)
-      // Flushed while the body streams (write-behind), at most one flush at a time; closing the
-      // handle waits for one in progress.
-      const flushing = (behind = new WriteBehind(fh, WRITE_BEHIND_BYTES))
-      // flush: the file is fsynced before the stream closes it, so staged content is durable;
-      // write-behind left only the tail for that fsync.
-      const out = fh.createWriteStream({ flush: true, highWaterMark: 1024 * 1024 })
-      const streamed = pipeline(inspector, out)
-      // Checked as each chunk passes (bytesWritten counts what has reached the file); attached
-      // after pipeline() has piped, so this listener cannot start the flow early.
-      inspector.on('data', () => flushing.written(out.bytesWritten))
-      await streamed
-      await flushing.finish()
+      await pipeline(inspector, spool)
     } catch (err) {
       source.unpipe(inspector)
-      // Destroyed by pipeline() already, unless the staging file could not even be opened.
       inspector.destroy()
-      await behind?.finish().catch(() => undefined)
-      await fh?.close().catch(() => undefined)
       await fs.promises.rm(tmpPath, { force: true })
       throw err
     } finally {
-      inspector.off('error', ignore)
       source.off('error', onSourceError)
       source.off('close', onSourceClose)
     }
-    return { sha256: inspector.hash.digest('hex'), size: inspector.size, tmpPath }
+    let inline = spool.inline
+    if (!inline && this.inline && inspector.size <= INLINE_MAX_BYTES) {
+      // Small after all (its length was not announced): stored inline like any content this size,
+      // so content is stored one way whichever front or encoding brought it.
+      inline = await fs.promises.readFile(tmpPath)
+      await fs.promises.rm(tmpPath, { force: true })
+    }
+    return { sha256: inspector.hash.digest('hex'), size: inspector.size, tmpPath, ...(inline ? { inline } : {}) }
   }
 
   async place(staged: StagedBlob): Promise<void> {
+    // Inline content is written by ensurePlaced, in the commit's own transaction.
+    // Stored inline already (content of this size was inlined under a larger limit): kept there.
+    if (staged.inline || this.inline?.exists(staged.sha256)) return
     const final = this.pathOf(staged.sha256)
     await this.mkdirDurable(path.dirname(final))
     try {
@@ -148,18 +264,30 @@ export class DiskBlobStore implements BlobStore {
   }
 
   ensurePlaced(staged: StagedBlob): void {
+    if (this.inline?.exists(staged.sha256)) return
     const final = this.pathOf(staged.sha256)
     if (fs.existsSync(final)) return
+    if (staged.inline) {
+      this.inline!.insertIfMissing(staged.sha256, staged.inline, Date.now())
+      return
+    }
     fs.mkdirSync(path.dirname(final), { recursive: true })
     fs.linkSync(staged.tmpPath, final)
     fsyncDir(path.dirname(final))
   }
 
   async discard(staged: StagedBlob): Promise<void> {
+    if (staged.inline) return
     await fs.promises.rm(staged.tmpPath, { force: true })
   }
 
   async open(sha256: string, range?: ByteRange): Promise<OpenedBlob> {
+    const inline = this.inline?.get(sha256)
+    if (inline) {
+      const { start, end } = range ?? { start: 0, end: inline.length - 1 }
+      if (end >= inline.length) throw new Error(`stored content ${sha256} is shorter than its record`)
+      return { length: end - start + 1, body: inline.subarray(start, end + 1) }
+    }
     const file = this.pathOf(sha256)
     try {
       const { start, end } = range ?? { start: 0, end: (await fs.promises.stat(file)).size - 1 }
@@ -174,10 +302,12 @@ export class DiskBlobStore implements BlobStore {
   }
 
   removeSync(sha256: string): void {
+    this.inline?.delete(sha256)
     fs.rmSync(this.pathOf(sha256), { force: true })
   }
 
   async remove(sha256: string): Promise<void> {
+    this.inline?.delete(sha256)
     await fs.promises.rm(this.pathOf(sha256), { force: true })
   }
 
@@ -199,9 +329,18 @@ export class DiskBlobStore implements BlobStore {
         }
       }
     }
+    if (!this.inline) return
+    for (let after = ''; ;) {
+      const rows = this.inline.after(after, 500)
+      for (const r of rows) yield { sha256: r.sha256, mtimeMs: r.createdAt, size: r.size }
+      if (rows.length < 500) break
+      after = rows.at(-1)!.sha256
+    }
   }
 
   async hash(sha256: string): Promise<string | undefined> {
+    const inline = this.inline?.get(sha256)
+    if (inline) return createHash('sha256').update(inline).digest('hex')
     const h = createHash('sha256')
     try {
       await pipeline(fs.createReadStream(this.pathOf(sha256)), h)
@@ -226,8 +365,6 @@ export class DiskBlobStore implements BlobStore {
     await fsyncDirAsync(parent)
   }
 }
-
-const ignore = () => undefined
 
 async function readdirOrEmpty(dir: string): Promise<string[]> {
   try {

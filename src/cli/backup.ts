@@ -64,7 +64,7 @@ export async function backupCommand(args: string[], io: CliIO): Promise<number> 
     } else {
       println(
         io.stdout,
-        `backed up ${r.files} file record(s) and ${r.blobs} blob(s), ${r.bytes} bytes (${r.linked} hard-linked, ${r.copied} copied) to ${r.dest} in ${seconds.toFixed(1)} s`,
+        `backed up ${r.files} file record(s) and ${r.blobs} blob(s), ${r.bytes} bytes (${r.linked} hard-linked, ${r.copied} copied, ${r.inline} inside the database) to ${r.dest} in ${seconds.toFixed(1)} s`,
       )
     }
     for (const sha of r.missing) println(io.stderr, `coffer: blob ${sha} is listed in the database but missing from the data dir (coffer verify)`)

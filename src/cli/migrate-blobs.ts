@@ -1,4 +1,4 @@
-import { createS3Store } from '../core'
+import { createDiskStore, createS3Store } from '../core'
 import { DiskBlobStore } from '../blobs/disk-blob-store'
 import type { BlobStore } from '../blobs/blob-store'
 import { migrateBlobs } from '../services/migrate-blobs'
@@ -21,8 +21,9 @@ export async function migrateBlobsCommand(args: string[], io: CliIO): Promise<nu
   const to = values.to
   if (to !== 's3' && to !== 'disk') throw new UsageError('migrate-blobs needs --to s3 or --to disk')
   return withCore(io, values['data-dir'], async (core) => {
-    const disk = new DiskBlobStore(core.dataDir.blobs, core.dataDir.tmp)
-    const s3 = createS3Store(core.config, disk)
+    // The disk side keeps small blobs inline in the database; the S3 store stages in plain files.
+    const disk = createDiskStore(core.db, core.dataDir)
+    const s3 = createS3Store(core.config, new DiskBlobStore(core.dataDir.blobs, core.dataDir.tmp))
     const [from, target]: [BlobStore, BlobStore] = to === 's3' ? [disk, s3] : [s3, disk]
     try {
       const started = Date.now()

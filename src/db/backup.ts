@@ -6,9 +6,12 @@ import { openConnection, type DB } from './database'
  * SQLite's online backup API while the server writes freely.
  */
 
-/** Every blob hash the live database lists (read without a lock: the pass that does the bulk). */
+/**
+ * Every blob hash the live database lists whose content is a file (read without a lock: the pass
+ * that does the bulk). Content stored inline (blob_inline) is in the database snapshot itself.
+ */
 export function blobShas(db: DB): IterableIterator<string> {
-  return db.prepare<[], string>('SELECT sha256 FROM blobs').pluck().iterate()
+  return db.prepare<[], string>('SELECT b.sha256 FROM blobs b WHERE NOT EXISTS (SELECT 1 FROM blob_inline i WHERE i.sha256 = b.sha256)').pluck().iterate()
 }
 
 /**
@@ -40,13 +43,16 @@ export async function snapshotInto(live: DB, file: string, dataDir: string, dest
  * Opens a copied database, checks its integrity, and hands over its file count and blob rows.
  * Closing the last connection checkpoints the copy and removes its -wal and -shm files.
  */
-export function readCopy(file: string, dataDir: string, each: (blob: { sha256: string; size: number }) => void): { files: number } {
+export function readCopy(file: string, dataDir: string, each: (blob: { sha256: string; size: number; inline: boolean }) => void): { files: number } {
   const copy = openConnection(file, dataDir)
   try {
     const check = copy.pragma('quick_check', { simple: true })
     if (check !== 'ok') throw new Error(`the database copy failed its integrity check: ${String(check)}`)
     const files = copy.prepare<[], number>('SELECT count(*) FROM files').pluck().get()!
-    for (const row of copy.prepare<[], { sha256: string; size: number }>('SELECT sha256, size_bytes AS size FROM blobs').iterate()) each(row)
+    const rows = copy.prepare<[], { sha256: string; size: number; inline: number }>(
+      'SELECT b.sha256, b.size_bytes AS size, EXISTS (SELECT 1 FROM blob_inline i WHERE i.sha256 = b.sha256) AS inline FROM blobs b',
+    )
+    for (const row of rows.iterate()) each({ sha256: row.sha256, size: row.size, inline: row.inline === 1 })
     return { files }
   } finally {
     copy.close()

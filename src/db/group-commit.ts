@@ -62,6 +62,28 @@ export class GroupCommit {
     return result
   }
 
+  /**
+   * Runs `fn` in an immediate write transaction like `run`, and starts (or joins) the WAL flush
+   * that covers it without waiting for it: for a commit whose loss in a power cut costs nothing
+   * acknowledged (an upload's handshake: README, Durability). A process crash (kill -9) loses
+   * nothing either way: the WAL is written before this returns, only its flush is pending. Any
+   * later acknowledged commit's flush covers this one too, as the WAL is flushed as a whole.
+   */
+  runUnflushed<T>(fn: () => T): T {
+    if (this.failed) throw this.failed
+    if (this.db.inTransaction) throw new Error('GroupCommit.runUnflushed cannot be nested in a transaction')
+    this.normal.run()
+    let result: T
+    try {
+      result = this.db.transaction(fn).immediate()
+    } finally {
+      this.full.run()
+    }
+    // A failure is kept (`failed`) and refuses every later write; nobody waits for this one.
+    this.flush().catch(() => undefined)
+    return result
+  }
+
   /** Resolves once everything committed so far is on disk. */
   flush(): Promise<void> {
     if (this.failed) return Promise.reject(this.failed)

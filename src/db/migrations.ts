@@ -323,4 +323,19 @@ CREATE INDEX outbox_by_status ON outbox (status, created_at);
 CREATE INDEX outbox_by_tenant ON outbox (tenant_id, created_at DESC, id DESC);
 `,
   },
+  {
+    version: 11,
+    name: 'blob_inline: small blobs stored in the database',
+    sql: `
+-- The content of small blobs (up to the disk store's INLINE_MAX_BYTES), written in the transaction
+-- that commits their first reference: one shared WAL flush instead of a file, its directory and
+-- the directory entry, each with an fsync of its own (#15). Disk store only. A hash is stored
+-- either here or as a file, never both; its blobs row is the same either way.
+CREATE TABLE blob_inline (
+  sha256     TEXT PRIMARY KEY,
+  content    BLOB NOT NULL,
+  created_at INTEGER NOT NULL
+) STRICT;
+`,
+  },
 ]

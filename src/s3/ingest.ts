@@ -61,10 +61,12 @@ export async function ingest(
   if (contentMd5 !== undefined && !/^[A-Za-z0-9+/]{22}==$/.test(contentMd5)) throw new S3Error('InvalidDigest', 'The Content-MD5 you specified is not valid.')
 
   let decoder: AwsChunkedDecoder | undefined
+  let expectedBytes: number | undefined
   if (payload.kind === 'streaming') {
     const decodedLength = header(headers, 'x-amz-decoded-content-length')
     if (decodedLength !== undefined && !/^\d{1,16}$/.test(decodedLength)) throw new S3Error('InvalidArgument', 'x-amz-decoded-content-length is not a number')
     if (decodedLength !== undefined && Number(decodedLength) > limit.maxBytes) throw limit.overflow()
+    if (decodedLength !== undefined) expectedBytes = Number(decodedLength)
     decoder = new AwsChunkedDecoder({
       ...(payload.signed ? { signing: spec.signing } : {}),
       trailer: payload.trailer,
@@ -74,6 +76,7 @@ export async function ingest(
   } else {
     const length = header(headers, 'content-length')
     if (length !== undefined && /^\d+$/.test(length) && Number(length) > limit.maxBytes) throw limit.overflow()
+    if (length !== undefined && /^\d+$/.test(length)) expectedBytes = Number(length)
   }
 
   const digest = new DigestStream(algorithms)
@@ -81,7 +84,12 @@ export async function ingest(
   const body = connect(spec.source, decoder, digest)
   let staged: StagedBlob
   try {
-    staged = await store.stage(body, { maxBytes: limit.maxBytes, onOverflow: limit.overflow, ...(onChunk ? { onChunk } : {}) })
+    staged = await store.stage(body, {
+      maxBytes: limit.maxBytes,
+      onOverflow: limit.overflow,
+      ...(expectedBytes !== undefined ? { expectedBytes } : {}),
+      ...(onChunk ? { onChunk } : {}),
+    })
   } catch (err) {
     spec.source.unpipe()
     throw toIngestError(err)

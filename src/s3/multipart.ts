@@ -179,7 +179,11 @@ export class S3Multipart {
       chosen.map((p) => p.sha256),
     )
     // The assembled object takes no more room than its parts, which are charged already.
-    const staged = await this.deps.store.stage(body, { maxBytes: total, onOverflow: () => new S3Error('InternalError', 'parts changed during completion') })
+    const staged = await this.deps.store.stage(body, {
+      maxBytes: total,
+      expectedBytes: total,
+      onOverflow: () => new S3Error('InternalError', 'parts changed during completion'),
+    })
     if (staged.size !== total) {
       await this.deps.store.discard(staged)
       throw new Error(`assembled ${staged.size} bytes from parts totalling ${total}`)

@@ -16,6 +16,8 @@ export interface BackupResult {
   /** Blobs hard-linked (DEST on the data dir's filesystem) and copied (elsewhere). */
   linked: number
   copied: number
+  /** Blobs whose content the database itself holds (the disk store's inline blobs): copied with it. */
+  inline: number
   /** Blobs the database lists that were already missing from the live data dir (see coffer verify). */
   missing: string[]
   /**
@@ -63,10 +65,13 @@ export async function backupDataDir(source: { db: DB; dataDir: DataDir; store?: 
     await hooks.afterSnapshot?.()
     const absent = new Set(missing)
     const out = { files: 0, blobs: 0, bytes: 0 }
+    let inlined = 0
     makeWorkDir(work.blobs)
-    out.files = readCopy(work.db, dataDir.root, ({ sha256, size }) => {
+    out.files = readCopy(work.db, dataDir.root, ({ sha256, size, inline }) => {
       if (absent.has(sha256)) return
-      pins.transfer(sha256, work.blobs)
+      // Content kept inline is in the copied database already.
+      if (inline) inlined++
+      else pins.transfer(sha256, work.blobs)
       out.blobs++
       out.bytes += size
     }).files
@@ -75,7 +80,7 @@ export async function backupDataDir(source: { db: DB; dataDir: DataDir; store?: 
     makeWorkDir(work.tmp)
     copySecret(dataDir, work)
     publishWorkDir(work.root, dest)
-    return { dest, ...out, linked: pins.linked, copied: pins.copied, missing }
+    return { dest, ...out, linked: pins.linked, copied: pins.copied, inline: inlined, missing }
   } catch (err) {
     discardDir(work.root)
     throw err
@@ -107,7 +112,7 @@ async function backupMetadata(source: { db: DB; dataDir: DataDir }, work: DataDi
     makeWorkDir(work.tmp)
     copySecret(dataDir, work)
     publishWorkDir(work.root, dest)
-    return { dest, ...out, linked: 0, copied: 0, missing: [], contentStaysIn: store.description }
+    return { dest, ...out, linked: 0, copied: 0, inline: 0, missing: [], contentStaysIn: store.description }
   } catch (err) {
     discardDir(work.root)
     throw err

@@ -52,6 +52,7 @@ export async function migrateBlobs(deps: { db: DB; from: BlobStore; to: BlobStor
       const staged = await to
         .stage(body, {
           maxBytes: size,
+          expectedBytes: size,
           onOverflow: () => {
             longer = true
             return new Error(`blob ${sha256} is longer than its recorded ${size} bytes`)
@@ -71,6 +72,8 @@ export async function migrateBlobs(deps: { db: DB; from: BlobStore; to: BlobStor
           continue
         }
         await to.place(staged)
+        // What a commit does: the disk store writes content it keeps inline here, durably.
+        deps.db.transaction(() => to.ensurePlaced(staged)).immediate()
         report.copied++
         report.bytesCopied += size
       } finally {

@@ -33,11 +33,14 @@ export class UploadRecords {
   /**
    * The handshake's row, with its declared size reserved. Checked and reserved in one write
    * transaction: concurrent handshakes cannot both fit, and a workspace deleted meanwhile cannot
-   * receive a file.
+   * receive a file. Answered without waiting for its WAL flush (GroupCommit.runUnflushed): a
+   * power cut right after it can forget a pending upload, which holds no content yet; its PUT then
+   * answers 404 and the client asks again. The PUT's own commit, which does wait, makes it durable
+   * with it (README: Durability).
    */
-  async reserve(record: NewUpload): Promise<void> {
+  reserve(record: NewUpload): void {
     const { commits, files, workspaces, quotas } = this.deps
-    await commits.run(() => {
+    commits.runUnflushed(() => {
       if (record.workspaceId !== null && !workspaces.getLive(record.tenantId, record.workspaceId)) throw notFound.workspace()
       // Also refuses a tenant deleted since its key was checked, so none of its files outlives it (#13).
       quotas.assertFits(record.tenantId, record.workspaceId, record.declaredSize ?? 0)

@@ -78,7 +78,7 @@ export class UploadsService {
     },
   ) {}
 
-  /** Step one: checks the request, reserves the declared size and grants the PUT once the reservation is durable. */
+  /** Step one: checks the request, reserves the declared size and grants the PUT (the reservation's durability: UploadRecords.reserve). */
   async handshake(tenant: AuthenticatedTenant, input: HandshakeInput, headerWorkspaceId: string | undefined): Promise<{ file: FileRecord; grant: Grant }> {
     const { clock, records, settings } = this.deps
     if (!(FILE_TYPES as readonly string[]).includes(input.fileType) || !tenant.allowedFileTypes.includes(input.fileType)) {
@@ -110,7 +110,7 @@ export class UploadsService {
       createdAt: now,
       objectKey: apiObjectKey(id, input.fileName, workspaceId),
     }
-    await records.reserve(record)
+    records.reserve(record)
     const file: FileRecord = { ...record, status: 'pending', sha256: null, metadata: null, completedAt: null, deletedAt: null }
     return { file, grant: this.deps.urls.grant('upload', record, record.uploadExpiresAt) }
   }
@@ -194,6 +194,7 @@ export class UploadsService {
     try {
       staged = await this.deps.store.stage(input.body, {
         maxBytes: limit.maxBytes,
+        ...(input.contentLength !== undefined ? { expectedBytes: input.contentLength } : {}),
         onChunk: (bytes) => {
           this.deps.meter?.received(bytes)
           inFlight.add(bytes)
