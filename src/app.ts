@@ -20,6 +20,7 @@ import { registerRateLimit } from './http/rate-limit'
 import { registerJsonBody } from './http/json-body'
 import { clientErrorHandler } from './http/client-error'
 import { registerRequestLifecycle, type Front } from './http/request-lifecycle'
+import { lazyRequestLogger } from './http/lazy-request-logger'
 import { documentSecurity, registerOpenApi } from './http/openapi'
 import { metricsRoutes } from './http/routes/metrics'
 import { docsRoutes } from './http/routes/docs'
@@ -50,6 +51,8 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
     loggerInstance: opts.logger,
     // One line per request, written by the onResponse hook below, instead of Fastify's two.
     logController: new LogController({ disableRequestLogging: true }),
+    // request.log is made on first use: most requests never log through it (lazy-request-logger.ts).
+    childLoggerFactory: lazyRequestLogger,
     bodyLimit: 1024 * 1024,
     // A whole request (a 100 MiB upload on a slow link included) must arrive within an hour, and
     // a connection that moves no byte for five minutes is dropped: a client cannot hold an upload

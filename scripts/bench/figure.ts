@@ -4,6 +4,7 @@ import type { CofferCommand } from './coffer'
 import type { SeedResult } from './seed'
 import type { DiskCosts } from './figures/disk'
 import type { WrkBinary } from './wrk'
+import type { ValgrindBinary } from './figures/callgrind'
 
 export interface FigureResult {
   key: string
@@ -50,6 +51,12 @@ export interface BenchContext {
   /** The load generator of the req/s figures. */
   wrk: WrkBinary
   shipped: CofferCommand & { note: string }
+  /** valgrind and callgrind_control, for the instruction counts. */
+  valgrind: ValgrindBinary
+  /** Requests of warm-up, then counted, per server under callgrind. */
+  callgrindRequests: { warmup: number; measured: number }
+  /** Another build of Coffer (a dist/coffer.cjs) whose instructions per request are counted too. */
+  againstBundle?: string
   /** What fsync and SHA-256 cost on this machine, measured before the figures. */
   disk: DiskCosts
   log(line: string): void

@@ -4,7 +4,8 @@
  * markdown table and writes JSON (default dist/bench/results.json).
  *
  * Options: --runs N (pairs per figure, default 5), --only KEY,… (cold-start, metadata-read,
- * listing, transfers, s3, s3-store, rss), --quick (3 runs, short load runs, 10k/100k files: a smoke test, not
+ * listing, transfers, s3, s3-store, rss, callgrind), --against-bundle PATH (callgrind also counts another build of
+ * Coffer, e.g. an old dist/coffer.cjs), --quick (3 runs, short load runs, 10k/100k files: a smoke test, not
  * the figures), --files N and --large-files N (dataset sizes), --out FILE, --keep (keep the temp dir),
  * --cpu-prof (every Coffer process writes a V8 CPU profile into dist/bench/profiles/).
  */
@@ -26,6 +27,7 @@ import { peakRss } from './figures/memory'
 import { coldStart } from './figures/startup'
 import { diskCosts, type DiskCosts } from './figures/disk'
 import { machine } from './machine'
+import { callgrindFigure, ensureValgrind } from './figures/callgrind'
 
 const FIGURES: Record<string, (ctx: BenchContext) => Promise<FigureResult | FigureResult[]>> = {
   'cold-start': coldStart,
@@ -35,6 +37,7 @@ const FIGURES: Record<string, (ctx: BenchContext) => Promise<FigureResult | Figu
   s3: s3Figures,
   's3-store': s3StoreFigures,
   rss: peakRss,
+  callgrind: callgrindFigure,
 }
 
 function table(results: FigureResult[]): string {
@@ -64,6 +67,7 @@ async function main(): Promise<void> {
       out: { type: 'string' },
       keep: { type: 'boolean', default: false },
       'cpu-prof': { type: 'boolean', default: false },
+      'against-bundle': { type: 'string' },
     },
   })
   const major = Number(process.versions.node.split('.')[0])
@@ -73,6 +77,8 @@ async function main(): Promise<void> {
   const runs = Number(values.runs ?? (values.quick ? 3 : 5))
   const files = Number(values.files ?? (values.quick ? 10_000 : 100_000))
   const largeFiles = Number(values['large-files'] ?? (values.quick ? 100_000 : 1_000_000))
+  const againstBundle = values['against-bundle'] === undefined ? undefined : path.resolve(values['against-bundle'])
+  if (againstBundle !== undefined && !fs.existsSync(againstBundle)) throw new Error(`--against-bundle ${againstBundle}: no such file`)
   const out = path.resolve(values.out ?? path.join(ROOT, 'dist', 'bench', 'results.json'))
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-bench-'))
   const log = (line: string) => process.stderr.write(`${line}\n`)
@@ -105,6 +111,9 @@ async function main(): Promise<void> {
       nginx,
       wrk: only.some((k) => k === 'transfers' || k === 'metadata-read' || k === 's3-store') ? ensureWrk(log) : { unavailable: 'not requested' },
       shipped: shippedCommand(),
+      valgrind: only.includes('callgrind') ? ensureValgrind(log) : { unavailable: 'not requested' },
+      callgrindRequests: values.quick ? { warmup: 1000, measured: 500 } : { warmup: 3000, measured: 2000 },
+      againstBundle: againstBundle,
       log,
       disk: undefined as never,
     }
