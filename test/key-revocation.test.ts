@@ -5,7 +5,7 @@ import path from 'node:path'
 import { PassThrough } from 'node:stream'
 import { admin, createTenant, handshake, type Handshake, makeApp, putContent, upload } from './helper'
 import { tenantCommand } from '../src/cli/tenant'
-import { datasyncFile } from '../src/db/group-commit'
+import { datasyncFile } from '../src/lib/durable'
 import { INLINE_MAX_BYTES } from '../src/blobs/disk-blob-store'
 
 // #12 item 1: what the old key made dies with it. Signed download URLs and presigned upload paths
