@@ -10,6 +10,7 @@ import { concatenate, ingest, type BodySpec } from './ingest'
 import { checkKey, type ObjectInput, type S3Objects } from './objects'
 import type { S3Buckets, S3Deps } from './buckets'
 import type { StagedBlob } from '../blobs/blob-store'
+import { rollupPage, type KeysetSource, type ListResult } from './listing'
 
 export const MIN_PART_BYTES = 5 * 1024 * 1024
 export const MAX_PART_BYTES = 5 * 1024 ** 3
@@ -214,10 +215,26 @@ export class S3Multipart {
     return { upload, parts: rows.slice(0, maxParts), truncated: rows.length > maxParts }
   }
 
-  listUploads(tenant: AuthenticatedTenant, bucket: string, q: { prefix?: string; below?: string; afterKey?: string; afterId?: string }, max: number) {
+  /**
+   * ListMultipartUploads: uploads in (key, upload id) order, keys rolled up into common prefixes
+   * at the delimiter, after the key marker (and, for that key, the upload id marker), keyset as
+   * the object listing.
+   */
+  listUploads(
+    tenant: AuthenticatedTenant,
+    bucket: string,
+    q: { prefix: string; delimiter: string; keyMarker: string | undefined; uploadIdMarker: string | undefined; maxUploads: number },
+  ): ListResult<MultipartUpload> {
     const w = this.buckets.resolve(tenant, bucket)
-    const rows = this.deps.multipart.list(w.id, q, max + 1)
-    return { uploads: rows.slice(0, max), truncated: rows.length > max }
+    const source: KeysetSource<MultipartUpload, { key: string; id: string }> = {
+      fetch: (range, limit) => this.deps.multipart.list(w.id, range, limit),
+      key: (u) => u.key,
+      cursor: (u) => ({ key: u.key, id: u.id }),
+    }
+    // Without an upload id marker, listing starts after every upload of the marker's key; upload
+    // ids are base64url, so U+FFFF sorts after all of them.
+    const after = q.keyMarker === undefined ? undefined : { key: q.keyMarker, cursor: { key: q.keyMarker, id: q.uploadIdMarker ?? '\uffff' } }
+    return rollupPage(source, { prefix: q.prefix, delimiter: q.delimiter, after, maxKeys: q.maxUploads })
   }
 
   /** Uploads past their TTL, or whose workspace was deleted, are aborted: their parts' bytes are released. */
