@@ -3,6 +3,7 @@
 import { createHash } from 'node:crypto'
 import t from 'tap'
 import {
+  AbortMultipartUploadCommand,
   CompleteMultipartUploadCommand,
   CreateBucketCommand,
   CreateMultipartUploadCommand,
@@ -12,8 +13,9 @@ import {
   ListObjectsV2Command,
   PutObjectCommand,
   UploadPartCommand,
+  UploadPartCopyCommand,
 } from '@aws-sdk/client-s3'
-import { fileBytes, upload } from './helper'
+import { fileBytes, measuringStore, upload } from './helper'
 import { makeS3, pattern, type S3Context } from './s3-helper'
 
 async function usage(ctx: S3Context, workspaceId: string) {
@@ -194,6 +196,36 @@ t.test('deleting a workspace through the API releases the parts of its uploads a
   t.equal((await ctx.app.inject({ method: 'DELETE', url: `/api/v1/workspaces/${wsId}`, headers: ctx.tenant.headers })).statusCode, 200)
   t.equal(ctx.core.s3.multipart.reclaim(), 1)
   t.equal(ctx.core.tenants.quota(ctx.tenant.id).usedBytes, 0)
+})
+
+t.test('UploadPartCopy charges the copied bytes while it stages them: concurrent copies stage at most the free room', async (t) => {
+  const MB = 1024 * 1024
+  const { seen, wrap } = measuringStore()
+  const ctx = await makeS3(t, {}, { quotaBytes: 6 * MB, store: wrap })
+  await ctx.client.send(new CreateBucketCommand({ Bucket: 'copies' }))
+  await ctx.client.send(new PutObjectCommand({ Bucket: 'copies', Key: 'source', Body: pattern(3 * MB) }))
+  seen.max = 0
+  const { UploadId } = await ctx.client.send(new CreateMultipartUploadCommand({ Bucket: 'copies', Key: 'assembled' }))
+  const copies = await Promise.allSettled(
+    Array.from({ length: 10 }, (_, i) =>
+      ctx.client.send(new UploadPartCopyCommand({ Bucket: 'copies', Key: 'assembled', UploadId, PartNumber: i + 1, CopySource: 'copies/source' })),
+    ),
+  )
+  // Copies interleave their reads, so the room may go to one of them or, refused chunk by chunk,
+  // to none; never to two.
+  const ok = copies.filter((c) => c.status === 'fulfilled').length
+  t.ok(ok <= 1, `${ok} of 10 copies fit the 3 MiB left`)
+  for (const c of copies) {
+    if (c.status === 'rejected') t.match(c.reason, { name: 'QuotaExceeded', $metadata: { httpStatusCode: 403 } })
+  }
+  t.ok(seen.max <= 3 * MB, `at most the free room was staged at once (${seen.max} bytes)`)
+  const wsId = await workspaceId(ctx, 'copies')
+  t.same(await usage(ctx, wsId), { tenant: (3 + 3 * ok) * MB, workspace: (3 + 3 * ok) * MB }, 'usage is exact')
+  // Nothing stays counted in flight: once the upload is aborted, one copy takes the whole room.
+  await ctx.client.send(new AbortMultipartUploadCommand({ Bucket: 'copies', Key: 'assembled', UploadId }))
+  const again = await ctx.client.send(new CreateMultipartUploadCommand({ Bucket: 'copies', Key: 'again' }))
+  await ctx.client.send(new UploadPartCopyCommand({ Bucket: 'copies', Key: 'again', UploadId: again.UploadId, PartNumber: 1, CopySource: 'copies/source' }))
+  t.same(await usage(ctx, wsId), { tenant: 6 * MB, workspace: 6 * MB })
 })
 
 t.test('concurrent S3 and API writes never pass the quota, and usage stays exact', async (t) => {

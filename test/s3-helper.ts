@@ -5,7 +5,7 @@ import { SignatureV4 } from '@smithy/signature-v4'
 import { S3Client } from '@aws-sdk/client-s3'
 import { buildApp } from '../src/app'
 import { loadConfig, type Config } from '../src/config'
-import { createCore, type Core } from '../src/core'
+import { createCore, type Core, type CoreOptions } from '../src/core'
 import { ManualClock } from '../src/lib/clock'
 import { createLogger } from '../src/lib/logger'
 import { buildS3App, type S3App } from '../src/s3/server'
@@ -34,14 +34,20 @@ export interface S3Context {
 export async function makeS3(
   t: Test,
   env: Record<string, string> = {},
-  opts: { quotaBytes?: number; dir?: string; existing?: S3Context['tenant'] & { credentials: S3Context['credentials'] } } = {},
+  opts: {
+    quotaBytes?: number
+    dir?: string
+    existing?: S3Context['tenant'] & { credentials: S3Context['credentials'] }
+    /** Wraps the blob store (see CoreOptions.store). */
+    store?: CoreOptions['store']
+  } = {},
 ): Promise<S3Context & { close(): Promise<void> }> {
   const dir = opts.dir ?? tempDir(t, 'coffer-s3-')
   const config = loadConfig({ COFFER_ADMIN_API_KEY: ADMIN_KEY, COFFER_LOG_LEVEL: 'debug', COFFER_S3_PORT: '0', ...env }, { 'data-dir': dir })
   const clock = new ManualClock(Date.now())
   const { stream, lines } = captureLogs()
   const logger = createLogger(config.logLevel, stream)
-  const core = createCore(config, { clock, log: logger })
+  const core = createCore(config, { clock, log: logger, ...(opts.store ? { store: opts.store } : {}) })
   const app = await buildApp(core, { logger })
   const s3app = await buildS3App(core, { logger })
   await s3app.listen({ port: 0, host: '127.0.0.1' })

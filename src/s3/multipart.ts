@@ -90,14 +90,22 @@ export class S3Multipart {
   ) {
     const { w, upload } = this.upload(tenant, bucket, key, uploadId)
     const replaced = this.deps.multipart.part(upload.id, partNumber)?.size ?? 0
-    const stream = source.size === 0 ? emptyStream() : asStream((await this.deps.store.open(source.sha256, range ?? { start: 0, end: source.size - 1 })).body)
-    const ingested = await ingest(
-      this.deps.store,
-      { source: stream, payload: { kind: 'unsigned' }, signing: { key: Buffer.alloc(0), amzDate: '', scope: '', seedSignature: '' }, headers: {} },
-      this.objects.writeLimit(tenant, w, replaced, MAX_PART_BYTES),
-    )
-    await this.commitPart(tenant, w, upload, partNumber, ingested.staged, ingested.digests.md5Hex)
-    return { etag: `"${ingested.digests.md5Hex}"`, lastModified: this.deps.clock.now() }
+    // The copied bytes count against the quotas as they are staged, as UploadPart's do: concurrent
+    // copies and writes together stage at most the free room.
+    const charge = this.objects.charge(tenant, w, replaced)
+    try {
+      const stream = source.size === 0 ? emptyStream() : asStream((await this.deps.store.open(source.sha256, range ?? { start: 0, end: source.size - 1 })).body)
+      const ingested = await ingest(
+        this.deps.store,
+        { source: stream, payload: { kind: 'unsigned' }, signing: { key: Buffer.alloc(0), amzDate: '', scope: '', seedSignature: '' }, headers: {} },
+        this.objects.writeLimit(tenant, w, replaced, MAX_PART_BYTES),
+        charge.onChunk,
+      )
+      await this.commitPart(tenant, w, upload, partNumber, ingested.staged, ingested.digests.md5Hex, charge.release)
+      return { etag: `"${ingested.digests.md5Hex}"`, lastModified: this.deps.clock.now() }
+    } finally {
+      charge.release()
+    }
   }
 
   private async commitPart(
