@@ -12,11 +12,12 @@ import {
   ListBucketsCommand,
   ListObjectsV2Command,
   PutObjectCommand,
+  S3Client,
   UploadPartCommand,
   UploadPartCopyCommand,
 } from '@aws-sdk/client-s3'
 import { fileBytes, measuringStore, upload } from './helper'
-import { makeS3, pattern, type S3Context } from './s3-helper'
+import { createTenantWithS3, makeS3, pattern, s3Client, signedRequest, type S3Context } from './s3-helper'
 
 async function usage(ctx: S3Context, workspaceId: string) {
   const quota = await ctx.app.inject({ method: 'GET', url: '/api/v1/tenant/quota', headers: ctx.tenant.headers })
@@ -248,4 +249,33 @@ t.test('concurrent S3 and API writes never pass the quota, and usage stays exact
   t.ok(stored <= 100_000, `stored ${stored} of a 100000-byte quota`)
   t.ok(stored >= 80_000, 'and the quota was used')
   t.same(await usage(ctx, wsId), { tenant: stored, workspace: stored })
+})
+
+t.test('one rate budget per tenant whichever front: S3 answers 503 SlowDown in XML with Retry-After, the API 429', async (t) => {
+  const ctx = await makeS3(t, { COFFER_RATE_LIMIT_MAX: '4', COFFER_RATE_LIMIT_WINDOW_SECONDS: '60' })
+  const client = new S3Client({ endpoint: ctx.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: ctx.credentials, maxAttempts: 1 })
+  t.teardown(() => client.destroy())
+  const api = () => ctx.app.inject({ url: '/api/v1/tenant/quota', headers: ctx.tenant.headers })
+  t.equal((await api()).statusCode, 200)
+  t.equal((await api()).statusCode, 200)
+  await client.send(new ListBucketsCommand({}))
+  await client.send(new ListBucketsCommand({}))
+
+  const limited = await ctx.s3app.inject(await signedRequest(ctx, { method: 'GET', path: '/' }))
+  t.equal(limited.statusCode, 503, 'the S3 request after two API and two S3 requests is over the budget of 4')
+  t.match(limited.headers['content-type'], /^application\/xml/)
+  t.match(limited.body, /<Error><Code>SlowDown<\/Code><Message>Please reduce your request rate[^<]*<\/Message>.*<RequestId>[0-9A-F]{16}<\/RequestId><\/Error>/)
+  const retryAfter = Number(limited.headers['retry-after'])
+  t.ok(retryAfter > 0 && retryAfter <= 60, `Retry-After: ${limited.headers['retry-after']}`)
+  await t.rejects(client.send(new ListBucketsCommand({})), { name: 'SlowDown', $metadata: { httpStatusCode: 503 } }, 'the SDK reads it as SlowDown')
+  const apiLimited = await api()
+  t.equal(apiLimited.statusCode, 429, 'and the API counts the S3 requests too')
+  t.equal(apiLimited.json().error.code, 'RATE_LIMITED')
+
+  // Another tenant has its own budget, on both fronts.
+  const other = await createTenantWithS3(ctx.app)
+  const otherClient = s3Client(ctx.endpoint, other.credentials)
+  t.teardown(() => otherClient.destroy())
+  t.ok(await otherClient.send(new ListBucketsCommand({})))
+  t.equal((await ctx.app.inject({ url: '/api/v1/tenant/quota', headers: other.headers })).statusCode, 200)
 })

@@ -28,7 +28,6 @@ import {
   PutObjectCommand,
   UploadPartCommand,
   UploadPartCopyCommand,
-  S3Client,
   type S3ServiceException,
 } from '@aws-sdk/client-s3'
 import { Upload } from '@aws-sdk/lib-storage'
@@ -565,19 +564,6 @@ t.test('conditional writes; write options Coffer does not implement are refused 
   await t.rejects(client.send(new GetObjectCommand({ Bucket: 'cond', Key: 'sse' })), { name: 'NoSuchKey' }, 'nothing was stored')
   await client.send(new PutObjectCommand({ Bucket: 'cond', Key: 'private', Body: 'x', ACL: 'private' }))
   t.pass('the default private ACL is what every object has')
-})
-
-t.test('the per-tenant rate limit answers SlowDown', async (t) => {
-  const ctx = await makeS3(t, { COFFER_RATE_LIMIT_MAX: '3', COFFER_RATE_LIMIT_WINDOW_SECONDS: '60' })
-  const client = new S3Client({ endpoint: ctx.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: ctx.credentials, maxAttempts: 1 })
-  t.teardown(() => client.destroy())
-  for (let i = 0; i < 3; i++) await client.send(new ListBucketsCommand({}))
-  t.same(await s3Error(client.send(new ListBucketsCommand({}))), { name: 'SlowDown', status: 503 })
-  // Another tenant has its own budget.
-  const other = await createTenantWithS3(ctx.app)
-  const otherClient = s3Client(ctx.endpoint, other.credentials)
-  t.teardown(() => otherClient.destroy())
-  t.ok(await otherClient.send(new ListBucketsCommand({})))
 })
 
 t.test('Expect: 100-continue: a refused PutObject is answered before its body is sent', async (t) => {

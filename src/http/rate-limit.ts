@@ -1,5 +1,6 @@
-import rateLimit from '@fastify/rate-limit'
+import rateLimit, { type FastifyRateLimitStore, type FastifyRateLimitStoreCtor } from '@fastify/rate-limit'
 import type { App } from './types'
+import type { RateBudget } from '../lib/rate-budget'
 import type { Core } from '../core'
 import type { FastifyRequest } from 'fastify'
 import { AppError } from '../errors'
@@ -11,7 +12,8 @@ import { bearerToken } from './auth'
  * whose valid signature the token carries. Anything unproven (a bad key or token, a guessed file
  * id) counts against the client's address instead, so that holding a file id neither locks its
  * owner out nor learns from the x-ratelimit-* headers that the id exists (#12 item 2).
- * Health, readiness and admin routes are never limited.
+ * Health, readiness and admin routes are never limited. The counters are the process's one
+ * RateBudget, which the S3 front counts in too: a tenant has one budget whichever front it uses.
  */
 export async function registerRateLimit(app: App, core: Core): Promise<void> {
   const { rateLimitMax, rateLimitWindowSeconds } = core.config
@@ -22,6 +24,7 @@ export async function registerRateLimit(app: App, core: Core): Promise<void> {
     hook: 'preHandler',
     max: rateLimitMax,
     timeWindow: rateLimitWindowSeconds * 1000,
+    store: budgetStore(core.rateBudget),
     keyGenerator: (request) => {
       if (request.tenant) return `tenant:${request.tenant.id}`
       // Health, metrics and admin routes: never limited.
@@ -37,6 +40,21 @@ export async function registerRateLimit(app: App, core: Core): Promise<void> {
         retryAfterSeconds: Math.ceil(context.ttl / 1000),
       }),
   })
+}
+
+/** @fastify/rate-limit's store over a RateBudget: every front registering it counts in the same windows. */
+export function budgetStore(budget: RateBudget): FastifyRateLimitStoreCtor {
+  return class BudgetStore implements FastifyRateLimitStore {
+    incr(key: string, callback: (error: Error | null, result?: { current: number; ttl: number }) => void, timeWindow: number): void {
+      callback(null, budget.count(key, timeWindow))
+    }
+    read(key: string, callback: (error: Error | null, result?: { current: number; ttl: number }) => void, timeWindow: number): void {
+      callback(null, budget.peek(key, timeWindow))
+    }
+    child(): FastifyRateLimitStore {
+      return this
+    }
+  }
 }
 
 /** Routes authorised by a presigned or signed URL (or, for downloads, a key checked in the handler). */

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import rateLimit from '@fastify/rate-limit'
+import { budgetStore } from '../http/rate-limit'
 import type { Core } from '../core'
 import type { AuthenticatedTenant } from '../db/repos/tenants'
 import type { ObjectInfo, ObjectRow } from '../db/repos/objects'
@@ -167,7 +168,8 @@ function xml(reply: Reply, root: string, body: XmlNode): Reply {
 
 /**
  * COFFER_RATE_LIMIT_MAX applies to S3 requests too, per tenant, answered with S3's `SlowDown`
- * (503). The S3 listener keeps its own counters: a tenant gets the limit on each front.
+ * (503, with Retry-After). The counters are the API's (core.rateBudget, the same `tenant:<id>`
+ * keys): a tenant has one budget whichever front it uses.
  */
 async function registerS3RateLimit(app: FastifyInstance, core: Core): Promise<void> {
   const { rateLimitMax, rateLimitWindowSeconds } = core.config
@@ -177,7 +179,8 @@ async function registerS3RateLimit(app: FastifyInstance, core: Core): Promise<vo
     hook: 'preHandler',
     max: rateLimitMax,
     timeWindow: rateLimitWindowSeconds * 1000,
-    keyGenerator: (request) => request.s3TenantId ?? '',
+    store: budgetStore(core.rateBudget),
+    keyGenerator: (request) => (request.s3TenantId === undefined ? '' : `tenant:${request.s3TenantId}`),
     allowList: (_request, key) => key === '',
     errorResponseBuilder: (_request, context) =>
       new S3Error('SlowDown', `Please reduce your request rate: ${context.max} requests per ${rateLimitWindowSeconds} s; retry in ${context.after}`),
