@@ -101,7 +101,7 @@ async function main(): Promise<void> {
       readSeconds: values.quick ? 3 : 10,
       datasets: { small, large, empty },
       nginx,
-      wrk: only.some((k) => k === 'transfers' || k === 'metadata-read') ? ensureWrk(log) : { unavailable: 'not requested' },
+      wrk: only.some((k) => k === 'transfers' || k === 'metadata-read' || k === 's3') ? ensureWrk(log) : { unavailable: 'not requested' },
       shipped: shippedCommand(),
       log,
       disk: undefined as never,
