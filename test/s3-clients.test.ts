@@ -111,46 +111,29 @@ t.test('AWS CLI: s3 mb/cp/ls/sync/rm and s3api multipart and presign', { skip: m
   fs.writeFileSync(path.join(home, 'part1'), part)
   fs.writeFileSync(path.join(home, 'part2'), Buffer.from('tail'))
   const created = JSON.parse(await ok(t, aws('s3api', 'create-multipart-upload', '--bucket', 'cli-bucket', '--key', 'manual.bin'), 'create-multipart-upload'))
-  const e1 = JSON.parse(
-    await ok(
-      t,
-      aws(
-        's3api',
-        'upload-part',
-        '--bucket',
-        'cli-bucket',
-        '--key',
-        'manual.bin',
-        '--part-number',
-        '1',
-        '--upload-id',
-        created.UploadId,
-        '--body',
-        path.join(home, 'part1'),
+  const uploadPart = async (n: number, file: string): Promise<string> =>
+    JSON.parse(
+      await ok(
+        t,
+        aws(
+          's3api',
+          'upload-part',
+          '--bucket',
+          'cli-bucket',
+          '--key',
+          'manual.bin',
+          '--part-number',
+          String(n),
+          '--upload-id',
+          created.UploadId,
+          '--body',
+          file,
+        ),
+        `upload-part ${n}`,
       ),
-      'upload-part 1',
-    ),
-  ).ETag
-  const e2 = JSON.parse(
-    await ok(
-      t,
-      aws(
-        's3api',
-        'upload-part',
-        '--bucket',
-        'cli-bucket',
-        '--key',
-        'manual.bin',
-        '--part-number',
-        '2',
-        '--upload-id',
-        created.UploadId,
-        '--body',
-        path.join(home, 'part2'),
-      ),
-      'upload-part 2',
-    ),
-  ).ETag
+    ).ETag
+  const e1 = await uploadPart(1, path.join(home, 'part1'))
+  const e2 = await uploadPart(2, path.join(home, 'part2'))
   const parts = JSON.parse(
     await ok(t, aws('s3api', 'list-parts', '--bucket', 'cli-bucket', '--key', 'manual.bin', '--upload-id', created.UploadId), 'list-parts'),
   )

@@ -4,7 +4,6 @@ import { createHash } from 'node:crypto'
 import t from 'tap'
 import {
   AbortMultipartUploadCommand,
-  CompleteMultipartUploadCommand,
   CreateBucketCommand,
   CreateMultipartUploadCommand,
   DeleteObjectCommand,
@@ -17,7 +16,7 @@ import {
   UploadPartCopyCommand,
 } from '@aws-sdk/client-s3'
 import { fileBytes, measuringStore, upload } from './helper'
-import { createTenantWithS3, makeS3, pattern, s3Client, signedRequest, type S3Context } from './s3-helper'
+import { completeCommand, createTenantWithS3, makeS3, pattern, s3Client, type S3Context, signedRequest } from './s3-helper'
 
 async function usage(ctx: S3Context, workspaceId: string) {
   const quota = await ctx.app.inject({ method: 'GET', url: '/api/v1/tenant/quota', headers: ctx.tenant.headers })
@@ -166,17 +165,10 @@ t.test('multipart parts survive a restart and a full garbage collection, then co
   t.equal(gc.blobsRemoved, 0, 'a full collection keeps the blobs of parts')
   const e2 = await second.client.send(new UploadPartCommand({ Bucket: 'durable', Key: 'resumed.bin', UploadId, PartNumber: 2, Body: p2 }))
   await second.client.send(
-    new CompleteMultipartUploadCommand({
-      Bucket: 'durable',
-      Key: 'resumed.bin',
-      UploadId,
-      MultipartUpload: {
-        Parts: [
-          { PartNumber: 1, ETag: e1.ETag },
-          { PartNumber: 2, ETag: e2.ETag },
-        ],
-      },
-    }),
+    completeCommand('durable', 'resumed.bin', UploadId, [
+      [1, e1.ETag],
+      [2, e2.ETag],
+    ]),
   )
   const got = await second.client.send(new GetObjectCommand({ Bucket: 'durable', Key: 'resumed.bin' }))
   t.ok(Buffer.from(await got.Body!.transformToByteArray()).equals(Buffer.concat([p1, p2])))

@@ -2,7 +2,7 @@ import { createHash, createHmac } from 'node:crypto'
 import type { Test } from 'tap'
 import type { InjectOptions } from 'fastify'
 import { SignatureV4 } from '@smithy/signature-v4'
-import { S3Client } from '@aws-sdk/client-s3'
+import { CompleteMultipartUploadCommand, S3Client } from '@aws-sdk/client-s3'
 import { buildApp } from '../src/app'
 import { loadConfig, type Config } from '../src/config'
 import { createCore, type Core, type CoreOptions } from '../src/core'
@@ -91,6 +91,15 @@ export async function createTenantWithS3(app: App, quotaBytes?: number) {
   return { id, apiKey, webhookSecret, headers: bearer(apiKey), credentials }
 }
 
+/** CompleteMultipartUpload of the parts given as [part number, ETag], in that order. */
+export const completeCommand = (bucket: string, key: string, uploadId: string | undefined, parts: [number, string | undefined][]) =>
+  new CompleteMultipartUploadCommand({
+    Bucket: bucket,
+    Key: key,
+    UploadId: uploadId,
+    MultipartUpload: { Parts: parts.map(([PartNumber, ETag]) => ({ PartNumber, ETag })) },
+  })
+
 /** Deterministic pseudo-random bytes. */
 export function pattern(size: number, seed = 1): Buffer {
   const out = Buffer.allocUnsafe(size)
@@ -104,7 +113,8 @@ export function pattern(size: number, seed = 1): Buffer {
 
 const toBytes = (d: string | ArrayBuffer | ArrayBufferView): string | Buffer =>
   typeof d === 'string' ? d : d instanceof ArrayBuffer ? Buffer.from(d) : Buffer.from(d.buffer, d.byteOffset, d.byteLength)
-class NodeSha256 {
+/** The hash constructor the SDK signer wants, from node:crypto (HMAC when given a key). */
+export class NodeSha256 {
   private readonly h
   constructor(secret?: string | ArrayBuffer | ArrayBufferView) {
     this.h = secret === undefined ? createHash('sha256') : createHmac('sha256', toBytes(secret))

@@ -11,23 +11,7 @@ import { verifySigV4, STREAMING_SIGNED, type Verified } from '../src/s3/sigv4'
 import { AwsChunkedDecoder } from '../src/s3/chunked'
 import { S3Error } from '../src/s3/errors'
 import { DigestStream } from '../src/s3/checksums'
-
-const toBytes = (d: string | ArrayBuffer | ArrayBufferView): string | Buffer =>
-  typeof d === 'string' ? d : d instanceof ArrayBuffer ? Buffer.from(d) : Buffer.from(d.buffer, d.byteOffset, d.byteLength)
-
-/** The hash constructor the SDK signer wants, from node:crypto (HMAC when given a key). */
-class NodeSha256 {
-  private readonly h
-  constructor(secret?: string | ArrayBuffer | ArrayBufferView) {
-    this.h = secret === undefined ? createHash('sha256') : createHmac('sha256', toBytes(secret))
-  }
-  update(data: string | ArrayBuffer | ArrayBufferView) {
-    this.h.update(toBytes(data))
-  }
-  async digest() {
-    return new Uint8Array(this.h.digest())
-  }
-}
+import { NodeSha256 } from './s3-helper'
 
 const AKID = 'CKTESTTESTTESTTEST01'
 const SECRET = 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY'
