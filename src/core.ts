@@ -8,7 +8,7 @@ import { WorkspacesRepo } from './db/repos/workspaces'
 import { TenantsRepo } from './db/repos/tenants'
 import { OutboxRepo } from './db/repos/outbox'
 import { DiskBlobStore } from './blobs/disk-blob-store'
-import { S3BlobStore } from './blobs/s3-blob-store'
+import type { S3BlobStore } from './blobs/s3-blob-store'
 import { BlobLeasesRepo } from './db/repos/blob-leases'
 import { RemoteBlobs } from './services/remote-blobs'
 import type { BlobStore } from './blobs/blob-store'
@@ -213,7 +213,11 @@ export function createS3Store(config: Config, staging: DiskBlobStore, meter?: Me
   if ((accessKeyId === undefined) !== (secretAccessKey === undefined)) {
     throw new ConfigError('invalid configuration: set both COFFER_BLOB_S3_ACCESS_KEY_ID and COFFER_BLOB_S3_SECRET_ACCESS_KEY, or neither')
   }
-  return new S3BlobStore({
+  // Loaded here, not at the top: the AWS SDK is a fifth of the bundle and its modules take ~100 ms
+  // to evaluate, which every start of a disk-store server (the default) would pay (#15 cold start).
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { S3BlobStore: Store } = require('./blobs/s3-blob-store') as typeof import('./blobs/s3-blob-store')
+  return new Store({
     ...(config.blobS3Endpoint !== undefined ? { endpoint: config.blobS3Endpoint } : {}),
     bucket: config.blobS3Bucket,
     region: config.blobS3Region,
