@@ -308,9 +308,6 @@ export function loadConfig(env: Record<string, string | undefined>, flags: Recor
 /** The S3 settings that only make sense together. */
 function checkS3(out: Record<string, unknown>): void {
   if (out.blobStore !== 's3') return
-  // The S3 front (#14) writes and deletes blobs synchronously inside its transactions, which a
-  // remote store cannot do (services/remote-blobs.ts): refused until it takes leases too.
-  if (out.s3Port !== 'off') throw new ConfigError('invalid configuration: COFFER_BLOB_STORE=s3 does not work with the S3 front yet: set COFFER_S3_PORT=off')
   if (out.blobS3Bucket === undefined) throw new ConfigError('invalid configuration: COFFER_BLOB_STORE=s3 needs COFFER_BLOB_S3_BUCKET')
   if ((out.blobS3AccessKeyId === undefined) !== (out.blobS3SecretAccessKey === undefined)) {
     throw new ConfigError('invalid configuration: set both COFFER_BLOB_S3_ACCESS_KEY_ID and COFFER_BLOB_S3_SECRET_ACCESS_KEY, or neither')

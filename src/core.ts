@@ -11,6 +11,7 @@ import { DiskBlobStore } from './blobs/disk-blob-store'
 import type { S3BlobStore } from './blobs/s3-blob-store'
 import { BlobLeasesRepo } from './db/repos/blob-leases'
 import { RemoteBlobs } from './services/remote-blobs'
+import { BlobWrites } from './services/blob-writes'
 import type { BlobStore } from './blobs/blob-store'
 import { systemClock, type Clock } from './lib/clock'
 import { ensureDataDir, loadSecret, type DataDir } from './lib/data-dir'
@@ -105,6 +106,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const remote = store.remote
     ? new RemoteBlobs({ db, clock, leases: new BlobLeasesRepo(db), blobs: blobsRepo, store, timeoutMs: config.blobS3TimeoutSeconds * 1000 })
     : undefined
+  const writes = new BlobWrites({ db, clock, blobs: blobsRepo, store, ...(remote ? { remote } : {}) })
 
   const events = new FileEvents(outbox, filesRepo, workspacesRepo, clock)
   // A deleted tenant has no signing generation: it verifies no token (#13).
@@ -120,12 +122,9 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     commits,
     clock,
     files: filesRepo,
-    blobs: blobsRepo,
     workspaces: workspacesRepo,
-    store,
     quotas,
     events,
-    ...(remote ? { remote } : {}),
   })
   const uploads = new UploadsService({
     clock,
@@ -133,7 +132,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     workspaces,
     quotas,
     store,
-    ...(remote ? { remote } : {}),
+    writes,
     urls,
     settings: { uploadUrlTtlMs: config.uploadUrlTtlSeconds * 1000, webhookAllowPrivate: config.webhookAllowPrivate },
     meter: metrics,
@@ -156,7 +155,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     store,
     tenants,
     retentionMs: config.deletedRetentionSeconds * 1000,
-    ...(remote ? { remote } : {}),
+    writes,
   })
   const s3Credentials = new S3CredentialsService(db, new S3CredentialsRepo(db), tenantsRepo, clock, serverSecret)
   const s3 = createS3Services({
@@ -164,6 +163,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     commits,
     clock,
     store,
+    writes,
     workspaces: workspacesRepo,
     objects: new ObjectsRepo(db),
     multipart: new MultipartRepo(db),

@@ -87,7 +87,8 @@ export const TEST_BLOB_STORE: 'disk' | 's3' = process.env.COFFER_TEST_BLOB_STORE
 /**
  * The env that puts an app on the test blob store: nothing for disk; for s3 the Ceph fixture's
  * settings with a key prefix of its own, so each app sees only its own objects (listings, orphans).
- * Asking for s3 without a fixture is an error, never a silent fall-back to disk.
+ * Asking for s3 without a fixture is an error, never a silent fall-back to disk. The S3 front is
+ * off (a served process would otherwise take the fixed default port); makeS3 turns it on.
  */
 export function testStoreEnv(store = TEST_BLOB_STORE): Record<string, string> {
   if (store === 'disk') return {}
@@ -120,7 +121,7 @@ export async function storedSizes(storeEnv: Record<string, string>, dataDir: str
  * (in RAM, capped) from run to run, and a full OSD makes writes hang. Best effort: a test whose
  * store is down has nothing there.
  */
-async function purge(store: BlobStore): Promise<void> {
+export async function purge(store: BlobStore): Promise<void> {
   try {
     for await (const b of store.list()) await store.remove(b.sha256)
   } catch {

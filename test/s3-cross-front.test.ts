@@ -160,7 +160,7 @@ t.test('multipart parts survive a restart and a full garbage collection, then co
   const e1 = await first.client.send(new UploadPartCommand({ Bucket: 'durable', Key: 'resumed.bin', UploadId, PartNumber: 1, Body: p1 }))
   await first.close()
 
-  const second = await makeS3(t, {}, { dir: first.dir, existing: { ...first.tenant, credentials: first.credentials } })
+  const second = await makeS3(t, {}, { dir: first.dir, storeEnv: first.storeEnv, existing: { ...first.tenant, credentials: first.credentials } })
   const gc = await second.core.gc.collect(true)
   t.equal(gc.blobsRemoved, 0, 'a full collection keeps the blobs of parts')
   const e2 = await second.client.send(new UploadPartCommand({ Bucket: 'durable', Key: 'resumed.bin', UploadId, PartNumber: 2, Body: p2 }))
@@ -194,7 +194,7 @@ t.test('deleting a workspace through the API releases the parts of its uploads a
 t.test('UploadPartCopy charges the copied bytes while it stages them: concurrent copies stage at most the free room', async (t) => {
   const MB = 1024 * 1024
   const { seen, wrap } = measuringStore()
-  const ctx = await makeS3(t, {}, { quotaBytes: 6 * MB, store: wrap })
+  const ctx = await makeS3(t, {}, { quotaBytes: 6 * MB, wrapStore: wrap })
   await ctx.client.send(new CreateBucketCommand({ Bucket: 'copies' }))
   await ctx.client.send(new PutObjectCommand({ Bucket: 'copies', Key: 'source', Body: pattern(3 * MB) }))
   seen.max = 0

@@ -5,12 +5,13 @@ import { SignatureV4 } from '@smithy/signature-v4'
 import { CompleteMultipartUploadCommand, S3Client } from '@aws-sdk/client-s3'
 import { buildApp } from '../src/app'
 import { loadConfig, type Config } from '../src/config'
-import { createCore, type Core, type CoreOptions } from '../src/core'
+import { createCore, type Core } from '../src/core'
 import { ManualClock } from '../src/lib/clock'
 import { createLogger } from '../src/lib/logger'
 import { buildS3App, type S3App } from '../src/s3/server'
 import type { App } from '../src/http/types'
-import { ADMIN_KEY, admin, bearer, captureLogs, tempDir } from './helper'
+import type { BlobStore } from '../src/blobs/blob-store'
+import { ADMIN_KEY, admin, bearer, captureLogs, purgeStoredBlobs, tempDir, testStoreEnv } from './helper'
 
 export interface S3Context {
   app: App
@@ -25,11 +26,14 @@ export interface S3Context {
   credentials: { accessKeyId: string; secretAccessKey: string }
   /** An SDK client with default settings (checksums, retries), path-style as self-hosted S3 needs. */
   client: S3Client
+  /** The blob store settings (testStoreEnv): pass to makeS3 to restart on the same content. */
+  storeEnv: Record<string, string>
 }
 
 /**
  * A core with both fronts: the API for `inject`, the S3 listener on a free loopback port (real
  * clients need a socket). The clock is manual but starts at the real time: clients sign with it.
+ * The content goes to the test blob store (COFFER_TEST_BLOB_STORE: disk, or the Ceph gateway).
  */
 export async function makeS3(
   t: Test,
@@ -38,16 +42,23 @@ export async function makeS3(
     quotaBytes?: number
     dir?: string
     existing?: S3Context['tenant'] & { credentials: S3Context['credentials'] }
-    /** Wraps the blob store (see CoreOptions.store). */
-    store?: CoreOptions['store']
+    /** Another context's store (a restart on its data dir): its content, and its clean-up, are that context's. */
+    storeEnv?: Record<string, string>
+    /** Which blob store, when not the run's (COFFER_TEST_BLOB_STORE). */
+    store?: 'disk' | 's3'
+    /** Wraps the blob store the core uses (to hold an operation at a chosen moment). */
+    wrapStore?: (store: BlobStore) => BlobStore
   } = {},
 ): Promise<S3Context & { close(): Promise<void> }> {
   const dir = opts.dir ?? tempDir(t, 'coffer-s3-')
-  const config = loadConfig({ COFFER_ADMIN_API_KEY: ADMIN_KEY, COFFER_LOG_LEVEL: 'debug', COFFER_S3_PORT: '0', ...env }, { 'data-dir': dir })
+  const storeEnv = opts.storeEnv ?? testStoreEnv(opts.store)
+  // What the test left in the fixture's bucket goes when it ends (the bucket is shared and kept).
+  if (!opts.storeEnv) t.teardown(() => purgeStoredBlobs(storeEnv, dir))
+  const config = loadConfig({ COFFER_ADMIN_API_KEY: ADMIN_KEY, COFFER_LOG_LEVEL: 'debug', ...storeEnv, COFFER_S3_PORT: '0', ...env }, { 'data-dir': dir })
   const clock = new ManualClock(Date.now())
   const { stream, lines } = captureLogs()
   const logger = createLogger(config.logLevel, stream)
-  const core = createCore(config, { clock, log: logger, ...(opts.store ? { store: opts.store } : {}) })
+  const core = createCore(config, { clock, log: logger, ...(opts.wrapStore ? { store: opts.wrapStore } : {}) })
   const app = await buildApp(core, { logger })
   const s3app = await buildS3App(core, { logger })
   await s3app.listen({ port: 0, host: '127.0.0.1' })
@@ -68,7 +79,7 @@ export async function makeS3(
     core.close()
   }
   t.teardown(close)
-  return { app, s3app, core, config, clock, dir, endpoint, logs: lines, tenant, credentials: tenant.credentials, client, close }
+  return { app, s3app, core, config, clock, dir, endpoint, logs: lines, tenant, credentials: tenant.credentials, client, storeEnv, close }
 }
 
 export function s3Client(endpoint: string, credentials: { accessKeyId: string; secretAccessKey: string }, region = 'us-east-1'): S3Client {

@@ -4,7 +4,7 @@
  * markdown table and writes JSON (default dist/bench/results.json).
  *
  * Options: --runs N (pairs per figure, default 5), --only KEY,… (cold-start, metadata-read,
- * listing, transfers, s3, rss), --quick (3 runs, short load runs, 10k/100k files: a smoke test, not
+ * listing, transfers, s3, s3-store, rss), --quick (3 runs, short load runs, 10k/100k files: a smoke test, not
  * the figures), --files N and --large-files N (dataset sizes), --out FILE, --keep (keep the temp dir),
  * --cpu-prof (every Coffer process writes a V8 CPU profile into dist/bench/profiles/).
  */
@@ -21,6 +21,7 @@ import type { BenchContext, FigureResult } from './figure'
 import { metadataReads, listing } from './figures/api'
 import { transfers } from './figures/transfers'
 import { s3Figures } from './figures/s3'
+import { s3StoreFigures } from './figures/s3-store'
 import { peakRss } from './figures/memory'
 import { coldStart } from './figures/startup'
 import { diskCosts, type DiskCosts } from './figures/disk'
@@ -32,6 +33,7 @@ const FIGURES: Record<string, (ctx: BenchContext) => Promise<FigureResult | Figu
   listing,
   transfers,
   s3: s3Figures,
+  's3-store': s3StoreFigures,
   rss: peakRss,
 }
 
@@ -101,7 +103,7 @@ async function main(): Promise<void> {
       readSeconds: values.quick ? 3 : 10,
       datasets: { small, large, empty },
       nginx,
-      wrk: only.some((k) => k === 'transfers' || k === 'metadata-read' || k === 's3') ? ensureWrk(log) : { unavailable: 'not requested' },
+      wrk: only.some((k) => k === 'transfers' || k === 'metadata-read' || k === 's3' || k === 's3-store') ? ensureWrk(log) : { unavailable: 'not requested' },
       shipped: shippedCommand(),
       log,
       disk: undefined as never,

@@ -8,6 +8,7 @@ import type { BlobsRepo } from '../db/repos/blobs'
 import type { FilesRepo } from '../db/repos/files'
 import type { Quotas } from '../services/quotas'
 import type { BlobStore } from '../blobs/blob-store'
+import type { BlobWrites } from '../services/blob-writes'
 import type { Clock } from '../lib/clock'
 import type { FileEvents } from '../webhooks/events'
 import { uuidv7 } from '../lib/ids'
@@ -20,6 +21,8 @@ export interface S3Deps {
   commits: GroupCommit
   clock: Clock
   store: BlobStore
+  /** New content in (under a lease on a remote store) and released content out, as the API's uploads. */
+  writes: BlobWrites
   workspaces: WorkspacesRepo
   objects: ObjectsRepo
   multipart: MultipartRepo
@@ -80,7 +83,7 @@ export class S3Buckets {
   }
 
   /** Deletes an empty bucket (its workspace), aborting multipart uploads still in progress. */
-  delete(tenant: AuthenticatedTenant, name: string): void {
+  async delete(tenant: AuthenticatedTenant, name: string): Promise<void> {
     const { db, clock, workspaces, objects, multipart } = this.deps
     db.transaction(() => {
       const w = this.resolve(tenant, name)
@@ -88,15 +91,14 @@ export class S3Buckets {
       for (const uploadId of multipart.idsInWorkspace(w.id)) this.dropBlobs(multipart.delete(uploadId))
       workspaces.softDelete(tenant.id, w.id, clock.now())
     }).immediate()
+    await this.deps.writes.drainQuietly()
   }
 
-  /** Inside a write transaction: removes blobs nothing references any more (released parts). */
+  /**
+   * Inside a write transaction: releases blobs nothing references any more (released parts):
+   * removed on disk, tombstoned on a remote store, whose objects `writes.drain` deletes after the commit.
+   */
   dropBlobs(shas: string[]): void {
-    const { blobs, store } = this.deps
-    for (const sha of new Set(shas)) {
-      if (blobs.sizeIfUnreferenced(sha) === undefined) continue
-      blobs.delete(sha)
-      store.removeSync(sha)
-    }
+    for (const sha of new Set(shas)) this.deps.writes.releaseInTx(sha)
   }
 }

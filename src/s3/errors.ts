@@ -1,4 +1,4 @@
-import { AppError } from '../errors'
+import { AppError, STORE_RETRY_AFTER_SECONDS } from '../errors'
 
 /**
  * S3's error codes Coffer answers with and their HTTP statuses (Amazon S3 API reference,
@@ -52,6 +52,8 @@ export type S3ErrorCode = keyof typeof S3_ERRORS
 export class S3Error extends Error {
   override name = 'S3Error'
   readonly status: number
+  /** Sent as `Retry-After` (the blob store is unavailable: STORE_UNAVAILABLE). */
+  retryAfterSeconds?: number
 
   constructor(
     readonly code: S3ErrorCode,
@@ -92,6 +94,12 @@ export function fromAppError(err: AppError): S3Error {
       return new S3Error('InvalidRequest', err.message)
     case 'NOT_READY':
       return new S3Error('ServiceUnavailable', err.message)
+    case 'STORE_UNAVAILABLE': {
+      // The blob store (S3-compatible, #16) is down or slow: nothing was stored; retry later.
+      const e = new S3Error('ServiceUnavailable', err.message)
+      e.retryAfterSeconds = STORE_RETRY_AFTER_SECONDS
+      return e
+    }
     case 'INTERNAL_ERROR':
       return new S3Error('InternalError', 'We encountered an internal error. Please try again.')
     default:

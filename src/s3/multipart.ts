@@ -11,6 +11,7 @@ import { checkKey, type ObjectInput, type S3Objects } from './objects'
 import type { S3Buckets, S3Deps } from './buckets'
 import type { StagedBlob } from '../blobs/blob-store'
 import { rollupPage, type KeysetSource, type ListResult } from './listing'
+import { BlobWrites } from '../services/blob-writes'
 
 export const MIN_PART_BYTES = 5 * 1024 * 1024
 export const MAX_PART_BYTES = 5 * 1024 ** 3
@@ -117,35 +118,36 @@ export class S3Multipart {
     md5: string,
     releaseInFlight: () => void = () => {},
   ): Promise<void> {
-    const { db, store, blobs, multipart, clock, quotas } = this.deps
+    const { db, store, writes, multipart, clock, quotas } = this.deps
+    let replaced: string | undefined
     try {
-      await store.place(staged)
-      db.transaction(() => {
-        if (!multipart.get(w.id, upload.id)) throw noSuchUpload()
-        const old = multipart.part(upload.id, partNumber)
-        releaseInFlight()
-        try {
-          quotas.assertFits(tenant.id, w.id, staged.size - (old?.size ?? 0))
-        } catch (err) {
-          throw err instanceof AppError ? fromAppError(err) : err
-        }
-        store.ensurePlaced(staged)
-        blobs.insertIfMissing(staged.sha256, staged.size, clock.now())
-        multipart.putPart(upload.id, { partNumber, size: staged.size, md5, sha256: staged.sha256, createdAt: clock.now() })
-        if (old && old.sha256 !== staged.sha256) this.buckets.dropBlobs([old.sha256])
-      }).immediate()
-    } catch (err) {
-      try {
-        db.transaction(() => {
-          if (!blobs.exists(staged.sha256)) store.removeSync(staged.sha256)
-        }).immediate()
-      } catch {
-        // Best effort: `coffer gc` removes orphans it finds later.
-      }
-      throw err
+      // The part row, written with the blob's, keeps the content from collection until the
+      // upload completes, aborts or expires (BlobsRepo.sizeIfUnreferenced counts parts).
+      await writes.write(BlobWrites.writerId(), staged, (settle) =>
+        db
+          .transaction(() => {
+            if (!multipart.get(w.id, upload.id)) throw noSuchUpload()
+            const old = multipart.part(upload.id, partNumber)
+            releaseInFlight()
+            try {
+              quotas.assertFits(tenant.id, w.id, staged.size - (old?.size ?? 0))
+            } catch (err) {
+              throw err instanceof AppError ? fromAppError(err) : err
+            }
+            settle()
+            multipart.putPart(upload.id, { partNumber, size: staged.size, md5, sha256: staged.sha256, createdAt: clock.now() })
+            if (old && old.sha256 !== staged.sha256) {
+              this.buckets.dropBlobs([old.sha256])
+              replaced = old.sha256
+            }
+          })
+          .immediate(),
+      )
     } finally {
       await store.discard(staged)
     }
+    // The replaced part's content, tombstoned on a remote store, is deleted now the new part is recorded.
+    if (replaced !== undefined) await writes.drainQuietly()
   }
 
   /** CompleteMultipartUpload: S3's part checks, then the parts streamed into one object. */
@@ -202,19 +204,22 @@ export class S3Multipart {
     // still roll back); one the object itself shares stays referenced and is kept.
     try {
       this.deps.db.transaction(() => this.buckets.dropBlobs(released)).immediate()
+      await this.deps.writes.drainQuietly()
     } catch {
       // Best effort: `coffer gc` removes unreferenced blobs later.
     }
     return row
   }
 
-  abort(tenant: AuthenticatedTenant, bucket: string, key: string, uploadId: string): void {
+  /** AbortMultipartUpload: the parts' content is released (deleted from a remote store once tombstoned). */
+  async abort(tenant: AuthenticatedTenant, bucket: string, key: string, uploadId: string): Promise<void> {
     this.deps.db
       .transaction(() => {
         const { upload } = this.upload(tenant, bucket, key, uploadId)
         this.buckets.dropBlobs(this.deps.multipart.delete(upload.id))
       })
       .immediate()
+    await this.deps.writes.drainQuietly()
   }
 
   listParts(tenant: AuthenticatedTenant, bucket: string, key: string, uploadId: string, after: number, maxParts: number) {
@@ -245,7 +250,10 @@ export class S3Multipart {
     return rollupPage(source, { prefix: q.prefix, delimiter: q.delimiter, after, maxKeys: q.maxUploads })
   }
 
-  /** Uploads past their TTL, or whose workspace was deleted, are aborted: their parts' bytes are released. */
+  /**
+   * Uploads past their TTL, or whose workspace was deleted, are aborted: their parts' bytes are
+   * released (on a remote store tombstoned, and deleted by the next GC run's drain).
+   */
   reclaim(): number {
     const { db, multipart, clock } = this.deps
     let reclaimed = 0

@@ -4,6 +4,7 @@ import type { Workspace } from '../db/repos/workspaces'
 import type { StagedBlob } from '../blobs/blob-store'
 import { uuidv7 } from '../lib/ids'
 import { AppError } from '../errors'
+import { BlobWrites } from '../services/blob-writes'
 import { S3Error, fromAppError } from './errors'
 import { ingest, type BodySpec } from './ingest'
 import type { S3Buckets, S3Deps } from './buckets'
@@ -106,7 +107,10 @@ export class S3Objects {
     }
   }
 
-  /** Places a staged blob and makes it the object at `key`; always discards the staged file. */
+  /**
+   * Places a staged blob (BlobWrites: under a lease on a remote store) and makes it the object at
+   * `key`; on failure the content goes unless something references it. Always discards the staged file.
+   */
   async commitStaged(
     tenant: AuthenticatedTenant,
     w: Workspace,
@@ -116,17 +120,16 @@ export class S3Objects {
     beforeCommit?: () => void,
   ): Promise<ObjectRow> {
     try {
-      await this.deps.store.place(staged)
-      // Group commit: answered once the WAL holding it is on disk, the flush shared with the
-      // uploads of both fronts settling at the same time.
-      return await this.deps.commits.run(() => {
-        beforeCommit?.()
-        this.deps.store.ensurePlaced(staged)
-        this.deps.blobs.insertIfMissing(staged.sha256, staged.size, this.deps.clock.now())
-        return this.replace(tenant, w, key, staged.sha256, staged.size, info)
-      })
+      return await this.deps.writes.write(BlobWrites.writerId(), staged, (settle) =>
+        // Group commit: answered once the WAL holding it is on disk, the flush shared with the
+        // uploads of both fronts settling at the same time.
+        this.deps.commits.run(() => {
+          beforeCommit?.()
+          settle()
+          return this.replace(tenant, w, key, staged.sha256, staged.size, info)
+        }),
+      )
     } catch (err) {
-      this.removeIfOrphan(staged.sha256)
       throw err instanceof AppError ? fromAppError(err) : err
     } finally {
       await this.deps.store.discard(staged)
@@ -233,17 +236,5 @@ export class S3Objects {
         return this.replace(tenant, target, to.key, source.sha256, source.size, finalInfo)
       })
       .immediate()
-  }
-
-  private removeIfOrphan(sha256: string): void {
-    try {
-      this.deps.db
-        .transaction(() => {
-          if (!this.deps.blobs.exists(sha256)) this.deps.store.removeSync(sha256)
-        })
-        .immediate()
-    } catch {
-      // Best effort: `coffer gc` removes orphans it finds later.
-    }
   }
 }

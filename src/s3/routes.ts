@@ -307,7 +307,7 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
       case 'DELETE': {
         const extra = subresources(q, new Set())
         if (extra.length > 0) throw notImplemented(`DELETE of the bucket sub-resource "${extra[0]}"`)
-        s3.buckets.delete(tenant, bucket)
+        await s3.buckets.delete(tenant, bucket)
         return reply.code(204).send()
       }
       case 'POST': {
@@ -490,7 +490,7 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
       case 'DELETE': {
         if (q.has('uploadId')) {
           if (subresources(q, new Set(['uploadId'])).length > 0) throw notImplemented('This object sub-resource')
-          s3.multipart.abort(tenant, bucket, key, q.get('uploadId')!)
+          await s3.multipart.abort(tenant, bucket, key, q.get('uploadId')!)
           return reply.code(204).send()
         }
         const extra = subresources(q, new Set(['versionId']))

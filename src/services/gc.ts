@@ -3,7 +3,7 @@ import type { FilesRepo } from '../db/repos/files'
 import type { BlobsRepo } from '../db/repos/blobs'
 import type { BlobStore } from '../blobs/blob-store'
 import type { Clock } from '../lib/clock'
-import type { RemoteBlobs } from './remote-blobs'
+import type { BlobWrites } from './blob-writes'
 import type { TenantsService } from './tenants'
 
 /** A blob file with no row is an orphan only once it is this old: younger ones may be mid-commit. */
@@ -30,8 +30,8 @@ export class GarbageCollector {
       store: BlobStore
       tenants: TenantsService
       retentionMs: number
-      /** Present with a remote store: deletions go through tombstones (services/remote-blobs.ts). */
-      remote?: RemoteBlobs
+      /** Removes unreferenced content: under the lock on disk, through tombstones on a remote store. */
+      writes: BlobWrites
     },
   ) {}
 
@@ -44,17 +44,11 @@ export class GarbageCollector {
    * it (RemoteBlobs); `storeFailures` counts deletions the store refused, retried on the next run.
    */
   async collect(full = false): Promise<{ filesPurged: number; blobsRemoved: number; bytesFreed: number; tenantsPurged: number; storeFailures?: number }> {
-    const { db, clock, files, blobs, store, tenants, retentionMs, remote } = this.deps
+    const { db, clock, files, blobs, store, tenants, retentionMs, writes } = this.deps
     const result = { filesPurged: 0, blobsRemoved: 0, bytesFreed: 0, tenantsPurged: 0 }
     const removeIfUnreferenced = (sha256: string) => {
-      const size = blobs.sizeIfUnreferenced(sha256)
+      const size = writes.releaseInTx(sha256)
       if (size === undefined) return
-      if (remote) {
-        if (!remote.condemnInTx(sha256)) return
-      } else {
-        store.removeSync(sha256)
-      }
-      blobs.delete(sha256)
       result.blobsRemoved++
       result.bytesFreed += size
     }
@@ -77,28 +71,20 @@ export class GarbageCollector {
         after = shas.at(-1)!
       }
     }
-    if (!remote) return result
-    const { failed } = await remote.drain()
+    if (!store.remote) return result
+    const { failed } = await writes.drain()
     return failed > 0 ? { ...result, storeFailures: failed } : result
   }
 
   /** Removes blob files that have no row (a crash between placing and committing) and are old enough. */
   async removeOrphans(): Promise<number> {
-    const { db, clock, blobs, store, remote } = this.deps
+    const { db, clock, blobs, store, writes } = this.deps
     let removed = 0
     for await (const b of store.list()) {
       if (clock.now() - b.mtimeMs < ORPHAN_MIN_AGE_MS || blobs.exists(b.sha256)) continue
-      db.transaction(() => {
-        if (blobs.exists(b.sha256)) return
-        if (remote) {
-          if (remote.condemnInTx(b.sha256)) removed++
-        } else {
-          store.removeSync(b.sha256)
-          removed++
-        }
-      }).immediate()
+      if (db.transaction(() => writes.removeOrphanInTx(b.sha256)).immediate()) removed++
     }
-    if (remote) await remote.drain()
+    await writes.drain()
     return removed
   }
 

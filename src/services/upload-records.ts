@@ -2,20 +2,18 @@ import { AppError, notFound } from '../errors'
 import type { DB } from '../db/database'
 import type { GroupCommit } from '../db/group-commit'
 import type { FileRecord, FilesRepo } from '../db/repos/files'
-import type { BlobsRepo } from '../db/repos/blobs'
 import type { WorkspacesRepo } from '../db/repos/workspaces'
-import type { BlobStore, StagedBlob } from '../blobs/blob-store'
+import type { StagedBlob } from '../blobs/blob-store'
 import type { Clock } from '../lib/clock'
 import type { FileEvents } from '../webhooks/events'
 import type { Quotas, StreamCharge } from './quotas'
-import type { RemoteBlobs } from './remote-blobs'
 
 export type NewUpload = Parameters<FilesRepo['insertPending']>[0]
 
 /**
  * The write transactions of an upload's life, each complete: reserve at the handshake, commit or
- * fail when the body has been received, and the clean-up of a blob whose commit failed. Every
- * change to a file's status writes its webhook event in the same transaction. The two that every
+ * fail when the body has been received (the content itself goes through BlobWrites). Every change
+ * to a file's status writes its webhook event in the same transaction. The two that every
  * upload makes, reserve and commit, go through the group commit: they resolve once durable, with
  * one WAL flush shared by all the uploads settling at the same time.
  */
@@ -26,13 +24,9 @@ export class UploadRecords {
       commits: GroupCommit
       clock: Clock
       files: FilesRepo
-      blobs: BlobsRepo
       workspaces: WorkspacesRepo
-      store: BlobStore
       quotas: Quotas
       events: FileEvents
-      /** Present with a remote store: uploads hold leases that the commit settles. */
-      remote?: RemoteBlobs
     },
   ) {}
 
@@ -51,9 +45,12 @@ export class UploadRecords {
     })
   }
 
-  /** Turns a placed blob into a completed file; the row must still be a live pending upload. */
-  commit(fileId: string, staged: StagedBlob, inFlight?: StreamCharge): Promise<FileRecord> {
-    const { commits, clock, files, blobs, store, quotas, events } = this.deps
+  /**
+   * Turns a placed blob into a completed file; the row must still be a live pending upload.
+   * `settle` records the content in the same transaction (BlobWrites.write).
+   */
+  commit(fileId: string, staged: StagedBlob, settle: () => void, inFlight?: StreamCharge): Promise<FileRecord> {
+    const { commits, clock, files, quotas, events } = this.deps
     return commits.run(() => {
       // Its bytes stop being in flight here and, if it commits, become usage in the same tick (#12 item 3).
       inFlight?.release()
@@ -62,9 +59,7 @@ export class UploadRecords {
       if (current.status !== 'pending') throw new AppError('CONFLICT', `This upload is already ${current.status}`, { field: 'upload' })
       // Without a declared size nothing was reserved: the real size must fit now, atomically.
       if (current.declaredSize === null) quotas.assertFits(current.tenantId, current.workspaceId, staged.size)
-      store.ensurePlaced(staged)
-      this.deps.remote?.settleInTx(fileId, staged.sha256)
-      blobs.insertIfMissing(staged.sha256, staged.size, clock.now())
+      settle()
       files.complete(fileId, staged.size, staged.sha256, clock.now())
       events.settled(fileId)
       return files.get(fileId)!
@@ -89,21 +84,5 @@ export class UploadRecords {
   /** Pending uploads whose URL expired before `before`, oldest first. */
   expiredPending(before: number, limit: number): FileRecord[] {
     return this.deps.files.expiredPending(before, limit)
-  }
-
-  /**
-   * A placed blob that no row references (its commit failed) is removed: under the write lock on
-   * disk, through a tombstone on a remote store (which also drops the upload's lease).
-   */
-  async removeIfOrphan(uploadId: string, sha256: string): Promise<void> {
-    const { db, blobs, store, remote } = this.deps
-    if (remote) return remote.discardIfUnused(uploadId, sha256)
-    try {
-      db.transaction(() => {
-        if (!blobs.exists(sha256)) store.removeSync(sha256)
-      }).immediate()
-    } catch {
-      // Best effort: `coffer gc` removes orphans it finds later.
-    }
   }
 }

@@ -13,7 +13,7 @@ import type { Quotas } from './quotas'
 import type { Grant, SignedUrls } from './signed-urls'
 import type { UploadRecords } from './upload-records'
 import type { WorkspacesService } from './workspaces'
-import type { RemoteBlobs } from './remote-blobs'
+import type { BlobWrites } from './blob-writes'
 
 export interface HandshakeInput {
   fileType: string
@@ -69,8 +69,8 @@ export class UploadsService {
       workspaces: WorkspacesService
       quotas: Quotas
       store: BlobStore
-      /** With a remote store: the lease that keeps a collector off the content until the commit. */
-      remote?: RemoteBlobs
+      /** Places the content (under a lease on a remote store) and cleans up after a failed commit. */
+      writes: BlobWrites
       urls: SignedUrls
       settings: UploadSettings
       /** Metrics; absent in the CLI. */
@@ -212,12 +212,9 @@ export class UploadsService {
     // 3. Make it durable under its hash, then commit the row in one transaction.
     try {
       if (staged.size === 0) throw new AppError('VALIDATION_ERROR', 'The upload body is empty', { errors: [{ path: '/body', message: 'is empty' }] })
-      await this.deps.remote?.lease(file.id, staged.sha256)
-      await this.deps.store.place(staged)
       // Awaited here: a commit that could not be made durable fails the upload like any other error.
-      return await this.deps.records.commit(file.id, staged, inFlight)
+      return await this.deps.writes.write(file.id, staged, (settle) => this.deps.records.commit(file.id, staged, settle, inFlight))
     } catch (err) {
-      if (staged.size > 0) await this.deps.records.removeIfOrphan(file.id, staged.sha256)
       // A row deleted or settled meanwhile is reported as such, not failed a second time.
       if (err instanceof AppError && (err.code === 'FILE_NOT_FOUND' || err.code === 'CONFLICT')) throw err
       this.failWith(file, err)

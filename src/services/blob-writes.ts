@@ -1,0 +1,124 @@
+import { randomUUID } from 'node:crypto'
+import type { DB } from '../db/database'
+import type { BlobsRepo } from '../db/repos/blobs'
+import type { BlobStore, StagedBlob } from '../blobs/blob-store'
+import type { Clock } from '../lib/clock'
+import type { RemoteBlobs } from './remote-blobs'
+
+/**
+ * The one sequence by which new content enters the store and content leaves it, for both fronts
+ * (the API's uploads, and the S3 front's PutObject, UploadPart, UploadPartCopy and
+ * CompleteMultipartUpload) and for the garbage collector:
+ *   write:   lease the hash (remote store) → place → commit transaction (re-place on disk, settle
+ *            the lease, blob row) → or, on any failure, delete the content if nothing needs it.
+ *   release: inside a write transaction, an unreferenced blob's row goes and its content is
+ *            removed (disk) or tombstoned (remote store, deleted by `drain` after the commit).
+ * On disk the transaction's lock orders a write and a deletion of the same hash; on a remote store
+ * leases and tombstones do (RemoteBlobs). Nothing else calls place, ensurePlaced or removeSync on
+ * the store being served (`coffer migrate-blobs` places into the other store, which nothing collects).
+ */
+export class BlobWrites {
+  constructor(
+    private readonly deps: {
+      db: DB
+      clock: Clock
+      blobs: BlobsRepo
+      store: BlobStore
+      /** Present with a remote store. */
+      remote?: RemoteBlobs
+    },
+  ) {}
+
+  /** A writer id for a lease when the write has no row id of its own yet (S3 objects and parts). */
+  static writerId(): string {
+    return randomUUID()
+  }
+
+  /**
+   * Places `staged` under a lease held by `writer` (unique to this write), then runs `commit`,
+   * which must call `settle()` inside the write transaction that records the content. On any
+   * failure the placed content is removed when no row references it, and the error rethrown. The
+   * caller still discards the staged temp copy.
+   */
+  async write<T>(writer: string, staged: StagedBlob, commit: (settle: () => void) => Promise<T> | T): Promise<T> {
+    const { store, remote, blobs, clock } = this.deps
+    let leased = false
+    try {
+      if (remote) {
+        await remote.lease(writer, staged.sha256)
+        leased = true
+      }
+      await store.place(staged)
+      let settled = false
+      const result = await commit(() => {
+        store.ensurePlaced(staged)
+        remote?.settleInTx(writer, staged.sha256)
+        blobs.insertIfMissing(staged.sha256, staged.size, clock.now())
+        settled = true
+      })
+      // A commit that forgot to settle would leave content no row records: a bug, caught here.
+      if (!settled) throw new Error('BlobWrites.write: the commit did not settle the content')
+      return result
+    } catch (err) {
+      await this.discardIfUnused(writer, staged.sha256, leased)
+      throw err
+    }
+  }
+
+  /**
+   * Inside a write transaction: when no file and no multipart part references `sha256`, its row
+   * goes and its content is removed (disk) or tombstoned (remote; kept, with its row, while an
+   * upload holds a lease on it). Returns the bytes freed, undefined when nothing was released.
+   * Call `drain` after the commit.
+   */
+  releaseInTx(sha256: string): number | undefined {
+    const { blobs, store, remote } = this.deps
+    const size = blobs.sizeIfUnreferenced(sha256)
+    if (size === undefined) return undefined
+    if (remote) {
+      if (!remote.condemnInTx(sha256)) return undefined
+    } else {
+      store.removeSync(sha256)
+    }
+    blobs.delete(sha256)
+    return size
+  }
+
+  /** Inside a write transaction: a stored blob with no row (an orphan) is removed or tombstoned. */
+  removeOrphanInTx(sha256: string): boolean {
+    const { blobs, store, remote } = this.deps
+    if (blobs.exists(sha256)) return false
+    if (remote) return remote.condemnInTx(sha256)
+    store.removeSync(sha256)
+    return true
+  }
+
+  /**
+   * After a transaction that released content: deletes the tombstoned objects of a remote store
+   * (nothing to do on disk). Failed deletions stay tombstoned for the next run.
+   */
+  async drain(): Promise<{ deleted: number; failed: number }> {
+    return this.deps.remote ? this.deps.remote.drain() : { deleted: 0, failed: 0 }
+  }
+
+  /** Like drain, for callers that must not fail once their own work is committed: errors wait for the next GC. */
+  async drainQuietly(): Promise<void> {
+    await this.drain().catch(() => undefined)
+  }
+
+  /** Content of a failed write: removed when no row needs it (best effort: the orphan sweep finds what is left). */
+  private async discardIfUnused(writer: string, sha256: string, leased: boolean): Promise<void> {
+    const { db, remote } = this.deps
+    try {
+      if (remote) {
+        // Without a lease, this write may not have placed anything, and must not delete what a
+        // concurrent writer of the same content placed under its own lease: condemnInTx checks that.
+        if (leased) await remote.discardIfUnused(writer, sha256)
+        return
+      }
+      db.transaction(() => this.removeOrphanInTx(sha256)).immediate()
+    } catch {
+      // Best effort: `coffer gc` removes orphans it finds later.
+    }
+  }
+}
