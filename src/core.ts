@@ -37,6 +37,7 @@ import { MultipartRepo } from './db/repos/multipart'
 import { S3CredentialsRepo } from './db/repos/s3-credentials'
 import { S3CredentialsService } from './services/s3-credentials'
 import { createS3Services, type S3Services } from './s3/services'
+import { RateBudget } from './lib/rate-budget'
 
 /**
  * The composition root: every service built from one config, for the fronts (HTTP routes, CLI
@@ -65,6 +66,8 @@ export interface Core {
   readonly s3Credentials: S3CredentialsService
   /** The S3 front's operations (s3.md), on the same repositories, blobs and quotas. */
   readonly s3: S3Services
+  /** Per-tenant request counters of the rate limit, shared by the API and S3 fronts. */
+  readonly rateBudget: RateBudget
   close(): void
 }
 
@@ -193,6 +196,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     metrics,
     s3Credentials,
     s3,
+    rateBudget: new RateBudget(),
     close() {
       if (closed) return
       closed = true

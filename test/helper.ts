@@ -267,3 +267,28 @@ export async function receivedAtLeast(tmpDir: string, bytes: number): Promise<vo
 export function blobFile(core: Core, sha256: string): string {
   return blobPath(core.dataDir.blobs, sha256)
 }
+
+/** Wraps a store to record the most bytes staged at once, counting a chunk once the guards accepted it. */
+export function measuringStore() {
+  const seen = { now: 0, max: 0 }
+  const wrap = (disk: BlobStore): BlobStore =>
+    Object.assign(Object.create(disk) as BlobStore, {
+      stage: async (source: Parameters<BlobStore['stage']>[0], guard: Parameters<BlobStore['stage']>[1]) => {
+        let mine = 0
+        try {
+          return await disk.stage(source, {
+            ...guard,
+            onChunk: (bytes: number) => {
+              guard.onChunk?.(bytes)
+              mine += bytes
+              seen.now += bytes
+              seen.max = Math.max(seen.max, seen.now)
+            },
+          })
+        } finally {
+          seen.now -= mine
+        }
+      },
+    })
+  return { seen, wrap }
+}

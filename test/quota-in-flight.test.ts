@@ -1,36 +1,10 @@
 import t from 'tap'
-import { createTenant, fileBytes, handshake, makeApp, putContent } from './helper'
-import type { BlobStore } from '../src/blobs/blob-store'
+import { createTenant, fileBytes, handshake, makeApp, measuringStore, putContent } from './helper'
 
 // #12 item 3: uploads without a declared size count against the quota while they stream, so
 // concurrent PUTs cannot together stage more than the free room in tmp/.
 
 const MB = 1_000_000
-
-/** Wraps a store to record the most bytes staged at once, counting a chunk once the guards accepted it. */
-function measuringStore() {
-  const seen = { now: 0, max: 0 }
-  const wrap = (disk: BlobStore): BlobStore =>
-    Object.assign(Object.create(disk) as BlobStore, {
-      stage: async (source: Parameters<BlobStore['stage']>[0], guard: Parameters<BlobStore['stage']>[1]) => {
-        let mine = 0
-        try {
-          return await disk.stage(source, {
-            ...guard,
-            onChunk: (bytes: number) => {
-              guard.onChunk?.(bytes)
-              mine += bytes
-              seen.now += bytes
-              seen.max = Math.max(seen.max, seen.now)
-            },
-          })
-        } finally {
-          seen.now -= mine
-        }
-      },
-    })
-  return { seen, wrap }
-}
 
 for (const scope of ['tenant', 'workspace'] as const) {
   t.test(`20 concurrent undeclared 3 MB PUTs into a 3 MB ${scope} quota stage at most the quota`, async (t) => {

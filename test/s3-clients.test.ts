@@ -111,49 +111,72 @@ t.test('AWS CLI: s3 mb/cp/ls/sync/rm and s3api multipart and presign', { skip: m
   fs.writeFileSync(path.join(home, 'part1'), part)
   fs.writeFileSync(path.join(home, 'part2'), Buffer.from('tail'))
   const created = JSON.parse(await ok(t, aws('s3api', 'create-multipart-upload', '--bucket', 'cli-bucket', '--key', 'manual.bin'), 'create-multipart-upload'))
-  const e1 = JSON.parse(
-    await ok(
-      t,
-      aws(
-        's3api',
-        'upload-part',
-        '--bucket',
-        'cli-bucket',
-        '--key',
-        'manual.bin',
-        '--part-number',
-        '1',
-        '--upload-id',
-        created.UploadId,
-        '--body',
-        path.join(home, 'part1'),
+  const uploadPart = async (n: number, file: string): Promise<string> =>
+    JSON.parse(
+      await ok(
+        t,
+        aws(
+          's3api',
+          'upload-part',
+          '--bucket',
+          'cli-bucket',
+          '--key',
+          'manual.bin',
+          '--part-number',
+          String(n),
+          '--upload-id',
+          created.UploadId,
+          '--body',
+          file,
+        ),
+        `upload-part ${n}`,
       ),
-      'upload-part 1',
-    ),
-  ).ETag
-  const e2 = JSON.parse(
-    await ok(
-      t,
-      aws(
-        's3api',
-        'upload-part',
-        '--bucket',
-        'cli-bucket',
-        '--key',
-        'manual.bin',
-        '--part-number',
-        '2',
-        '--upload-id',
-        created.UploadId,
-        '--body',
-        path.join(home, 'part2'),
-      ),
-      'upload-part 2',
-    ),
-  ).ETag
+    ).ETag
+  const e1 = await uploadPart(1, path.join(home, 'part1'))
+  const e2 = await uploadPart(2, path.join(home, 'part2'))
   const parts = JSON.parse(
     await ok(t, aws('s3api', 'list-parts', '--bucket', 'cli-bucket', '--key', 'manual.bin', '--upload-id', created.UploadId), 'list-parts'),
   )
+  // list-multipart-uploads: the CLI pages through NextKeyMarker/NextUploadIdMarker itself
+  // (--page-size 1), merging the uploads and common prefixes of every page.
+  const pending: string[] = []
+  for (const key of ['dir/one', 'dir/two', 'dir/sub/three', 'other/four']) {
+    pending.push(JSON.parse(await ok(t, aws('s3api', 'create-multipart-upload', '--bucket', 'cli-bucket', '--key', key), `create ${key}`)).UploadId)
+  }
+  const listed = JSON.parse(
+    await ok(t, aws('s3api', 'list-multipart-uploads', '--bucket', 'cli-bucket', '--delimiter', '/', '--page-size', '1'), 'list-multipart-uploads /'),
+  )
+  t.same(
+    listed.Uploads.map((u: { Key: string }) => u.Key),
+    ['manual.bin'],
+  )
+  t.same(
+    listed.CommonPrefixes.map((p: { Prefix: string }) => p.Prefix),
+    ['dir/', 'other/'],
+  )
+  const dir = JSON.parse(
+    await ok(
+      t,
+      aws('s3api', 'list-multipart-uploads', '--bucket', 'cli-bucket', '--prefix', 'dir/', '--delimiter', '/', '--page-size', '1'),
+      'list-multipart-uploads dir/',
+    ),
+  )
+  t.same(
+    dir.Uploads.map((u: { Key: string }) => u.Key),
+    ['dir/one', 'dir/two'],
+  )
+  t.same(
+    dir.CommonPrefixes.map((p: { Prefix: string }) => p.Prefix),
+    ['dir/sub/'],
+  )
+  const every = JSON.parse(await ok(t, aws('s3api', 'list-multipart-uploads', '--bucket', 'cli-bucket', '--page-size', '2'), 'list-multipart-uploads'))
+  t.same(
+    every.Uploads.map((u: { Key: string }) => u.Key),
+    ['dir/one', 'dir/sub/three', 'dir/two', 'manual.bin', 'other/four'],
+  )
+  for (const [i, key] of ['dir/one', 'dir/two', 'dir/sub/three', 'other/four'].entries()) {
+    await ok(t, aws('s3api', 'abort-multipart-upload', '--bucket', 'cli-bucket', '--key', key, '--upload-id', pending[i]!), `abort ${key}`)
+  }
   t.same(
     parts.Parts.map((p: { PartNumber: number }) => p.PartNumber),
     [1, 2],

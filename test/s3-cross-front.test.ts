@@ -3,7 +3,7 @@
 import { createHash } from 'node:crypto'
 import t from 'tap'
 import {
-  CompleteMultipartUploadCommand,
+  AbortMultipartUploadCommand,
   CreateBucketCommand,
   CreateMultipartUploadCommand,
   DeleteObjectCommand,
@@ -11,10 +11,12 @@ import {
   ListBucketsCommand,
   ListObjectsV2Command,
   PutObjectCommand,
+  S3Client,
   UploadPartCommand,
+  UploadPartCopyCommand,
 } from '@aws-sdk/client-s3'
-import { fileBytes, upload } from './helper'
-import { makeS3, pattern, type S3Context } from './s3-helper'
+import { fileBytes, measuringStore, upload } from './helper'
+import { completeCommand, createTenantWithS3, makeS3, pattern, s3Client, type S3Context, signedRequest } from './s3-helper'
 
 async function usage(ctx: S3Context, workspaceId: string) {
   const quota = await ctx.app.inject({ method: 'GET', url: '/api/v1/tenant/quota', headers: ctx.tenant.headers })
@@ -163,17 +165,10 @@ t.test('multipart parts survive a restart and a full garbage collection, then co
   t.equal(gc.blobsRemoved, 0, 'a full collection keeps the blobs of parts')
   const e2 = await second.client.send(new UploadPartCommand({ Bucket: 'durable', Key: 'resumed.bin', UploadId, PartNumber: 2, Body: p2 }))
   await second.client.send(
-    new CompleteMultipartUploadCommand({
-      Bucket: 'durable',
-      Key: 'resumed.bin',
-      UploadId,
-      MultipartUpload: {
-        Parts: [
-          { PartNumber: 1, ETag: e1.ETag },
-          { PartNumber: 2, ETag: e2.ETag },
-        ],
-      },
-    }),
+    completeCommand('durable', 'resumed.bin', UploadId, [
+      [1, e1.ETag],
+      [2, e2.ETag],
+    ]),
   )
   const got = await second.client.send(new GetObjectCommand({ Bucket: 'durable', Key: 'resumed.bin' }))
   t.ok(Buffer.from(await got.Body!.transformToByteArray()).equals(Buffer.concat([p1, p2])))
@@ -196,6 +191,36 @@ t.test('deleting a workspace through the API releases the parts of its uploads a
   t.equal(ctx.core.tenants.quota(ctx.tenant.id).usedBytes, 0)
 })
 
+t.test('UploadPartCopy charges the copied bytes while it stages them: concurrent copies stage at most the free room', async (t) => {
+  const MB = 1024 * 1024
+  const { seen, wrap } = measuringStore()
+  const ctx = await makeS3(t, {}, { quotaBytes: 6 * MB, wrapStore: wrap })
+  await ctx.client.send(new CreateBucketCommand({ Bucket: 'copies' }))
+  await ctx.client.send(new PutObjectCommand({ Bucket: 'copies', Key: 'source', Body: pattern(3 * MB) }))
+  seen.max = 0
+  const { UploadId } = await ctx.client.send(new CreateMultipartUploadCommand({ Bucket: 'copies', Key: 'assembled' }))
+  const copies = await Promise.allSettled(
+    Array.from({ length: 10 }, (_, i) =>
+      ctx.client.send(new UploadPartCopyCommand({ Bucket: 'copies', Key: 'assembled', UploadId, PartNumber: i + 1, CopySource: 'copies/source' })),
+    ),
+  )
+  // Copies interleave their reads, so the room may go to one of them or, refused chunk by chunk,
+  // to none; never to two.
+  const ok = copies.filter((c) => c.status === 'fulfilled').length
+  t.ok(ok <= 1, `${ok} of 10 copies fit the 3 MiB left`)
+  for (const c of copies) {
+    if (c.status === 'rejected') t.match(c.reason, { name: 'QuotaExceeded', $metadata: { httpStatusCode: 403 } })
+  }
+  t.ok(seen.max <= 3 * MB, `at most the free room was staged at once (${seen.max} bytes)`)
+  const wsId = await workspaceId(ctx, 'copies')
+  t.same(await usage(ctx, wsId), { tenant: (3 + 3 * ok) * MB, workspace: (3 + 3 * ok) * MB }, 'usage is exact')
+  // Nothing stays counted in flight: once the upload is aborted, one copy takes the whole room.
+  await ctx.client.send(new AbortMultipartUploadCommand({ Bucket: 'copies', Key: 'assembled', UploadId }))
+  const again = await ctx.client.send(new CreateMultipartUploadCommand({ Bucket: 'copies', Key: 'again' }))
+  await ctx.client.send(new UploadPartCopyCommand({ Bucket: 'copies', Key: 'again', UploadId: again.UploadId, PartNumber: 1, CopySource: 'copies/source' }))
+  t.same(await usage(ctx, wsId), { tenant: 6 * MB, workspace: 6 * MB })
+})
+
 t.test('concurrent S3 and API writes never pass the quota, and usage stays exact', async (t) => {
   const ctx = await makeS3(t, {}, { quotaBytes: 100_000 })
   await ctx.client.send(new CreateBucketCommand({ Bucket: 'race' }))
@@ -216,4 +241,33 @@ t.test('concurrent S3 and API writes never pass the quota, and usage stays exact
   t.ok(stored <= 100_000, `stored ${stored} of a 100000-byte quota`)
   t.ok(stored >= 80_000, 'and the quota was used')
   t.same(await usage(ctx, wsId), { tenant: stored, workspace: stored })
+})
+
+t.test('one rate budget per tenant whichever front: S3 answers 503 SlowDown in XML with Retry-After, the API 429', async (t) => {
+  const ctx = await makeS3(t, { COFFER_RATE_LIMIT_MAX: '4', COFFER_RATE_LIMIT_WINDOW_SECONDS: '60' })
+  const client = new S3Client({ endpoint: ctx.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: ctx.credentials, maxAttempts: 1 })
+  t.teardown(() => client.destroy())
+  const api = () => ctx.app.inject({ url: '/api/v1/tenant/quota', headers: ctx.tenant.headers })
+  t.equal((await api()).statusCode, 200)
+  t.equal((await api()).statusCode, 200)
+  await client.send(new ListBucketsCommand({}))
+  await client.send(new ListBucketsCommand({}))
+
+  const limited = await ctx.s3app.inject(await signedRequest(ctx, { method: 'GET', path: '/' }))
+  t.equal(limited.statusCode, 503, 'the S3 request after two API and two S3 requests is over the budget of 4')
+  t.match(limited.headers['content-type'], /^application\/xml/)
+  t.match(limited.body, /<Error><Code>SlowDown<\/Code><Message>Please reduce your request rate[^<]*<\/Message>.*<RequestId>[0-9A-F]{16}<\/RequestId><\/Error>/)
+  const retryAfter = Number(limited.headers['retry-after'])
+  t.ok(retryAfter > 0 && retryAfter <= 60, `Retry-After: ${limited.headers['retry-after']}`)
+  await t.rejects(client.send(new ListBucketsCommand({})), { name: 'SlowDown', $metadata: { httpStatusCode: 503 } }, 'the SDK reads it as SlowDown')
+  const apiLimited = await api()
+  t.equal(apiLimited.statusCode, 429, 'and the API counts the S3 requests too')
+  t.equal(apiLimited.json().error.code, 'RATE_LIMITED')
+
+  // Another tenant has its own budget, on both fronts.
+  const other = await createTenantWithS3(ctx.app)
+  const otherClient = s3Client(ctx.endpoint, other.credentials)
+  t.teardown(() => otherClient.destroy())
+  t.ok(await otherClient.send(new ListBucketsCommand({})))
+  t.equal((await ctx.app.inject({ url: '/api/v1/tenant/quota', headers: other.headers })).statusCode, 200)
 })

@@ -2,7 +2,7 @@ import { createHash, createHmac } from 'node:crypto'
 import type { Test } from 'tap'
 import type { InjectOptions } from 'fastify'
 import { SignatureV4 } from '@smithy/signature-v4'
-import { S3Client } from '@aws-sdk/client-s3'
+import { CompleteMultipartUploadCommand, S3Client } from '@aws-sdk/client-s3'
 import { buildApp } from '../src/app'
 import { loadConfig, type Config } from '../src/config'
 import { createCore, type Core } from '../src/core'
@@ -101,6 +101,15 @@ export async function createTenantWithS3(app: App, quotaBytes?: number) {
   const credentials = cred.json() as { accessKeyId: string; secretAccessKey: string }
   return { id, apiKey, webhookSecret, headers: bearer(apiKey), credentials }
 }
+
+/** CompleteMultipartUpload of the parts given as [part number, ETag], in that order. */
+export const completeCommand = (bucket: string, key: string, uploadId: string | undefined, parts: [number, string | undefined][]) =>
+  new CompleteMultipartUploadCommand({
+    Bucket: bucket,
+    Key: key,
+    UploadId: uploadId,
+    MultipartUpload: { Parts: parts.map(([PartNumber, ETag]) => ({ PartNumber, ETag })) },
+  })
 
 /** Deterministic pseudo-random bytes. */
 export function pattern(size: number, seed = 1): Buffer {

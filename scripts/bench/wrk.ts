@@ -165,7 +165,47 @@ function response(status, hdrs, body)
 end
 `
 
-export const SCRIPTS = { randomGet: RANDOM_GET, uniquePut: UNIQUE_PUT, twoStepUpload: TWO_STEP_UPLOAD }
+/**
+ * S3 requests signed ahead by the bench (s3-sign.ts prepareSigned: path, x-amz-date and
+ * Authorization a line, UNSIGNED-PAYLOAD). Args: the file, the method, then for GET \`random\`
+ * (each request a random line: signatures stay valid for repeats) or for PUT a body template file
+ * and the wrk thread count (each line used once, in order, with a unique body; running out is
+ * counted as a bad answer so the run fails rather than overwrite keys).
+ */
+const PREPARED_S3 = `${COMMON}${UNIQUE_BODY}
+local lines, method, used, put, nthreads = {}, nil, 0, false, 1
+good, bad = 0, 0
+function init(args)
+  for line in io.lines(args[1]) do
+    local p, d, a = line:match("^([^\t]+)\t([^\t]+)\t(.+)$")
+    if p then lines[#lines + 1] = { p, d, a } end
+  end
+  method, tid = args[2], wrk.thread:get("tid")
+  if method == "PUT" then put, template, nthreads = true, read_file(args[3]), tonumber(args[4] or "1") end
+end
+function request()
+  local e
+  if put then
+    -- Threads take turns through the lines, so no two PUT the same key.
+    used = used + 1
+    e = lines[(used - 1) * nthreads + tid]
+    if not e then return wrk.format("GET", "/", {}) end
+  else
+    e = lines[math.random(#lines)]
+  end
+  local headers = { ["x-amz-date"] = e[2], ["x-amz-content-sha256"] = "UNSIGNED-PAYLOAD", ["Authorization"] = e[3] }
+  if put then
+    headers["Content-Type"] = "application/octet-stream"
+    return wrk.format("PUT", e[1], headers, unique_body())
+  end
+  return wrk.format(method, e[1], headers)
+end
+function response(status, hdrs, body)
+  if status == 200 then good = good + 1 else bad = bad + 1 end
+end
+`
+
+export const SCRIPTS = { randomGet: RANDOM_GET, uniquePut: UNIQUE_PUT, twoStepUpload: TWO_STEP_UPLOAD, preparedS3: PREPARED_S3 }
 
 export interface WrkRun {
   bin: string

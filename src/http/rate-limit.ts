@@ -1,5 +1,6 @@
-import rateLimit, { type errorResponseBuilderContext } from '@fastify/rate-limit'
+import rateLimit, { type errorResponseBuilderContext, type FastifyRateLimitStore, type FastifyRateLimitStoreCtor } from '@fastify/rate-limit'
 import type { App } from './types'
+import type { RateBudget } from '../lib/rate-budget'
 import type { Core } from '../core'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { Config } from '../config'
@@ -12,11 +13,12 @@ import { bearerToken } from './auth'
  * whose valid signature the token carries. Anything unproven (a bad key or token, a guessed file
  * id) counts against the client's address instead, so that holding a file id neither locks its
  * owner out nor learns from the x-ratelimit-* headers that the id exists (#12 item 2).
- * Health, readiness and admin routes are never limited.
+ * Health, readiness and admin routes are never limited. The counters are the process's one
+ * RateBudget, which the S3 front counts in too: a tenant has one budget whichever front it uses.
  */
 export async function registerRateLimit(app: App, core: Core): Promise<void> {
   const { rateLimitWindowSeconds } = core.config
-  await registerTenantRateLimit(app, core.config, {
+  await registerTenantRateLimit(app, core.config, core.rateBudget, {
     key: (request) => {
       if (request.tenant) return `tenant:${request.tenant.id}`
       // Health, metrics and admin routes: never limited.
@@ -36,11 +38,13 @@ export async function registerRateLimit(app: App, core: Core): Promise<void> {
 /**
  * COFFER_RATE_LIMIT_MAX requests per COFFER_RATE_LIMIT_WINDOW_SECONDS for each key, on any front
  * (off at 0). The count is taken after authentication (a preHandler hook), so the key can be the
- * tenant; a request whose key is '' is never limited. The front says how a refusal reads.
+ * tenant; a request whose key is '' is never limited. The front says how a refusal reads. Every
+ * front counts in `budget`, so the same key has one window whichever front it comes through.
  */
 export async function registerTenantRateLimit(
   app: FastifyInstance,
   config: Pick<Config, 'rateLimitMax' | 'rateLimitWindowSeconds'>,
+  budget: RateBudget,
   front: { key: (request: FastifyRequest) => string; refusal: (context: errorResponseBuilderContext) => Error },
 ): Promise<void> {
   if (config.rateLimitMax === 0) return
@@ -50,10 +54,26 @@ export async function registerTenantRateLimit(
     hook: 'preHandler',
     max: config.rateLimitMax,
     timeWindow: config.rateLimitWindowSeconds * 1000,
+    store: budgetStore(budget),
     keyGenerator: front.key,
     allowList: (_request, key) => key === '',
     errorResponseBuilder: (_request, context) => front.refusal(context),
   })
+}
+
+/** @fastify/rate-limit's store over a RateBudget: every front registering it counts in the same windows. */
+export function budgetStore(budget: RateBudget): FastifyRateLimitStoreCtor {
+  return class BudgetStore implements FastifyRateLimitStore {
+    incr(key: string, callback: (error: Error | null, result?: { current: number; ttl: number }) => void, timeWindow: number): void {
+      callback(null, budget.count(key, timeWindow))
+    }
+    read(key: string, callback: (error: Error | null, result?: { current: number; ttl: number }) => void, timeWindow: number): void {
+      callback(null, budget.peek(key, timeWindow))
+    }
+    child(): FastifyRateLimitStore {
+      return this
+    }
+  }
 }
 
 /** Routes authorised by a presigned or signed URL (or, for downloads, a key checked in the handler). */

@@ -17,17 +17,34 @@ export function prefixEnd(prefix: string): string | undefined {
   return undefined
 }
 
-export type Entry = { kind: 'object'; row: ObjectRow } | { kind: 'prefix'; prefix: string }
+export type Entry<R = ObjectRow> = { kind: 'object'; row: R } | { kind: 'prefix'; prefix: string }
 
-export interface ListResult {
-  entries: Entry[]
+export interface ListResult<R = ObjectRow> {
+  entries: Entry<R>[]
   truncated: boolean
-  /** The last key or common prefix returned: where the next page starts (exclusive). */
-  last: string | undefined
+  /** The last row or common prefix returned: where the next page starts (exclusive). */
+  last: Entry<R> | undefined
 }
 
 /** Rows read per query; a common prefix ends a query early (the next one seeks past it). */
 const BATCH = 256
+
+/**
+ * A listing in key order, one range scan at a time: rows from `from` (inclusive) or after the
+ * cursor `after` (exclusive), below `below`. Objects are ordered by key, multipart uploads by
+ * (key, upload id): the cursor is whatever the order needs past a key.
+ */
+export interface KeyRange<C> {
+  after?: C
+  from?: string
+  below?: string
+}
+export interface KeysetSource<R, C> {
+  /** Rows are consumed lazily: the listing stops reading at a common prefix. */
+  fetch(range: KeyRange<C>, limit: number): Iterable<R>
+  key(row: R): string
+  cursor(row: R): C
+}
 
 /**
  * One page of a bucket listing in UTF-8 binary key order, with S3's prefix/delimiter semantics:
@@ -41,15 +58,32 @@ export function listPage(
   workspaceId: string,
   q: { prefix: string; delimiter: string; after: string | undefined; maxKeys: number },
 ): ListResult {
+  const source: KeysetSource<ObjectRow, string> = {
+    fetch: (range, limit) => repo.page(workspaceId, range, limit),
+    key: (row) => row.key,
+    cursor: (row) => row.key,
+  }
+  return rollupPage(source, { ...q, after: q.after === undefined ? undefined : { key: q.after, cursor: q.after } })
+}
+
+/**
+ * The listing algorithm of ListObjects and ListMultipartUploads: `after` resumes past a row (its
+ * key and cursor); resuming inside a common prefix (its key rolls up) skips the rest of it, as a
+ * marker naming a common prefix of the previous page means.
+ */
+export function rollupPage<R, C>(
+  source: KeysetSource<R, C>,
+  q: { prefix: string; delimiter: string; after: { key: string; cursor: C } | undefined; maxKeys: number },
+): ListResult<R> {
   const { prefix, delimiter, maxKeys } = q
-  const entries: Entry[] = []
+  const entries: Entry<R>[] = []
   if (maxKeys === 0) return { entries, truncated: false, last: undefined }
   const below = prefix === '' ? undefined : prefixEnd(prefix)
-  let after = q.after !== undefined && utf8Compare(q.after, prefix) >= 0 ? q.after : undefined
+  let after = q.after !== undefined && utf8Compare(q.after.key, prefix) >= 0 ? q.after.cursor : undefined
   let from: string | undefined = prefix === '' ? undefined : prefix
   // Resuming after a common prefix (or a key inside one) skips the rest of it.
   if (after !== undefined && delimiter !== '') {
-    const cp = commonPrefix(after, prefix, delimiter)
+    const cp = commonPrefix(q.after!.key, prefix, delimiter)
     if (cp !== undefined) {
       from = prefixEnd(cp)
       after = undefined
@@ -58,16 +92,16 @@ export function listPage(
   }
   for (;;) {
     const want = Math.min(BATCH, maxKeys + 1 - entries.length)
-    const rows = repo.page(
-      workspaceId,
+    const rows = source.fetch(
       { ...(after !== undefined ? { after } : {}), ...(from !== undefined ? { from } : {}), ...(below !== undefined ? { below } : {}) },
       want,
     )
-    if (rows.length === 0) break
+    let read = 0
     let sought = false
     for (const row of rows) {
+      read++
       if (entries.length > maxKeys) break
-      const cp = delimiter === '' ? undefined : commonPrefix(row.key, prefix, delimiter)
+      const cp = delimiter === '' ? undefined : commonPrefix(source.key(row), prefix, delimiter)
       if (cp !== undefined) {
         entries.push({ kind: 'prefix', prefix: cp })
         const next = prefixEnd(cp)
@@ -78,19 +112,18 @@ export function listPage(
         break
       }
       entries.push({ kind: 'object', row })
-      after = row.key
+      after = source.cursor(row)
     }
     if (entries.length > maxKeys) break
-    if (!sought && rows.length < want) break
+    if (!sought && read < want) break
   }
   return finish(entries, maxKeys)
 }
 
-function finish(entries: Entry[], maxKeys: number): ListResult {
+function finish<R>(entries: Entry<R>[], maxKeys: number): ListResult<R> {
   const truncated = entries.length > maxKeys
   const page = entries.slice(0, maxKeys)
-  const lastEntry = page.at(-1)
-  return { entries: page, truncated, last: lastEntry === undefined ? undefined : lastEntry.kind === 'object' ? lastEntry.row.key : lastEntry.prefix }
+  return { entries: page, truncated, last: page.at(-1) }
 }
 
 /** The common prefix `key` rolls up into, or undefined when it has no delimiter after the prefix. */

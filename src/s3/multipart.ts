@@ -10,6 +10,7 @@ import { concatenate, ingest, type BodySpec } from './ingest'
 import { checkKey, type ObjectInput, type S3Objects } from './objects'
 import type { S3Buckets, S3Deps } from './buckets'
 import type { StagedBlob } from '../blobs/blob-store'
+import { rollupPage, type KeysetSource, type ListResult } from './listing'
 import { BlobWrites } from '../services/blob-writes'
 
 export const MIN_PART_BYTES = 5 * 1024 * 1024
@@ -90,14 +91,22 @@ export class S3Multipart {
   ) {
     const { w, upload } = this.upload(tenant, bucket, key, uploadId)
     const replaced = this.deps.multipart.part(upload.id, partNumber)?.size ?? 0
-    const stream = source.size === 0 ? emptyStream() : asStream((await this.deps.store.open(source.sha256, range ?? { start: 0, end: source.size - 1 })).body)
-    const ingested = await ingest(
-      this.deps.store,
-      { source: stream, payload: { kind: 'unsigned' }, signing: { key: Buffer.alloc(0), amzDate: '', scope: '', seedSignature: '' }, headers: {} },
-      this.objects.writeLimit(tenant, w, replaced, MAX_PART_BYTES),
-    )
-    await this.commitPart(tenant, w, upload, partNumber, ingested.staged, ingested.digests.md5Hex)
-    return { etag: `"${ingested.digests.md5Hex}"`, lastModified: this.deps.clock.now() }
+    // The copied bytes count against the quotas as they are staged, as UploadPart's do: concurrent
+    // copies and writes together stage at most the free room.
+    const charge = this.objects.charge(tenant, w, replaced)
+    try {
+      const stream = source.size === 0 ? emptyStream() : asStream((await this.deps.store.open(source.sha256, range ?? { start: 0, end: source.size - 1 })).body)
+      const ingested = await ingest(
+        this.deps.store,
+        { source: stream, payload: { kind: 'unsigned' }, signing: { key: Buffer.alloc(0), amzDate: '', scope: '', seedSignature: '' }, headers: {} },
+        this.objects.writeLimit(tenant, w, replaced, MAX_PART_BYTES),
+        charge.onChunk,
+      )
+      await this.commitPart(tenant, w, upload, partNumber, ingested.staged, ingested.digests.md5Hex, charge.release)
+      return { etag: `"${ingested.digests.md5Hex}"`, lastModified: this.deps.clock.now() }
+    } finally {
+      charge.release()
+    }
   }
 
   private async commitPart(
@@ -223,10 +232,26 @@ export class S3Multipart {
     return { upload, parts: rows.slice(0, maxParts), truncated: rows.length > maxParts }
   }
 
-  listUploads(tenant: AuthenticatedTenant, bucket: string, q: { prefix?: string; below?: string; afterKey?: string; afterId?: string }, max: number) {
+  /**
+   * ListMultipartUploads: uploads in (key, upload id) order, keys rolled up into common prefixes
+   * at the delimiter, after the key marker (and, for that key, the upload id marker), keyset as
+   * the object listing.
+   */
+  listUploads(
+    tenant: AuthenticatedTenant,
+    bucket: string,
+    q: { prefix: string; delimiter: string; keyMarker: string | undefined; uploadIdMarker: string | undefined; maxUploads: number },
+  ): ListResult<MultipartUpload> {
     const w = this.buckets.resolve(tenant, bucket)
-    const rows = this.deps.multipart.list(w.id, q, max + 1)
-    return { uploads: rows.slice(0, max), truncated: rows.length > max }
+    const source: KeysetSource<MultipartUpload, { key: string; id: string }> = {
+      fetch: (range, limit) => this.deps.multipart.list(w.id, range, limit),
+      key: (u) => u.key,
+      cursor: (u) => ({ key: u.key, id: u.id }),
+    }
+    // Without an upload id marker, listing starts after every upload of the marker's key; upload
+    // ids are base64url, so U+FFFF sorts after all of them.
+    const after = q.keyMarker === undefined ? undefined : { key: q.keyMarker, cursor: { key: q.keyMarker, id: q.uploadIdMarker ?? '\uffff' } }
+    return rollupPage(source, { prefix: q.prefix, delimiter: q.delimiter, after, maxKeys: q.maxUploads })
   }
 
   /**

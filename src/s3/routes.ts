@@ -8,7 +8,7 @@ import { verifySigV4, parseQuery, type Verified } from './sigv4'
 import { readSmallBody, type BodySpec } from './ingest'
 import { MAX_XML_BODY_BYTES, childOf, listOf, malformed, parseXml, textOf, xmlDocument, type XmlNode } from './xml'
 import { etagOf, type ObjectInput } from './objects'
-import { listPage, prefixEnd } from './listing'
+import { listPage } from './listing'
 import { MAX_PARTS } from './multipart'
 import { awsEncode } from './sigv4'
 import { sendObject } from './render'
@@ -167,11 +167,13 @@ function xml(reply: Reply, root: string, body: XmlNode): Reply {
 
 /**
  * COFFER_RATE_LIMIT_MAX applies to S3 requests too, per tenant, answered with S3's `SlowDown`
- * (503). The S3 listener keeps its own counters: a tenant gets the limit on each front.
+ * (503, with Retry-After). The counters are the API's (core.rateBudget, the same `tenant:<id>`
+ * keys): a tenant has one budget whichever front it uses.
  */
 async function registerS3RateLimit(app: FastifyInstance, core: Core): Promise<void> {
-  await registerTenantRateLimit(app, core.config, {
-    key: (request) => request.s3TenantId ?? '',
+  await registerTenantRateLimit(app, core.config, core.rateBudget, {
+    // The API's keys (`tenant:<id>`): one budget for a tenant on either front.
+    key: (request) => (request.s3TenantId === undefined ? '' : `tenant:${request.s3TenantId}`),
     refusal: (context) =>
       new S3Error(
         'SlowDown',
@@ -331,6 +333,7 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
     } else if (v2) after = q.get('start-after') || undefined
     else after = q.get('marker') || undefined
     const page = listPage(s3.objectsRepo, w.id, { prefix, delimiter, after, maxKeys })
+    const last = page.last === undefined ? undefined : page.last.kind === 'object' ? page.last.row.key : page.last.prefix
     const contents = page.entries.flatMap((e) => (e.kind === 'object' ? [e.row] : []))
     const prefixes = page.entries.flatMap((e) => (e.kind === 'prefix' ? [e.prefix] : []))
     const withOwner = !v2 || q.get('fetch-owner') === 'true'
@@ -348,11 +351,11 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
       ...(delimiter !== '' ? { Delimiter: enc(delimiter) } : {}),
       ...(encoding ? { EncodingType: encoding } : {}),
       IsTruncated: page.truncated,
-      ...(page.truncated && page.last !== undefined
+      ...(page.truncated && last !== undefined
         ? v2
-          ? { NextContinuationToken: Buffer.from(`k:${page.last}`).toString('base64url') }
+          ? { NextContinuationToken: Buffer.from(`k:${last}`).toString('base64url') }
           : delimiter !== ''
-            ? { NextMarker: enc(page.last) }
+            ? { NextMarker: enc(last) }
             : {}
         : {}),
       Contents: contents.map((o) => ({
@@ -369,35 +372,47 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
   }
 
   function listUploads(reply: Reply, tenant: AuthenticatedTenant, bucket: string, q: Map<string, string>) {
-    if ((q.get('delimiter') ?? '') !== '') throw notImplemented('ListMultipartUploads with a delimiter')
+    const encoding = q.get('encoding-type')
+    if (encoding !== undefined && encoding !== 'url') throw new S3Error('InvalidArgument', 'Invalid Encoding Method specified in Request')
+    const enc = (s: string) => (encoding === 'url' ? awsEncode(s, true) : s)
     const prefix = q.get('prefix') ?? ''
+    const delimiter = q.get('delimiter') ?? ''
     const max = intParam(q, 'max-uploads', 1000, 1000)
     const keyMarker = q.get('key-marker') || undefined
-    const idMarker = q.get('upload-id-marker') || undefined
-    const below = prefix === '' ? undefined : prefixEnd(prefix)
-    const { uploads, truncated } = s3.multipart.listUploads(
-      tenant,
-      bucket,
-      { ...(prefix ? { prefix } : {}), ...(below ? { below } : {}), ...(keyMarker ? { afterKey: keyMarker, afterId: idMarker ?? '\uffff' } : {}) },
-      max,
-    )
-    const last = uploads.at(-1)
+    // S3 ignores upload-id-marker without a key-marker.
+    const idMarker = keyMarker === undefined ? undefined : q.get('upload-id-marker') || undefined
+    const page = s3.multipart.listUploads(tenant, bucket, { prefix, delimiter, keyMarker, uploadIdMarker: idMarker, maxUploads: max })
+    const last = page.last
     return xml(reply, 'ListMultipartUploadsResult', {
       Bucket: bucket,
-      KeyMarker: keyMarker ?? '',
+      KeyMarker: enc(keyMarker ?? ''),
       UploadIdMarker: idMarker ?? '',
-      ...(truncated && last ? { NextKeyMarker: last.key, NextUploadIdMarker: last.id } : {}),
-      Prefix: prefix,
+      // A page ending on a common prefix resumes past all of it: the prefix is the next key marker.
+      ...(page.truncated && last
+        ? last.kind === 'object'
+          ? { NextKeyMarker: enc(last.row.key), NextUploadIdMarker: last.row.id }
+          : { NextKeyMarker: enc(last.prefix), NextUploadIdMarker: '' }
+        : {}),
+      ...(encoding ? { EncodingType: encoding } : {}),
+      ...(delimiter !== '' ? { Delimiter: enc(delimiter) } : {}),
+      Prefix: enc(prefix),
       MaxUploads: max,
-      IsTruncated: truncated,
-      Upload: uploads.map((u) => ({
-        Key: u.key,
-        UploadId: u.id,
-        Initiator: owner(tenant),
-        Owner: owner(tenant),
-        StorageClass: 'STANDARD',
-        Initiated: iso(u.createdAt),
-      })),
+      IsTruncated: page.truncated,
+      Upload: page.entries.flatMap((e) =>
+        e.kind === 'object'
+          ? [
+              {
+                Key: enc(e.row.key),
+                UploadId: e.row.id,
+                Initiator: owner(tenant),
+                Owner: owner(tenant),
+                StorageClass: 'STANDARD',
+                Initiated: iso(e.row.createdAt),
+              },
+            ]
+          : [],
+      ),
+      CommonPrefixes: page.entries.flatMap((e) => (e.kind === 'prefix' ? [{ Prefix: enc(e.prefix) }] : [])),
     })
   }
 

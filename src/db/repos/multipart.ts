@@ -59,12 +59,9 @@ export class MultipartRepo {
          VALUES (@id, @tenantId, @workspaceId, @key, @info, @createdAt, @expiresAt)`,
       ),
       get: db.prepare<[string, string], UploadRow>('SELECT * FROM s3_uploads WHERE id = ? AND workspace_id = ?'),
-      list: db.prepare<
-        { workspaceId: string; prefix: string | null; below: string | null; afterKey: string | null; afterId: string; limit: number },
-        UploadRow
-      >(
+      list: db.prepare<{ workspaceId: string; from: string | null; below: string | null; afterKey: string | null; afterId: string; limit: number }, UploadRow>(
         `SELECT * FROM s3_uploads WHERE workspace_id = @workspaceId
-           AND (@prefix IS NULL OR object_key >= @prefix) AND (@below IS NULL OR object_key < @below)
+           AND (@from IS NULL OR object_key >= @from) AND (@below IS NULL OR object_key < @below)
            AND (@afterKey IS NULL OR (object_key, id) > (@afterKey, @afterId))
          ORDER BY object_key, id LIMIT @limit`,
       ),
@@ -95,11 +92,20 @@ export class MultipartRepo {
     return r && toUpload(r)
   }
 
-  /** In (key, upload id) order after the given marker; prefix bounds as ranges on the index. */
-  list(workspaceId: string, q: { prefix?: string; below?: string; afterKey?: string; afterId?: string }, limit: number): MultipartUpload[] {
-    return this.stmts.list
-      .all({ workspaceId, prefix: q.prefix ?? null, below: q.below ?? null, afterKey: q.afterKey ?? null, afterId: q.afterId ?? '', limit })
-      .map(toUpload)
+  /**
+   * In (key, upload id) order: keys from `from` (inclusive) and below `below`, after the (key, id)
+   * cursor `after`; one range scan of the (workspace, key, id) index, read as the caller iterates.
+   */
+  *list(workspaceId: string, q: { after?: { key: string; id: string }; from?: string; below?: string }, limit: number): Generator<MultipartUpload> {
+    const rows = this.stmts.list.iterate({
+      workspaceId,
+      from: q.from ?? null,
+      below: q.below ?? null,
+      afterKey: q.after?.key ?? null,
+      afterId: q.after?.id ?? '',
+      limit,
+    })
+    for (const r of rows) yield toUpload(r)
   }
 
   expired(now: number, limit: number): MultipartUpload[] {

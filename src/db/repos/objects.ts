@@ -120,9 +120,11 @@ export class ObjectsRepo {
   /**
    * Up to `limit` objects in key order: after `after` (exclusive), at or after `from`, below
    * `below` (exclusive). Every bound is a range on the index, so a page costs the same at any depth.
+   * Rows are read as the caller iterates: a listing that stops early (a common prefix) reads no more.
    */
-  page(workspaceId: string, bounds: { after?: string; from?: string; below?: string }, limit: number): ObjectRow[] {
-    return this.stmts.page.all({ workspaceId, after: bounds.after ?? null, from: bounds.from ?? null, below: bounds.below ?? null, limit }).map(toObject)
+  *page(workspaceId: string, bounds: { after?: string; from?: string; below?: string }, limit: number): Generator<ObjectRow> {
+    const rows = this.stmts.page.iterate({ workspaceId, after: bounds.after ?? null, from: bounds.from ?? null, below: bounds.below ?? null, limit })
+    for (const r of rows) yield toObject(r)
   }
 
   /** True when the workspace holds any live file (completed or still uploading). */
