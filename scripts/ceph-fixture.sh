@@ -23,7 +23,8 @@ MON_PORT=${COFFER_CEPH_MON_PORT:-16789}
 MON_V2_PORT=${COFFER_CEPH_MON_V2_PORT:-13300}
 OSD_PORT_MIN=${COFFER_CEPH_OSD_PORT_MIN:-16800}
 # memstore keeps objects in RAM, about 2x the stored bytes: cap the device (the machine is shared).
-MEMSTORE_BYTES=${COFFER_CEPH_MEMSTORE_BYTES:-1073741824}
+# 4 GiB: a bench of 100 MiB objects beside a day of test runs whose killed processes leave objects.
+MEMSTORE_BYTES=${COFFER_CEPH_MEMSTORE_BYTES:-4294967296}
 BUCKET=${COFFER_CEPH_BUCKET:-coffer}
 ACCESS_KEY=COFFERCEPHACCESSKEY0
 CONF=$DIR/ceph.conf

@@ -122,9 +122,30 @@ async function main(): Promise<void> {
     const results: FigureResult[] = []
     for (const key of only) {
       log(`${key}…`)
-      const r = await FIGURES[key]!(ctx)
-      results.push(...(Array.isArray(r) ? r : [r]))
+      try {
+        const r = await FIGURES[key]!(ctx)
+        results.push(...(Array.isArray(r) ? r : [r]))
+      } catch (err) {
+        // One figure that fails (a fixture that broke, a server that died) must not throw away
+        // the others, measured minutes before: its row says NOT MEASURED and why.
+        const reason = (err as Error)?.message ?? String(err)
+        log(`  ${key} failed: ${reason}`)
+        results.push({
+          key,
+          figure: `${key} (every figure of it)`,
+          baselineLabel: '—',
+          unit: '',
+          coffer: null,
+          baseline: null,
+          ratio: null,
+          target: '—',
+          met: null,
+          note: `not measured: the figure failed: ${reason}`,
+        })
+      }
     }
+    // A figure that failed shows in the table, and fails the command.
+    if (results.some((r) => r.note?.startsWith('not measured: the figure failed'))) process.exitCode = 1
     const disk = ctx.disk
     const report = {
       startedAt: new Date(started).toISOString(),
