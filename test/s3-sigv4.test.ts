@@ -1,7 +1,7 @@
 // SigV4 verification and aws-chunked decoding, checked against the AWS SDK's own signer
 // (@smithy/signature-v4) and against the worked example of Amazon's S3 API reference, not against
 // this implementation itself.
-import { createHash, createHmac } from 'node:crypto'
+import { createHash, createHmac, randomBytes } from 'node:crypto'
 import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { crc32 } from 'node:zlib'
@@ -333,11 +333,46 @@ t.test('DigestStream computes MD5 and the requested checksums in one pass', asyn
   await pipeline(Readable.from([data.subarray(0, 10), data.subarray(10)]), d, async (src: AsyncIterable<unknown>) => {
     for await (const _ of src) void _
   })
-  const r = d.digests()
+  const r = await d.digests()
   t.equal(r.size, data.length)
   t.equal(r.md5Hex, '9e107d9d372bb6826bd81d3542a419d6')
   t.equal(r.checksums.crc32, Buffer.from('414fa339', 'hex').toString('base64'))
   t.equal(r.checksums.crc32c, Buffer.from('22620404', 'hex').toString('base64'))
   t.equal(r.checksums.sha1, Buffer.from('2fd4e1c67a2d28fced849ee1bb76e7391b93eb12', 'hex').toString('base64'))
   t.equal(r.checksums.sha256, undefined, "SHA-256 is the blob store's content address, not computed twice")
+})
+
+t.test('DigestStream hashes a large body on the MD5 thread: the same digest, whatever the chunking, and bounded in flight', async (t) => {
+  const data = randomBytes(37 * 1024 * 1024 + 123)
+  const expected = createHash('md5').update(data).digest('hex')
+  for (const chunk of [1, 65_536, 3 * 1024 * 1024 + 7]) {
+    const d = new DigestStream()
+    const parts: Buffer[] = []
+    // chunk 1: the first 4 KiB byte by byte, then the rest at once.
+    const step = (i: number) => (chunk === 1 && i >= 4096 ? data.length : chunk)
+    for (let i = 0; i < data.length; i += step(i)) parts.push(data.subarray(i, i + step(i)))
+    let passed = 0
+    await pipeline(Readable.from(parts), d, async (src: AsyncIterable<unknown>) => {
+      for await (const x of src) passed += (x as Buffer).length
+    })
+    t.equal(passed, data.length, 'every byte passes through unchanged in count')
+    const r = await d.digests()
+    t.equal(r.md5Hex, expected, `chunks of ${chunk} bytes`)
+    t.equal(r.size, data.length)
+  }
+  // Many at once share the one thread; each gets its own digest.
+  const bodies = Array.from({ length: 6 }, (_, i) => randomBytes(2 * 1024 * 1024 + i * 1000))
+  const got = await Promise.all(
+    bodies.map(async (b) => {
+      const d = new DigestStream()
+      await pipeline(Readable.from([b.subarray(0, 1_500_000), b.subarray(1_500_000)]), d, async (src: AsyncIterable<unknown>) => {
+        for await (const _ of src) void _
+      })
+      return (await d.digests()).md5Hex
+    }),
+  )
+  t.same(
+    got,
+    bodies.map((b) => createHash('md5').update(b).digest('hex')),
+  )
 })

@@ -2,6 +2,7 @@ import { createHash, type Hash } from 'node:crypto'
 import { Transform, type TransformCallback } from 'node:stream'
 import { crc32 } from 'node:zlib'
 import { Crc32c } from '@aws-crypto/crc32c'
+import { ParallelMd5 } from '../lib/parallel-md5'
 
 /** The flexible checksums S3 clients send (`x-amz-checksum-<name>`), base64 of the big-endian digest. */
 export const CHECKSUM_ALGORITHMS = ['crc32', 'crc32c', 'sha1', 'sha256'] as const
@@ -58,13 +59,14 @@ export interface Digests {
 /**
  * A pass-through stream that computes the digests the S3 front needs while the bytes flow to
  * the blob store (which hashes SHA-256 itself), so the body is read exactly once and never held
- * whole. SHA-256 is not computed twice: a requested sha256 checksum is the content address.
+ * whole. SHA-256 is not computed twice: a requested sha256 checksum is the content address. The
+ * MD5 of a large body runs on a second thread (lib/parallel-md5.ts), beside the SHA-256.
  */
 export class DigestStream extends Transform {
-  private readonly md5 = createHash('md5')
+  private readonly md5 = new ParallelMd5()
   private readonly extra: [ChecksumAlgorithm, Running][]
   private size = 0
-  private result: Digests | undefined
+  private result: Promise<Digests> | undefined
 
   constructor(algorithms: Iterable<ChecksumAlgorithm> = []) {
     super()
@@ -73,18 +75,28 @@ export class DigestStream extends Transform {
 
   override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
     this.size += chunk.length
-    this.md5.update(chunk)
     for (const [, r] of this.extra) r.update(chunk)
-    cb(null, chunk)
+    const wait = this.md5.update(chunk)
+    if (wait)
+      wait.then(
+        () => cb(null, chunk),
+        (err: Error) => cb(err),
+      )
+    else cb(null, chunk)
+  }
+
+  override _destroy(err: Error | null, cb: (error: Error | null) => void): void {
+    if (err) this.md5.drop()
+    cb(err)
   }
 
   /** The digests, once the stream has ended. */
-  digests(): Digests {
-    if (!this.result) {
+  digests(): Promise<Digests> {
+    this.result ??= this.md5.digest().then((md5Hex) => {
       const checksums: Partial<Record<ChecksumAlgorithm, string>> = {}
       for (const [a, r] of this.extra) checksums[a] = r.base64()
-      this.result = { size: this.size, md5Hex: this.md5.digest('hex'), checksums }
-    }
+      return { size: this.size, md5Hex, checksums }
+    })
     return this.result
   }
 }

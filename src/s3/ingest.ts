@@ -95,7 +95,7 @@ export async function ingest(
     throw toIngestError(err)
   }
   try {
-    const digests = digest.digests()
+    const digests = await digest.digests()
     if (algorithms.includes('sha256')) digests.checksums.sha256 = Buffer.from(staged.sha256, 'hex').toString('base64')
     if (payload.kind === 'sha256' && payload.hex !== staged.sha256) {
       throw new S3Error('XAmzContentSHA256Mismatch', 'The provided x-amz-content-sha256 header does not match what was computed.')
