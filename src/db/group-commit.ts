@@ -48,16 +48,7 @@ export class GroupCommit {
    * durable; rejects, with the transaction possibly committed, when it could not be made so.
    */
   async run<T>(fn: () => T): Promise<T> {
-    if (this.failed) throw this.failed
-    // SQLite refuses to change the safety level inside a transaction; callers own their transactions.
-    if (this.db.inTransaction) throw new Error('GroupCommit.run cannot be nested in a transaction')
-    this.normal.run()
-    let result: T
-    try {
-      result = this.db.transaction(fn).immediate()
-    } finally {
-      this.full.run()
-    }
+    const result = this.commitNormal(fn)
     await this.flush()
     return result
   }
@@ -70,18 +61,23 @@ export class GroupCommit {
    * later acknowledged commit's flush covers this one too, as the WAL is flushed as a whole.
    */
   runUnflushed<T>(fn: () => T): T {
-    if (this.failed) throw this.failed
-    if (this.db.inTransaction) throw new Error('GroupCommit.runUnflushed cannot be nested in a transaction')
-    this.normal.run()
-    let result: T
-    try {
-      result = this.db.transaction(fn).immediate()
-    } finally {
-      this.full.run()
-    }
+    const result = this.commitNormal(fn)
     // A failure is kept (`failed`) and refuses every later write; nobody waits for this one.
     this.flush().catch(() => undefined)
     return result
+  }
+
+  /** Commits `fn` in an immediate transaction with `synchronous = NORMAL` (no fsync of its own). */
+  private commitNormal<T>(fn: () => T): T {
+    if (this.failed) throw this.failed
+    // SQLite refuses to change the safety level inside a transaction; callers own their transactions.
+    if (this.db.inTransaction) throw new Error('GroupCommit cannot be nested in a transaction')
+    this.normal.run()
+    try {
+      return this.db.transaction(fn).immediate()
+    } finally {
+      this.full.run()
+    }
   }
 
   /** Resolves once everything committed so far is on disk. */
