@@ -161,7 +161,11 @@ export class ParallelMd5 {
 
   /** Forgets the job (the body failed): the worker drops its state. */
   drop(): void {
-    if (this.id !== undefined && !this.result) thread.post(this.id, { drop: true })
+    if (this.id !== undefined && !this.result) {
+      thread.post(this.id, { drop: true })
+      this.result = Promise.reject(new Error('the MD5 of a dropped body'))
+      this.result.catch(() => undefined)
+    }
     this.head = []
   }
 

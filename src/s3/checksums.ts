@@ -90,6 +90,14 @@ export class DigestStream extends Transform {
     cb(err)
   }
 
+  /**
+   * For a body given up on without its digests (staging failed): the MD5 thread forgets it.
+   * Otherwise its job would stay open, and the thread would keep the process alive.
+   */
+  abandon(): void {
+    this.md5.drop()
+  }
+
   /** The digests, once the stream has ended. */
   digests(): Promise<Digests> {
     this.result ??= this.md5.digest().then((md5Hex) => {

@@ -92,6 +92,7 @@ export async function ingest(
     })
   } catch (err) {
     spec.source.unpipe()
+    digest.abandon()
     throw toIngestError(err)
   }
   try {
