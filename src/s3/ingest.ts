@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import { PassThrough, type Readable } from 'node:stream'
+import { Readable } from 'node:stream'
 import type { BlobStore, StagedBlob } from '../blobs/blob-store'
 import { AppError, isDiskFull } from '../errors'
 import { AwsChunkedDecoder } from './chunked'
@@ -118,6 +118,9 @@ export async function ingest(
 /** source → [decoder] → digest, with a failure or a cut-off anywhere failing the digest stream. */
 function connect(source: Readable, decoder: AwsChunkedDecoder | undefined, digest: DigestStream): Readable {
   const fail = (err: Error) => digest.destroy(err)
+  // The blob store's stage() reports the stream's errors; this keeps one that comes after stage()
+  // has already given up (a source cut off later) from being an unhandled 'error' that ends the process.
+  digest.on('error', () => undefined)
   source.once('error', fail)
   source.once('close', () => {
     if (!source.readableEnded) fail(Object.assign(new S3Error('IncompleteBody', 'The request body was cut off before its end'), { cutOff: true }))
@@ -140,27 +143,22 @@ function toIngestError(err: unknown): Error {
   return err as Error
 }
 
-/** A stream of the given blobs one after another (multipart completion, copies). */
+/**
+ * A stream of the given blobs one after another (multipart completion, copies). Backpressure and
+ * errors are Readable.from's: a failed or cut-off read of one blob fails the stream, and a
+ * consumer that stops early ends the read of the blob in progress.
+ */
 export function concatenate(open: (sha256: string) => Promise<Buffer | Readable>, shas: string[]): Readable {
-  const out = new PassThrough({ highWaterMark: 1024 * 1024 })
-  void (async () => {
-    try {
+  return Readable.from(
+    (async function* () {
       for (const sha of shas) {
         const body = await open(sha)
-        for await (const chunk of Buffer.isBuffer(body) ? [body] : (body as AsyncIterable<Buffer>)) {
-          if (!out.write(chunk))
-            await new Promise<void>((resolve, reject) => {
-              out.once('drain', resolve)
-              out.once('close', () => reject(new Error('closed')))
-            })
-        }
+        if (Buffer.isBuffer(body)) yield body
+        else yield* body as AsyncIterable<Buffer>
       }
-      out.end()
-    } catch (err) {
-      out.destroy(err as Error)
-    }
-  })()
-  return out
+    })(),
+    { objectMode: false, highWaterMark: 1024 * 1024 },
+  )
 }
 
 /**
