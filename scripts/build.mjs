@@ -5,6 +5,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { createRequire } from 'node:module'
+import { createHash } from 'node:crypto'
 import * as esbuild from 'esbuild'
 import { buildConsole } from './build-console.mjs'
 
@@ -110,6 +111,11 @@ function replaceAtomically(file, bytes, mode = 0o644) {
 }
 
 export async function build() {
+  const prebuild = path.join(path.dirname(require.resolve('better-sqlite3/package.json')), 'prebuilds', `${process.platform}-${process.arch}.node`)
+  const addon = fs.readFileSync(prebuild)
+  // The name the single executable unpacks its SQLite addon under, known at build time so that a
+  // start need not hash the 2.2 MB asset (src/db/sqlite-addon.ts).
+  const addonDigest = createHash('sha256').update(addon).digest('hex').slice(0, 16)
   fs.mkdirSync(path.dirname(outFile), { recursive: true })
   const result = await esbuild.build({
     entryPoints: [path.join(root, 'src', 'main.ts')],
@@ -129,15 +135,18 @@ export async function build() {
     legalComments: 'none',
     sourcemap: false,
     // The web console rides inside the bundle as one constant (src/http/routes/console.ts).
-    define: { __COFFER_BUNDLE__: 'true', __COFFER_CONSOLE__: JSON.stringify(await buildConsole()) },
+    define: {
+      __COFFER_BUNDLE__: 'true',
+      __COFFER_ADDON_DIGEST__: JSON.stringify(addonDigest),
+      __COFFER_CONSOLE__: JSON.stringify(await buildConsole()),
+    },
     // package.json's bin points here: executable, run by the node on the PATH (#13).
     banner: { js: '#!/usr/bin/env node' },
     plugins: [sqliteBindingPlugin, docsAssetsPlugin, lazyRequirePlugin],
     logLevel: 'warning',
     metafile: true,
   })
-  const prebuild = path.join(path.dirname(require.resolve('better-sqlite3/package.json')), 'prebuilds', `${process.platform}-${process.arch}.node`)
-  replaceAtomically(addonOut, fs.readFileSync(prebuild))
+  replaceAtomically(addonOut, addon)
   replaceAtomically(outFile, result.outputFiles.find((f) => f.path === outFile).contents, 0o755)
   const size = fs.statSync(outFile).size
   console.error(`built ${path.relative(root, outFile)} (${(size / 1024).toFixed(0)} KiB) and ${path.relative(root, addonOut)}`)
