@@ -1,4 +1,4 @@
-import { createHash, createHmac, createSecretKey, timingSafeEqual, type KeyObject } from 'node:crypto'
+import { createHmac, createSecretKey, hash, timingSafeEqual, type KeyObject } from 'node:crypto'
 import { S3Error } from './errors'
 
 /**
@@ -104,8 +104,12 @@ function canonicalQuery(pairs: [string, string][]): string {
     .join('&')
 }
 
+/** A path of unreserved characters only: decoding and re-encoding each segment gives it back as is. */
+const PLAIN_PATH = /^[A-Za-z0-9\-._~/]*$/
+
 /** S3 does not normalise paths: each segment is decoded and re-encoded, `//` and `.` kept. */
 function canonicalUri(rawPath: string): string {
+  if (PLAIN_PATH.test(rawPath)) return rawPath
   return rawPath
     .split('/')
     .map((seg) => awsEncode(decode(seg), false))
@@ -140,7 +144,8 @@ export function canonicalRequest(
   return [method, canonicalUri(rawPath), canonicalQuery(pairs), canonicalHeaders, signedHeaders.join(';'), payloadHash].join('\n')
 }
 
-const sha256Hex = (data: string | Buffer) => createHash('sha256').update(data).digest('hex')
+/** One-shot: a quarter of the time of createHash().update().digest() for a canonical request (#14). */
+const sha256Hex = (data: string) => hash('sha256', data, 'hex')
 const hmac = (key: Buffer | string, data: string) => createHmac('sha256', key).update(data).digest()
 
 const keyCache = new Map<string, KeyObject>()
