@@ -160,7 +160,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     retentionMs: config.deletedRetentionSeconds * 1000,
     writes,
   })
-  const s3Credentials = new S3CredentialsService(db, new S3CredentialsRepo(db), tenantsRepo, clock, serverSecret)
+  const s3Credentials = new S3CredentialsService(db, new S3CredentialsRepo(db), tenantsRepo, clock, serverSecret, () => tenants.authChanges())
   const s3 = createS3Services({
     db,
     commits,

@@ -68,3 +68,34 @@ t.test('CLI: tenant s3-credentials create, list, revoke on the data dir of a run
   t.equal(await tenantCommand(['s3-credentials', 'revoke', tenant.id, created.accessKeyId], c.io), 1)
   t.match(c.err(), /No such S3 credential/)
 })
+
+t.test('verified pairs are cached, yet a rename, a revocation and a tenant deletion show on the very next request', async (t) => {
+  const { app, tenant, credentials, endpoint, config, client } = await makeS3(t)
+  const second = (await app.inject({ method: 'POST', url: `/api/v1/admin/tenants/${tenant.id}/s3-credentials`, headers: admin })).json()
+  const other = s3Client(endpoint, second, config.s3Region)
+  t.teardown(() => other.destroy())
+  // Both pairs verified twice: the second request of each is served from the cache of opened secrets.
+  for (let i = 0; i < 2; i++) {
+    t.same((await client.send(new ListBucketsCommand({}))).Buckets ?? [], [])
+    t.same((await other.send(new ListBucketsCommand({}))).Buckets ?? [], [])
+  }
+  // A rename is a change of the tenant the cache holds: the next answer names it anew.
+  const renamed = await app.inject({ method: 'PATCH', url: `/api/v1/admin/tenants/${tenant.id}`, headers: admin, payload: { name: 'renamed-for-s3' } })
+  t.equal(renamed.statusCode, 200)
+  t.equal((await client.send(new ListBucketsCommand({}))).Owner?.DisplayName, 'renamed-for-s3', 'the owner is the renamed tenant at once')
+  const revoked = await app.inject({ method: 'DELETE', url: `/api/v1/admin/tenants/${tenant.id}/s3-credentials/${credentials.accessKeyId}`, headers: admin })
+  t.equal(revoked.statusCode, 204)
+  await t.rejects(client.send(new ListBucketsCommand({})), { name: 'InvalidAccessKeyId' }, 'a revoked pair is refused at once')
+  t.same((await other.send(new ListBucketsCommand({}))).Buckets ?? [], [], 'the other pair still works')
+  t.equal((await app.inject({ method: 'DELETE', url: `/api/v1/admin/tenants/${tenant.id}`, headers: admin })).statusCode, 204)
+  await t.rejects(other.send(new ListBucketsCommand({})), { name: 'InvalidAccessKeyId' }, "a deleted tenant's pairs are refused at once")
+})
+
+t.test('CLI: a tenant deleted by another process has its cached pairs refused on the next request', async (t) => {
+  const { dir, tenant, client } = await makeS3(t)
+  t.same((await client.send(new ListBucketsCommand({}))).Buckets ?? [], [])
+  t.same((await client.send(new ListBucketsCommand({}))).Buckets ?? [], [], 'verified from the cache')
+  const c = io(dir)
+  t.equal(await tenantCommand(['delete', tenant.id, '--yes'], c.io), 0, c.err())
+  await t.rejects(client.send(new ListBucketsCommand({})), { name: 'InvalidAccessKeyId' })
+})

@@ -1,6 +1,7 @@
 // One storage, two fronts: what one writes the other lists, reads and deletes, with usage exact
 // at workspace and tenant level.
 import { createHash } from 'node:crypto'
+import http from 'node:http'
 import t from 'tap'
 import {
   AbortMultipartUploadCommand,
@@ -241,6 +242,34 @@ t.test('concurrent S3 and API writes never pass the quota, and usage stays exact
   t.ok(stored <= 100_000, `stored ${stored} of a 100000-byte quota`)
   t.ok(stored >= 80_000, 'and the quota was used')
   t.same(await usage(ctx, wsId), { tenant: stored, workspace: stored })
+})
+
+t.test('a PutObject of announced length holds all of it against the quota from before its first byte', async (t) => {
+  const ctx = await makeS3(t, {}, { quotaBytes: 100_000 })
+  await ctx.client.send(new CreateBucketCommand({ Bucket: 'held' }))
+  const wsId = await workspaceId(ctx, 'held')
+  const body = pattern(60_000)
+  const signed = await signedRequest(ctx, { method: 'PUT', path: '/held/big', headers: { 'content-length': String(body.length), expect: '100-continue' } })
+  const req = http.request(`${ctx.endpoint}/held/big`, { method: 'PUT', headers: signed.headers as http.OutgoingHttpHeaders })
+  const answered = new Promise<http.IncomingMessage>((resolve, reject) => {
+    req.once('response', resolve)
+    req.once('error', reject)
+  })
+  req.flushHeaders()
+  // 100 Continue comes once every check before the body has passed, the quota charge among them.
+  await new Promise<void>((resolve) => req.once('continue', resolve))
+  await t.rejects(
+    ctx.client.send(new PutObjectCommand({ Bucket: 'held', Key: 'other', Body: pattern(50_000, 2) })),
+    { name: 'QuotaExceeded' },
+    'the 60,000 announced bytes are already held, though none has arrived',
+  )
+  req.end(body)
+  const res = await answered
+  res.resume()
+  t.equal(res.statusCode, 200, 'the announced body is stored')
+  t.same(await usage(ctx, wsId), { tenant: 60_000, workspace: 60_000 })
+  await ctx.client.send(new PutObjectCommand({ Bucket: 'held', Key: 'rest', Body: pattern(40_000, 3) }))
+  t.same(await usage(ctx, wsId), { tenant: 100_000, workspace: 100_000 }, 'nothing stays held once it is stored')
 })
 
 t.test('one rate budget per tenant whichever front: S3 answers 503 SlowDown in XML with Retry-After, the API 429', async (t) => {

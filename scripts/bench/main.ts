@@ -4,7 +4,7 @@
  * markdown table and writes JSON (default dist/bench/results.json).
  *
  * Options: --runs N (pairs per figure, default 5), --only KEY,… (cold-start, metadata-read,
- * listing, transfers, s3, s3-store, rss, callgrind), --against-bundle PATH (callgrind also counts another build of
+ * listing, transfers, s3, s3-store, rss, callgrind, s3-callgrind), --against-bundle PATH (callgrind and s3-callgrind also count another build of
  * Coffer, e.g. an old dist/coffer.cjs), --quick (3 runs, short load runs, 10k/100k files: a smoke test, not
  * the figures), --files N and --large-files N (dataset sizes), --out FILE, --keep (keep the temp dir),
  * --cpu-prof (every Coffer process writes a V8 CPU profile into dist/bench/profiles/).
@@ -28,6 +28,7 @@ import { coldStart } from './figures/startup'
 import { diskCosts, type DiskCosts } from './figures/disk'
 import { machine } from './machine'
 import { callgrindFigure, ensureValgrind } from './figures/callgrind'
+import { s3CallgrindFigure } from './figures/s3-callgrind'
 
 const FIGURES: Record<string, (ctx: BenchContext) => Promise<FigureResult | FigureResult[]>> = {
   'cold-start': coldStart,
@@ -38,6 +39,7 @@ const FIGURES: Record<string, (ctx: BenchContext) => Promise<FigureResult | Figu
   's3-store': s3StoreFigures,
   rss: peakRss,
   callgrind: callgrindFigure,
+  's3-callgrind': s3CallgrindFigure,
 }
 
 function table(results: FigureResult[]): string {
@@ -111,7 +113,7 @@ async function main(): Promise<void> {
       nginx,
       wrk: only.some((k) => k === 'transfers' || k === 'metadata-read' || k === 's3' || k === 's3-store') ? ensureWrk(log) : { unavailable: 'not requested' },
       shipped: shippedCommand(),
-      valgrind: only.includes('callgrind') ? ensureValgrind(log) : { unavailable: 'not requested' },
+      valgrind: only.includes('callgrind') || only.includes('s3-callgrind') ? ensureValgrind(log) : { unavailable: 'not requested' },
       callgrindRequests: values.quick ? { warmup: 1000, measured: 500 } : { warmup: 3000, measured: 2000 },
       againstBundle: againstBundle,
       log,

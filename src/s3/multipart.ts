@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto'
+import { createHash, createSecretKey, randomBytes } from 'node:crypto'
 import { Readable } from 'node:stream'
 import type { AuthenticatedTenant } from '../db/repos/tenants'
 import type { MultipartUpload, Part } from '../db/repos/multipart'
@@ -98,7 +98,12 @@ export class S3Multipart {
       const stream = source.size === 0 ? emptyStream() : asStream((await this.deps.store.open(source.sha256, range ?? { start: 0, end: source.size - 1 })).body)
       const ingested = await ingest(
         this.deps.store,
-        { source: stream, payload: { kind: 'unsigned' }, signing: { key: Buffer.alloc(0), amzDate: '', scope: '', seedSignature: '' }, headers: {} },
+        {
+          source: stream,
+          payload: { kind: 'unsigned' },
+          signing: { key: createSecretKey(Buffer.alloc(0)), amzDate: '', scope: '', seedSignature: '' },
+          headers: {},
+        },
         this.objects.writeLimit(tenant, w, replaced, MAX_PART_BYTES),
         charge.onChunk,
       )

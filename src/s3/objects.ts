@@ -7,7 +7,7 @@ import { AppError } from '../errors'
 import { BlobWrites } from '../services/blob-writes'
 import { S3Error, fromAppError } from './errors'
 import { ingest, type BodySpec } from './ingest'
-import type { S3Buckets, S3Deps } from './buckets'
+import { isBucketName, type S3Buckets, type S3Deps } from './buckets'
 
 /** S3's key limit: 1–1024 bytes of UTF-8. */
 export function checkKey(key: string): void {
@@ -176,10 +176,12 @@ export class S3Objects {
 
   head(tenant: AuthenticatedTenant, bucket: string, key: string): ObjectRow {
     checkKey(key)
-    const w = this.buckets.resolve(tenant, bucket)
-    const o = this.deps.objects.get(w.id, key)
-    if (!o) throw new S3Error('NoSuchKey', 'The specified key does not exist.', { Key: key })
-    return o
+    // One statement finds bucket and object together, where a GetObject ran two (#14); only a miss
+    // asks which of the two is missing.
+    const o = isBucketName(bucket) ? this.deps.objects.getInBucket(tenant.id, bucket, key) : undefined
+    if (o) return o
+    this.buckets.resolve(tenant, bucket)
+    throw new S3Error('NoSuchKey', 'The specified key does not exist.', { Key: key })
   }
 
   /** DeleteObject: idempotent (a missing key is not an error), as S3's. */

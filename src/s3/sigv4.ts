@@ -1,4 +1,4 @@
-import { createHash, createHmac, timingSafeEqual } from 'node:crypto'
+import { createHmac, createSecretKey, hash, timingSafeEqual, type KeyObject } from 'node:crypto'
 import { S3Error } from './errors'
 
 /**
@@ -24,7 +24,7 @@ export type Payload = { kind: 'unsigned' } | { kind: 'sha256'; hex: string } | {
 
 /** The signing context of a verified request: what aws-chunked needs to verify chunk signatures. */
 export interface SigningContext {
-  key: Buffer
+  key: KeyObject
   amzDate: string
   scope: string
   seedSignature: string
@@ -104,8 +104,12 @@ function canonicalQuery(pairs: [string, string][]): string {
     .join('&')
 }
 
+/** A path of unreserved characters only: decoding and re-encoding each segment gives it back as is. */
+const PLAIN_PATH = /^[A-Za-z0-9\-._~/]*$/
+
 /** S3 does not normalise paths: each segment is decoded and re-encoded, `//` and `.` kept. */
 function canonicalUri(rawPath: string): string {
+  if (PLAIN_PATH.test(rawPath)) return rawPath
   return rawPath
     .split('/')
     .map((seg) => awsEncode(decode(seg), false))
@@ -140,24 +144,29 @@ export function canonicalRequest(
   return [method, canonicalUri(rawPath), canonicalQuery(pairs), canonicalHeaders, signedHeaders.join(';'), payloadHash].join('\n')
 }
 
-const sha256Hex = (data: string | Buffer) => createHash('sha256').update(data).digest('hex')
+/** One-shot: a quarter of the time of createHash().update().digest() for a canonical request (#14). */
+const sha256Hex = (data: string) => hash('sha256', data, 'hex')
 const hmac = (key: Buffer | string, data: string) => createHmac('sha256', key).update(data).digest()
 
-const keyCache = new Map<string, Buffer>()
+const keyCache = new Map<string, KeyObject>()
 
-/** The SigV4 signing key for a secret, date (YYYYMMDD) and region; cached (it changes once a day). */
-export function signingKey(secret: string, date: string, region: string): Buffer {
+/**
+ * The SigV4 signing key for a secret, date (YYYYMMDD) and region; cached (it changes once a day).
+ * Held as a KeyObject: Node's HMAC imports a Buffer key anew on every use, which cost more than
+ * the HMAC of a request's string to sign itself (29 µs against 4 µs per signature, #14).
+ */
+export function signingKey(secret: string, date: string, region: string): KeyObject {
   const id = `${date}\n${region}\n${secret}`
   let key = keyCache.get(id)
   if (!key) {
-    key = hmac(hmac(hmac(hmac(`AWS4${secret}`, date), region), 's3'), 'aws4_request')
+    key = createSecretKey(hmac(hmac(hmac(hmac(`AWS4${secret}`, date), region), 's3'), 'aws4_request'))
     if (keyCache.size > 10_000) keyCache.clear()
     keyCache.set(id, key)
   }
   return key
 }
 
-export function signString(key: Buffer, stringToSign: string): string {
+export function signString(key: KeyObject, stringToSign: string): string {
   return createHmac('sha256', key).update(stringToSign).digest('hex')
 }
 

@@ -34,6 +34,16 @@ export interface CreatedS3Credential {
  */
 export class S3CredentialsService {
   private readonly key: Buffer
+  /**
+   * Verified lookups by access key id: reading the pair and its tenant and opening the secret
+   * (AES-GCM) on every request cost a third of a GetObject's CPU (#14). Valid while nothing that
+   * decides them changes: another connection's commit (the CLI revoking a pair or deleting a
+   * tenant: `PRAGMA data_version`), this connection's tenant changes (TenantsService.authChanges)
+   * and revocations here (which drop the entry). Each is effective on the next request. Only
+   * pairs that exist are kept, so it holds at most one entry per live pair; bounded all the same.
+   */
+  private readonly verified = new Map<string, { secret: string; tenant: AuthenticatedTenant }>()
+  private verifiedAt = { dataVersion: -1, authChanges: -1 }
 
   constructor(
     private readonly db: DB,
@@ -41,6 +51,8 @@ export class S3CredentialsService {
     private readonly tenants: TenantsRepo,
     private readonly clock: Clock,
     serverSecret: Buffer,
+    /** TenantsService.authChanges: this connection's changes to tenants' keys, settings or existence. */
+    private readonly authChanges: () => number,
   ) {
     this.key = deriveKey(serverSecret, 's3-credentials', 'v1')
   }
@@ -67,22 +79,33 @@ export class S3CredentialsService {
   revoke(tenantId: string, accessKeyId: string): void {
     if (!isUuid(tenantId) || !this.tenants.get(tenantId.toLowerCase())) throw notFound.tenant()
     const removed = this.db.transaction(() => this.repo.delete(tenantId.toLowerCase(), accessKeyId)).immediate()
+    this.verified.delete(accessKeyId)
     if (!removed) throw new AppError('NOT_FOUND', 'No such S3 credential for this tenant')
   }
 
   /**
    * The secret and tenant behind an access key id, for SigV4 verification; undefined when unknown
-   * or revoked. Read on every request (one indexed row and one AES-GCM open), so a revocation made
-   * by another process (the CLI) is effective on the next request.
+   * or revoked. Cached (`verified`): a revocation or a tenant's deletion, by this process or by
+   * another one on the same database (the CLI), is effective on the next request.
    */
   lookup(accessKeyId: string): { secret: string; tenant: AuthenticatedTenant } | undefined {
     if (!ACCESS_KEY_ID.test(accessKeyId)) return undefined
+    const dataVersion = this.tenants.dataVersion()
+    const authChanges = this.authChanges()
+    if (dataVersion !== this.verifiedAt.dataVersion || authChanges !== this.verifiedAt.authChanges) {
+      this.verified.clear()
+      this.verifiedAt = { dataVersion, authChanges }
+    }
+    const known = this.verified.get(accessKeyId)
+    if (known) return known
     const row = this.repo.get(accessKeyId)
-    if (!row) return undefined
-    const tenant = this.tenants.get(row.tenantId)
-    if (!tenant) return undefined
+    const tenant = row && this.tenants.get(row.tenantId)
+    if (!row || !tenant) return undefined
     const { usedBytes: _used, ...authenticated } = tenant
-    return { secret: this.open(accessKeyId, row.secretSealed), tenant: authenticated }
+    const found = { secret: this.open(accessKeyId, row.secretSealed), tenant: authenticated }
+    if (this.verified.size >= 10_000) this.verified.clear()
+    this.verified.set(accessKeyId, found)
+    return found
   }
 
   private seal(accessKeyId: string, secret: string): Buffer {

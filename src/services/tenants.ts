@@ -71,6 +71,8 @@ export class TenantsService {
    */
   private readonly authenticated = new Map<string, { tenant: AuthenticatedTenant; keyHash: Buffer }>()
   private authenticatedAt = -1
+  /** Counts this connection's changes to what authentication returns (S3CredentialsService caches by it). */
+  private changes = 0
 
   constructor(
     private readonly db: DB,
@@ -114,9 +116,22 @@ export class TenantsService {
   regenerateKey(tenantId: string): { tenant: Tenant; apiKey: string } {
     const apiKey = newApiKey(this.get(tenantId).keyKind)
     const rotated = this.repo.rotate(tenantId, sha256(apiKey), newWebhookSecret())
-    this.authenticated.clear()
+    this.changed()
     if (!rotated) throw notFound.tenant()
     return { tenant: this.repo.get(tenantId)!, apiKey }
+  }
+
+  /**
+   * A number that changes whenever this connection changes a tenant's key, settings or existence.
+   * Other connections' changes show in `PRAGMA data_version` instead (TenantsRepo.dataVersion).
+   */
+  authChanges(): number {
+    return this.changes
+  }
+
+  private changed(): void {
+    this.authenticated.clear()
+    this.changes++
   }
 
   /**
@@ -194,7 +209,7 @@ export class TenantsService {
       })
       .immediate()
     // Authenticated tenants carry their settings (allowed types): the next request reads them anew.
-    this.authenticated.clear()
+    this.changed()
     return updated
   }
 
@@ -220,7 +235,7 @@ export class TenantsService {
         this.repo.markDeleted(t.id, now, `\u0000deleted ${t.id}`, sha256(randomBytes(32)))
       })
       .immediate()
-    this.authenticated.clear()
+    this.changed()
   }
 
   /**

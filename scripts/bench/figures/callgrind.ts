@@ -52,16 +52,18 @@ export function ensureValgrind(log: (line: string) => void): ValgrindBinary {
   return { valgrind: which('valgrind'), control: which('callgrind_control'), version: v }
 }
 
-/** What one server is asked, once set up: the paths to GET in turn and the headers to send. */
-interface Workload {
+/** What one server is asked, once set up: the paths to GET in turn and the headers to send (per path: S3 signs each). */
+export interface Workload {
   paths: string[]
-  headers: http.OutgoingHttpHeaders
+  headers: http.OutgoingHttpHeaders | ((path: string) => http.OutgoingHttpHeaders)
+  /** The server's port to send them to, when not the API's (`base` is the API's). */
+  base?: string
 }
 
-const ADMIN_KEY = 'bench-callgrind-admin-key-0123456789'
+export const ADMIN_KEY = 'bench-callgrind-admin-key-0123456789'
 
 /** Runs `args` under callgrind, sets it up with `prepare`, and counts the instructions of `measured` requests after `warmup`. */
-async function countInstructions(
+export async function countInstructions(
   ctx: BenchContext,
   vg: { valgrind: string; control: string },
   name: string,
@@ -97,9 +99,10 @@ async function countInstructions(
     const work = await prepare(base)
     control('--instr=on')
     let i = 0
+    const target = work.base ?? base
     const get = async () => {
       const p = work.paths[i++ % work.paths.length]!
-      const res = await request(base + p, { headers: work.headers, agent })
+      const res = await request(target + p, { headers: typeof work.headers === 'function' ? work.headers(p) : work.headers, agent })
       if (res.status !== 200) throw new Error(`${name}: GET ${p}: ${res.status} ${res.body.toString().slice(0, 200)}`)
     }
     for (let n = 0; n < counts.warmup; n++) await get()

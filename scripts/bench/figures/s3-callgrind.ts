@@ -1,0 +1,161 @@
+/**
+ * Instructions per 4 KiB GetObject against the API's download of the same size, each under
+ * `valgrind --tool=callgrind` by the method of callgrind.ts (#14): the count hardly moves with
+ * the machine's other load, so it compares two versions of the S3 front where req/s cannot.
+ * `--against-bundle PATH` counts another build's GetObject too.
+ *
+ * Each measurement is its own server on a fresh data dir, set up over HTTP only (a tenant and an
+ * S3 credential through the admin API, a bucket and objects through S3, files through the API's
+ * two-step upload), so an older build can be measured. Every GetObject is signed in the header
+ * with UNSIGNED-PAYLOAD, as the SDK and the CLI send it, and signed afresh per request (the
+ * client runs outside valgrind; a signature stays valid for the 15 minutes of allowed skew, and
+ * a run under callgrind can take longer).
+ */
+import fs from 'node:fs'
+import path from 'node:path'
+import { BUNDLE, pngBytes, uniqueCopy } from '../coffer'
+import { json, request } from '../http'
+import { freePort } from '../processes'
+import { encodePath, signHeaders, type Credentials } from '../s3-sign'
+import { ADMIN_KEY, countInstructions, type Workload } from './callgrind'
+import type { BenchContext, FigureResult } from '../figure'
+
+const OBJECTS = 20
+const SIZE = 4096
+
+async function adminTenant(base: string, name: string): Promise<{ id: string; apiKey: string }> {
+  return json<{ id: string; apiKey: string }>(
+    `${base}/api/v1/admin/tenants`,
+    { method: 'POST', headers: { authorization: `Bearer ${ADMIN_KEY}`, 'content-type': 'application/json' }, body: Buffer.from(JSON.stringify({ name })) },
+    201,
+  )
+}
+
+/** A tenant with `OBJECTS` 4 KiB files uploaded through the API, whose downloads are then read in turn. */
+function apiDownloads() {
+  return async (base: string): Promise<Workload> => {
+    const tenant = await adminTenant(base, 'callgrind-api')
+    const headers = { authorization: `Bearer ${tenant.apiKey}` }
+    const template = pngBytes(SIZE)
+    const paths: string[] = []
+    for (let n = 0; n < OBJECTS; n++) {
+      const bytes = uniqueCopy(template)
+      const hs = await json<{ fileId: string; presignedUrl: string }>(`${base}/api/v1/upload/request`, {
+        method: 'POST',
+        headers: { ...headers, 'content-type': 'application/json' },
+        body: Buffer.from(JSON.stringify({ fileType: 'image/png', fileName: `cg-${n}.png`, fileSizeBytes: bytes.length })),
+      })
+      const put = await request(base + hs.presignedUrl, { method: 'PUT', headers: { 'content-type': 'image/png' }, body: bytes })
+      if (put.status !== 200) throw new Error(`PUT ${hs.presignedUrl}: ${put.status} ${put.body.toString().slice(0, 200)}`)
+      paths.push(`/api/v1/files/${hs.fileId}/download`)
+    }
+    return { paths, headers }
+  }
+}
+
+/** A tenant, an S3 credential, a bucket and `OBJECTS` 4 KiB objects put through S3, then read with GetObject in turn. */
+function s3Gets(s3Port: number) {
+  return async (base: string): Promise<Workload> => {
+    const tenant = await adminTenant(base, 'callgrind-s3')
+    const pair = await json<{ accessKeyId: string; secretAccessKey: string }>(
+      `${base}/api/v1/admin/tenants/${tenant.id}/s3-credentials`,
+      { method: 'POST', headers: { authorization: `Bearer ${ADMIN_KEY}` } },
+      201,
+    )
+    const creds: Credentials = { ...pair, region: 'us-east-1' }
+    const s3 = `http://127.0.0.1:${s3Port}`
+    const host = `127.0.0.1:${s3Port}`
+    const send = async (method: string, p: string, body?: Buffer) => {
+      const res = await request(s3 + p, { method, headers: signHeaders(creds, method, host, p, 'UNSIGNED-PAYLOAD'), ...(body ? { body } : {}) })
+      if (res.status !== 200) throw new Error(`S3 ${method} ${p}: ${res.status} ${res.body.toString().slice(0, 200)}`)
+    }
+    await send('PUT', '/callgrind')
+    const template = pngBytes(SIZE)
+    const paths: string[] = []
+    for (let n = 0; n < OBJECTS; n++) {
+      const p = encodePath(`/callgrind/objects/cg-${n}.png`)
+      await send('PUT', p, uniqueCopy(template))
+      paths.push(p)
+    }
+    return { paths, headers: (p) => signHeaders(creds, 'GET', host, p, 'UNSIGNED-PAYLOAD'), base: s3 }
+  }
+}
+
+export async function s3CallgrindFigure(ctx: BenchContext): Promise<FigureResult[]> {
+  const figure = '4 KiB GetObject instructions/request (callgrind)'
+  const baselineLabel = 'API download of 4 KiB, same build'
+  const vg = ctx.valgrind
+  if ('unavailable' in vg) {
+    return [
+      {
+        key: 's3-callgrind',
+        figure,
+        baselineLabel,
+        unit: 'instr',
+        coffer: null,
+        baseline: null,
+        ratio: null,
+        target: 'report',
+        met: null,
+        note: `NOT MEASURED: ${vg.unavailable}`,
+      },
+    ]
+  }
+  const counts = ctx.callgrindRequests
+  ctx.log(`  s3-callgrind: ${counts.warmup} requests of warm-up, then ${counts.measured} counted, per server (${vg.version})`)
+  const measure = async (name: string, bundle: string, workload: 'api' | 's3') => {
+    const dataDir = fs.mkdtempSync(path.join(ctx.dir, `s3-callgrind-data-${name}-`))
+    const s3Port = await freePort()
+    ctx.log(`  ${name}: ${bundle}`)
+    return countInstructions(
+      ctx,
+      vg,
+      name,
+      process.execPath,
+      (port) => [bundle, 'serve', '--port', String(port), '--s3-port', String(s3Port), '--data-dir', dataDir],
+      { COFFER_ADMIN_API_KEY: ADMIN_KEY },
+      workload === 'api' ? apiDownloads() : s3Gets(s3Port),
+      counts,
+    )
+  }
+  const api = await measure('api-download', BUNDLE, 'api')
+  const s3 = await measure('s3-get', BUNDLE, 's3')
+  const k = (n: number) => `${Math.round(n / 1000)}k`
+  const note = `user-space instructions per request in the server's process (all threads), ${counts.measured} requests one after the other on one keep-alive connection after ${counts.warmup} of warm-up (the last of blocks counted until two agree within 2%); GetObject signed in the header with UNSIGNED-PAYLOAD`
+  const results: FigureResult[] = [
+    {
+      key: 's3-callgrind',
+      figure,
+      baselineLabel,
+      unit: 'instr',
+      coffer: s3.perRequest,
+      baseline: api.perRequest,
+      cofferText: `${k(s3.perRequest)} instr`,
+      baselineText: `${k(api.perRequest)} instr`,
+      // As the req/s figures read: the API's cost over S3's, so that 0.8 is the target's line.
+      ratio: api.perRequest / s3.perRequest,
+      target: 'report (req/s target: ≥ 0.8× of the API)',
+      met: null,
+      note,
+      details: { blocks: { api: api.blocks, s3: s3.blocks }, counts, valgrind: vg.version },
+    },
+  ]
+  if (ctx.againstBundle) {
+    const other = await measure('s3-get-against', ctx.againstBundle, 's3')
+    results.push({
+      key: 's3-callgrind-against',
+      figure: `4 KiB GetObject, ${path.relative(process.cwd(), ctx.againstBundle) || ctx.againstBundle} (--against-bundle)`,
+      baselineLabel: 'this build of Coffer (row above)',
+      unit: 'instr',
+      coffer: other.perRequest,
+      baseline: s3.perRequest,
+      cofferText: `${k(other.perRequest)} instr`,
+      baselineText: `${k(s3.perRequest)} instr`,
+      ratio: other.perRequest / s3.perRequest,
+      target: 'report',
+      met: null,
+      details: { blocks: other.blocks },
+    })
+  }
+  return results
+}
