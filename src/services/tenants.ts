@@ -216,8 +216,11 @@ export class TenantsService {
         // S3 credentials stop with the key; multipart uploads in progress are aborted.
         this.repo.dropS3(t.id)
         // The name goes to a placeholder no live tenant can have (names never hold control
-        // characters), and the key hash to one of random bytes, which no key hashes to.
-        this.repo.markDeleted(t.id, now, `\u0000deleted ${t.id}`, sha256(randomBytes(32)))
+        // characters), and the key hash to one of random bytes, which no key hashes to. The id
+        // comes first: the name column's NOCASE collation stops comparing at a NUL, so two
+        // placeholders that began with one compared equal and a second deletion hit the UNIQUE
+        // constraint (a 500).
+        this.repo.markDeleted(t.id, now, `${t.id}\u0000deleted`, sha256(randomBytes(32)))
       })
       .immediate()
     this.authenticated.clear()
