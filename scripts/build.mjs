@@ -5,6 +5,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { createRequire } from 'node:module'
+import { createHash } from 'node:crypto'
 import * as esbuild from 'esbuild'
 import { buildConsole } from './build-console.mjs'
 
@@ -74,6 +75,50 @@ const docsAssetsPlugin = {
   },
 }
 
+/**
+ * Modules a dependency requires at load time but uses only in a feature Coffer leaves off, loaded
+ * on first use instead. prom-client requires @opentelemetry/api to read the active span for
+ * exemplars, which Coffer does not enable: evaluating it was ~8 ms of every cold start (#15).
+ * The importer gets a proxy that requires the real module the first time it reads a property.
+ */
+const LAZY = [{ module: '@opentelemetry/api', importer: `${path.sep}prom-client${path.sep}` }]
+const lazyRequirePlugin = {
+  name: 'coffer-lazy-require',
+  setup(build) {
+    for (const { module, importer } of LAZY) {
+      const filter = new RegExp(`^${module.replace(/[/.]/g, '\\$&')}$`)
+      build.onResolve({ filter }, (args) =>
+        args.namespace === 'file' && args.importer.includes(importer) ? { path: module, namespace: 'coffer-lazy', pluginData: args.resolveDir } : undefined,
+      )
+    }
+    build.onLoad({ filter: /.*/, namespace: 'coffer-lazy' }, (args) => ({
+      contents: `let real;
+        const load = () => (real ??= require(${JSON.stringify(args.path)}));
+        module.exports = new Proxy({}, { get: (_, key) => load()[key], has: (_, key) => key in load() });`,
+      // The real module resolves from where its importer would have found it.
+      resolveDir: args.pluginData,
+      loader: 'js',
+    }))
+  },
+}
+
+/**
+ * pino's factory asks util.getCallSites() for its callers on every pino() call, only to resolve
+ * the relative paths of transport targets. Coffer uses no transports (they cannot be bundled), and
+ * resolving those call sites made V8 compute the line ends of the whole bundle at every start
+ * (~36M instructions, 4% of the executable's start-up under callgrind). The bundle's pino gets
+ * a caller list that is always empty, which pino reads as "no caller known".
+ */
+const pinoNoCallersPlugin = {
+  name: 'coffer-pino-no-callers',
+  setup(build) {
+    build.onResolve({ filter: /^\.\/(lib\/)?caller$/ }, (args) =>
+      args.importer.includes(`${path.sep}pino${path.sep}`) ? { path: 'pino-caller', namespace: 'coffer-pino' } : undefined,
+    )
+    build.onLoad({ filter: /.*/, namespace: 'coffer-pino' }, () => ({ contents: 'module.exports = function getCallers() { return []; };', loader: 'js' }))
+  },
+}
+
 /** Temp file + rename: a reader sees the old file or the new one, never a mix. */
 function replaceAtomically(file, bytes, mode = 0o644) {
   const tmp = `${file}.${process.pid}.tmp`
@@ -83,6 +128,11 @@ function replaceAtomically(file, bytes, mode = 0o644) {
 }
 
 export async function build() {
+  const prebuild = path.join(path.dirname(require.resolve('better-sqlite3/package.json')), 'prebuilds', `${process.platform}-${process.arch}.node`)
+  const addon = fs.readFileSync(prebuild)
+  // The name the single executable unpacks its SQLite addon under, known at build time so that a
+  // start need not hash the 2.2 MB asset (src/db/sqlite-addon.ts).
+  const addonDigest = createHash('sha256').update(addon).digest('hex').slice(0, 16)
   fs.mkdirSync(path.dirname(outFile), { recursive: true })
   const result = await esbuild.build({
     entryPoints: [path.join(root, 'src', 'main.ts')],
@@ -94,18 +144,26 @@ export async function build() {
     target: 'node24',
     format: 'cjs',
     minifySyntax: true,
+    // No comments or indentation in the bundle: comments carried non-ASCII characters (→, —, §),
+    // which made V8 hold the whole 6 MB source as a two-byte string, decode it and compute its
+    // line ends at every start. Stack traces name functions as before; their line numbers were
+    // bundle lines already (there is no source map).
+    minifyWhitespace: true,
     legalComments: 'none',
     sourcemap: false,
     // The web console rides inside the bundle as one constant (src/http/routes/console.ts).
-    define: { __COFFER_BUNDLE__: 'true', __COFFER_CONSOLE__: JSON.stringify(await buildConsole()) },
+    define: {
+      __COFFER_BUNDLE__: 'true',
+      __COFFER_ADDON_DIGEST__: JSON.stringify(addonDigest),
+      __COFFER_CONSOLE__: JSON.stringify(await buildConsole()),
+    },
     // package.json's bin points here: executable, run by the node on the PATH (#13).
     banner: { js: '#!/usr/bin/env node' },
-    plugins: [sqliteBindingPlugin, docsAssetsPlugin],
+    plugins: [sqliteBindingPlugin, docsAssetsPlugin, lazyRequirePlugin, pinoNoCallersPlugin],
     logLevel: 'warning',
     metafile: true,
   })
-  const prebuild = path.join(path.dirname(require.resolve('better-sqlite3/package.json')), 'prebuilds', `${process.platform}-${process.arch}.node`)
-  replaceAtomically(addonOut, fs.readFileSync(prebuild))
+  replaceAtomically(addonOut, addon)
   replaceAtomically(outFile, result.outputFiles.find((f) => f.path === outFile).contents, 0o755)
   const size = fs.statSync(outFile).size
   console.error(`built ${path.relative(root, outFile)} (${(size / 1024).toFixed(0)} KiB) and ${path.relative(root, addonOut)}`)

@@ -3,6 +3,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { spawn, spawnSync } from 'node:child_process'
+import { createHash } from 'node:crypto'
 import { initDataDir, ROOT, runCoffer, startCoffer } from './process-helper'
 import { fileBytes, tempDir } from './helper'
 
@@ -92,6 +93,10 @@ t.test('the SQLite addon is unpacked once per data dir, never into TMPDIR, and c
   const cache = path.join(dir, 'data', '.cache')
   const files = fs.readdirSync(cache)
   t.match(files, [/^better_sqlite3-[0-9a-f]{16}\.node$/], 'one addon file, no temp file left')
+  // Named by the digest the build computed, of the very bytes unpacked.
+  const unpacked = fs.readFileSync(path.join(cache, files[0]!))
+  t.equal(files[0], `better_sqlite3-${createHash('sha256').update(unpacked).digest('hex').slice(0, 16)}.node`, 'the name is the digest of its content')
+  t.ok(unpacked.equals(fs.readFileSync(path.join(ROOT, 'dist', 'better_sqlite3.node'))), 'the content is the addon the build embedded')
   const before = fs.statSync(path.join(cache, files[0]!))
   const server = await startCoffer(['serve', '--port', '0', '--data-dir', 'data'], { cwd: dir, env, command: './coffer' })
   t.teardown(() => server.child.kill('SIGKILL'))

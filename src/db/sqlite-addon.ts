@@ -1,12 +1,14 @@
 import fs from 'node:fs'
 import path from 'node:path'
-import { createHash } from 'node:crypto'
 import sea from 'node:sea'
 import { ConfigError } from '../config'
 import { publishFileSync } from '../lib/durable'
 
 /** Set by scripts/build.mjs through esbuild's `define`; undefined when running from TypeScript sources. */
 declare const __COFFER_BUNDLE__: boolean | undefined
+/** The first 16 hex digits of the addon's SHA-256, computed by scripts/build.mjs from the file it embeds
+ * (read only in a single executable, which is always made from that bundle). */
+declare const __COFFER_ADDON_DIGEST__: string
 
 export const ADDON_ASSET = 'better_sqlite3.node'
 
@@ -25,11 +27,11 @@ function dlopen(file: string): object {
  */
 export function loadSqliteAddon(dataDir: string): object | undefined {
   if (sea.isSea()) {
-    const bytes = Buffer.from(sea.getAsset(ADDON_ASSET))
-    const digest = createHash('sha256').update(bytes).digest('hex').slice(0, 16)
+    // Named by the build, so a start does not hash 2.2 MB to find the file it unpacked before.
     const dir = path.join(dataDir, '.cache')
-    const file = path.join(dir, `better_sqlite3-${digest}.node`)
+    const file = path.join(dir, `better_sqlite3-${__COFFER_ADDON_DIGEST__}.node`)
     if (!fs.existsSync(file)) {
+      const bytes = Buffer.from(sea.getAsset(ADDON_ASSET))
       fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
       // Synced before it is published: after a power cut the name must not point at an empty
       // file, which every later start would then fail to load.
