@@ -108,4 +108,7 @@ export function textPdf(text: string): Buffer {
   return Buffer.from(out, 'latin1')
 }
 
+/** README's console images: rewritten only when asked (COFFER_UPDATE_SCREENSHOTS=1), so that a test
+ * run leaves the checkout as it found it; otherwise the screenshots go to the test's temp dir. */
 export const SCREENSHOTS = path.join(ROOT, 'test', 'screenshots')
+export const UPDATE_SCREENSHOTS = process.env.COFFER_UPDATE_SCREENSHOTS === '1'

@@ -4,7 +4,7 @@ import path from 'node:path'
 import type { Page } from 'playwright-core'
 import { buildBundle, startCoffer, type Running } from './process-helper'
 import { tempDir } from './helper'
-import { CHROMIUM, launchBrowser, noisePng, SCREENSHOTS, textPdf } from './browser'
+import { CHROMIUM, launchBrowser, noisePng, SCREENSHOTS, textPdf, UPDATE_SCREENSHOTS } from './browser'
 import { CONSOLE_CSP } from '../src/http/routes/console'
 import { formatBytes } from '../src/console/format'
 
@@ -40,12 +40,17 @@ function watchPage(t: Test, page: Page): void {
   })
 }
 
-async function screenshots(page: Page, name: string): Promise<void> {
-  fs.mkdirSync(SCREENSHOTS, { recursive: true })
-  await page.screenshot({ path: path.join(SCREENSHOTS, `${name}-desktop.png`), fullPage: true })
+async function screenshots(t: Test, page: Page, name: string): Promise<void> {
+  const dir = UPDATE_SCREENSHOTS ? SCREENSHOTS : tempDir(t)
+  fs.mkdirSync(dir, { recursive: true })
+  await page.screenshot({ path: path.join(dir, `${name}-desktop.png`), fullPage: true })
   await page.setViewportSize({ width: 360, height: 780 })
-  await page.screenshot({ path: path.join(SCREENSHOTS, `${name}-360px.png`), fullPage: true })
+  await page.screenshot({ path: path.join(dir, `${name}-360px.png`), fullPage: true })
   await page.setViewportSize({ width: 1280, height: 900 })
+  for (const size of ['desktop', '360px']) {
+    const png = fs.readFileSync(path.join(dir, `${name}-${size}.png`))
+    t.ok(png.subarray(0, 8).equals(Buffer.from('89504e470d0a1a0a', 'hex')) && png.length > 5000, `${name}-${size}.png is a PNG of the page`)
+  }
 }
 
 const api = (base: string, key: string, p: string, init: RequestInit = {}) =>
@@ -226,7 +231,7 @@ t.test('tenant: sign in, upload two files, preview, copy a link and open it, del
   t.match(workspaces, [{ name: 'Client archive', slug: 'client-photos', quotaBytes: 2 ** 30 }])
 
   await page.getByRole('region', { name: 'Files' }).scrollIntoViewIfNeeded()
-  await screenshots(page, 'console-tenant')
+  await screenshots(t, page, 'console-tenant')
 
   // Delete, confirmed in a dialog.
   await page.getByRole('button', { name: 'Delete report.pdf' }).click()
@@ -341,7 +346,7 @@ t.test('admin: tenants with usage, create one, change its quota and types, regen
       { quotaBytes: 2 ** 31, allowedFileTypes: ['image/jpeg', 'image/png', 'image/webp', 'image/gif', 'image/avif', 'application/pdf'] },
       'quota and types changed on the server',
     )
-    await screenshots(page, 'console-admin')
+    await screenshots(t, page, 'console-admin')
 
     await row.getByRole('button', { name: 'Regenerate key of acme' }).click()
     await page.getByRole('dialog').getByRole('button', { name: 'Regenerate key' }).click()
