@@ -233,3 +233,17 @@ t.test('a tenant deleted by another process (the CLI) is refused at the next req
   t.equal((await app.inject({ url: path })).statusCode, 401)
   t.equal((await app.inject({ url: `/api/v1/files/${fileId}`, headers: bearer(tenant.apiKey) })).statusCode, 401)
 })
+
+t.test('several tenants can be deleted, each answering 204 (their placeholders do not collide), and their names are free again', async (t) => {
+  const { app } = await makeApp(t)
+  const names = ['First', 'Second', 'Third']
+  const tenants = await Promise.all(names.map((name) => createTenant(app, { name })))
+  for (const tenant of tenants) {
+    const res = await del(app, tenant.id)
+    t.equal(res.statusCode, 204, res.body)
+    t.equal((await app.inject({ url: '/api/v1/tenant/info', headers: tenant.headers })).statusCode, 401)
+  }
+  const list = await app.inject({ url: '/api/v1/admin/tenants', headers: admin })
+  t.same(list.json().tenants, [], 'no deleted tenant is listed')
+  for (const name of names) t.equal((await createTenant(app, { name })).id.length, 36, `the name ${name} can be taken again`)
+})

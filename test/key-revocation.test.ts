@@ -113,3 +113,43 @@ t.test('storing content another tenant already stored does the same durable work
   t.equal((await upload(app, b.headers, { bytes: small })).put.statusCode, 200)
   t.ok(flushes >= 1, 'content stored inline before: a WAL flush as well (no file work either way)')
 })
+
+t.test('the authentication cache: a key checked a moment ago stops at once when rotated or its tenant deleted, by either path', async (t) => {
+  const { app, dir } = await makeApp(t)
+  const sink = new PassThrough()
+  const cli = (args: string[]) => tenantCommand(args, { env: { COFFER_DATA_DIR: dir }, stdout: sink, stderr: sink })
+  const info = (headers: Record<string, string>) => app.inject({ url: '/api/v1/tenant/info', headers }).then((r) => r.statusCode)
+  const bearer = (key: string) => ({ authorization: `Bearer ${key}` })
+  const a = await createTenant(app)
+  const b = await createTenant(app)
+  // Warm: each key has just been verified, so it is in the cache.
+  t.equal(await info(a.headers), 200)
+  t.equal(await info(b.headers), 200)
+  // A key of the right shape that is nobody's, and a key one character off, are refused.
+  t.equal(await info(bearer(`sk_live_${'A'.repeat(43)}`)), 401)
+  const key = a.headers.authorization.slice('Bearer '.length)
+  t.equal(await info(bearer(key.slice(0, -1) + (key.endsWith('A') ? 'B' : 'A'))), 401, 'a near miss of a cached key is refused')
+
+  // Rotation through the admin API (this server's own connection).
+  const regen = await app.inject({ method: 'POST', url: `/api/v1/admin/tenants/${a.id}/regenerate-key`, headers: admin })
+  t.equal(regen.statusCode, 200)
+  t.equal(await info(a.headers), 401, 'the old key is refused on the very next request')
+  const a2 = bearer(regen.json().apiKey)
+  t.equal(await info(a2), 200)
+  t.equal(await info(b.headers), 200, "another tenant's key still works")
+
+  // Rotation through the CLI (another connection, seen through data_version).
+  t.equal(await info(a2), 200)
+  t.equal(await cli(['regenerate-key', a.id, '--json']), 0)
+  t.equal(await info(a2), 401, 'a key rotated by the CLI is refused on the very next request')
+
+  // Deletion through the CLI and through the admin API.
+  t.equal(await info(b.headers), 200)
+  t.equal(await cli(['delete', b.id, '--yes']), 0)
+  t.equal(await info(b.headers), 401, 'the key of a tenant the CLI deleted is refused on the very next request')
+  const c = await createTenant(app)
+  t.equal(await info(c.headers), 200)
+  const deleted = await app.inject({ method: 'DELETE', url: `/api/v1/admin/tenants/${c.id}`, headers: admin })
+  t.equal(deleted.statusCode, 204, deleted.body)
+  t.equal(await info(c.headers), 401, 'the key of a tenant the admin API deleted is refused on the very next request')
+})

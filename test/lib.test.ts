@@ -6,6 +6,7 @@ import { tempDir } from './helper'
 import { contentDisposition } from '../src/lib/content-disposition'
 import { httpDateMs, ifMatch, parseRange } from '../src/http/range'
 import { redactUrl } from '../src/lib/logger'
+import { isoFormatter, isoTime } from '../src/lib/clock'
 
 t.test('contentDisposition neutralises quotes, backslashes, CR and LF in the fallback and encodes filename*', async (t) => {
   const v = contentDisposition('a"b\\c\r\nSet-Cookie: x=1.pdf')
@@ -85,4 +86,44 @@ t.test('the server secret: a crash while generating it leaves no damaged secret 
   t.equal(fs.readFileSync(d.secret, 'utf8'), secret.toString('hex'))
   t.same(loadSecret(d, 'configured-secret'), Buffer.from('configured-secret'), 'COFFER_SECRET wins')
   t.ok(path.isAbsolute(d.secret))
+})
+
+t.test('isoTime writes exactly what Date#toISOString writes, for every kind of instant', async (t) => {
+  const fmt = isoFormatter()
+  const check = (ms: number) => {
+    const want = new Date(ms).toISOString()
+    // Twice: the first formats the second, the second comes from the one-second cache.
+    if (fmt(ms) !== want || fmt(ms) !== want || isoTime(ms) !== want) t.fail(`${ms}: ${fmt(ms)} / ${isoTime(ms)}, want ${want}`)
+  }
+  const edges = [
+    0,
+    999,
+    1000,
+    Date.UTC(1970, 11, 31, 23, 59, 59, 999),
+    Date.UTC(2000, 1, 29, 12, 0, 0, 5),
+    Date.UTC(2000, 2, 1),
+    Date.UTC(2100, 1, 28, 23, 59, 59, 999),
+    Date.UTC(2100, 2, 1),
+    Date.UTC(2400, 1, 29),
+    Date.UTC(2026, 10, 23, 17, 2, 42, 952),
+    Date.UTC(9999, 11, 31, 23, 59, 59, 999),
+    // The slow path: six-digit and negative years, before the epoch, fractions, out of range.
+    Date.UTC(10000, 0, 1),
+    -1,
+    Date.UTC(1969, 6, 20, 20, 17, 40),
+    Date.UTC(-50, 0, 1),
+    1.5,
+  ]
+  for (const ms of edges) check(ms)
+  // Every month boundary of four centuries, and random instants over the whole fast range.
+  for (let y = 1970; y < 2370; y++)
+    for (let m = 0; m < 12; m++) {
+      check(Date.UTC(y, m, 1))
+      check(Date.UTC(y, m, 1) - 1)
+    }
+  for (let i = 0; i < 200_000; i++) check(Math.floor(Math.random() * Date.UTC(10000, 0, 1)))
+  // Consecutive milliseconds across a second, minute, day and year boundary.
+  for (let ms = Date.UTC(2026, 11, 31, 23, 59, 59, 0); ms < Date.UTC(2027, 0, 1, 0, 0, 1); ms++) check(ms)
+  t.throws(() => isoTime(Number.NaN), RangeError, 'an invalid time throws as toISOString does')
+  t.pass('all formatted as toISOString does')
 })

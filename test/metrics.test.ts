@@ -1,5 +1,7 @@
 import t from 'tap'
+import { Counter, Histogram, Registry, type RegistryContentType } from 'prom-client'
 import { Metrics } from '../src/lib/metrics'
+import { RequestMetrics } from '../src/lib/request-metrics'
 import type { App } from '../src/http/types'
 import { bearer, createTenant, fileBytes, handshake, type Handshake, makeApp, putContent, upload } from './helper'
 
@@ -158,4 +160,43 @@ t.test('the served metrics report the webhook outbox by state', async (t) => {
   text = await scrape(app)
   t.equal(sample(text, 'coffer_webhook_outbox_events', { state: 'pending' }), 0)
   t.equal(sample(text, 'coffer_webhook_outbox_events', { state: 'dead' }), 2)
+})
+
+t.test("the request counter and histogram render exactly as prom-client's own Counter and Histogram would", async (t) => {
+  const buckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
+  const names = { counter: 'x_requests_total', counterHelp: 'HTTP responses sent', histogram: 'x_duration_seconds', histogramHelp: 'Time to "respond"\\' }
+  const theirs = new Registry<RegistryContentType>()
+  const counter = new Counter({ name: names.counter, help: names.counterHelp, labelNames: ['method', 'route', 'status_code'], registers: [theirs] })
+  const histogram = new Histogram({
+    name: names.histogram,
+    help: names.histogramHelp,
+    labelNames: ['method', 'route', 'status_code'],
+    buckets,
+    registers: [theirs],
+  })
+  const ours = new Registry<RegistryContentType>()
+  const requests = new RequestMetrics(ours, buckets, names)
+  t.equal(await ours.metrics(), await theirs.metrics(), 'the same before any request')
+  const routes = ['/api/v1/files/:fileId', '/api/v1/files', 'unmatched', 's3:/{bucket}/{key}', 'a "quoted" \\ route\nwith a newline']
+  const statuses = [200, 201, 304, 404, 500]
+  // Durations on, between and beyond the bounds, zero included.
+  const durations = [0, 0.0001, 0.005, 0.0050001, 0.01, 0.3, 1, 59.9, 60, 61, 1e6]
+  for (let i = 0; i < 2000; i++) {
+    const method = i % 7 === 0 ? 'PUT' : 'GET'
+    const route = routes[(i * 3) % routes.length]!
+    const status = statuses[(i + (i >> 3)) % statuses.length]!
+    const seconds = durations[i % durations.length]! * (1 + (i % 3) / 1000)
+    requests.record(method, route, status, seconds)
+    const labels = { method, route, status_code: String(status) }
+    counter.inc(labels)
+    histogram.observe(labels, seconds)
+  }
+  t.equal(await ours.metrics(), await theirs.metrics(), 'the same Prometheus text')
+  t.same(await ours.getMetricsAsJSON(), await theirs.getMetricsAsJSON(), 'the same JSON export')
+  ours.setContentType(Registry.OPENMETRICS_CONTENT_TYPE)
+  theirs.setContentType(Registry.OPENMETRICS_CONTENT_TYPE)
+  t.equal(await ours.metrics(), await theirs.metrics(), 'the same OpenMetrics text')
+  ours.resetMetrics()
+  theirs.resetMetrics()
+  t.equal(await ours.metrics(), await theirs.metrics(), 'the same after a reset')
 })

@@ -1,4 +1,5 @@
 import pino, { type DestinationStream, type Logger } from 'pino'
+import { isoFormatter } from './clock'
 
 /** Query parameter names (lowercase) whose values are credentials; they never reach a log line. */
 const SECRET_PARAMS: ReadonlySet<string> = new Set(['token', 'apikey', 'api_key', 'key', 'secret', 'x-amz-signature', 'x-amz-security-token'])
@@ -33,6 +34,9 @@ function isSecretName(rawName: string): boolean {
   }
 }
 
+/** The log lines' own formatter: its one-second cache is not shared with the views' timestamps. */
+const logTime = isoFormatter()
+
 /**
  * pino JSON logs. Fastify's request logging is replaced by one line per response (see app.ts)
  * that never includes headers; `redact` is the second line of defence for anything that carries
@@ -63,7 +67,8 @@ export function createLogger(level: string, destination: DestinationStream | Nod
         ],
         censor: '[REDACTED]',
       },
-      timestamp: pino.stdTimeFunctions.isoTime,
+      // pino.stdTimeFunctions.isoTime's output, without its toISOString (~8k instructions a line, #15).
+      timestamp: () => `,"time":"${logTime(Date.now())}"`,
     },
     destination,
   )

@@ -1,4 +1,5 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
+import { RequestMetrics } from './request-metrics'
 
 /** How an upload ended: `completed`, or the lower-cased error code that failed it, or `expired` (swept). */
 export type UploadOutcome =
@@ -63,18 +64,12 @@ const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 1
  */
 export class Metrics implements UploadMeter, StoreMeter {
   readonly registry = new Registry()
-  readonly httpRequests = new Counter({
-    name: 'coffer_http_requests_total',
-    help: 'HTTP responses sent, by method, route template and status code',
-    labelNames: ['method', 'route', 'status_code'] as const,
-    registers: [this.registry],
-  })
-  readonly httpDuration = new Histogram({
-    name: 'coffer_http_request_duration_seconds',
-    help: 'Time from request to response, by method, route template and status code',
-    labelNames: ['method', 'route', 'status_code'] as const,
-    buckets: DURATION_BUCKETS,
-    registers: [this.registry],
+  /** coffer_http_requests_total and coffer_http_request_duration_seconds (request-metrics.ts). */
+  private readonly requests = new RequestMetrics(this.registry, DURATION_BUCKETS, {
+    counter: 'coffer_http_requests_total',
+    counterHelp: 'HTTP responses sent, by method, route template and status code',
+    histogram: 'coffer_http_request_duration_seconds',
+    histogramHelp: 'Time from request to response, by method, route template and status code',
   })
   readonly storeDuration = new Histogram({
     name: 'coffer_blob_store_operation_seconds',
@@ -155,9 +150,7 @@ export class Metrics implements UploadMeter, StoreMeter {
 
   /** One finished HTTP request. */
   recordRequest(method: string, route: string, statusCode: number, seconds: number): void {
-    const labels = { method, route, status_code: String(statusCode) }
-    this.httpRequests.inc(labels)
-    this.httpDuration.observe(labels, seconds)
+    this.requests.record(method, route, statusCode, seconds)
   }
 
   received(bytes: number): void {

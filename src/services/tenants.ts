@@ -11,7 +11,7 @@ import { NO_CONTROL, NO_CONTROL_MESSAGE } from '../contract/common'
 import { uuidv7, isUuid } from '../lib/ids'
 import { newApiKey, newWebhookSecret, sha256 } from '../lib/secrets'
 import { DEFAULT_TENANT_QUOTA, FILE_TYPES } from '../lib/file-types'
-import { randomBytes, timingSafeEqual } from 'node:crypto'
+import { hash, randomBytes, timingSafeEqual } from 'node:crypto'
 import { decodeCursor, encodeCursor } from './files'
 
 export interface CreateTenantInput {
@@ -59,6 +59,9 @@ export function checkTenantInput(input: UpdateTenantInput): void {
     if (bad !== undefined) throw validationError('/allowedFileTypes', `must be among: ${FILE_TYPES.join(', ')} (not ${JSON.stringify(bad)})`)
   }
 }
+
+/** What an API key looks like; anything else is refused before any hashing or lookup. */
+const API_KEY = /^sk_(live|test)_[A-Za-z0-9_-]{20,100}$/
 
 /** Tenant lifecycle and API-key authentication. */
 export class TenantsService {
@@ -139,19 +142,20 @@ export class TenantsService {
    * timing reveals nothing about stored keys; the final comparison is constant-time as well.
    */
   authenticate(apiKey: string): AuthenticatedTenant | undefined {
-    if (!/^sk_(live|test)_[A-Za-z0-9_-]{20,100}$/.test(apiKey)) return undefined
-    const hash = sha256(apiKey)
+    if (!API_KEY.test(apiKey)) return undefined
     const version = this.repo.dataVersion()
     if (version !== this.authenticatedAt) {
       this.authenticated.clear()
       this.authenticatedAt = version
     }
-    const cacheKey = hash.toString('base64')
+    // The one-shot hash straight to base64 costs a third of createHash().update().digest() (#15).
+    const cacheKey = hash('sha256', apiKey, 'base64')
+    const keyHash = Buffer.from(cacheKey, 'base64')
     // Found by hash in the cache or the table alike, and compared in constant time either way.
     const known = this.authenticated.get(cacheKey)
-    if (known) return timingSafeEqual(known.keyHash, hash) ? known.tenant : undefined
-    const found = this.repo.getByKeyHash(hash)
-    if (!found || !timingSafeEqual(found.keyHash, hash)) return undefined
+    if (known) return timingSafeEqual(known.keyHash, keyHash) ? known.tenant : undefined
+    const found = this.repo.getByKeyHash(keyHash)
+    if (!found || !timingSafeEqual(found.keyHash, keyHash)) return undefined
     const { usedBytes: _usage, ...tenant } = found.tenant
     this.authenticated.set(cacheKey, { tenant, keyHash: found.keyHash })
     return tenant
@@ -231,8 +235,11 @@ export class TenantsService {
         // S3 credentials stop with the key; multipart uploads in progress are aborted.
         this.repo.dropS3(t.id)
         // The name goes to a placeholder no live tenant can have (names never hold control
-        // characters), and the key hash to one of random bytes, which no key hashes to.
-        this.repo.markDeleted(t.id, now, `\u0000deleted ${t.id}`, sha256(randomBytes(32)))
+        // characters), and the key hash to one of random bytes, which no key hashes to. The id
+        // comes first: the name column's NOCASE collation stops comparing at a NUL, so two
+        // placeholders that began with one compared equal and a second deletion hit the UNIQUE
+        // constraint (a 500).
+        this.repo.markDeleted(t.id, now, `${t.id}\u0000deleted`, sha256(randomBytes(32)))
       })
       .immediate()
     this.changed()
