@@ -121,7 +121,7 @@ export async function s3CallgrindFigure(ctx: BenchContext): Promise<FigureResult
   const api = await measure('api-download', BUNDLE, 'api')
   const s3 = await measure('s3-get', BUNDLE, 's3')
   const k = (n: number) => `${Math.round(n / 1000)}k`
-  const note = `user-space instructions per request in the server's process (all threads), ${counts.measured} requests one after the other on one keep-alive connection after ${counts.warmup} of warm-up (the last of blocks counted until two agree within 2%); GetObject signed in the header with UNSIGNED-PAYLOAD`
+  const note = `user-space instructions per request on the server's main thread (callgrind.ts says why), ${counts.measured} requests one after the other on one keep-alive connection after ${counts.warmup} of warm-up (the last of blocks counted until two agree within 2%); GetObject signed in the header with UNSIGNED-PAYLOAD`
   const results: FigureResult[] = [
     {
       key: 's3-callgrind',
