@@ -55,8 +55,8 @@ export interface BenchContext {
   valgrind: ValgrindBinary
   /** Requests of warm-up, then counted, per server under callgrind. */
   callgrindRequests: { warmup: number; measured: number }
-  /** Another build of Coffer (a dist/coffer.cjs) whose instructions per request are counted too. */
-  againstBundle?: string
+  /** Other builds of Coffer (dist/coffer.cjs files) whose instructions per request are counted too. */
+  againstBundles: string[]
   /** What fsync and SHA-256 cost on this machine, measured before the figures. */
   disk: DiskCosts
   log(line: string): void

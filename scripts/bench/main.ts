@@ -4,7 +4,7 @@
  * markdown table and writes JSON (default dist/bench/results.json).
  *
  * Options: --runs N (pairs per figure, default 5), --only KEY,… (cold-start, metadata-read,
- * listing, transfers, s3, s3-store, rss, callgrind, s3-callgrind), --against-bundle PATH (callgrind and s3-callgrind also count another build of
+ * listing, transfers, s3, s3-store, rss, callgrind, s3-callgrind), --against-bundle PATH[,PATH…] (callgrind and s3-callgrind also count other builds of
  * Coffer, e.g. an old dist/coffer.cjs), --quick (3 runs, short load runs, 10k/100k files: a smoke test, not
  * the figures), --files N and --large-files N (dataset sizes), --out FILE, --keep (keep the temp dir),
  * --cpu-prof (every Coffer process writes a V8 CPU profile into dist/bench/profiles/).
@@ -79,8 +79,9 @@ async function main(): Promise<void> {
   const runs = Number(values.runs ?? (values.quick ? 3 : 5))
   const files = Number(values.files ?? (values.quick ? 10_000 : 100_000))
   const largeFiles = Number(values['large-files'] ?? (values.quick ? 100_000 : 1_000_000))
-  const againstBundle = values['against-bundle'] === undefined ? undefined : path.resolve(values['against-bundle'])
-  if (againstBundle !== undefined && !fs.existsSync(againstBundle)) throw new Error(`--against-bundle ${againstBundle}: no such file`)
+  // One path, or several separated by commas: each is measured beside this build in the same run.
+  const againstBundles = values['against-bundle'] === undefined ? [] : values['against-bundle'].split(',').map((p) => path.resolve(p))
+  for (const b of againstBundles) if (!fs.existsSync(b)) throw new Error(`--against-bundle ${b}: no such file`)
   const out = path.resolve(values.out ?? path.join(ROOT, 'dist', 'bench', 'results.json'))
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-bench-'))
   const log = (line: string) => process.stderr.write(`${line}\n`)
@@ -115,7 +116,7 @@ async function main(): Promise<void> {
       shipped: shippedCommand(),
       valgrind: only.includes('callgrind') || only.includes('s3-callgrind') ? ensureValgrind(log) : { unavailable: 'not requested' },
       callgrindRequests: values.quick ? { warmup: 1000, measured: 500 } : { warmup: 3000, measured: 2000 },
-      againstBundle: againstBundle,
+      againstBundles,
       log,
       disk: undefined as never,
     }

@@ -303,11 +303,11 @@ export async function callgrindFigure(ctx: BenchContext): Promise<FigureResult[]
       } satisfies Record<string, unknown>,
     },
   ]
-  if (ctx.againstBundle) {
-    const other = await measureCoffer('against', ctx.againstBundle)
+  for (const [i, against] of ctx.againstBundles.entries()) {
+    const other = await measureCoffer(`against-${i + 1}`, against)
     results.push({
-      key: 'callgrind-against',
-      figure: `same, ${path.relative(process.cwd(), ctx.againstBundle) || ctx.againstBundle} (--against-bundle)`,
+      key: `callgrind-against-${i + 1}`,
+      figure: `same, ${path.relative(process.cwd(), against) || against} (--against-bundle)`,
       baselineLabel: 'this build of Coffer (row above)',
       unit: 'instr',
       coffer: other.per,

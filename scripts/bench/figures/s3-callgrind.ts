@@ -140,11 +140,11 @@ export async function s3CallgrindFigure(ctx: BenchContext): Promise<FigureResult
       details: { blocks: { api: api.blocks, s3: s3.blocks }, counts, valgrind: vg.version },
     },
   ]
-  if (ctx.againstBundle) {
-    const other = await measure('s3-get-against', ctx.againstBundle, 's3')
+  for (const [i, against] of ctx.againstBundles.entries()) {
+    const other = await measure(`s3-get-against-${i + 1}`, against, 's3')
     results.push({
-      key: 's3-callgrind-against',
-      figure: `4 KiB GetObject, ${path.relative(process.cwd(), ctx.againstBundle) || ctx.againstBundle} (--against-bundle)`,
+      key: `s3-callgrind-against-${i + 1}`,
+      figure: `4 KiB GetObject, ${path.relative(process.cwd(), against) || against} (--against-bundle)`,
       baselineLabel: 'this build of Coffer (row above)',
       unit: 'instr',
       coffer: other.perRequest,
