@@ -32,6 +32,11 @@ export interface FigureResult {
   details?: Record<string, unknown>
 }
 
+/** A row whose figure could not be measured, saying why (the table prints NOT MEASURED). */
+export function notMeasured(row: Omit<FigureResult, 'coffer' | 'baseline' | 'ratio' | 'met'>, why: string): FigureResult {
+  return { ...row, coffer: null, baseline: null, ratio: null, met: null, note: `NOT MEASURED: ${why}` }
+}
+
 export interface Dataset {
   dir: string
   seed: SeedResult

@@ -29,7 +29,7 @@ import path from 'node:path'
 import { BUNDLE, pngBytes, uniqueCopy } from '../coffer'
 import { json, request } from '../http'
 import { freePort } from '../processes'
-import type { BenchContext, FigureResult } from '../figure'
+import { notMeasured, type BenchContext, type FigureResult } from '../figure'
 
 export type ValgrindBinary = { valgrind: string; control: string; version: string } | { unavailable: string }
 
@@ -167,33 +167,44 @@ async function healthy(base: string, exited: Promise<unknown>, logFile: string):
   }
 }
 
+/** A tenant made through the admin API of the server at `base`. */
+export async function adminTenant(base: string, name: string): Promise<{ id: string; apiKey: string }> {
+  return json<{ id: string; apiKey: string }>(
+    `${base}/api/v1/admin/tenants`,
+    { method: 'POST', headers: { authorization: `Bearer ${ADMIN_KEY}`, 'content-type': 'application/json' }, body: Buffer.from(JSON.stringify({ name })) },
+    201,
+  )
+}
+
+/** `count` unique PNG files of `size` bytes uploaded through the two-step upload; their ids. */
+export async function uploadFiles(base: string, apiKey: string, count: number, size: number): Promise<string[]> {
+  const headers = { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' }
+  const template = pngBytes(size)
+  const ids: string[] = []
+  for (let n = 0; n < count; n++) {
+    const bytes = uniqueCopy(template)
+    const hs = await json<{ fileId: string; presignedUrl: string }>(`${base}/api/v1/upload/request`, {
+      method: 'POST',
+      headers,
+      body: Buffer.from(JSON.stringify({ fileType: 'image/png', fileName: `cg-${n}.png`, fileSizeBytes: bytes.length })),
+    })
+    const put = await request(base + hs.presignedUrl, { method: 'PUT', headers: { 'content-type': 'image/png' }, body: bytes })
+    if (put.status !== 200) throw new Error(`PUT ${hs.presignedUrl}: ${put.status} ${put.body.toString().slice(0, 200)}`)
+    ids.push(hs.fileId)
+  }
+  return ids
+}
+
 /**
  * A build of Coffer on a fresh data dir, set up over HTTP only: a tenant created through the admin
  * API, `files` files uploaded (handshake, then PUT), whose metadata is then read in turn.
  */
 function cofferOverHttp(files: number, setUp: (apiKey: string, ids: string[]) => void) {
   return async (base: string): Promise<Workload> => {
-    const tenant = await json<{ apiKey: string }>(
-      `${base}/api/v1/admin/tenants`,
-      { method: 'POST', headers: { authorization: `Bearer ${ADMIN_KEY}`, 'content-type': 'application/json' }, body: Buffer.from('{"name":"callgrind"}') },
-      201,
-    )
-    const headers = { authorization: `Bearer ${tenant.apiKey}` }
-    const template = pngBytes(1024)
-    const ids: string[] = []
-    for (let n = 0; n < files; n++) {
-      const bytes = uniqueCopy(template)
-      const hs = await json<{ fileId: string; presignedUrl: string }>(`${base}/api/v1/upload/request`, {
-        method: 'POST',
-        headers: { ...headers, 'content-type': 'application/json' },
-        body: Buffer.from(JSON.stringify({ fileType: 'image/png', fileName: `cg-${n}.png`, fileSizeBytes: bytes.length })),
-      })
-      const put = await request(base + hs.presignedUrl, { method: 'PUT', headers: { 'content-type': 'image/png' }, body: bytes })
-      if (put.status !== 200) throw new Error(`PUT ${hs.presignedUrl}: ${put.status} ${put.body.toString().slice(0, 200)}`)
-      ids.push(hs.fileId)
-    }
+    const tenant = await adminTenant(base, 'callgrind')
+    const ids = await uploadFiles(base, tenant.apiKey, files, 1024)
     setUp(tenant.apiKey, ids)
-    return { paths: ids.map((id) => `/api/v1/files/${id}`), headers }
+    return { paths: ids.map((id) => `/api/v1/files/${id}`), headers: { authorization: `Bearer ${tenant.apiKey}` } }
   }
 }
 
@@ -209,22 +220,7 @@ export async function callgrindFigure(ctx: BenchContext): Promise<FigureResult[]
   const figure = 'GET /api/v1/files/:id instructions/request (callgrind)'
   const baselineLabel = 'bare Fastify route returning constant JSON'
   const vg = ctx.valgrind
-  if ('unavailable' in vg) {
-    return [
-      {
-        key: 'callgrind',
-        figure,
-        baselineLabel,
-        unit: 'instr',
-        coffer: null,
-        baseline: null,
-        ratio: null,
-        target: '≤ 2×',
-        met: null,
-        note: `NOT MEASURED: ${vg.unavailable}`,
-      },
-    ]
-  }
+  if ('unavailable' in vg) return [notMeasured({ key: 'callgrind', figure, baselineLabel, unit: 'instr', target: '≤ 2×' }, vg.unavailable)]
   const counts = ctx.callgrindRequests
   const files = 20
   const bareScript = path.join(__dirname, 'bare-fastify.cjs')

@@ -17,39 +17,18 @@ import { BUNDLE, pngBytes, uniqueCopy } from '../coffer'
 import { json, request } from '../http'
 import { freePort } from '../processes'
 import { encodePath, signHeaders, type Credentials } from '../s3-sign'
-import { ADMIN_KEY, countInstructions, type Workload } from './callgrind'
-import type { BenchContext, FigureResult } from '../figure'
+import { ADMIN_KEY, adminTenant, countInstructions, uploadFiles, type Workload } from './callgrind'
+import { notMeasured, type BenchContext, type FigureResult } from '../figure'
 
 const OBJECTS = 20
 const SIZE = 4096
-
-async function adminTenant(base: string, name: string): Promise<{ id: string; apiKey: string }> {
-  return json<{ id: string; apiKey: string }>(
-    `${base}/api/v1/admin/tenants`,
-    { method: 'POST', headers: { authorization: `Bearer ${ADMIN_KEY}`, 'content-type': 'application/json' }, body: Buffer.from(JSON.stringify({ name })) },
-    201,
-  )
-}
 
 /** A tenant with `OBJECTS` 4 KiB files uploaded through the API, whose downloads are then read in turn. */
 function apiDownloads() {
   return async (base: string): Promise<Workload> => {
     const tenant = await adminTenant(base, 'callgrind-api')
-    const headers = { authorization: `Bearer ${tenant.apiKey}` }
-    const template = pngBytes(SIZE)
-    const paths: string[] = []
-    for (let n = 0; n < OBJECTS; n++) {
-      const bytes = uniqueCopy(template)
-      const hs = await json<{ fileId: string; presignedUrl: string }>(`${base}/api/v1/upload/request`, {
-        method: 'POST',
-        headers: { ...headers, 'content-type': 'application/json' },
-        body: Buffer.from(JSON.stringify({ fileType: 'image/png', fileName: `cg-${n}.png`, fileSizeBytes: bytes.length })),
-      })
-      const put = await request(base + hs.presignedUrl, { method: 'PUT', headers: { 'content-type': 'image/png' }, body: bytes })
-      if (put.status !== 200) throw new Error(`PUT ${hs.presignedUrl}: ${put.status} ${put.body.toString().slice(0, 200)}`)
-      paths.push(`/api/v1/files/${hs.fileId}/download`)
-    }
-    return { paths, headers }
+    const ids = await uploadFiles(base, tenant.apiKey, OBJECTS, SIZE)
+    return { paths: ids.map((id) => `/api/v1/files/${id}/download`), headers: { authorization: `Bearer ${tenant.apiKey}` } }
   }
 }
 
@@ -85,22 +64,7 @@ export async function s3CallgrindFigure(ctx: BenchContext): Promise<FigureResult
   const figure = '4 KiB GetObject instructions/request (callgrind)'
   const baselineLabel = 'API download of 4 KiB, same build'
   const vg = ctx.valgrind
-  if ('unavailable' in vg) {
-    return [
-      {
-        key: 's3-callgrind',
-        figure,
-        baselineLabel,
-        unit: 'instr',
-        coffer: null,
-        baseline: null,
-        ratio: null,
-        target: 'report',
-        met: null,
-        note: `NOT MEASURED: ${vg.unavailable}`,
-      },
-    ]
-  }
+  if ('unavailable' in vg) return [notMeasured({ key: 's3-callgrind', figure, baselineLabel, unit: 'instr', target: 'report' }, vg.unavailable)]
   const counts = ctx.callgrindRequests
   ctx.log(`  s3-callgrind: ${counts.warmup} requests of warm-up, then ${counts.measured} counted, per server (${vg.version})`)
   const measure = async (name: string, bundle: string, workload: 'api' | 's3') => {

@@ -12,7 +12,7 @@ import { request } from '../http'
 import { idsFile, templateFile, wrk } from '../wrk'
 import { interleaved, paired, summarize } from '../stats'
 import { seedDataset } from '../datasets'
-import type { BenchContext, FigureResult } from '../figure'
+import { notMeasured, type BenchContext, type FigureResult } from '../figure'
 import { loadConfig } from '../../../src/config'
 import { createS3Store } from '../../../src/core'
 import { DiskBlobStore } from '../../../src/blobs/disk-blob-store'
@@ -34,10 +34,6 @@ const SPECS = {
 } satisfies Record<string, Omit<Spec, 'baselineLabel' | 'target'>>
 
 const spec = (s: (typeof SPECS)[keyof typeof SPECS]): Spec => ({ ...s, baselineLabel: BASELINE, target: 'report' })
-
-function notMeasured(s: Spec, why: string): FigureResult {
-  return { ...s, coffer: null, baseline: null, ratio: null, met: null, note: `NOT MEASURED: ${why}` }
-}
 
 function result(s: Spec, r: { subject: number; baseline: number; ratio: number }, extra: Partial<FigureResult> = {}): FigureResult {
   return { ...s, coffer: r.subject, baseline: r.baseline, ratio: r.ratio, met: null, ...extra }
