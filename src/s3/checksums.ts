@@ -16,7 +16,8 @@ let crc32cClass: typeof Crc32c | undefined
 
 /**
  * Loaded on the first CRC32C, not at start-up: @aws-crypto/crc32c and the @smithy/@aws-sdk modules it
- * pulls in cost ~5 ms of every cold start, and only S3 clients that choose CRC32C use it.
+ * pulls in were evaluated at every start (9.5 ms in a bundle instrumented per module, at load 4),
+ * and only S3 clients that choose CRC32C use it.
  */
 function loadCrc32c(): typeof Crc32c {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
