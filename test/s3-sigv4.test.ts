@@ -7,7 +7,7 @@ import { pipeline } from 'node:stream/promises'
 import { crc32 } from 'node:zlib'
 import t from 'tap'
 import { SignatureV4 } from '@smithy/signature-v4'
-import { verifySigV4, STREAMING_SIGNED, type Verified } from '../src/s3/sigv4'
+import { SigningKey, verifySigV4, STREAMING_SIGNED, type Verified } from '../src/s3/sigv4'
 import { AwsChunkedDecoder } from '../src/s3/chunked'
 import { S3Error } from '../src/s3/errors'
 import { DigestStream } from '../src/s3/checksums'
@@ -64,6 +64,17 @@ function s3Code(fn: () => unknown): string | undefined {
   }
   return undefined
 }
+
+t.test('SigningKey computes HMAC-SHA256 as createHmac does, for any key and message length', async (t) => {
+  const messages = ['', 'a', 'x'.repeat(55), 'y'.repeat(64), 'z'.repeat(300), 'été/ключ/🙂\n'.repeat(40), randomBytes(700).toString('latin1')]
+  for (const keyLength of [0, 1, 32, 63, 64, 65, 200]) {
+    const raw = randomBytes(keyLength)
+    const key = new SigningKey(raw)
+    // The same key object signs messages of growing and shrinking length in turn.
+    for (const m of [...messages, ...messages.reverse()])
+      t.equal(key.sign(m), createHmac('sha256', raw).update(m).digest('hex'), `key ${keyLength} B, message ${m.length} chars`)
+  }
+})
 
 t.test('Authorization header signed by the SDK signer verifies; any change does not', async (t) => {
   const req = await signed({
@@ -237,11 +248,14 @@ t.test('STREAMING-AWS4-HMAC-SHA256-PAYLOAD: the reference example verifies chunk
 
 /** Builds a signed aws-chunked body with the SDK signer's string signing (its HMAC, our chaining). */
 function buildSignedChunked(v: Verified<unknown>, chunks: Buffer[]): Buffer {
+  // The day's signing key derived here from the secret, independently of the verifier's.
+  const h = (key: Buffer | string, data: string) => createHmac('sha256', key).update(data).digest()
+  const key = h(h(h(h(`AWS4${SECRET}`, v.signing.amzDate.slice(0, 8)), REGION), 's3'), 'aws4_request')
   let prev = v.signing.seedSignature
   const parts: Buffer[] = []
   for (const data of [...chunks, Buffer.alloc(0)]) {
     const sts = `AWS4-HMAC-SHA256-PAYLOAD\n${v.signing.amzDate}\n${v.signing.scope}\n${prev}\n${createHash('sha256').update('').digest('hex')}\n${createHash('sha256').update(data).digest('hex')}`
-    const sig = createHmac('sha256', v.signing.key).update(sts).digest('hex')
+    const sig = createHmac('sha256', key).update(sts).digest('hex')
     parts.push(Buffer.from(`${data.length.toString(16)};chunk-signature=${sig}\r\n`), data, Buffer.from('\r\n'))
     prev = sig
   }

@@ -1,4 +1,4 @@
-import { createHash, createSecretKey, randomBytes } from 'node:crypto'
+import { createHash, randomBytes } from 'node:crypto'
 import { Readable } from 'node:stream'
 import type { AuthenticatedTenant } from '../db/repos/tenants'
 import type { MultipartUpload, Part } from '../db/repos/multipart'
@@ -7,6 +7,7 @@ import type { Workspace } from '../db/repos/workspaces'
 import { AppError } from '../errors'
 import { S3Error, fromAppError } from './errors'
 import { concatenate, ingest, type BodySpec } from './ingest'
+import { SigningKey } from './sigv4'
 import { checkKey, type ObjectInput, type S3Objects } from './objects'
 import type { S3Buckets, S3Deps } from './buckets'
 import type { StagedBlob } from '../blobs/blob-store'
@@ -101,7 +102,7 @@ export class S3Multipart {
         {
           source: stream,
           payload: { kind: 'unsigned' },
-          signing: { key: createSecretKey(Buffer.alloc(0)), amzDate: '', scope: '', seedSignature: '' },
+          signing: { key: new SigningKey(Buffer.alloc(0)), amzDate: '', scope: '', seedSignature: '' },
           headers: {},
         },
         this.objects.writeLimit(tenant, w, replaced, MAX_PART_BYTES),
