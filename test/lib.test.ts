@@ -7,6 +7,9 @@ import { contentDisposition } from '../src/lib/content-disposition'
 import { httpDateMs, ifMatch, parseRange } from '../src/http/range'
 import { redactUrl } from '../src/lib/logger'
 import { isoFormatter, isoTime } from '../src/lib/clock'
+import { crc32c } from '../src/lib/crc32c'
+import { Crc32c } from '@aws-crypto/crc32c'
+import { randomBytes } from 'node:crypto'
 
 t.test('contentDisposition neutralises quotes, backslashes, CR and LF in the fallback and encodes filename*', async (t) => {
   const v = contentDisposition('a"b\\c\r\nSet-Cookie: x=1.pdf')
@@ -126,4 +129,19 @@ t.test('isoTime writes exactly what Date#toISOString writes, for every kind of i
   for (let ms = Date.UTC(2026, 11, 31, 23, 59, 59, 0); ms < Date.UTC(2027, 0, 1, 0, 0, 1); ms++) check(ms)
   t.throws(() => isoTime(Number.NaN), RangeError, 'an invalid time throws as toISOString does')
   t.pass('all formatted as toISOString does')
+})
+
+t.test("crc32c: the check value, and @aws-crypto/crc32c's result for any length and any split into pieces", async (t) => {
+  // The catalogue's check value of CRC-32C ("123456789"), and of nothing.
+  t.equal(crc32c(Buffer.from('123456789')), 0xe3069283)
+  t.equal(crc32c(Buffer.alloc(0)), 0)
+  for (const length of [1, 7, 8, 9, 15, 16, 17, 63, 64, 65, 1000, 65536 + 3]) {
+    const data = randomBytes(length)
+    const reference = new Crc32c().update(data).digest()
+    t.equal(crc32c(data), reference, `${length} bytes at once`)
+    // Continued piece by piece from the previous value, at uneven (unaligned) cuts.
+    let value = 0
+    for (let at = 0, step = 1; at < length; at += step, step = (step * 3 + 1) % 29 || 1) value = crc32c(data.subarray(at, at + step), value)
+    t.equal(value, reference, `${length} bytes in pieces`)
+  }
 })
