@@ -216,6 +216,36 @@ async function serveArgs(bundle: string, dataDir: string): Promise<(port: number
   return (port) => [bundle, 'serve', '--port', String(port), ...s3, '--data-dir', dataDir]
 }
 
+/** Instructions in thousands, as the rows print them: `201k`. */
+export const thousands = (n: number) => `${Math.round(n / 1000)}k`
+
+/** A row of two instruction counts per request, printed in thousands. */
+export function instructionRow(row: Omit<FigureResult, 'unit' | 'cofferText' | 'baselineText'> & { coffer: number; baseline: number }): FigureResult {
+  return { ...row, unit: 'instr', cofferText: `${thousands(row.coffer)} instr`, baselineText: `${thousands(row.baseline)} instr` }
+}
+
+/** The row of another build (`--against-bundle`) beside this build's count, reported only. */
+export function againstRow(
+  key: string,
+  figure: string,
+  against: string,
+  other: number,
+  current: number,
+  extra: Pick<FigureResult, 'note' | 'details'>,
+): FigureResult {
+  return instructionRow({
+    key,
+    figure: `${figure}, ${path.relative(process.cwd(), against) || against} (--against-bundle)`,
+    baselineLabel: 'this build of Coffer (row above)',
+    coffer: other,
+    baseline: current,
+    ratio: other / current,
+    target: 'report',
+    met: null,
+    ...extra,
+  })
+}
+
 export async function callgrindFigure(ctx: BenchContext): Promise<FigureResult[]> {
   const figure = 'GET /api/v1/files/:id instructions/request (callgrind)'
   const baselineLabel = 'bare Fastify route returning constant JSON'
@@ -271,51 +301,39 @@ export async function callgrindFigure(ctx: BenchContext): Promise<FigureResult[]
   const bare = bareRun.perRequest
   const essential = essentialRun.perRequest
   const ratio = coffer.per / bare
-  const k = (n: number) => `${Math.round(n / 1000)}k`
+
   const results: FigureResult[] = [
-    {
+    instructionRow({
       key: 'callgrind',
       figure,
       baselineLabel,
-      unit: 'instr',
       coffer: coffer.per,
       baseline: bare,
-      cofferText: `${k(coffer.per)} instr`,
-      baselineText: `${k(bare)} instr`,
       ratio,
       target: '≤ 2×',
       met: ratio <= 2,
       note:
         `user-space instructions per request on the server's main thread, ${counts.measured} requests one after the other on one ` +
         `keep-alive connection after ${counts.warmup} of warm-up (the last of blocks of ${counts.measured} counted until two agree within 2%); ` +
-        `the whole process in the same block (V8's compiler and GC threads too): Coffer ${k(coffer.allThreads.at(-1)!)}, bare route ${k(bareRun.allThreads.at(-1)!)}. ` +
+        `the whole process in the same block (V8's compiler and GC threads too): Coffer ${thousands(coffer.allThreads.at(-1)!)}, bare route ${thousands(bareRun.allThreads.at(-1)!)}. ` +
         `The bare route doing only the essential work (hash the key and find its ` +
-        `tenant, read the row, write an access log line) uses ${k(essential)} (${(essential / bare).toFixed(2)}x the bare route)`,
+        `tenant, read the row, write an access log line) uses ${thousands(essential)} (${(essential / bare).toFixed(2)}x the bare route)`,
       details: {
         blocks: { bare: bareRun.blocks, coffer: coffer.blocks, essential: essentialRun.blocks },
         allThreads: { bare: bareRun.allThreads, coffer: coffer.allThreads, essential: essentialRun.allThreads },
         counts,
         valgrind: vg.version,
       } satisfies Record<string, unknown>,
-    },
+    }),
   ]
   for (const [i, against] of ctx.againstBundles.entries()) {
     const other = await measureCoffer(`against-${i + 1}`, against)
-    results.push({
-      key: `callgrind-against-${i + 1}`,
-      figure: `same, ${path.relative(process.cwd(), against) || against} (--against-bundle)`,
-      baselineLabel: 'this build of Coffer (row above)',
-      unit: 'instr',
-      coffer: other.per,
-      baseline: coffer.per,
-      cofferText: `${k(other.per)} instr`,
-      baselineText: `${k(coffer.per)} instr`,
-      ratio: other.per / coffer.per,
-      target: 'report',
-      met: null,
-      note: `the other build is ${(other.per / bare).toFixed(2)}x the bare route (main thread); whole process ${k(other.allThreads.at(-1)!)}`,
-      details: { blocks: other.blocks, allThreads: other.allThreads },
-    })
+    results.push(
+      againstRow(`callgrind-against-${i + 1}`, 'same', against, other.per, coffer.per, {
+        note: `the other build is ${(other.per / bare).toFixed(2)}x the bare route (main thread); whole process ${thousands(other.allThreads.at(-1)!)}`,
+        details: { blocks: other.blocks, allThreads: other.allThreads },
+      }),
+    )
   }
   return results
 }

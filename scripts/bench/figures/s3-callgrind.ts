@@ -17,7 +17,7 @@ import { BUNDLE, pngBytes, uniqueCopy } from '../coffer'
 import { json, request } from '../http'
 import { freePort } from '../processes'
 import { encodePath, signHeaders, type Credentials } from '../s3-sign'
-import { ADMIN_KEY, adminTenant, countInstructions, uploadFiles, type Workload } from './callgrind'
+import { ADMIN_KEY, adminTenant, againstRow, countInstructions, instructionRow, uploadFiles, type Workload } from './callgrind'
 import { notMeasured, type BenchContext, type FigureResult } from '../figure'
 
 const OBJECTS = 20
@@ -84,42 +84,27 @@ export async function s3CallgrindFigure(ctx: BenchContext): Promise<FigureResult
   }
   const api = await measure('api-download', BUNDLE, 'api')
   const s3 = await measure('s3-get', BUNDLE, 's3')
-  const k = (n: number) => `${Math.round(n / 1000)}k`
   const note = `user-space instructions per request on the server's main thread (callgrind.ts says why), ${counts.measured} requests one after the other on one keep-alive connection after ${counts.warmup} of warm-up (the last of blocks counted until two agree within 2%); GetObject signed in the header with UNSIGNED-PAYLOAD`
   const results: FigureResult[] = [
-    {
+    instructionRow({
       key: 's3-callgrind',
       figure,
       baselineLabel,
-      unit: 'instr',
       coffer: s3.perRequest,
       baseline: api.perRequest,
-      cofferText: `${k(s3.perRequest)} instr`,
-      baselineText: `${k(api.perRequest)} instr`,
       // As the req/s figures read: the API's cost over S3's, so that 0.8 is the target's line.
       ratio: api.perRequest / s3.perRequest,
       target: 'report (req/s target: ≥ 0.8× of the API)',
       met: null,
       note,
       details: { blocks: { api: api.blocks, s3: s3.blocks }, counts, valgrind: vg.version },
-    },
+    }),
   ]
   for (const [i, against] of ctx.againstBundles.entries()) {
     const other = await measure(`s3-get-against-${i + 1}`, against, 's3')
-    results.push({
-      key: `s3-callgrind-against-${i + 1}`,
-      figure: `4 KiB GetObject, ${path.relative(process.cwd(), against) || against} (--against-bundle)`,
-      baselineLabel: 'this build of Coffer (row above)',
-      unit: 'instr',
-      coffer: other.perRequest,
-      baseline: s3.perRequest,
-      cofferText: `${k(other.perRequest)} instr`,
-      baselineText: `${k(s3.perRequest)} instr`,
-      ratio: other.perRequest / s3.perRequest,
-      target: 'report',
-      met: null,
-      details: { blocks: other.blocks },
-    })
+    results.push(
+      againstRow(`s3-callgrind-against-${i + 1}`, '4 KiB GetObject', against, other.perRequest, s3.perRequest, { details: { blocks: other.blocks } }),
+    )
   }
   return results
 }
