@@ -2,7 +2,7 @@ import { createHash, type Hash } from 'node:crypto'
 import { Transform, type TransformCallback } from 'node:stream'
 import { S3Error } from './errors'
 import { checksumOf, isChecksumAlgorithm, type ChecksumAlgorithm } from './checksums'
-import { chunkStringToSign, signatureMatches, signString, trailerStringToSign, type SigningContext } from './sigv4'
+import { chunkStringToSign, trailerStringToSign, type SigningContext } from './sigv4'
 
 /** Longest chunk-header or trailer line accepted: real ones are under 200 bytes. */
 const MAX_LINE = 4096
@@ -157,9 +157,9 @@ export class AwsChunkedDecoder extends Transform {
   private verifyChunk(): void {
     const ctx = this.opts.signing
     if (!ctx) return
-    const expected = signString(ctx.key, chunkStringToSign(ctx, this.previousSignature, this.chunkHash!.digest('hex')))
-    if (!signatureMatches(expected, this.chunkSignature)) throw badSignature()
-    this.previousSignature = expected
+    if (!ctx.key.matches(chunkStringToSign(ctx, this.previousSignature, this.chunkHash!.digest('hex')), this.chunkSignature)) throw badSignature()
+    // It matched: the presented signature is the expected one, digit for digit, and seeds the next.
+    this.previousSignature = this.chunkSignature
   }
 
   private onTrailerLine(text: string): void {
@@ -184,8 +184,8 @@ export class AwsChunkedDecoder extends Transform {
         .filter(([k]) => k !== 'x-amz-trailer-signature')
         .map(([k, v]) => `${k}:${v}\n`)
         .join('')
-      const expected = signString(ctx.key, trailerStringToSign(ctx, this.previousSignature, createHash('sha256').update(canonical).digest('hex')))
-      if (!signatureMatches(expected, presented)) throw badSignature()
+      if (!ctx.key.matches(trailerStringToSign(ctx, this.previousSignature, createHash('sha256').update(canonical).digest('hex')), presented))
+        throw badSignature()
     }
     for (const name of this.trailers.keys()) {
       if (name === 'x-amz-trailer-signature') continue

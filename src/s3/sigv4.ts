@@ -191,11 +191,6 @@ export class SigningKey {
     }
   }
 
-  /** Hex HMAC-SHA256 of `message` under this key. */
-  sign(message: string): string {
-    return hash('sha256', this.outerBlock(message), 'hex')
-  }
-
   /** Whether `presentedHex` is the HMAC of `message` under this key, compared in constant time. */
   matches(message: string, presentedHex: string): boolean {
     if (!HEX_SIGNATURE.test(presentedHex)) return false
@@ -235,19 +230,6 @@ export function signingKey(secret: string, date: string, region: string): Signin
   }
   lastKey = { secret, date, region, key }
   return key
-}
-
-export function signString(key: SigningKey, stringToSign: string): string {
-  return key.sign(stringToSign)
-}
-
-/** Constant-time comparison of a presented hex signature with the expected one. */
-export function signatureMatches(expected: string, presented: string): boolean {
-  if (!HEX_SIGNATURE.test(presented)) return false
-  // Decoded into two fixed buffers (both 64 valid hex digits: each fills its 32 bytes).
-  expectedBytes.write(expected, 'hex')
-  presentedBytes.write(presented, 'hex')
-  return timingSafeEqual(expectedBytes, presentedBytes)
 }
 
 interface Parsed {
