@@ -7,7 +7,7 @@ import { pipeline } from 'node:stream/promises'
 import { crc32 } from 'node:zlib'
 import t from 'tap'
 import { SignatureV4 } from '@smithy/signature-v4'
-import { SigningKey, verifySigV4, STREAMING_SIGNED, type Verified } from '../src/s3/sigv4'
+import { SigningKey, verifySigV4, STREAMING_SIGNED, type VerifiedV4 } from '../src/s3/sigv4'
 import { AwsChunkedDecoder } from '../src/s3/chunked'
 import { S3Error } from '../src/s3/errors'
 import { DigestStream } from '../src/s3/checksums'
@@ -250,7 +250,7 @@ t.test('STREAMING-AWS4-HMAC-SHA256-PAYLOAD: the reference example verifies chunk
 })
 
 /** Builds a signed aws-chunked body with the SDK signer's string signing (its HMAC, our chaining). */
-function buildSignedChunked(v: Verified<unknown>, chunks: Buffer[]): Buffer {
+function buildSignedChunked(v: VerifiedV4<unknown>, chunks: Buffer[]): Buffer {
   // The day's signing key derived here from the secret, independently of the verifier's.
   const h = (key: Buffer | string, data: string) => createHmac('sha256', key).update(data).digest()
   const key = h(h(h(h(`AWS4${SECRET}`, v.signing.amzDate.slice(0, 8)), REGION), 's3'), 'aws4_request')

@@ -11,7 +11,8 @@ import type { Payload, SigningContext } from './sigv4'
 export interface BodySpec {
   source: Readable
   payload: Payload
-  signing: SigningContext
+  /** What a signed aws-chunked body's chunk signatures chain from; absent for SigV2 requests. */
+  signing?: SigningContext | undefined
   /** Request headers (lower-case names). */
   headers: Record<string, string | string[] | undefined>
   /**

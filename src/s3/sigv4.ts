@@ -34,9 +34,15 @@ export interface Verified<P> {
   principal: P
   accessKeyId: string
   payload: Payload
-  signing: SigningContext
+  /** Absent for Signature Version 2 (sigv2.ts), which signs no payload. */
+  signing?: SigningContext
   presigned: boolean
+  /** Which signature the request carried: the log's `payload` field names a SigV2 one. */
+  version: 2 | 4
 }
+
+/** A SigV4 request's verification: it always has a signing context. */
+export type VerifiedV4<P> = Verified<P> & { signing: SigningContext }
 
 /** The parts of an HTTP request SigV4 covers. */
 export interface SignedRequest {
@@ -72,6 +78,9 @@ function parseAmzDateUncached(value: string): number | undefined {
   const t = Date.UTC(+m[1]!, +m[2]! - 1, +m[3]!, +m[4]!, +m[5]!, +m[6]!)
   return Number.isNaN(t) ? undefined : t
 }
+
+/** An instant as S3 names one in its errors: ISO 8601 to the second. */
+export const isoSeconds = (ms: number) => new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z')
 
 function toAmzDate(ms: number): string {
   return new Date(ms)
@@ -313,8 +322,10 @@ function parseQueryAuth(query: ReadonlyMap<string, string>): Parsed & { expires:
       'Query-string authentication version 4 requires the X-Amz-Algorithm, X-Amz-Credential, X-Amz-Signature, X-Amz-Date, X-Amz-SignedHeaders, and X-Amz-Expires parameters.',
     )
   }
-  if (!/^\d{1,7}$/.test(expires) || Number(expires) < 1) throw bad('X-Amz-Expires should be a number')
-  if (Number(expires) > MAX_PRESIGN_SECONDS) throw bad('X-Amz-Expires must be less than a week (in seconds) that is 604800')
+  // A signed integer, as AWS reads it: 0 and negative values are numbers (expired, below), `1e3` is not.
+  if (!/^[+-]?\d{1,19}$/.test(expires)) throw bad('X-Amz-Expires should be a number')
+  if (Number(expires) > MAX_PRESIGN_SECONDS)
+    throw bad('X-Amz-Expires must be less than a week (in seconds); that is, the given X-Amz-Expires must be less than 604800 seconds')
   return { ...parseCredential(credential, bad), signedHeaders: signedHeaders.split(';'), signature, amzDate, expires: Number(expires) }
 }
 
@@ -335,10 +346,35 @@ function payloadOf(value: string): Payload {
 const NO_QUERY: ReadonlyMap<string, string> = new Map()
 
 /**
+ * Whether a header present in a request must be covered by its SigV4 signature. S3 obeys every
+ * `x-amz-*` header (x-amz-copy-source turns a PUT into a copy, x-amz-meta-* is stored), so one the
+ * signature does not cover would let whoever holds a presigned URL, or sits on the path, change
+ * what the signer asked for (#24). AWS refuses, in the header and the presigned form alike, every
+ * `x-amz-*` header and `Content-MD5` left out of SignedHeaders, but `x-amz-content-sha256`, which
+ * is the canonical request's payload line either way. Content-Type, Content-Disposition,
+ * Cache-Control, Range, the conditionals and the like pass unsigned, as on AWS: a presigned URL's
+ * holder may set them unless the URL signed them (README, S3).
+ */
+export function mustBeSigned(name: string): boolean {
+  return (name.startsWith('x-amz-') && name !== 'x-amz-content-sha256') || name === 'content-md5'
+}
+
+export const HEADERS_NOT_SIGNED = 'There were headers present in the request which were not signed'
+
+/** 403 AccessDenied naming every header that had to be signed and was not, as AWS's `HeadersNotSigned`. */
+export function refuseUnsignedHeaders(headers: ReadonlyMap<string, string>, signedHeaders: readonly string[]): void {
+  let missing: string[] | undefined
+  for (const name of headers.keys()) {
+    if (mustBeSigned(name) && !signedHeaders.includes(name)) (missing ??= []).push(name)
+  }
+  if (missing) throw new S3Error('AccessDenied', HEADERS_NOT_SIGNED, { HeadersNotSigned: missing.sort().join(', ') })
+}
+
+/**
  * Verifies a request's SigV4 signature (header or presigned query). Throws the S3 error a client
  * expects for every defect; anonymous requests are `AccessDenied`.
  */
-export function verifySigV4<P>(req: SignedRequest, opts: VerifyOptions<P>): Verified<P> {
+export function verifySigV4<P>(req: SignedRequest, opts: VerifyOptions<P>): VerifiedV4<P> {
   const headers = headerMap(req.rawHeaders)
   const q = req.url.indexOf('?')
   const pairs = q < 0 ? [] : parseQuery(req.url.slice(q + 1))
@@ -370,7 +406,17 @@ export function verifySigV4<P>(req: SignedRequest, opts: VerifyOptions<P>): Veri
   }
   if (presigned) {
     const expires = (parsed as Parsed & { expires: number }).expires
-    if (opts.now > signedTime + expires * 1000) throw new S3Error('AccessDenied', 'Request has expired')
+    // A URL made already expired (boto3's negative ExpiresIn: X-Amz-Expires=-1000) is refused as
+    // expired whatever its date, 403 as Ceph RGW and ceph/s3-tests have it (#24; README, S3).
+    if (expires < 0 || opts.now > signedTime + expires * 1000) {
+      const expiresAt = signedTime + expires * 1000
+      throw new S3Error('AccessDenied', 'Request has expired', {
+        'X-Amz-Expires': String(expires),
+        // Date's range is ±8.64e15 ms: a far-negative X-Amz-Expires names no instant.
+        ...(Math.abs(expiresAt) <= 8.64e15 ? { Expires: isoSeconds(expiresAt) } : {}),
+        ServerTime: isoSeconds(opts.now),
+      })
+    }
     if (signedTime - opts.now > MAX_SKEW_MS) throw new S3Error('AccessDenied', 'Request is not valid yet')
   } else if (Math.abs(opts.now - signedTime) > MAX_SKEW_MS) {
     throw new S3Error('RequestTimeTooSkewed', 'The difference between the request time and the current time is too large.', {
@@ -379,6 +425,7 @@ export function verifySigV4<P>(req: SignedRequest, opts: VerifyOptions<P>): Veri
       MaxAllowedSkewMilliseconds: String(MAX_SKEW_MS),
     })
   }
+  refuseUnsignedHeaders(headers, parsed.signedHeaders)
   const found = opts.lookup(parsed.accessKeyId)
   if (!found) throw new S3Error('InvalidAccessKeyId', 'The AWS Access Key Id you provided does not exist in our records.')
 
@@ -415,6 +462,7 @@ export function verifySigV4<P>(req: SignedRequest, opts: VerifyOptions<P>): Veri
     // The presented signature is the expected one, digit for digit (lower-case hex, compared above).
     signing: { key, amzDate: parsed.amzDate, scope, seedSignature: parsed.signature },
     presigned,
+    version: 4,
   }
 }
 
