@@ -142,6 +142,14 @@ const OPTIONS = {
     hint: 'a host name',
     help: 'Enables virtual-hosted-style S3 addressing (<bucket>.<domain>)',
   },
+  s3Sigv2: {
+    env: 'COFFER_S3_SIGV2',
+    flag: 's3-sigv2',
+    def: 'on',
+    schema: Type.Boolean(),
+    hint: 'on or off',
+    help: 'Accept S3 Signature Version 2 (AWS CLI v1 presign, s3cmd signature_v2), header and presigned; off answers it as SigV4-only AWS regions do',
+  },
   s3MaxObjectBytes: {
     env: 'COFFER_S3_MAX_OBJECT_BYTES',
     flag: undefined,

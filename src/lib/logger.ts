@@ -2,7 +2,7 @@ import pino, { type DestinationStream, type Logger } from 'pino'
 import { isoFormatter } from './clock'
 
 /** Query parameter names (lowercase) whose values are credentials; they never reach a log line. */
-const SECRET_PARAMS: ReadonlySet<string> = new Set(['token', 'apikey', 'api_key', 'key', 'secret', 'x-amz-signature', 'x-amz-security-token'])
+const SECRET_PARAMS: ReadonlySet<string> = new Set(['token', 'apikey', 'api_key', 'key', 'secret', 'x-amz-signature', 'x-amz-security-token', 'signature'])
 
 /**
  * The URL with every credential-bearing query value replaced by `[REDACTED]`. Names are compared

@@ -4,7 +4,8 @@ import { registerTenantRateLimit } from '../http/rate-limit'
 import type { AuthenticatedTenant } from '../db/repos/tenants'
 import type { ObjectInfo, ObjectRow } from '../db/repos/objects'
 import { S3Error } from './errors'
-import { verifySigV4, parseQuery, type Verified } from './sigv4'
+import { parseQuery, type Verified } from './sigv4'
+import { authenticate } from './authenticate'
 import { readSmallBody, type BodySpec } from './ingest'
 import { MAX_XML_BODY_BYTES, childOf, listOf, malformed, parseXml, textOf, xmlDocument, type XmlNode } from './xml'
 import { etagOf, type ObjectInput } from './objects'
@@ -32,8 +33,8 @@ interface Target {
   query: Map<string, string>
 }
 
-/** Query parameters that never select an operation: signing, the SDK's operation hint. */
-const NEUTRAL_PARAM = /^(X-Amz-|x-amz-|x-id$)/
+/** Query parameters that never select an operation: signing (SigV4's, and SigV2's presigned three), the SDK's operation hint. */
+const NEUTRAL_PARAM = /^(X-Amz-|x-amz-|x-id$|AWSAccessKeyId$|Signature$|Expires$)/
 
 const BUCKET_LIST_PARAMS = new Set([
   'prefix',
@@ -194,10 +195,17 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
       request.s3Target = target
       request.s3Resource = target.bucket === undefined ? '/' : `/${target.bucket}${target.key !== undefined ? `/${target.key}` : ''}`
       if (request.method === 'OPTIONS' || request.method === 'PATCH') throw notImplemented(`${request.method} (CORS and other methods)`)
-      const auth = verifySigV4(
-        { method: request.method, url: request.raw.url ?? '/', rawHeaders: request.raw.rawHeaders },
+      const auth = authenticate(
+        {
+          method: request.method,
+          url: request.raw.url ?? '/',
+          rawHeaders: request.raw.rawHeaders,
+          // A virtual-hosted-style request's SigV2 resource starts with the bucket its Host names (targetOf).
+          hostBucket: config.s3Domain !== undefined && (request.headers.host ?? '').toLowerCase().endsWith(`.${config.s3Domain}`) ? target.bucket : undefined,
+        },
         {
           region,
+          sigV2: config.s3Sigv2,
           now: core.clock.now(),
           lookup: (id) => {
             const found = s3Credentials.lookup(id)
@@ -208,8 +216,9 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
       request.s3Auth = auth
       request.s3TenantId = auth.principal.id
       const p = auth.payload
-      request.s3Payload =
+      const kind =
         p.kind === 'streaming' ? `chunked-${p.signed ? 'signed' : 'unsigned'}${p.trailer ? '-trailer' : ''}` : auth.presigned ? `presigned-${p.kind}` : p.kind
+      request.s3Payload = auth.version === 2 ? `sigv2-${kind}` : kind
     } catch (err) {
       return done(err as Error)
     }
