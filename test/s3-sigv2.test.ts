@@ -78,6 +78,8 @@ from botocore.credentials import Credentials
 a = json.load(sys.stdin)
 if a['mode'] == 'sign':
     r = AWSRequest(method=a['method'], url=a['url'], headers=a.get('headers', {}), data=b'')
+    if 'auth_path' in a:
+        r.auth_path = a['auth_path']
     creds = Credentials(a['ak'], a['sk'])
     (HmacV1QueryAuth(creds, expires=a['expires']) if 'expires' in a else HmacV1Auth(creds)).add_auth(r)
     print(json.dumps({'url': r.url, 'headers': {k: (v.decode() if isinstance(v, bytes) else v) for k, v in r.headers.items()}}))
@@ -305,4 +307,22 @@ t.test('COFFER_S3_SIGV2=off: SigV2 is answered as AWS regions without it answer;
   t.equal(ls.code, 0, ls.stderr.slice(-1500))
   t.match(ls.stderr, /Endpoint requires signature v4/, 's3cmd read the answer and switched')
   t.match(ls.stdout, 's3://v4-only/k.txt')
+})
+
+t.test('SigV2 on virtual-hosted-style addressing: the resource starts with the bucket the Host names', { skip: missing }, async (t) => {
+  const ctx = await makeS3(t, { COFFER_S3_DOMAIN: 's3.coffer.test' })
+  await ctx.client.send(new CreateBucketCommand({ Bucket: 'vhost' }))
+  await ctx.client.send(new CreateBucketCommand({ Bucket: 'other' }))
+  await ctx.client.send(new PutObjectCommand({ Bucket: 'vhost', Key: 'k.txt', Body: 'virtual' }))
+  await ctx.client.send(new PutObjectCommand({ Bucket: 'other', Key: 'k.txt', Body: 'not this one' }))
+  // botocore signs a virtual-hosted request over its auth_path, /<bucket>/<key>, as its client does.
+  const signed = (await botocore(t, { mode: 'sign', method: 'GET', url: 'http://vhost.s3.coffer.test/k.txt', auth_path: '/vhost/k.txt', ...creds(ctx) })) as {
+    headers: Record<string, string>
+  }
+  const get = await ctx.s3app.inject({ method: 'GET', url: '/k.txt', headers: { ...signed.headers, host: 'vhost.s3.coffer.test' } })
+  t.equal(get.statusCode, 200, get.body)
+  t.equal(get.body, 'virtual')
+  const moved = await ctx.s3app.inject({ method: 'GET', url: '/k.txt', headers: { ...signed.headers, host: 'other.s3.coffer.test' } })
+  t.equal(moved.statusCode, 403, 'the Host is not signed, but the bucket it names is')
+  t.equal(code(moved.body), 'SignatureDoesNotMatch')
 })
