@@ -10,6 +10,9 @@ import t, { type Test } from 'tap'
 import { CreateBucketCommand, HeadObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3'
 import { makeS3, pattern, type S3Context } from './s3-helper'
 import { tempDir } from './helper'
+import { PassThrough } from 'node:stream'
+import { loadConfig } from '../src/config'
+import { serveCommand } from '../src/cli/serve'
 
 t.setTimeout(600000)
 
@@ -279,6 +282,17 @@ t.test('s3cmd with signature_v2 = True: mb, put (multipart), ls, get, del, rb', 
   await ok(t, s3cmd('del', 's3://v2-s3cmd/dir/big.bin', 's3://v2-s3cmd/small file.txt'), 's3cmd del')
   await ok(t, s3cmd('rb', 's3://v2-s3cmd'), 's3cmd rb')
   t.ok(ctx.logs.some((l) => l.payload === 'sigv2-unsigned'))
+})
+
+t.test('COFFER_S3_SIGV2 / --s3-sigv2: on by default, on|off, the flag over the variable', async (t) => {
+  t.equal(loadConfig({}).s3Sigv2, true)
+  t.equal(loadConfig({ COFFER_S3_SIGV2: 'off' }).s3Sigv2, false)
+  t.equal(loadConfig({ COFFER_S3_SIGV2: 'off' }, { 's3-sigv2': 'on' }).s3Sigv2, true)
+  t.throws(() => loadConfig({ COFFER_S3_SIGV2: 'maybe' }), /COFFER_S3_SIGV2="maybe" must be on or off/)
+  // `coffer serve` reads the flag (a bad value stops it before anything starts).
+  const io = { env: {}, stdout: new PassThrough(), stderr: new PassThrough() }
+  const proc = { waitForStop: () => new Promise<string>(() => {}), onExit: () => {}, selfCommand: () => 'coffer' }
+  await t.rejects(serveCommand(['--s3-sigv2', 'maybe'], io, proc), /--s3-sigv2="maybe" must be on or off/)
 })
 
 t.test('COFFER_S3_SIGV2=off: SigV2 is answered as AWS regions without it answer; s3cmd then signs with SigV4 by itself', { skip: missing }, async (t) => {

@@ -6,7 +6,7 @@ import { explainDataDir, explainListen } from './startup-errors'
 import { announceEphemeral, prepareEphemeral } from './ephemeral'
 import { parse, println, type CliIO } from './io'
 
-export const SERVE_HELP = `Usage: coffer serve [--port PORT] [--s3-port PORT|off] [--host HOST] [--data-dir DIR] [--log-level LEVEL]
+export const SERVE_HELP = `Usage: coffer serve [--port PORT] [--s3-port PORT|off] [--s3-sigv2 on|off] [--host HOST] [--data-dir DIR] [--log-level LEVEL]
        coffer serve --ephemeral [--port PORT] [--s3-port PORT|off] [--host HOST] [--log-level LEVEL]
 
 Runs the HTTP API, and the S3 API on a second port (default 9000; off disables it).
@@ -36,6 +36,7 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
   const { values } = parse(args, {
     port: { type: 'string' },
     's3-port': { type: 'string' },
+    's3-sigv2': { type: 'string' },
     host: { type: 'string' },
     'data-dir': { type: 'string' },
     'log-level': { type: 'string' },
