@@ -131,7 +131,7 @@ function objectInput(request: Req): ObjectInput {
     metaBytes += Buffer.byteLength(n) + Buffer.byteLength(v)
   }
   if (metaBytes > 2048) throw new S3Error('MetadataTooLarge', 'Your metadata headers exceed the maximum allowed metadata size.')
-  const contentType = header(request, 'content-type')?.trim()
+  const contentType = request.s3ContentType?.trim()
   const opt = (name: string) => {
     const v = header(request, name)
     return v === undefined || v === '' ? undefined : v.slice(0, 1024)
@@ -230,7 +230,9 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
         signing: auth.signing,
         headers: request.headers,
         proceed: () => {
-          if (/^100-continue$/i.test(header(request, 'expect') ?? '') && !reply.raw.headersSent) reply.raw.writeContinue()
+          // Node's own test for a continue expectation (the server's 'checkContinue'), so every
+          // request Node held for a 100 gets one; any other Expect is ignored (server.ts).
+          if (/(?:^|\W)100-continue(?:$|\W)/i.test(header(request, 'expect') ?? '') && !reply.raw.headersSent) reply.raw.writeContinue()
         },
       })
       if (target.bucket === undefined) return service(request, reply, tenant, target)
