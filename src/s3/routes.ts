@@ -326,7 +326,8 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
     const delimiter = q.get('delimiter') ?? ''
     const maxKeys = intParam(q, 'max-keys', 1000, 1000)
     let after: string | undefined
-    const token = q.get('continuation-token')
+    // An empty continuation-token is no token, as AWS treats it (#24).
+    const token = q.get('continuation-token') || undefined
     if (v2 && token !== undefined) {
       if (!/^[A-Za-z0-9_-]{2,3000}$/.test(token)) throw new S3Error('InvalidArgument', 'The continuation token provided is incorrect')
       const decoded = Buffer.from(token, 'base64url').toString('utf8')
@@ -341,7 +342,10 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
     const withOwner = !v2 || q.get('fetch-owner') === 'true'
     const body: XmlNode = {
       Name: bucket,
-      Prefix: enc(prefix),
+      // With encoding-type=url, AWS encodes every key-bearing element once, except ListObjects
+      // (v1)'s Prefix, which it sends as given: botocore decodes all but that one (its
+      // decode_list_object), so an encoded v1 Prefix reached boto3 as `%0A` (#24).
+      Prefix: v2 ? enc(prefix) : prefix,
       ...(v2
         ? {
             ...(token !== undefined ? { ContinuationToken: token } : {}),

@@ -6,12 +6,19 @@ export const S3_NS = 'http://s3.amazonaws.com/doc/2006-03-01/'
 /** Largest XML request body accepted (DeleteObjects of 1000 keys of 1024 bytes fits with room). */
 export const MAX_XML_BODY_BYTES = 2 * 1024 * 1024
 
-// eslint-disable-next-line no-control-regex -- exactly the characters XML 1.0 cannot carry
-const NOT_XML = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]/g
+// eslint-disable-next-line no-control-regex -- the characters XML 1.0 cannot carry literally, and CR
+const AS_REFERENCE = /[\u0000-\u0008\u000B\u000C\u000D\u000E-\u001F\uFFFE\uFFFF]/g
+const MARKUP = /[&<>"']/g
+const ENTITY: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&apos;' }
 
-/** Escapes text for an XML element body; drops characters XML 1.0 cannot carry at all. */
+/**
+ * Escapes text for an XML element body. A key may hold characters XML 1.0 cannot carry (`\x01`,
+ * `\x1b`): AWS writes them as numeric character references (`&#x1;`), which the AWS SDKs' parsers
+ * read back as the character, so a listing names the real key (#24; dropping them named another).
+ * CR is written `&#xD;` too, or XML's end-of-line handling would read `\r\n` back as `\n`.
+ */
 export function esc(text: string): string {
-  return text.replace(NOT_XML, '').replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&apos;')
+  return text.replace(MARKUP, (c) => ENTITY[c]!).replace(AS_REFERENCE, (c) => `&#x${c.charCodeAt(0).toString(16).toUpperCase()};`)
 }
 
 export type XmlValue = string | number | boolean | null | undefined | XmlNode | XmlNode[]
