@@ -203,3 +203,179 @@ print(json.dumps(out))
   t.same(out.v1, ['\n', 'a', ['a\n', 'cr\r\n']])
   t.same(out.v2, ['\n', 'a', ['a\n', 'cr\r\n']])
 })
+
+t.test('UploadPartCopy: a malformed range is InvalidArgument, one outside the source InvalidRange', async (t) => {
+  const ctx = await makeS3(t)
+  const { client } = ctx
+  await client.send(new CreateBucketCommand({ Bucket: 'ranges' }))
+  await client.send(new PutObjectCommand({ Bucket: 'ranges', Key: 'source', Body: 'hello' }))
+  const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket: 'ranges', Key: 'dest' }))
+  const copy = (range: string) =>
+    s3Error(
+      client.send(new UploadPartCopyCommand({ Bucket: 'ranges', Key: 'dest', UploadId, PartNumber: 1, CopySource: 'ranges/source', CopySourceRange: range })),
+    )
+  t.same(await copy('bytes=0-21'), { name: 'InvalidRange', status: 416 }, 'past the end of a 5-byte source')
+  t.same(await copy('bytes=5-5'), { name: 'InvalidRange', status: 416 }, 'starting at the end')
+  for (const range of ['0-2', 'bytes=0', 'bytes=hello-world', 'bytes=0-bar', 'bytes=hello-', 'bytes=0-2,3-5', 'bytes=3-1']) {
+    t.same(await copy(range), { name: 'InvalidArgument', status: 400 }, `${range} is malformed`)
+  }
+  const ok = await client.send(
+    new UploadPartCopyCommand({ Bucket: 'ranges', Key: 'dest', UploadId, PartNumber: 1, CopySource: 'ranges/source', CopySourceRange: 'bytes=1-4' }),
+  )
+  t.ok(ok.CopyPartResult?.ETag)
+})
+
+t.test('CreateBucket refuses what AWS refuses: labels ending or starting with a hyphen, reserved prefixes and suffixes', async (t) => {
+  const ctx = await makeS3(t)
+  const { client } = ctx
+  // The SDK takes a --x-s3 name for an S3 Express directory bucket and signs for that service.
+  const express = await send(ctx, { method: 'PUT', path: '/bucket--x-s3' })
+  t.equal(code(express.body), 'InvalidBucketName', 'bucket--x-s3')
+  const refused = [
+    'foo.-bar',
+    'foo-.bar',
+    'xn--bucket',
+    'sthree-bucket',
+    'sthree-configurator',
+    'amzn-s3-demo-bucket',
+    'bucket-s3alias',
+    'bucket--ol-s3',
+    'bucket.mrap',
+    'bucket--table-s3',
+    '192.168.5.4',
+    'a..b',
+    'ab',
+    'Upper',
+  ]
+  for (const name of refused) t.same(await s3Error(client.send(new CreateBucketCommand({ Bucket: name }))), { name: 'InvalidBucketName', status: 400 }, name)
+  for (const name of ['foo.bar', 'foo-bar', 'a--b', 'my.bucket-1', 'xn-a', 'amzn-s3-demo', 's3alias']) {
+    await client.send(new CreateBucketCommand({ Bucket: name }))
+    t.pass(`${name} is a valid name`)
+  }
+})
+
+t.test('PutObject conditional writes as AWS answers them', async (t) => {
+  const ctx = await makeS3(t)
+  const { client } = ctx
+  await client.send(new CreateBucketCommand({ Bucket: 'cond' }))
+  const first = await client.send(new PutObjectCommand({ Bucket: 'cond', Key: 'k', Body: 'one' }))
+  const bare = first.ETag!.replace(/"/g, '')
+  // If-Match with the ETag unquoted (as GetObject and CopyObject accept it), quoted, weak, or in a list.
+  for (const ifMatch of [bare, first.ETag!, `W/${first.ETag!}`, `"nope", ${bare}`]) {
+    const put = await send(ctx, { method: 'PUT', path: '/cond/k', headers: { 'if-match': ifMatch }, payload: 'one' })
+    t.equal(put.status, 200, `If-Match: ${ifMatch}`)
+  }
+  const wrong = await send(ctx, { method: 'PUT', path: '/cond/k', headers: { 'if-match': 'abc' }, payload: 'two' })
+  t.equal(wrong.status, 412)
+  t.match(wrong.body, '<Condition>If-Match</Condition>')
+  const missing = await send(ctx, { method: 'PUT', path: '/cond/missing', headers: { 'if-match': bare }, payload: 'x' })
+  t.equal(code(missing.body), 'NoSuchKey')
+  const sdk = await client.send(new PutObjectCommand({ Bucket: 'cond', Key: 'k', Body: 'one', IfMatch: bare }))
+  t.equal(sdk.ETag, first.ETag, 'the SDK with an unquoted IfMatch')
+
+  // If-None-Match: only * (AWS answers any other value 501 NotImplemented naming the header).
+  const star = await send(ctx, { method: 'PUT', path: '/cond/k', headers: { 'if-none-match': '*' }, payload: 'x' })
+  t.equal(star.status, 412)
+  t.match(star.body, '<Condition>If-None-Match</Condition>')
+  for (const value of [first.ETag!, bare, '"other"']) {
+    const res = await send(ctx, { method: 'PUT', path: '/cond/k', headers: { 'if-none-match': value }, payload: 'x' })
+    t.equal(res.status, 501, `If-None-Match: ${value}`)
+    t.match(res.body, '<Message>A header you provided implies functionality that is not implemented</Message>')
+    t.match(res.body, '<Header>If-None-Match</Header>')
+  }
+  const both = await send(ctx, { method: 'PUT', path: '/cond/new', headers: { 'if-none-match': '*', 'if-match': bare }, payload: 'x' })
+  t.equal(both.status, 501)
+  t.match(both.body, '<Header>If-Match,If-None-Match</Header>')
+  const created = await send(ctx, { method: 'PUT', path: '/cond/new', headers: { 'if-none-match': '*' }, payload: 'x' })
+  t.equal(created.status, 200)
+  const got = await client.send(new GetObjectCommand({ Bucket: 'cond', Key: 'k' }))
+  t.equal(await got.Body!.transformToString(), 'one', 'no refused write replaced the object')
+
+  // CompleteMultipartUpload's conditions are not built: refused, never ignored.
+  const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket: 'cond', Key: 'k' }))
+  const complete = await send(ctx, {
+    method: 'POST',
+    path: '/cond/k',
+    query: { uploadId: UploadId! },
+    headers: { 'if-none-match': '*' },
+    payload: '<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>x</ETag></Part></CompleteMultipartUpload>',
+  })
+  t.equal(complete.status, 501)
+  t.match(complete.body, '<Header>If-None-Match</Header>')
+})
+
+t.test('CopyObject and the other writes refuse options Coffer does not implement, whatever the directive', async (t) => {
+  const ctx = await makeS3(t)
+  const { client } = ctx
+  await client.send(new CreateBucketCommand({ Bucket: 'copy' }))
+  await client.send(new PutObjectCommand({ Bucket: 'copy', Key: 'src', Body: 'source' }))
+  const refused: Record<string, string>[] = [
+    { 'x-amz-server-side-encryption': 'AES256' },
+    { 'x-amz-server-side-encryption': 'aws:kms', 'x-amz-server-side-encryption-aws-kms-key-id': 'k' },
+    { 'x-amz-acl': 'public-read' },
+    { 'x-amz-tagging': 'a=b', 'x-amz-tagging-directive': 'REPLACE' },
+    { 'x-amz-tagging-directive': 'REPLACE' },
+    { 'x-amz-storage-class': 'GLACIER' },
+    { 'x-amz-copy-source-server-side-encryption-customer-algorithm': 'AES256' },
+  ]
+  for (const directive of [undefined, 'COPY', 'REPLACE']) {
+    for (const headers of refused) {
+      const res = await send(ctx, {
+        method: 'PUT',
+        path: '/copy/dst',
+        headers: { 'x-amz-copy-source': '/copy/src', ...(directive ? { 'x-amz-metadata-directive': directive } : {}), ...headers },
+      })
+      t.equal(res.status, 501, `CopyObject (${directive ?? 'default'}) with ${Object.keys(headers).join(', ')}`)
+    }
+  }
+  t.same(await s3Error(client.send(new HeadObjectCommand({ Bucket: 'copy', Key: 'dst' }))), { name: 'NotFound', status: 404 }, 'nothing was copied')
+  const plain = await send(ctx, { method: 'PUT', path: '/copy/dst', headers: { 'x-amz-copy-source': '/copy/src', 'x-amz-acl': 'private', 'x-amz-storage-class': 'STANDARD' } })
+  t.equal(plain.status, 200, 'the default private ACL and STANDARD class are what every object has')
+
+  // The same on the other writes.
+  t.equal((await send(ctx, { method: 'PUT', path: '/copy/o', headers: { 'x-amz-storage-class': 'STANDARD_IA' }, payload: 'x' })).status, 501)
+  t.equal((await send(ctx, { method: 'POST', path: '/copy/o', query: { uploads: '' }, headers: { 'x-amz-server-side-encryption': 'AES256' } })).status, 501)
+  const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket: 'copy', Key: 'mp' }))
+  const part = await send(ctx, {
+    method: 'PUT',
+    path: '/copy/mp',
+    query: { uploadId: UploadId!, partNumber: '1' },
+    headers: { 'x-amz-server-side-encryption-customer-algorithm': 'AES256' },
+    payload: 'x',
+  })
+  t.equal(part.status, 501, 'UploadPart with an SSE-C key')
+  const partCopy = await send(ctx, {
+    method: 'PUT',
+    path: '/copy/mp',
+    query: { uploadId: UploadId!, partNumber: '1' },
+    headers: { 'x-amz-copy-source': '/copy/src', 'x-amz-copy-source-server-side-encryption-customer-key': 'k' },
+  })
+  t.equal(partCopy.status, 501, 'UploadPartCopy with an SSE-C source key')
+  t.equal((await send(ctx, { method: 'PUT', path: '/newbucket', headers: { 'x-amz-object-ownership': 'ObjectWriter' } })).status, 501)
+  t.equal((await send(ctx, { method: 'PUT', path: '/newbucket', headers: { 'x-amz-object-ownership': 'BucketOwnerEnforced' } })).status, 200)
+})
+
+t.test('DeleteObjects requires Content-MD5 or a checksum of its body, and verifies it', async (t) => {
+  const ctx = await makeS3(t)
+  const { client } = ctx
+  await client.send(new CreateBucketCommand({ Bucket: 'del' }))
+  for (const key of ['a', 'b', 'c']) await client.send(new PutObjectCommand({ Bucket: 'del', Key: key, Body: key }))
+  const body = '<Delete><Object><Key>a</Key></Object></Delete>'
+  const bare = await send(ctx, { method: 'POST', path: '/del', query: { delete: '' }, payload: body })
+  t.equal(bare.status, 400)
+  t.equal(code(bare.body), 'InvalidRequest')
+  t.match(bare.body, 'Missing required header for this request: Content-MD5')
+  const announcedOnly = await send(ctx, { method: 'POST', path: '/del', query: { delete: '' }, headers: { 'x-amz-sdk-checksum-algorithm': 'CRC32' }, payload: body })
+  t.equal(code(announcedOnly.body), 'InvalidRequest', 'naming an algorithm is not a checksum')
+  const wrongMd5 = await send(ctx, { method: 'POST', path: '/del', query: { delete: '' }, headers: { 'content-md5': md5b64('other') }, payload: body })
+  t.equal(code(wrongMd5.body), 'BadDigest')
+  const wrongCrc = await send(ctx, { method: 'POST', path: '/del', query: { delete: '' }, headers: { 'x-amz-checksum-crc32': 'AAAAAA==' }, payload: body })
+  t.equal(code(wrongCrc.body), 'BadDigest')
+  t.ok(await client.send(new HeadObjectCommand({ Bucket: 'del', Key: 'a' })), 'nothing was deleted by a refused request')
+  const good = await send(ctx, { method: 'POST', path: '/del', query: { delete: '' }, headers: { 'content-md5': md5b64(body) }, payload: body })
+  t.equal(good.status, 200)
+  t.match(good.body, '<Deleted><Key>a</Key></Deleted>')
+  // The SDK sends a checksum by default.
+  const sdk = await client.send(new DeleteObjectsCommand({ Bucket: 'del', Delete: { Objects: [{ Key: 'b' }, { Key: 'c' }] } }))
+  t.same(sdk.Deleted?.map((d) => d.Key).sort(), ['b', 'c'])
+})
