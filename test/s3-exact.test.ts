@@ -4,7 +4,9 @@
 import { createHash } from 'node:crypto'
 import { execFile, spawnSync } from 'node:child_process'
 import { promisify } from 'node:util'
+import fs from 'node:fs'
 import http from 'node:http'
+import path from 'node:path'
 import t from 'tap'
 import {
   CreateBucketCommand,
@@ -20,6 +22,7 @@ import {
   type S3ServiceException,
 } from '@aws-sdk/client-s3'
 import { makeS3, signedRequest, type S3Context } from './s3-helper'
+import { tempDir } from './helper'
 
 async function s3Error(p: Promise<unknown>): Promise<{ name: string; status: number | undefined }> {
   try {
@@ -379,3 +382,52 @@ t.test('DeleteObjects requires Content-MD5 or a checksum of its body, and verifi
   const sdk = await client.send(new DeleteObjectsCommand({ Bucket: 'del', Delete: { Objects: [{ Key: 'b' }, { Key: 'c' }] } }))
   t.same(sdk.Deleted?.map((d) => d.Key).sort(), ['b', 'c'])
 })
+
+const clientsMissing = ['aws', 'rclone', 's3cmd'].filter((c) => !fs.existsSync(`/usr/bin/${c}`))
+t.test(
+  'DeleteObjects through real clients: the AWS CLI, s3cmd and rclone send the digest it requires',
+  { skip: clientsMissing.length > 0 && `missing /usr/bin/${clientsMissing.join(', ')} (scripts/s3-clients.sh)` },
+  async (t) => {
+    const ctx = await makeS3(t)
+    const home = tempDir(t, 'coffer-delete-')
+    await ctx.client.send(new CreateBucketCommand({ Bucket: 'multi' }))
+    const put = (keys: string[]) => Promise.all(keys.map((Key) => ctx.client.send(new PutObjectCommand({ Bucket: 'multi', Key, Body: Key }))))
+    const left = async (prefix: string) => (await ctx.client.send(new ListObjectsV2Command({ Bucket: 'multi', Prefix: prefix }))).KeyCount
+    const batches = () => ctx.logs.filter((l) => l.msg === 'objects deleted').length
+    const run = (cmd: string, args: string[], env: Record<string, string>) =>
+      promisify(execFile)(cmd, args, { env: { PATH: '/usr/bin:/bin', HOME: home, ...env }, cwd: home, timeout: 120_000 })
+
+    fs.mkdirSync(path.join(home, '.aws'))
+    fs.writeFileSync(path.join(home, '.aws', 'config'), '[default]\nregion = us-east-1\ns3 =\n  addressing_style = path\n')
+    const awsEnv = { AWS_ACCESS_KEY_ID: ctx.credentials.accessKeyId, AWS_SECRET_ACCESS_KEY: ctx.credentials.secretAccessKey, AWS_EC2_METADATA_DISABLED: 'true', AWS_PAGER: '' }
+    await put(['cli/1', 'cli/2'])
+    let before = batches()
+    await run('/usr/bin/aws', ['--endpoint-url', ctx.endpoint, 's3api', 'delete-objects', '--bucket', 'multi', '--delete', '{"Objects":[{"Key":"cli/1"},{"Key":"cli/2"}]}'], awsEnv)
+    t.equal(await left('cli/'), 0, 'aws s3api delete-objects')
+    t.equal(batches(), before + 1)
+
+    const host = ctx.endpoint.replace('http://', '')
+    const cfg = path.join(home, '.s3cfg')
+    const s3cfg = `[default]\naccess_key = ${ctx.credentials.accessKeyId}\nsecret_key = ${ctx.credentials.secretAccessKey}\nhost_base = ${host}\nhost_bucket = ${host}\nuse_https = False\nsignature_v2 = False\nbucket_location = us-east-1\n`
+    fs.writeFileSync(cfg, s3cfg)
+    await put(['s3cmd/1', 's3cmd/2', 's3cmd/3'])
+    before = batches()
+    await run('/usr/bin/s3cmd', ['-c', cfg, 'del', '--recursive', 's3://multi/s3cmd/'], {})
+    t.equal(await left('s3cmd/'), 0, 's3cmd del --recursive')
+    t.equal(batches(), before + 1, 's3cmd deleted them in one DeleteObjects')
+
+    await put(['rclone/1', 'rclone/2'])
+    const rcloneEnv = {
+      RCLONE_CONFIG: path.join(home, 'rclone.conf'),
+      RCLONE_CONFIG_COFFER_TYPE: 's3',
+      RCLONE_CONFIG_COFFER_PROVIDER: 'Other',
+      RCLONE_CONFIG_COFFER_ACCESS_KEY_ID: ctx.credentials.accessKeyId,
+      RCLONE_CONFIG_COFFER_SECRET_ACCESS_KEY: ctx.credentials.secretAccessKey,
+      RCLONE_CONFIG_COFFER_ENDPOINT: ctx.endpoint,
+      RCLONE_CONFIG_COFFER_REGION: 'us-east-1',
+    }
+    fs.writeFileSync(rcloneEnv.RCLONE_CONFIG, '')
+    await run('/usr/bin/rclone', ['purge', 'coffer:multi/rclone'], rcloneEnv)
+    t.equal(await left('rclone/'), 0, 'rclone purge')
+  },
+)
