@@ -176,11 +176,14 @@ t.test('listings name the real keys: XML-hostile characters as character referen
 })
 
 const noBoto3 = spawnSync('python3', ['-c', 'import boto3'], { encoding: 'utf8' }).status !== 0
-t.test('boto3 reads back the real keys and prefixes (it asks for encoding-type=url and decodes)', { skip: noBoto3 && 'python3-boto3 is not installed' }, async (t) => {
-  const ctx = await makeS3(t)
-  await ctx.client.send(new CreateBucketCommand({ Bucket: 'boto' }))
-  for (const key of ODD_KEYS) await ctx.client.send(new PutObjectCommand({ Bucket: 'boto', Key: key, Body: key }))
-  const script = `
+t.test(
+  'boto3 reads back the real keys and prefixes (it asks for encoding-type=url and decodes)',
+  { skip: noBoto3 && 'python3-boto3 is not installed' },
+  async (t) => {
+    const ctx = await makeS3(t)
+    await ctx.client.send(new CreateBucketCommand({ Bucket: 'boto' }))
+    for (const key of ODD_KEYS) await ctx.client.send(new PutObjectCommand({ Bucket: 'boto', Key: key, Body: key }))
+    const script = `
 import json, sys, boto3, botocore.config
 c = boto3.client('s3', endpoint_url=sys.argv[1], aws_access_key_id=sys.argv[2], aws_secret_access_key=sys.argv[3], region_name='us-east-1',
                  config=botocore.config.Config(s3={'addressing_style': 'path'}))
@@ -193,19 +196,20 @@ r = c.list_objects(Bucket='boto', Delimiter='\\n', Marker='a'); out['v1'] = [r['
 r = c.list_objects_v2(Bucket='boto', Delimiter='\\n', StartAfter='a', ContinuationToken=''); out['v2'] = [r['Delimiter'], r['StartAfter'], [p['Prefix'] for p in r['CommonPrefixes']]]
 print(json.dumps(out))
 `
-  // Asynchronously: the server answering it runs in this process.
-  const run = await promisify(execFile)('python3', ['-c', script, ctx.endpoint, ctx.credentials.accessKeyId, ctx.credentials.secretAccessKey], {
-    encoding: 'utf8',
-  })
-  const out = JSON.parse(run.stdout) as Record<string, unknown>
-  const sorted = [...ODD_KEYS].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)))
-  t.equal(out.v1prefix, '\n', 'ListObjects: the prefix \\n comes back as \\n, not %0A')
-  t.equal(out.v2prefix, '\n')
-  t.same(out.v1keys, sorted)
-  t.same(out.v2keys, sorted)
-  t.same(out.v1, ['\n', 'a', ['a\n', 'cr\r\n']])
-  t.same(out.v2, ['\n', 'a', ['a\n', 'cr\r\n']])
-})
+    // Asynchronously: the server answering it runs in this process.
+    const run = await promisify(execFile)('python3', ['-c', script, ctx.endpoint, ctx.credentials.accessKeyId, ctx.credentials.secretAccessKey], {
+      encoding: 'utf8',
+    })
+    const out = JSON.parse(run.stdout) as Record<string, unknown>
+    const sorted = [...ODD_KEYS].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)))
+    t.equal(out.v1prefix, '\n', 'ListObjects: the prefix \\n comes back as \\n, not %0A')
+    t.equal(out.v2prefix, '\n')
+    t.same(out.v1keys, sorted)
+    t.same(out.v2keys, sorted)
+    t.same(out.v1, ['\n', 'a', ['a\n', 'cr\r\n']])
+    t.same(out.v2, ['\n', 'a', ['a\n', 'cr\r\n']])
+  },
+)
 
 t.test('UploadPartCopy: a malformed range is InvalidArgument, one outside the source InvalidRange', async (t) => {
   const ctx = await makeS3(t)
@@ -332,7 +336,11 @@ t.test('CopyObject and the other writes refuse options Coffer does not implement
     }
   }
   t.same(await s3Error(client.send(new HeadObjectCommand({ Bucket: 'copy', Key: 'dst' }))), { name: 'NotFound', status: 404 }, 'nothing was copied')
-  const plain = await send(ctx, { method: 'PUT', path: '/copy/dst', headers: { 'x-amz-copy-source': '/copy/src', 'x-amz-acl': 'private', 'x-amz-storage-class': 'STANDARD' } })
+  const plain = await send(ctx, {
+    method: 'PUT',
+    path: '/copy/dst',
+    headers: { 'x-amz-copy-source': '/copy/src', 'x-amz-acl': 'private', 'x-amz-storage-class': 'STANDARD' },
+  })
   t.equal(plain.status, 200, 'the default private ACL and STANDARD class are what every object has')
 
   // The same on the other writes.
@@ -368,7 +376,13 @@ t.test('DeleteObjects requires Content-MD5 or a checksum of its body, and verifi
   t.equal(bare.status, 400)
   t.equal(code(bare.body), 'InvalidRequest')
   t.match(bare.body, 'Missing required header for this request: Content-MD5')
-  const announcedOnly = await send(ctx, { method: 'POST', path: '/del', query: { delete: '' }, headers: { 'x-amz-sdk-checksum-algorithm': 'CRC32' }, payload: body })
+  const announcedOnly = await send(ctx, {
+    method: 'POST',
+    path: '/del',
+    query: { delete: '' },
+    headers: { 'x-amz-sdk-checksum-algorithm': 'CRC32' },
+    payload: body,
+  })
   t.equal(code(announcedOnly.body), 'InvalidRequest', 'naming an algorithm is not a checksum')
   const wrongMd5 = await send(ctx, { method: 'POST', path: '/del', query: { delete: '' }, headers: { 'content-md5': md5b64('other') }, payload: body })
   t.equal(code(wrongMd5.body), 'BadDigest')
@@ -399,10 +413,19 @@ t.test(
 
     fs.mkdirSync(path.join(home, '.aws'))
     fs.writeFileSync(path.join(home, '.aws', 'config'), '[default]\nregion = us-east-1\ns3 =\n  addressing_style = path\n')
-    const awsEnv = { AWS_ACCESS_KEY_ID: ctx.credentials.accessKeyId, AWS_SECRET_ACCESS_KEY: ctx.credentials.secretAccessKey, AWS_EC2_METADATA_DISABLED: 'true', AWS_PAGER: '' }
+    const awsEnv = {
+      AWS_ACCESS_KEY_ID: ctx.credentials.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: ctx.credentials.secretAccessKey,
+      AWS_EC2_METADATA_DISABLED: 'true',
+      AWS_PAGER: '',
+    }
     await put(['cli/1', 'cli/2'])
     let before = batches()
-    await run('/usr/bin/aws', ['--endpoint-url', ctx.endpoint, 's3api', 'delete-objects', '--bucket', 'multi', '--delete', '{"Objects":[{"Key":"cli/1"},{"Key":"cli/2"}]}'], awsEnv)
+    await run(
+      '/usr/bin/aws',
+      ['--endpoint-url', ctx.endpoint, 's3api', 'delete-objects', '--bucket', 'multi', '--delete', '{"Objects":[{"Key":"cli/1"},{"Key":"cli/2"}]}'],
+      awsEnv,
+    )
     t.equal(await left('cli/'), 0, 'aws s3api delete-objects')
     t.equal(batches(), before + 1)
 

@@ -23,7 +23,11 @@ export function nameOfKey(key: string): string {
 }
 
 /** An entity tag as compared: without its quotes or weak marker, so `"abc"`, `abc` and `W/"abc"` agree. */
-const bareTag = (t: string) => t.trim().replace(/^W\//, '').replace(/^"(.*)"$/, '$1')
+const bareTag = (t: string) =>
+  t
+    .trim()
+    .replace(/^W\//, '')
+    .replace(/^"(.*)"$/, '$1')
 
 /**
  * PutObject's conditional writes, as AWS answers them (#24): `If-None-Match` takes only `*` (any

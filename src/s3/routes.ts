@@ -438,9 +438,7 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
     const names = Object.keys(request.headers)
     const trailer = (header(request, 'x-amz-trailer') ?? '').toLowerCase()
     const digested =
-      names.includes('content-md5') ||
-      names.some((n) => /^x-amz-checksum-(?!mode$|type$|algorithm$)/.test(n)) ||
-      /(^|,)\s*x-amz-checksum-/.test(trailer)
+      names.includes('content-md5') || names.some((n) => /^x-amz-checksum-(?!mode$|type$|algorithm$)/.test(n)) || /(^|,)\s*x-amz-checksum-/.test(trailer)
     if (!digested) throw new S3Error('InvalidRequest', 'Missing required header for this request: Content-MD5 OR x-amz-checksum-*')
     const doc = parseXml(await readSmallBody(body(), MAX_XML_BODY_BYTES))
     const del = childOf(doc, 'Delete')
