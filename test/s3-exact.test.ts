@@ -395,6 +395,17 @@ t.test('DeleteObjects requires Content-MD5 or a checksum of its body, and verifi
   // The SDK sends a checksum by default.
   const sdk = await client.send(new DeleteObjectsCommand({ Bucket: 'del', Delete: { Objects: [{ Key: 'b' }, { Key: 'c' }] } }))
   t.same(sdk.Deleted?.map((d) => d.Key).sort(), ['b', 'c'])
+
+  // Keys the SDK writes as character references (control characters, CR) are the keys deleted,
+  // not others answered Deleted; a CDATA section is literal text.
+  const odd = ['x\u0001y', 'cr\r\nlf', 'a&b<c', `q"u'o>te`, '&amp;', '\u{1F600}']
+  for (const Key of [...odd, 'cdata&<']) await client.send(new PutObjectCommand({ Bucket: 'del', Key, Body: 'x' }))
+  const oddDeleted = await client.send(new DeleteObjectsCommand({ Bucket: 'del', Delete: { Objects: odd.map((Key) => ({ Key })) } }))
+  t.same(oddDeleted.Deleted?.map((d) => d.Key).sort(), [...odd].sort())
+  const cdata = '<Delete><Object><Key><![CDATA[cdata&<]]></Key></Object></Delete>'
+  const cdataRes = await send(ctx, { method: 'POST', path: '/del', query: { delete: '' }, headers: { 'content-md5': md5b64(cdata) }, payload: cdata })
+  t.match(cdataRes.body, '<Deleted><Key>cdata&amp;&lt;</Key></Deleted>')
+  t.equal((await client.send(new ListObjectsV2Command({ Bucket: 'del' }))).KeyCount, 0, 'every one of them is gone')
 })
 
 const clientsMissing = ['aws', 'rclone', 's3cmd'].filter((c) => !fs.existsSync(`/usr/bin/${c}`))
