@@ -9,6 +9,7 @@ import http from 'node:http'
 import path from 'node:path'
 import t from 'tap'
 import {
+  CopyObjectCommand,
   CreateBucketCommand,
   CreateMultipartUploadCommand,
   DeleteObjectsCommand,
@@ -297,6 +298,18 @@ t.test('PutObject conditional writes as AWS answers them', async (t) => {
   t.equal(created.status, 200)
   const got = await client.send(new GetObjectCommand({ Bucket: 'cond', Key: 'k' }))
   t.equal(await got.Body!.transformToString(), 'one', 'no refused write replaced the object')
+
+  // CopyObject's destination conditions, as PutObject's.
+  const copyTo = (Key: string, cond: { IfMatch?: string; IfNoneMatch?: string }) =>
+    client.send(new CopyObjectCommand({ Bucket: 'cond', Key, CopySource: 'cond/new', ...cond }))
+  t.same(await s3Error(copyTo('k', { IfNoneMatch: '*' })), { name: 'PreconditionFailed', status: 412 }, 'CopyObject If-None-Match: * onto an object')
+  t.same(await s3Error(copyTo('k', { IfMatch: 'abc' })), { name: 'PreconditionFailed', status: 412 }, 'CopyObject If-Match another ETag')
+  t.same(await s3Error(copyTo('k', { IfNoneMatch: first.ETag! })), { name: 'NotImplemented', status: 501 }, 'CopyObject If-None-Match: <etag>')
+  t.same(await s3Error(copyTo('absent', { IfMatch: bare })), { name: 'NoSuchKey', status: 404 })
+  await copyTo('fresh', { IfNoneMatch: '*' })
+  await copyTo('k', { IfMatch: bare })
+  const copied = await client.send(new GetObjectCommand({ Bucket: 'cond', Key: 'k' }))
+  t.equal(await copied.Body!.transformToString(), 'x', 'a copy whose If-Match held replaced the object')
 
   // CompleteMultipartUpload's conditions are not built: refused, never ignored.
   const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket: 'cond', Key: 'k' }))

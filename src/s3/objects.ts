@@ -243,6 +243,8 @@ export class S3Objects {
     to: { bucket: string; key: string },
     info: ObjectInfo | 'copy',
     check: (source: ObjectRow) => void,
+    /** The destination's If-Match / If-None-Match, as PutObject's (AWS's conditional CopyObject). */
+    conditions: { ifMatch?: string | undefined; ifNoneMatch?: string | undefined } = {},
   ): ObjectRow {
     checkKey(to.key)
     const { db } = this.deps
@@ -251,6 +253,7 @@ export class S3Objects {
         const source = this.head(tenant, from.bucket, from.key)
         check(source)
         const target = this.buckets.resolve(tenant, to.bucket)
+        checkWriteConditions(conditions, this.deps.objects.get(target.id, to.key))
         const sourceInfo: ObjectInfo = source.info ?? { etag: etagOf(source), contentType: source.fileType, meta: {} }
         const finalInfo: ObjectInfo =
           info === 'copy' ? sourceInfo : { ...info, etag: sourceInfo.etag, ...(sourceInfo.parts ? { parts: sourceInfo.parts } : {}) }

@@ -573,7 +573,11 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
     // as under REPLACE, never silently dropped (#24).
     refuseUnsupported(request)
     const info: ObjectInfo | 'copy' = directive === 'REPLACE' ? { ...objectInput(request), etag: '' } : 'copy'
-    const row = s3.objects.copy(tenant, from, { bucket, key }, info, copyConditions(request))
+    // The destination's own conditions are honoured, as AWS's CopyObject does, never ignored (#24).
+    const row = s3.objects.copy(tenant, from, { bucket, key }, info, copyConditions(request), {
+      ifMatch: header(request, 'if-match'),
+      ifNoneMatch: header(request, 'if-none-match'),
+    })
     return xml(reply, 'CopyObjectResult', { ETag: etagOf(row), LastModified: iso(row.completedAt) })
   }
 
