@@ -375,6 +375,14 @@ t.test('CopyObject and the other writes refuse options Coffer does not implement
     headers: { 'x-amz-copy-source': '/copy/src', 'x-amz-copy-source-server-side-encryption-customer-key': 'k' },
   })
   t.equal(partCopy.status, 501, 'UploadPartCopy with an SSE-C source key')
+  // A stated bucket owner other than the tenant (the owner ID its listings give) is refused, not ignored.
+  const owner = { 'x-amz-expected-bucket-owner': '123456789012' }
+  t.equal((await send(ctx, { method: 'PUT', path: '/copy/owned', headers: owner, payload: 'x' })).status, 403)
+  t.equal((await send(ctx, { method: 'GET', path: '/copy', headers: owner })).status, 403)
+  const sourceOwner = { 'x-amz-copy-source': '/copy/src', 'x-amz-source-expected-bucket-owner': '123456789012' }
+  t.equal((await send(ctx, { method: 'PUT', path: '/copy/owned', headers: sourceOwner })).status, 403)
+  t.equal((await send(ctx, { method: 'PUT', path: '/copy/owned', headers: { 'x-amz-expected-bucket-owner': ctx.tenant.id }, payload: 'x' })).status, 200)
+  t.equal((await client.send(new ListObjectsV2Command({ Bucket: 'copy', ExpectedBucketOwner: ctx.tenant.id }))).KeyCount, 3)
   t.equal((await send(ctx, { method: 'PUT', path: '/newbucket', headers: { 'x-amz-object-ownership': 'ObjectWriter' } })).status, 501)
   t.equal((await send(ctx, { method: 'PUT', path: '/newbucket', headers: { 'x-amz-object-ownership': 'BucketOwnerEnforced' } })).status, 200)
 })

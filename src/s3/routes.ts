@@ -243,6 +243,12 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
           if (/(?:^|\W)100-continue(?:$|\W)/i.test(header(request, 'expect') ?? '') && !reply.raw.headersSent) reply.raw.writeContinue()
         },
       })
+      // A client stating whose bucket it expects (AWS's bucket-owner condition) must not be ignored:
+      // a tenant's buckets are its own, their owner ID its id (owner() below); any other is AccessDenied, as AWS.
+      for (const name of ['x-amz-expected-bucket-owner', 'x-amz-source-expected-bucket-owner']) {
+        const expected = header(request, name)
+        if (expected !== undefined && expected !== tenant.id) throw new S3Error('AccessDenied', 'Access Denied')
+      }
       if (target.bucket === undefined) return service(request, reply, tenant, target)
       if (target.key === undefined) return bucketOp(request, reply, tenant, target, body, auth)
       return objectOp(request, reply, tenant, target, body, auth)
