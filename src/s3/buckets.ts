@@ -47,6 +47,24 @@ export function isBucketName(name: string): boolean {
   )
 }
 
+const RESERVED_PREFIXES = ['xn--', 'sthree-', 'amzn-s3-demo-']
+const RESERVED_SUFFIXES = ['-s3alias', '--ol-s3', '.mrap', '--x-s3', '--table-s3']
+
+/**
+ * What CreateBucket accepts: AWS's current rules for a new general purpose bucket ("General purpose
+ * bucket naming rules"), stricter than isBucketName, which still addresses workspaces made before
+ * (#24). Each dot-separated label starts and ends with a letter or digit (`foo.-bar`, `foo-.bar`
+ * are refused, as AWS and RGW do); prefixes and suffixes AWS reserves for its own names are refused.
+ */
+export function isNewBucketName(name: string): boolean {
+  return (
+    isBucketName(name) &&
+    name.split('.').every((label) => /^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$/.test(label)) &&
+    !RESERVED_PREFIXES.some((p) => name.startsWith(p)) &&
+    !RESERVED_SUFFIXES.some((s) => name.endsWith(s))
+  )
+}
+
 /**
  * Buckets are the tenant's workspaces (s3.md): the bucket name is the workspace slug, so two
  * tenants may each own `photos`.
@@ -69,7 +87,7 @@ export class S3Buckets {
   }
 
   create(tenant: AuthenticatedTenant, name: string): Workspace {
-    if (!isBucketName(name)) throw new S3Error('InvalidBucketName', 'The specified bucket is not valid.', { BucketName: name })
+    if (!isNewBucketName(name)) throw new S3Error('InvalidBucketName', 'The specified bucket is not valid.', { BucketName: name })
     const { db, clock, workspaces } = this.deps
     const now = clock.now()
     const id = uuidv7(now)

@@ -22,16 +22,35 @@ export function nameOfKey(key: string): string {
   return (segments.at(-1) ?? key).slice(0, 255) || 'object'
 }
 
-function checkWriteConditions(c: { ifMatch?: string | undefined; ifNoneMatch?: string | undefined }, current: ObjectRow | undefined): void {
-  const failed = () => new S3Error('PreconditionFailed', 'At least one of the pre-conditions you specified did not hold')
-  if (c.ifNoneMatch !== undefined) {
-    if (c.ifNoneMatch.trim() !== '*') throw new S3Error('NotImplemented', 'If-None-Match on writes supports only *')
-    if (current) throw failed()
+/** An entity tag as compared: without its quotes or weak marker, so `"abc"`, `abc` and `W/"abc"` agree. */
+const bareTag = (t: string) =>
+  t
+    .trim()
+    .replace(/^W\//, '')
+    .replace(/^"(.*)"$/, '$1')
+
+/**
+ * PutObject's conditional writes, as AWS answers them (#24): `If-None-Match` takes only `*` (any
+ * other value is 501 NotImplemented, naming the header, as AWS answers it), and not together with
+ * `If-Match`; `If-Match` compares entity tags with or without their quotes, as GetObject and
+ * CopyObject's conditions do; on a missing key it is NoSuchKey.
+ */
+export function checkWriteConditions(c: { ifMatch?: string | undefined; ifNoneMatch?: string | undefined }, current: ObjectRow | undefined): void {
+  const notImplemented = (header: string, additionalMessage: string) =>
+    new S3Error('NotImplemented', 'A header you provided implies functionality that is not implemented', { Header: header, additionalMessage })
+  const failed = (condition: string) =>
+    new S3Error('PreconditionFailed', 'At least one of the pre-conditions you specified did not hold', { Condition: condition })
+  if (c.ifNoneMatch !== undefined && c.ifNoneMatch.trim() !== '*') {
+    throw notImplemented('If-None-Match', "We don't accept the provided value of If-None-Match header for this API")
   }
+  if (c.ifNoneMatch !== undefined && c.ifMatch !== undefined) {
+    throw notImplemented('If-Match,If-None-Match', 'Multiple conditional request headers present in the request')
+  }
+  if (c.ifNoneMatch !== undefined && current) throw failed('If-None-Match')
   if (c.ifMatch !== undefined) {
     if (!current) throw new S3Error('NoSuchKey', 'The specified key does not exist.')
-    const tags = c.ifMatch.split(',').map((t) => t.trim())
-    if (!tags.includes('*') && !tags.includes(etagOf(current))) throw failed()
+    const tags = c.ifMatch.split(',').map(bareTag)
+    if (!tags.includes('*') && !tags.includes(bareTag(etagOf(current)))) throw failed('If-Match')
   }
 }
 
@@ -224,6 +243,8 @@ export class S3Objects {
     to: { bucket: string; key: string },
     info: ObjectInfo | 'copy',
     check: (source: ObjectRow) => void,
+    /** The destination's If-Match / If-None-Match, as PutObject's (AWS's conditional CopyObject). */
+    conditions: { ifMatch?: string | undefined; ifNoneMatch?: string | undefined } = {},
   ): ObjectRow {
     checkKey(to.key)
     const { db } = this.deps
@@ -232,6 +253,7 @@ export class S3Objects {
         const source = this.head(tenant, from.bucket, from.key)
         check(source)
         const target = this.buckets.resolve(tenant, to.bucket)
+        checkWriteConditions(conditions, this.deps.objects.get(target.id, to.key))
         const sourceInfo: ObjectInfo = source.info ?? { etag: etagOf(source), contentType: source.fileType, meta: {} }
         const finalInfo: ObjectInfo =
           info === 'copy' ? sourceInfo : { ...info, etag: sourceInfo.etag, ...(sourceInfo.parts ? { parts: sourceInfo.parts } : {}) }

@@ -18,6 +18,8 @@ declare module 'fastify' {
     s3TenantId?: string
     /** How the body was signed (access log): sha256, unsigned, or an aws-chunked mode. */
     s3Payload?: string
+    /** The request's Content-Type as sent, which Fastify never sees (buildS3App). */
+    s3ContentType?: string
   }
 }
 
@@ -112,6 +114,21 @@ export async function buildS3App(core: Core, opts: { logger: FastifyBaseLogger }
   // `Expect: 100-continue` is answered by the operation once its checks pass (BodySpec.proceed), not
   // by Node at once: a refused upload is refused before its body is sent.
   app.server.on('checkContinue', (req, res) => app.server.emit('request', req, res))
+  // Any other `Expect` (a wrong value, an empty one) is ignored, as AWS and RGW do (#24): without a
+  // listener Node answers 417 itself before the request is seen.
+  app.server.on('checkExpectation', (req, res) => app.server.emit('request', req, res))
+  // S3 stores any Content-Type as sent, an empty one or one that is no media type included (#24);
+  // Fastify answers those 415 before a handler runs (FST_ERR_CTP_INVALID_MEDIA_TYPE, a 500 here).
+  // No body is parsed here, so the header is moved aside before Fastify looks at it; the raw
+  // headers, which SigV4 reads, keep it.
+  app.addHook('onRequest', (request, _reply, done) => {
+    const type = request.raw.headers['content-type']
+    if (type !== undefined) {
+      request.s3ContentType = type
+      delete request.raw.headers['content-type']
+    }
+    done()
+  })
   app.removeAllContentTypeParsers()
   // Leave every body unread: the operations consume request.raw themselves.
   app.addContentTypeParser('*', (_request, _payload, done) => done(null, undefined))

@@ -6,12 +6,19 @@ export const S3_NS = 'http://s3.amazonaws.com/doc/2006-03-01/'
 /** Largest XML request body accepted (DeleteObjects of 1000 keys of 1024 bytes fits with room). */
 export const MAX_XML_BODY_BYTES = 2 * 1024 * 1024
 
-// eslint-disable-next-line no-control-regex -- exactly the characters XML 1.0 cannot carry
-const NOT_XML = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]/g
+// eslint-disable-next-line no-control-regex -- the characters XML 1.0 cannot carry literally, and CR
+const AS_REFERENCE = /[\u0000-\u0008\u000B\u000C\u000D\u000E-\u001F\uFFFE\uFFFF]/g
+const MARKUP = /[&<>"']/g
+const ENTITY: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&apos;' }
 
-/** Escapes text for an XML element body; drops characters XML 1.0 cannot carry at all. */
+/**
+ * Escapes text for an XML element body. A key may hold characters XML 1.0 cannot carry (`\x01`,
+ * `\x1b`): AWS writes them as numeric character references (`&#x1;`), which the AWS SDKs' parsers
+ * read back as the character, so a listing names the real key (#24; dropping them named another).
+ * CR is written `&#xD;` too, or XML's end-of-line handling would read `\r\n` back as `\n`.
+ */
 export function esc(text: string): string {
-  return text.replace(NOT_XML, '').replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&apos;')
+  return text.replace(MARKUP, (c) => ENTITY[c]!).replace(AS_REFERENCE, (c) => `&#x${c.charCodeAt(0).toString(16).toUpperCase()};`)
 }
 
 export type XmlValue = string | number | boolean | null | undefined | XmlNode | XmlNode[]
@@ -48,9 +55,10 @@ const parser = new XMLParser({
   trimValues: false,
   ignoreDeclaration: true,
   ignorePiTags: true,
-  // The five predefined entities and numeric references only; DOCTYPEs are refused before parsing.
-  processEntities: true,
-  htmlEntities: false,
+  // References are decoded by textOf, once: the parser's decoder drops (XML 1.0) the character
+  // references SDKs write for control characters and CR in keys (`&#x1;`, `&#x0D;`), so a
+  // DeleteObjects named another key than the client's and answered it Deleted (#24).
+  processEntities: false,
   isArray: (name) => name === 'Part' || name === 'Object',
 })
 
@@ -64,7 +72,8 @@ export function parseXml(body: Buffer): Record<string, unknown> {
   if (/<!DOCTYPE|<!ENTITY/i.test(text)) throw malformed()
   if (text.trim() === '' || XMLValidator.validate(text) !== true) throw malformed()
   try {
-    return parser.parse(text) as Record<string, unknown>
+    // A CDATA section's text is literal: written as escaped text, so that textOf's decoding gives it back as is.
+    return parser.parse(text.replace(/<!\[CDATA\[([\s\S]*?)\]\]>/g, (_, cdata: string) => esc(cdata))) as Record<string, unknown>
   } catch {
     throw malformed()
   }
@@ -72,11 +81,27 @@ export function parseXml(body: Buffer): Record<string, unknown> {
 
 export const malformed = () => new S3Error('MalformedXML', 'The XML you provided was not well-formed or did not validate against our published schema.')
 
-/** A child element's text, or undefined. */
+const PREDEFINED: Record<string, string> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'" }
+
+/** Element text with its references decoded: the five predefined entities and numeric character references. */
+function decodeText(raw: string): string {
+  return raw.replace(/&(?:#x([0-9A-Fa-f]{1,6})|#([0-9]{1,7})|([A-Za-z]+));/g, (_ref, hex?: string, dec?: string, name?: string) => {
+    if (name !== undefined) {
+      const c = PREDEFINED[name]
+      if (c === undefined) throw malformed()
+      return c
+    }
+    const cp = hex !== undefined ? parseInt(hex, 16) : Number(dec)
+    if (cp === 0 || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) throw malformed()
+    return String.fromCodePoint(cp)
+  })
+}
+
+/** A child element's text (references decoded), or undefined. */
 export function textOf(node: unknown, name: string): string | undefined {
   if (node === null || typeof node !== 'object') return undefined
   const v = (node as Record<string, unknown>)[name]
-  if (typeof v === 'string') return v
+  if (typeof v === 'string') return decodeText(v)
   if (typeof v === 'number' || typeof v === 'boolean') return String(v)
   if (v === '' || (v !== null && typeof v === 'object' && Object.keys(v).length === 0)) return ''
   return undefined
