@@ -10,6 +10,7 @@ import { downloadCommand, lsCommand, rmCommand, uploadCommand } from './cli/file
 import { OperatorError, println, UsageError, type CliIO } from './cli/io'
 import { selfCommand } from './cli/self-command'
 import { createLogger } from './lib/logger'
+import { armCrashPoint } from './lib/crash-points'
 import { isSea } from 'node:sea'
 import { version } from '../package.json'
 
@@ -119,6 +120,9 @@ function debugging(argv: string[]): boolean {
   const level = i < 0 ? process.env.COFFER_LOG_LEVEL : argv[i]!.includes('=') ? argv[i]!.split('=')[1] : argv[i + 1]
   return level === 'debug' || level === 'trace'
 }
+
+// Crash tests only: the process kills itself at the named moment (lib/crash-points.ts).
+if (process.env.COFFER_TEST_CRASH_AT) armCrashPoint(process.env.COFFER_TEST_CRASH_AT, () => process.kill(process.pid, 'SIGKILL'))
 
 const argv = process.argv.slice(2)
 main(argv).then(

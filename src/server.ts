@@ -95,6 +95,10 @@ export async function startServer(config: Config, logger: Logger, opts: StartOpt
         ),
     )
   }
+  // Content a crash left between a CompleteMultipartUpload's commit and the removal of its parts
+  // goes now, not at the first collection ten minutes on (#24).
+  const deferred = await core.gc.releaseDeferred()
+  if (deferred.blobs > 0) logger.info({ removed: deferred.blobs, bytes: deferred.bytes }, 'removed content released before the previous run stopped')
   const app = await buildApp(core, { logger })
   const s3App = config.s3Port === 'off' ? undefined : await buildS3App(core, { logger })
   const background = backgroundComponents(core, logger)

@@ -9,7 +9,9 @@ The server does the first two on its own every ten minutes.`
 export const VERIFY_HELP = `Usage: coffer verify [--data-dir DIR] [--read-data] [--json]
 
 Checks every blob the database records and reports blobs that are missing, whose content no longer
-matches its SHA-256, and stored blobs no record refers to. Exits 1 when anything is missing or corrupt.
+matches its SHA-256, stored blobs no record refers to (orphaned), and recorded blobs nothing uses
+any more (unreferenced: released content whose removal a crash cut short; the server removes them
+at start and every ten minutes, coffer gc at once). Exits 1 when anything is missing or corrupt.
 On disk every blob is re-hashed. With COFFER_BLOB_STORE=s3 one listing of the bucket is compared
 (existence and size); --read-data downloads and re-hashes every object as well.`
 
@@ -44,11 +46,12 @@ export async function verifyCommand(args: string[], io: CliIO): Promise<number> 
     else {
       println(
         io.stdout,
-        `checked ${report.checked} blob(s)${report.readData ? '' : ' (listing only; --read-data re-hashes)'}: ${report.missing.length} missing, ${report.corrupt.length} corrupt, ${report.orphans.length} orphaned`,
+        `checked ${report.checked} blob(s)${report.readData ? '' : ' (listing only; --read-data re-hashes)'}: ${report.missing.length} missing, ${report.corrupt.length} corrupt, ${report.orphans.length} orphaned, ${report.unreferenced.length} unreferenced`,
       )
       for (const sha of report.missing) println(io.stdout, `missing  ${sha}`)
       for (const sha of report.corrupt) println(io.stdout, `corrupt  ${sha}`)
       for (const sha of report.orphans) println(io.stdout, `orphan   ${sha}`)
+      for (const sha of report.unreferenced) println(io.stdout, `unreferenced ${sha}`)
     }
     return ok ? 0 : 1
   })

@@ -338,4 +338,29 @@ CREATE TABLE blob_inline (
 ) STRICT;
 `,
   },
+  {
+    version: 12,
+    name: 's3 multipart: completed uploads remembered, deferred blob releases',
+    sql: `
+-- A completed multipart upload, remembered so that a Complete retried after its answer was lost
+-- answers 200 with the same ETag, as AWS and RGW do (#24): until expires_at (the multipart TTL
+-- after completion), and only while the object it made is still its key's current one.
+CREATE TABLE s3_completed_uploads (
+  id           TEXT PRIMARY KEY,
+  workspace_id TEXT NOT NULL,
+  file_id      TEXT NOT NULL,
+  expires_at   INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE INDEX s3_completed_uploads_expiry ON s3_completed_uploads (expires_at);
+
+-- Blobs a commit released whose content may only go once that commit is durable (the parts of a
+-- completed multipart upload): recorded in the commit's transaction, removed by a later one. A
+-- crash between the two leaves the row, which the server finishes at start and in its periodic
+-- collection, where the unreferenced blobs used to wait for an operator's coffer gc (#24).
+CREATE TABLE blob_releases (
+  sha256     TEXT PRIMARY KEY,
+  created_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+`,
+  },
 ]

@@ -8,11 +8,12 @@ import { AppError } from '../errors'
 import { S3Error, fromAppError } from './errors'
 import { concatenate, ingest, type BodySpec } from './ingest'
 import { SigningKey } from './sigv4'
-import { checkKey, type ObjectInput, type S3Objects } from './objects'
+import { checkKey, etagOf, type ObjectInput, type S3Objects } from './objects'
 import type { S3Buckets, S3Deps } from './buckets'
 import type { StagedBlob } from '../blobs/blob-store'
 import { rollupPage, type KeysetSource, type ListResult } from './listing'
 import { BlobWrites } from '../services/blob-writes'
+import { crashPoint } from '../lib/crash-points'
 
 export const MIN_PART_BYTES = 5 * 1024 * 1024
 export const MAX_PART_BYTES = 5 * 1024 ** 3
@@ -40,6 +41,19 @@ export function newUploadId(): string {
 }
 
 export class S3Multipart {
+  /**
+   * The completion of each upload running in this process, by tenant and upload id: a second
+   * Complete of the same upload waits for it instead of assembling a copy of its own (#24: 40
+   * concurrent Completes of a 20 MiB upload staged 712 MiB and read parts another one had dropped).
+   */
+  private readonly completions = new Map<string, Promise<unknown>>()
+  /**
+   * The answer of the last committed UploadPart of each part, by upload id and part number: a
+   * commit's answer waits for the one committed before it, so the part answered last is the part
+   * stored (#24: two concurrent UploadParts of one part number, Complete with the later ETag).
+   */
+  private readonly partAnswers = new Map<string, Promise<void>>()
+
   constructor(
     private readonly deps: S3Deps,
     private readonly buckets: S3Buckets,
@@ -138,37 +152,58 @@ export class S3Multipart {
   ): Promise<void> {
     const { db, store, writes, multipart, clock, quotas } = this.deps
     let replaced: string | undefined
+    const slot = `${upload.id}:${partNumber}`
+    let answered: (() => void) | undefined
+    let before: Promise<void> | undefined
     try {
       // The part row, written with the blob's, keeps the content from collection until the
       // upload completes, aborts or expires (BlobsRepo.sizeIfUnreferenced counts parts).
-      await writes.write(BlobWrites.writerId(), staged, (settle) =>
-        db
-          .transaction(() => {
-            if (!multipart.get(w.id, upload.id)) throw noSuchUpload()
-            const old = multipart.part(upload.id, partNumber)
-            releaseInFlight()
-            try {
-              quotas.assertFits(tenant.id, w.id, staged.size - (old?.size ?? 0))
-            } catch (err) {
-              throw err instanceof AppError ? fromAppError(err) : err
-            }
-            settle()
-            multipart.putPart(upload.id, { partNumber, size: staged.size, md5, sha256: staged.sha256, createdAt: clock.now() })
-            if (old && old.sha256 !== staged.sha256) {
-              this.buckets.dropBlobs([old.sha256])
-              replaced = old.sha256
-            }
-          })
-          .immediate(),
-      )
+      await writes.write(BlobWrites.writerId(), staged, (settle) => {
+        db.transaction(() => {
+          if (!multipart.get(w.id, upload.id)) throw noSuchUpload()
+          const old = multipart.part(upload.id, partNumber)
+          releaseInFlight()
+          try {
+            quotas.assertFits(tenant.id, w.id, staged.size - (old?.size ?? 0))
+          } catch (err) {
+            throw err instanceof AppError ? fromAppError(err) : err
+          }
+          settle()
+          multipart.putPart(upload.id, { partNumber, size: staged.size, md5, sha256: staged.sha256, createdAt: clock.now() })
+          if (old && old.sha256 !== staged.sha256) {
+            this.buckets.dropBlobs([old.sha256])
+            replaced = old.sha256
+          }
+        }).immediate()
+        // Committed: this is the part now, and it answers after the commit before it did.
+        before = this.partAnswers.get(slot)
+        const mine = new Promise<void>((resolve) => (answered = resolve))
+        this.partAnswers.set(slot, mine)
+        void mine.then(() => {
+          if (this.partAnswers.get(slot) === mine) this.partAnswers.delete(slot)
+        })
+      })
     } finally {
-      await store.discard(staged)
+      try {
+        await store.discard(staged)
+        // The replaced part's content, tombstoned on a remote store, is deleted now the new part is recorded.
+        if (replaced !== undefined) await writes.drainQuietly()
+        if (before) {
+          await before
+          // One turn of the event loop: the earlier commit's answer is written before this one.
+          await new Promise<void>((resolve) => setImmediate(resolve))
+        }
+      } finally {
+        answered?.()
+      }
     }
-    // The replaced part's content, tombstoned on a remote store, is deleted now the new part is recorded.
-    if (replaced !== undefined) await writes.drainQuietly()
   }
 
-  /** CompleteMultipartUpload: S3's part checks, then the parts streamed into one object. */
+  /**
+   * CompleteMultipartUpload: S3's part checks, then the parts streamed into one object. One
+   * completion of an upload runs at a time: a concurrent one waits for it and then finds the
+   * upload completed (answered as a retry: 200 with the same ETag) or, if it failed, goes on.
+   */
   async complete(
     tenant: AuthenticatedTenant,
     bucket: string,
@@ -176,7 +211,30 @@ export class S3Multipart {
     uploadId: string,
     declared: { partNumber: number; etag: string }[],
   ): Promise<ObjectRow> {
-    const { w, upload } = this.upload(tenant, bucket, key, uploadId)
+    const slot = `${tenant.id}:${uploadId}`
+    for (let running = this.completions.get(slot); running; running = this.completions.get(slot)) {
+      await running.catch(() => undefined)
+    }
+    const completion = this.completeNow(tenant, bucket, key, uploadId, declared)
+    this.completions.set(slot, completion)
+    try {
+      return await completion
+    } finally {
+      if (this.completions.get(slot) === completion) this.completions.delete(slot)
+    }
+  }
+
+  private async completeNow(
+    tenant: AuthenticatedTenant,
+    bucket: string,
+    key: string,
+    uploadId: string,
+    declared: { partNumber: number; etag: string }[],
+  ): Promise<ObjectRow> {
+    const w = this.buckets.resolve(tenant, bucket)
+    const found = this.deps.multipart.get(w.id, uploadId)
+    if (!found || found.key !== key || found.tenantId !== tenant.id) return this.completedBefore(w, key, uploadId, declared)
+    const upload = found
     if (declared.length === 0) throw new S3Error('MalformedXML', 'The XML you provided was not well-formed or did not validate against our published schema.')
     const stored = new Map(this.deps.multipart.parts(upload.id).map((p) => [p.partNumber, p]))
     const chosen: Part[] = []
@@ -206,35 +264,84 @@ export class S3Multipart {
       chosen.map((p) => p.sha256),
     )
     // The assembled object takes no more room than its parts, which are charged already.
-    const staged = await this.deps.store.stage(body, {
-      maxBytes: total,
-      expectedBytes: total,
-      onOverflow: () => new S3Error('InternalError', 'parts changed during completion'),
-    })
+    let staged: StagedBlob
+    try {
+      staged = await this.deps.store.stage(body, {
+        maxBytes: total,
+        expectedBytes: total,
+        onOverflow: () => new S3Error('InternalError', 'parts changed during completion'),
+      })
+    } catch (err) {
+      // An abort, or an UploadPart replacing a declared part, released a part while it was read
+      // (BlobNotFoundError, or a remote read cut off): the client's answer is that of a Complete
+      // arriving just after it, never a 500 (#24).
+      throw this.partsGone(w, upload.id, chosen) ?? err
+    }
     if (staged.size !== total) {
       await this.deps.store.discard(staged)
       throw new Error(`assembled ${staged.size} bytes from parts totalling ${total}`)
     }
     const info = { ...upload.info, etag, parts: chosen.length }
     let released: string[] = []
-    const row = await this.objects.commitStaged(tenant, w, key, staged, info, () => {
-      // Still the same upload: a concurrent completion or abort wins cleanly.
-      if (!this.deps.multipart.get(w.id, upload.id)) throw noSuchUpload()
-      released = this.deps.multipart.delete(upload.id)
-    })
+    const { clock, multipart, blobs } = this.deps
+    const row = await this.objects.commitStaged(
+      tenant,
+      w,
+      key,
+      staged,
+      info,
+      () => {
+        // Still the same upload: a concurrent abort wins cleanly.
+        if (!multipart.get(w.id, upload.id)) throw noSuchUpload()
+        released = multipart.delete(upload.id)
+        // The parts' content goes once this commit is durable; recorded now, so that a crash
+        // before it is removed leaves work the server finishes, not blobs only `coffer gc` finds.
+        for (const sha of new Set(released)) blobs.deferRelease(sha, clock.now())
+      },
+      // A retried Complete answers with this object while it is the key's (completedBefore).
+      (made) => multipart.insertCompleted(upload.id, w.id, made.fileId, clock.now() + this.deps.multipartTtlMs),
+    )
+    crashPoint('s3-complete-committed')
     // Part blobs are removed once the object is committed (never inside a transaction that could
     // still roll back); one the object itself shares stays referenced and is kept.
     try {
-      this.deps.db.transaction(() => this.buckets.dropBlobs(released)).immediate()
-      await this.deps.writes.drainQuietly()
+      await this.deps.writes.releaseDeferred([...new Set(released)])
     } catch {
-      // Best effort: `coffer gc` removes unreferenced blobs later.
+      // Recorded: the periodic collection (or the next start) finishes it.
     }
     return row
   }
 
+  /**
+   * A Complete of an upload that is no longer in progress. Answered as AWS and RGW answer a
+   * Complete retried after its answer was lost: 200 with the object it made, when the upload was
+   * completed within the multipart TTL, that object is still its key's current one, and the part
+   * list makes the same ETag (RGW's check_previously_completed); otherwise NoSuchUpload.
+   */
+  private completedBefore(w: Workspace, key: string, uploadId: string, declared: { partNumber: number; etag: string }[]): ObjectRow {
+    const fileId = this.deps.multipart.completedFile(w.id, uploadId, this.deps.clock.now())
+    const current = fileId === undefined ? undefined : this.deps.objects.get(w.id, key)
+    if (!current || current.fileId !== fileId || multipartEtag(declared) !== etagOf(current)) throw noSuchUpload()
+    return current
+  }
+
+  /** Why a completion's part could not be read, when the upload changed under it (undefined: it did not). */
+  private partsGone(w: Workspace, uploadId: string, chosen: Part[]): S3Error | undefined {
+    if (!this.deps.multipart.get(w.id, uploadId)) return noSuchUpload()
+    const now = new Map(this.deps.multipart.parts(uploadId).map((p) => [p.partNumber, p.sha256]))
+    if (chosen.some((p) => now.get(p.partNumber) !== p.sha256)) {
+      return new S3Error(
+        'InvalidPart',
+        "One or more of the specified parts could not be found. The part may not have been uploaded, or the specified entity tag may not have matched the part's entity tag.",
+      )
+    }
+    return undefined
+  }
+
   /** AbortMultipartUpload: the parts' content is released (deleted from a remote store once tombstoned). */
   async abort(tenant: AuthenticatedTenant, bucket: string, key: string, uploadId: string): Promise<void> {
+    // Not under a completion assembling the parts: after it, the upload is completed (NoSuchUpload).
+    await this.completions.get(`${tenant.id}:${uploadId}`)?.catch(() => undefined)
     this.deps.db
       .transaction(() => {
         const { upload } = this.upload(tenant, bucket, key, uploadId)
@@ -285,8 +392,19 @@ export class S3Multipart {
       }).immediate()
       reclaimed++
     }
+    // Completed uploads are remembered for a retried Complete until their time is up.
+    db.transaction(() => multipart.forgetCompleted(clock.now(), 1000)).immediate()
     return reclaimed
   }
+}
+
+/** The ETag a completion of `declared` makes: the MD5 of the parts' MD5s, then `-<count>` (undefined if one is not an MD5). */
+function multipartEtag(declared: { etag: string }[]): string | undefined {
+  const md5s = declared.map((d) => normalizeEtag(d.etag))
+  if (md5s.length === 0 || md5s.some((m) => !/^[0-9a-f]{32}$/.test(m))) return undefined
+  const hash = createHash('md5')
+  for (const m of md5s) hash.update(Buffer.from(m, 'hex'))
+  return `"${hash.digest('hex')}-${md5s.length}"`
 }
 
 function normalizeEtag(etag: string): string {

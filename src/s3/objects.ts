@@ -137,6 +137,8 @@ export class S3Objects {
     staged: StagedBlob,
     info: ObjectInfo,
     beforeCommit?: () => void,
+    /** In the same transaction, with the object made (CompleteMultipartUpload remembers it). */
+    afterReplace?: (row: ObjectRow) => void,
   ): Promise<ObjectRow> {
     try {
       return await this.deps.writes.write(BlobWrites.writerId(), staged, (settle) =>
@@ -145,7 +147,9 @@ export class S3Objects {
         this.deps.commits.run(() => {
           beforeCommit?.()
           settle()
-          return this.replace(tenant, w, key, staged.sha256, staged.size, info)
+          const row = this.replace(tenant, w, key, staged.sha256, staged.size, info)
+          afterReplace?.(row)
+          return row
         }),
       )
     } catch (err) {

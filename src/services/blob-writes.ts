@@ -94,6 +94,39 @@ export class BlobWrites {
   }
 
   /**
+   * Finishes the releases a commit deferred (BlobsRepo.deferRelease): those of `shas`, or every
+   * one waiting (at start and in the periodic collection, after a crash between that commit and
+   * this, #24). A blob nothing references any more is removed (tombstoned, then deleted, on a
+   * remote store); its record goes either way. Drains quietly: a refused deletion waits for the GC.
+   */
+  async releaseDeferred(shas?: string[]): Promise<{ blobs: number; bytes: number }> {
+    const { db, blobs } = this.deps
+    const result = { blobs: 0, bytes: 0 }
+    const finish = (batch: string[]) =>
+      db
+        .transaction(() => {
+          for (const sha of batch) {
+            const size = this.releaseInTx(sha)
+            blobs.undefer(sha)
+            if (size === undefined) continue
+            result.blobs++
+            result.bytes += size
+          }
+        })
+        .immediate()
+    if (shas) finish(shas)
+    else {
+      for (;;) {
+        const batch = blobs.deferred(500)
+        finish(batch)
+        if (batch.length < 500) break
+      }
+    }
+    await this.drainQuietly()
+    return result
+  }
+
+  /**
    * After a transaction that released content: deletes the tombstoned objects of a remote store
    * (nothing to do on disk). Failed deletions stay tombstoned for the next run.
    */

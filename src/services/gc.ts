@@ -15,6 +15,12 @@ export interface VerifyReport {
   missing: string[]
   corrupt: string[]
   orphans: string[]
+  /**
+   * Recorded blobs that no file and no multipart part references: released content whose removal
+   * was cut short (a crash after a CompleteMultipartUpload committed, #24). Not an integrity
+   * failure: the server removes them at start and in its periodic collection, `coffer gc` at once.
+   */
+  unreferenced: string[]
   /** Whether content was re-hashed (always on disk; with --read-data on a remote store) or only listed. */
   readData: boolean
 }
@@ -52,6 +58,10 @@ export class GarbageCollector {
       result.blobsRemoved++
       result.bytesFreed += size
     }
+    // Releases a crash left between a commit and the removal it deferred (#24).
+    const deferred = await writes.releaseDeferred()
+    result.blobsRemoved += deferred.blobs
+    result.bytesFreed += deferred.bytes
     for (;;) {
       const batch = files.purgeable(clock.now() - retentionMs, BATCH)
       db.transaction(() => {
@@ -76,6 +86,11 @@ export class GarbageCollector {
     return failed > 0 ? { ...result, storeFailures: failed } : result
   }
 
+  /** Finishes every release a commit deferred and a crash cut short (BlobWrites.releaseDeferred): at start. */
+  releaseDeferred(): Promise<{ blobs: number; bytes: number }> {
+    return this.deps.writes.releaseDeferred()
+  }
+
   /** Removes blob files that have no row (a crash between placing and committing) and are old enough. */
   async removeOrphans(): Promise<number> {
     const { db, clock, blobs, store, writes } = this.deps
@@ -90,14 +105,14 @@ export class GarbageCollector {
 
   /**
    * Checks every blob the database records; reports rows without content, content that changed,
-   * and stored blobs no row records. The disk store re-hashes everything; a remote store, where
+   * rows nothing references any more, and stored blobs no row records. The disk store re-hashes everything; a remote store, where
    * reading everything back costs transfer, compares one listing's keys and sizes unless
    * `readData` asks for the hashes too.
    */
   async verify(readData = false): Promise<VerifyReport> {
     const { blobs, store } = this.deps
     const rehash = readData || !store.remote
-    const report: VerifyReport = { checked: 0, missing: [], corrupt: [], orphans: [], readData: rehash }
+    const report: VerifyReport = { checked: 0, missing: [], corrupt: [], orphans: [], unreferenced: [], readData: rehash }
     const listed = new Map<string, number>()
     for await (const b of store.list()) {
       if (blobs.exists(b.sha256)) listed.set(b.sha256, b.size)
@@ -107,6 +122,7 @@ export class GarbageCollector {
       const rows = blobs.sizesAfter(after, BATCH)
       for (const { sha256, size } of rows) {
         report.checked++
+        if (blobs.sizeIfUnreferenced(sha256) !== undefined) report.unreferenced.push(sha256)
         if (rehash) {
           const actual = await store.hash(sha256)
           if (actual === undefined) report.missing.push(sha256)

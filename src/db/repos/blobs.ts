@@ -20,6 +20,9 @@ export class BlobsRepo {
         'SELECT sha256, size_bytes AS size FROM blobs WHERE sha256 > ? ORDER BY sha256 LIMIT ?',
       ),
       delete: db.prepare('DELETE FROM blobs WHERE sha256 = ?'),
+      defer: db.prepare('INSERT INTO blob_releases (sha256, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING'),
+      deferred: db.prepare<[number], string>('SELECT sha256 FROM blob_releases ORDER BY sha256 LIMIT ?').pluck(),
+      undefer: db.prepare('DELETE FROM blob_releases WHERE sha256 = ?'),
       stats: db.prepare<[], { bytes: number; count: number }>('SELECT bytes, count FROM blob_totals WHERE id = 1'),
     }
   }
@@ -49,6 +52,23 @@ export class BlobsRepo {
 
   delete(sha256: string): void {
     this.stmts.delete.run(sha256)
+  }
+
+  /**
+   * Records that `sha256` was released by the transaction running now and is to be removed after
+   * it is durable (CompleteMultipartUpload's parts): a crash in between leaves the row to finish.
+   */
+  deferRelease(sha256: string, now: number): void {
+    this.stmts.defer.run(sha256, now)
+  }
+
+  /** Up to `limit` releases waiting to be finished. */
+  deferred(limit: number): string[] {
+    return this.stmts.deferred.all(limit)
+  }
+
+  undefer(sha256: string): void {
+    this.stmts.undefer.run(sha256)
   }
 
   /** Count and bytes of all blobs, maintained by triggers: one row read whatever the store's size. */

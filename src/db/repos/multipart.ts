@@ -80,6 +80,13 @@ export class MultipartRepo {
         'INSERT INTO s3_parts (upload_id, part_number, size_bytes, md5, sha256, created_at) VALUES (@uploadId, @partNumber, @size, @md5, @sha256, @createdAt)',
       ),
       partsUsage: db.prepare<[string], number>('SELECT coalesce(sum(size_bytes), 0) FROM s3_parts WHERE upload_id = ?').pluck(),
+      insertCompleted: db.prepare('INSERT INTO s3_completed_uploads (id, workspace_id, file_id, expires_at) VALUES (?, ?, ?, ?)'),
+      completedFile: db
+        .prepare<[string, string, number], string>('SELECT file_id FROM s3_completed_uploads WHERE id = ? AND workspace_id = ? AND expires_at >= ?')
+        .pluck(),
+      forgetCompleted: db.prepare<[number, number]>(
+        'DELETE FROM s3_completed_uploads WHERE id IN (SELECT id FROM s3_completed_uploads WHERE expires_at < ? ORDER BY expires_at LIMIT ?)',
+      ),
     }
   }
 
@@ -145,6 +152,21 @@ export class MultipartRepo {
     const parts = this.stmts.deleteParts.all(uploadId)
     this.stmts.deleteUpload.run(uploadId)
     return parts.map((p) => p.sha256)
+  }
+
+  /** Remembers that the upload made the object `fileId`, until `expiresAt` (a retried Complete). */
+  insertCompleted(uploadId: string, workspaceId: string, fileId: string, expiresAt: number): void {
+    this.stmts.insertCompleted.run(uploadId, workspaceId, fileId, expiresAt)
+  }
+
+  /** The object a completed upload made, while it is remembered. */
+  completedFile(workspaceId: string, uploadId: string, now: number): string | undefined {
+    return this.stmts.completedFile.get(uploadId, workspaceId, now)
+  }
+
+  /** Forgets up to `limit` completed uploads remembered past their time; returns how many. */
+  forgetCompleted(now: number, limit: number): number {
+    return this.stmts.forgetCompleted.run(now, limit).changes
   }
 
   /** Bytes the upload's parts hold against the quotas. */

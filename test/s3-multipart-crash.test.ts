@@ -1,0 +1,144 @@
+// A server killed with SIGKILL between the commit of a CompleteMultipartUpload and the removal of
+// its parts (#24): the parts' content is left recorded but unused; `coffer verify` reports it, the
+// next start removes it without an operator, and the object and its retried Complete are intact.
+// On the run's blob store: COFFER_TEST_BLOB_STORE=s3 runs it with the content on the Ceph gateway.
+import { createHash } from 'node:crypto'
+import path from 'node:path'
+import t from 'tap'
+import Database from 'better-sqlite3'
+import { CreateBucketCommand, CreateMultipartUploadCommand, GetObjectCommand, S3Client, UploadPartCommand } from '@aws-sdk/client-s3'
+import { buildBundle, createTenantOverHttp, runCoffer, startCoffer, type Running } from './process-helper'
+import { purgeStoredBlobs, storedSizes, tempDir, testStoreEnv, TEST_BLOB_STORE } from './helper'
+import { completeCommand, pattern } from './s3-helper'
+
+t.setTimeout(240_000)
+
+buildBundle()
+
+const ADMIN = 'mpcrash-admin-key-0123456789'
+const MiB = 1024 * 1024
+const sha = (b: Buffer | Uint8Array) => createHash('sha256').update(b).digest('hex')
+const storeEnv = testStoreEnv()
+
+async function start(cwd: string, env: Record<string, string> = {}): Promise<{ server: Running; api: string; s3: string }> {
+  const server = await startCoffer(['serve', '--port', '0', '--s3-port', '0', '--data-dir', 'data'], {
+    cwd,
+    env: { ...storeEnv, COFFER_ADMIN_API_KEY: ADMIN, COFFER_LOG_LEVEL: 'info', ...env },
+    ready: /coffer S3 listening on (http:\/\/[^\s"]+)/,
+  })
+  const api = /coffer listening on (http:\/\/[^\s"]+)/.exec(server.lines.join('\n'))![1]!
+  return { server, api, s3: server.url }
+}
+
+interface VerifyJson {
+  ok: boolean
+  checked: number
+  missing: string[]
+  corrupt: string[]
+  orphans: string[]
+  unreferenced: string[]
+}
+
+function verify(cwd: string): VerifyJson {
+  const r = runCoffer(['verify', '--json', '--data-dir', 'data'], { cwd, env: storeEnv })
+  if (r.status !== 0) throw new Error(`coffer verify exited ${r.status}: ${r.stdout}${r.stderr}`)
+  return JSON.parse(r.stdout) as VerifyJson
+}
+
+t.test(`SIGKILL after a Complete committed, before its parts went (${TEST_BLOB_STORE} blob store)`, async (t) => {
+  const cwd = tempDir(t, 'coffer-mpcrash-')
+  const dataDir = path.join(cwd, 'data')
+  t.teardown(() => purgeStoredBlobs(storeEnv, dataDir))
+  const first = await start(cwd, { COFFER_TEST_CRASH_AT: 's3-complete-committed' })
+  const api = first.api
+  let { server, s3 } = first
+  t.teardown(() => void server.child.kill('SIGKILL'))
+  const tenant = await createTenantOverHttp(api, ADMIN, { name: 'mpcrash', quotaBytes: 100 * MiB })
+  const credRes = await fetch(`${api}/api/v1/admin/tenants/${tenant.id}/s3-credentials`, { method: 'POST', headers: { authorization: `Bearer ${ADMIN}` } })
+  const credentials = (await credRes.json()) as { accessKeyId: string; secretAccessKey: string }
+  const client = (endpoint: string) => new S3Client({ endpoint, region: 'us-east-1', forcePathStyle: true, credentials, maxAttempts: 1 })
+  let c = client(s3)
+  t.teardown(() => c.destroy())
+
+  await c.send(new CreateBucketCommand({ Bucket: 'crash' }))
+  const parts = [pattern(5 * MiB, 1), pattern(5 * MiB, 2), pattern(5 * MiB, 3), pattern(300_000, 4)]
+  const object = Buffer.concat(parts)
+  const { UploadId } = await c.send(new CreateMultipartUploadCommand({ Bucket: 'crash', Key: 'big' }))
+  const etags: [number, string][] = []
+  for (const [i, body] of parts.entries()) {
+    const r = await c.send(new UploadPartCommand({ Bucket: 'crash', Key: 'big', UploadId, PartNumber: i + 1, Body: body }))
+    etags.push([i + 1, r.ETag!])
+  }
+  const lost = await c.send(completeCommand('crash', 'big', UploadId, etags)).then(
+    () => 'answered',
+    () => 'lost',
+  )
+  t.equal(lost, 'lost', 'the Complete never got its answer')
+  const died = await Promise.race([server.exited, new Promise((r) => setTimeout(() => r('still running'), 10_000))])
+  t.equal(died, 'SIGKILL', 'the server died at the crash point')
+  if (died !== 'SIGKILL') return
+  c.destroy()
+
+  // What the crash left: the object committed, its parts' rows gone, their content still stored.
+  const partShas = parts.map(sha)
+  const inspect = () => {
+    const db = new Database(path.join(dataDir, 'coffer.db'), { readonly: true, fileMustExist: true })
+    try {
+      return {
+        object: db.prepare("SELECT sha256 FROM files WHERE object_key = 'big' AND deleted_at IS NULL").pluck().get(),
+        parts: db.prepare('SELECT count(*) FROM s3_parts').pluck().get(),
+        blobRows: new Set(db.prepare('SELECT sha256 FROM blobs').pluck().all() as string[]),
+        used: db.prepare('SELECT used_bytes FROM tenants WHERE id = ?').pluck().get(tenant.id),
+      }
+    } finally {
+      db.close()
+    }
+  }
+  const after = inspect()
+  t.equal(after.object, sha(object), 'the object was committed')
+  t.equal(after.parts, 0, 'with its parts')
+  t.equal(after.used, object.length, 'usage is the object alone')
+  let stored = await storedSizes(storeEnv, dataDir)
+  t.same(
+    partShas.filter((s) => stored.has(s)),
+    partShas,
+    "the parts' content is still stored",
+  )
+
+  // coffer verify sees it: recorded blobs nothing references.
+  const report = verify(cwd)
+  t.same([...report.unreferenced].sort(), [...partShas].sort(), 'coffer verify reports the parts as unreferenced')
+  t.same([report.missing, report.corrupt, report.orphans], [[], [], []], 'and nothing missing, corrupt or orphaned')
+  const text = runCoffer(['verify', '--data-dir', 'data'], { cwd, env: storeEnv })
+  t.match(text.stdout, /4 unreferenced/, 'the text report counts them')
+
+  // The next start removes them, without an operator.
+  ;({ server, s3 } = await start(cwd))
+  t.ok(
+    server.lines.some((l) => l.includes('removed content released before the previous run stopped')),
+    'the start says it removed them',
+  )
+  stored = await storedSizes(storeEnv, dataDir)
+  t.same(
+    partShas.filter((s) => stored.has(s)),
+    [],
+    "the parts' content is gone from the store",
+  )
+  t.same([...stored.keys()], [sha(object)], "only the object's content is stored")
+  const clean = inspect()
+  t.same([...clean.blobRows], [sha(object)], 'and recorded')
+  t.equal(clean.used, object.length, 'usage is still exact')
+
+  // The client's retry of the Complete whose answer was lost: 200, the same object.
+  c = client(s3)
+  const retried = await c.send(completeCommand('crash', 'big', UploadId, etags))
+  t.match(retried.ETag, /-4"$/, 'the retried Complete answers 200 with the multipart ETag')
+  const got = await c.send(new GetObjectCommand({ Bucket: 'crash', Key: 'big' }))
+  t.equal(sha(await got.Body!.transformToByteArray()), sha(object), 'the object reads back byte for byte')
+  t.equal(got.ETag, retried.ETag)
+
+  server.child.kill('SIGTERM')
+  t.equal(await server.exited, 0)
+  const final = verify(cwd)
+  t.same([final.unreferenced, final.orphans, final.missing, final.corrupt], [[], [], [], []], 'coffer verify: nothing left over')
+})
