@@ -1,9 +1,10 @@
 import t from 'tap'
 import fc from 'fast-check'
+import { isDeepStrictEqual } from 'node:util'
 import type { FastifySchema } from 'fastify'
 import { admin, createTenant, handshake, makeApp } from './helper'
 import { nameOfKey } from '../src/s3/objects'
-import { isFileName, toFileName } from '../src/lib/text'
+import { isFileName, terminalJson, toFileName } from '../src/lib/text'
 import { HandshakeBody } from '../src/contract/files'
 import { validatorCompiler } from '../src/http/validation'
 
@@ -217,4 +218,17 @@ t.test('nameOfKey: any key gives a name the handshake accepts, and a name stays 
     { numRuns: 500 },
   )
   t.pass('properties held')
+})
+
+t.test('terminalJson: the same JSON value, with nothing raw that drives a terminal', async (t) => {
+  const value = { name: 'a\u001b[2J\u009b\u202e\u2066\u200b\u007f\ud800b', fine: 'Äpfel 😀 👨\u200d👩', n: 1 }
+  const out = terminalJson(value)
+  t.same(JSON.parse(out), value)
+  // eslint-disable-next-line no-control-regex -- the point: none may appear
+  t.notMatch(out, /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069\u200b]/)
+  t.match(out, 'Äpfel 😀 👨\u200d👩')
+  fc.assert(
+    fc.property(fc.jsonValue({ stringUnit: 'binary' }), (v) => isDeepStrictEqual(JSON.parse(terminalJson(v)), JSON.parse(JSON.stringify(v)))),
+    { numRuns: 200 },
+  )
 })

@@ -110,6 +110,15 @@ export function escapeUnsafe(s: string): string {
 }
 
 /**
+ * JSON.stringify for a terminal: the same JSON value, with every unsafe character that JSON leaves
+ * raw (DEL, C1 controls, bidi and invisible formatting characters; C0 and lone surrogates it
+ * already escapes) written as a `\uXXXX` escape, so `--json` output cannot drive a terminal either.
+ */
+export function terminalJson(value: unknown): string {
+  return JSON.stringify(value).replace(new RegExp(`[${UNSAFE_CLASS}]`, 'gu'), (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
+}
+
+/**
  * The key two tenant names are compared by (#12 item 12): NFC-normalised and case-folded, so
  * `Äpfel`, `äPFEL` and the NFD spelling of either are one name, and so are `ΟΔΟΣ`, `οδος`
  * and `οδοσ` (final sigma). Folding is upper-casing then lower-casing with the full Unicode
