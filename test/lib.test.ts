@@ -3,7 +3,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { ensureDataDir, loadSecret } from '../src/lib/data-dir'
 import { tempDir } from './helper'
-import { contentDisposition } from '../src/lib/content-disposition'
+import { contentDisposition, dispositionFor, showsInline } from '../src/lib/content-disposition'
 import { httpDateMs, ifMatch, parseRange } from '../src/http/range'
 import { redactUrl } from '../src/lib/logger'
 import { isoFormatter, isoTime } from '../src/lib/clock'
@@ -17,6 +17,58 @@ t.test('contentDisposition neutralises quotes, backslashes, CR and LF in the fal
   t.equal(v, `attachment; filename="a_b_c__Set-Cookie: x=1.pdf"; filename*=UTF-8''a%22b%5Cc%0D%0ASet-Cookie%3A%20x%3D1.pdf`)
   t.equal(contentDisposition('日本.png', 'inline'), `inline; filename="__.png"; filename*=UTF-8''%E6%97%A5%E6%9C%AC.png`)
   t.equal(contentDisposition(''), `attachment; filename="download"; filename*=UTF-8''`)
+})
+
+t.test('showsInline: only types that run nothing may be inline (#24)', async (t) => {
+  const inline = [
+    'image/png',
+    'image/jpeg',
+    'IMAGE/WEBP',
+    'image/gif; x=1',
+    ' image/avif ',
+    'audio/mpeg',
+    'video/mp4',
+    'application/pdf',
+    'text/plain',
+    'text/plain; charset=utf-8',
+  ]
+  const attachment = [
+    'text/html',
+    'TEXT/HTML; charset=utf-8',
+    'application/xhtml+xml',
+    'image/svg+xml',
+    'image/svg',
+    'text/xml',
+    'application/xml',
+    'application/rss+xml',
+    'application/vnd.foo+xml',
+    'text/xsl',
+    'text/javascript',
+    'application/javascript',
+    'application/ecmascript',
+    'application/x-javascript',
+    'text/css',
+    'application/wasm',
+    'multipart/x-mixed-replace; boundary=x',
+    'message/rfc822',
+    'application/octet-stream',
+    'application/json',
+    'text/csv',
+    'image/png, text/html',
+    'image/png; a="b,text/html"',
+    'image/png;,text/html',
+    'image/png text/html',
+    'image/',
+    '/png',
+    'image',
+    '',
+    'image/png\u0000',
+  ]
+  for (const type of inline) t.ok(showsInline(type), `${JSON.stringify(type)} may be inline`)
+  for (const type of attachment) t.notOk(showsInline(type), `${JSON.stringify(type)} is always an attachment`)
+  t.equal(dispositionFor('a.png', 'image/png', 'inline'), `inline; filename="a.png"; filename*=UTF-8''a.png`)
+  t.equal(dispositionFor('a.html', 'text/html', 'inline'), `attachment; filename="a.html"; filename*=UTF-8''a.html`)
+  t.equal(dispositionFor('a.png', 'image/png'), `attachment; filename="a.png"; filename*=UTF-8''a.png`, 'attachment unless asked')
 })
 
 t.test('parseRange', async (t) => {

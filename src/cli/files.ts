@@ -5,6 +5,7 @@ import { pipeline } from 'node:stream/promises'
 import { createHash, randomBytes } from 'node:crypto'
 import { detectType } from '../lib/sniff'
 import { FILE_TYPES, MAX_FILE_SIZE } from '../lib/file-types'
+import { escapeUnsafe, terminalJson, toFileName } from '../lib/text'
 import { ApiError, call, failure, json, remoteFrom, request, type Remote } from './client'
 import { OperatorError, parse, println, UsageError, type CliIO } from './io'
 import { progress } from './progress'
@@ -48,9 +49,14 @@ Deletes each file (its quota is released at once). Exit code 1 when any could no
 /** Positionals are unbounded for upload and rm: parse() needs a number. */
 const MANY = 100_000
 
+/**
+ * One failure line. Every string shown by these commands goes through escapeUnsafe (or
+ * terminalJson): names, types and messages come from the server or from the local file system, and
+ * either may hold control or bidi characters that would drive the terminal (#24).
+ */
 function say(io: CliIO, subject: string, err: unknown): void {
-  if (err instanceof ApiError) println(io.stderr, `coffer: ${subject}: ${err.message} (${err.code})`)
-  else if (err instanceof UsageError) println(io.stderr, `coffer: ${subject}: ${err.message}`)
+  if (err instanceof ApiError) println(io.stderr, `coffer: ${escapeUnsafe(subject)}: ${escapeUnsafe(err.message)} (${escapeUnsafe(err.code)})`)
+  else if (err instanceof UsageError) println(io.stderr, `coffer: ${escapeUnsafe(subject)}: ${escapeUnsafe(err.message)}`)
   else throw err
 }
 
@@ -65,7 +71,7 @@ export async function uploadCommand(args: string[], io: CliIO): Promise<number> 
   const tags: Record<string, string> = {}
   for (const t of values.tag ?? []) {
     const eq = t.indexOf('=')
-    if (eq < 1) throw new UsageError(`--tag ${JSON.stringify(t)} must be KEY=VALUE`)
+    if (eq < 1) throw new UsageError(`--tag ${terminalJson(t)} must be KEY=VALUE`)
     tags[t.slice(0, eq)] = t.slice(eq + 1)
   }
   const remote = remoteFrom(values, io.env)
@@ -75,13 +81,13 @@ export async function uploadCommand(args: string[], io: CliIO): Promise<number> 
     try {
       const f = await uploadOne(remote, io, file, { workspaceId: values.workspace, context: values.context, tags })
       uploaded.push(f)
-      if (!values.json) println(io.stdout, f.id)
+      if (!values.json) println(io.stdout, escapeUnsafe(f.id))
     } catch (err) {
       say(io, file, err)
       failed++
     }
   }
-  if (values.json) println(io.stdout, JSON.stringify(uploaded))
+  if (values.json) println(io.stdout, terminalJson(uploaded))
   return failed === 0 ? 0 : 1
 }
 
@@ -118,7 +124,7 @@ async function uploadOne(
   if (Object.keys(opts.tags).length > 0) body.tags = opts.tags
   if (opts.workspaceId !== undefined) body.workspaceId = opts.workspaceId
   const h = await call<{ fileId: string; presignedUrl: string }>(remote, 'POST', '/api/v1/upload/request', body)
-  const bar = progress(io.stderr, path.basename(file), size)
+  const bar = progress(io.stderr, escapeUnsafe(path.basename(file)), size)
   const counted = new Transform({
     transform(chunk: Buffer, _enc, cb) {
       bar.add(chunk.length)
@@ -147,7 +153,7 @@ export async function downloadCommand(args: string[], io: CliIO): Promise<number
   const size = Number(answer.headers['content-length'] ?? 0)
   const expected = /^"([0-9a-f]{64})"$/.exec(String(answer.headers.etag ?? ''))?.[1]
   const hash = createHash('sha256')
-  const bar = progress(io.stderr, id, size)
+  const bar = progress(io.stderr, escapeUnsafe(id), size)
   const check = new Transform({
     transform(chunk: Buffer, _enc, cb) {
       hash.update(chunk)
@@ -169,7 +175,7 @@ export async function downloadCommand(args: string[], io: CliIO): Promise<number
   const target = values.output ?? safeName(answer.headers['content-disposition'], id)
   if (values.output === undefined && fs.existsSync(target)) {
     answer.body.destroy()
-    throw new OperatorError(`${target} already exists: choose another name with -o PATH`)
+    throw new OperatorError(`${escapeUnsafe(target)} already exists: choose another name with -o PATH`)
   }
   const partial = `${target}.${randomBytes(4).toString('hex')}.part`
   try {
@@ -179,20 +185,29 @@ export async function downloadCommand(args: string[], io: CliIO): Promise<number
     fs.rmSync(partial, { force: true })
     const code = (err as NodeJS.ErrnoException).code
     if (code === 'EACCES' || code === 'EROFS' || code === 'ENOENT' || code === 'ENOSPC')
-      throw new OperatorError(`cannot write ${target} (${code}): choose another place with -o PATH`)
+      throw new OperatorError(`cannot write ${escapeUnsafe(target)} (${code}): choose another place with -o PATH`)
     throw err
   }
   bar.end()
-  println(io.stderr, `${target} (${size} bytes)`)
+  println(io.stderr, `${escapeUnsafe(target)} (${size} bytes)`)
   return 0
 }
 
-/** The original name from Content-Disposition (RFC 6266 filename*), reduced to a plain file name. */
+/**
+ * The original name from Content-Disposition (RFC 6266 filename*), made a name the API itself would
+ * accept (lib/text.ts toFileName): its last segment, with no control, bidi or invisible character
+ * and no separator, so the file lands in the current directory under a name a terminal shows as it
+ * is, whatever the server sent (#24). An undecodable name is the file's id.
+ */
 function safeName(disposition: string | undefined, fallback: string): string {
   const star = /filename\*=UTF-8''([^;]+)/i.exec(disposition ?? '')?.[1]
-  let name = star ? decodeURIComponent(star) : fallback
-  name = path.basename(name.replace(/\\/g, '/'))
-  return name === '' || name === '.' || name === '..' ? fallback : name
+  let name = fallback
+  try {
+    if (star) name = decodeURIComponent(star)
+  } catch {
+    // Malformed percent-encoding: keep the id.
+  }
+  return toFileName(name, fallback)
 }
 
 export async function lsCommand(args: string[], io: CliIO): Promise<number> {
@@ -228,13 +243,20 @@ export async function lsCommand(args: string[], io: CliIO): Promise<number> {
     cursor = page.nextCursor
     if (cursor === null) break
   }
-  if (values.json) return (println(io.stdout, JSON.stringify(files)), 0)
+  if (values.json) return (println(io.stdout, terminalJson(files)), 0)
   if (files.length === 0) return (println(io.stdout, 'No files.'), 0)
   println(io.stdout, ['ID'.padEnd(36), 'SIZE'.padStart(11), 'STATUS'.padEnd(9), 'TYPE'.padEnd(15), 'CREATED'.padEnd(24), 'NAME'].join('  '))
   for (const f of files) {
     println(
       io.stdout,
-      [f.id, String(f.sizeBytes).padStart(11), f.processingStatus.padEnd(9), f.fileType.padEnd(15), f.createdAt.padEnd(24), f.originalName].join('  '),
+      [
+        escapeUnsafe(f.id),
+        String(f.sizeBytes).padStart(11),
+        escapeUnsafe(f.processingStatus).padEnd(9),
+        escapeUnsafe(f.fileType).padEnd(15),
+        escapeUnsafe(f.createdAt).padEnd(24),
+        escapeUnsafe(f.originalName),
+      ].join('  '),
     )
   }
   if (files.length < total) println(io.stdout, `(${files.length} of ${total})`)
@@ -250,7 +272,7 @@ export async function rmCommand(args: string[], io: CliIO): Promise<number> {
   for (const id of positionals) {
     try {
       await call(remote, 'DELETE', `/api/v1/files/${encodeURIComponent(id)}`)
-      println(io.stdout, `deleted ${id}`)
+      println(io.stdout, `deleted ${escapeUnsafe(id)}`)
     } catch (err) {
       say(io, id, err)
       failed++

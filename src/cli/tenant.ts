@@ -3,7 +3,7 @@ import { AppError } from '../errors'
 import { createdTenantView, tenantSummaryView, type TenantSummary } from '../contract/tenants'
 import { checkTenantInput, type CreateTenantInput, type UpdateTenantInput } from '../services/tenants'
 import { DATA_DIR_OPTION, parse, println, UsageError, withCore, type CliIO } from './io'
-import { escapeUnsafe } from '../lib/text'
+import { escapeUnsafe, terminalJson } from '../lib/text'
 
 export const TENANT_HELP = `Usage:
   coffer tenant create --name NAME [--quota-bytes BYTES] [--types TYPE,…] [--json]
@@ -109,7 +109,7 @@ export async function tenantCommand(args: string[], io: CliIO): Promise<number> 
         if (page.nextCursor === null) break
         cursor = page.nextCursor
       }
-      if (values.json) return println(io.stdout, JSON.stringify(rows))
+      if (values.json) return println(io.stdout, terminalJson(rows))
       if (rows.length === 0) return println(io.stdout, 'No tenants yet. Create one: coffer tenant create --name NAME')
       println(io.stdout, ['ID'.padEnd(36), 'USED/QUOTA (bytes)'.padEnd(30), 'FILES'.padStart(7), 'CREATED'.padEnd(24), 'NAME'].join('  '))
       for (const r of rows) {
@@ -133,7 +133,7 @@ export async function tenantCommand(args: string[], io: CliIO): Promise<number> 
     if (id === undefined) throw new UsageError('tenant show needs a TENANT_ID (coffer tenant list shows them)')
     return withCore(io, values['data-dir'], (core) => {
       const t = tenantSummaryView(core.tenants.show(id))
-      if (values.json) return println(io.stdout, JSON.stringify(t))
+      if (values.json) return println(io.stdout, terminalJson(t))
       printTenant(io, t)
     })
   }
@@ -158,7 +158,7 @@ export async function tenantCommand(args: string[], io: CliIO): Promise<number> 
     }
     return withCore(io, values['data-dir'], (core) => {
       const t = tenantSummaryView(core.tenants.update(id, input))
-      if (values.json) return println(io.stdout, JSON.stringify(t))
+      if (values.json) return println(io.stdout, terminalJson(t))
       printTenant(io, t)
     })
   }

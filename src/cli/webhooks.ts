@@ -1,7 +1,7 @@
 import { DATA_DIR_OPTION, parse, println, UsageError, withCore, type CliIO } from './io'
 import type { OutboxStatus } from '../db/repos/outbox'
 import { outboxEventView } from '../contract/webhooks'
-import { escapeUnsafe } from '../lib/text'
+import { escapeUnsafe, terminalJson } from '../lib/text'
 
 export const WEBHOOKS_HELP = `Usage:
   coffer webhooks list [--status pending|delivered|dead] [--limit N] [--json]
@@ -28,7 +28,7 @@ export async function webhooksCommand(args: string[], io: CliIO): Promise<number
     if (!Number.isInteger(limit) || limit < 1 || limit > 100_000) throw new UsageError('--limit must be an integer from 1 to 100000')
     return withCore(io, values['data-dir'], (core) => {
       const events = core.webhookEvents.list(status as OutboxStatus | null, limit).map(outboxEventView)
-      if (values.json) return println(io.stdout, JSON.stringify(events))
+      if (values.json) return println(io.stdout, terminalJson(events))
       if (events.length === 0) return println(io.stdout, status ? `No ${status} webhook events.` : 'No webhook events.')
       println(io.stdout, ['ID'.padEnd(36), 'EVENT'.padEnd(13), 'STATUS'.padEnd(9), 'TRIES', 'CREATED'.padEnd(24), 'URL / LAST ERROR'].join('  '))
       for (const e of events) {

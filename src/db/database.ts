@@ -1,7 +1,7 @@
 import Database from 'better-sqlite3'
 import { MIGRATIONS, type Migration } from './migrations'
 import { loadSqliteAddon } from './sqlite-addon'
-import { nameKey } from '../lib/text'
+import { isFileName, nameKey, toFileName } from '../lib/text'
 
 export type DB = Database.Database
 
@@ -38,6 +38,9 @@ export function openDatabase(file: string, dataDir: string, migrations: readonly
   db.pragma('busy_timeout = 5000')
   // For migration 5, which fills tenants.name_key for rows written before it.
   db.function('coffer_name_key', { deterministic: true }, (name: unknown) => nameKey(String(name)))
+  // For migration 12, which renames files whose name the handshake would refuse (#24).
+  db.function('coffer_is_file_name', { deterministic: true }, (name: unknown) => (isFileName(String(name)) ? 1 : 0))
+  db.function('coffer_file_name', { deterministic: true }, (path: unknown, id: unknown) => toFileName(String(path), String(id)))
   migrate(db, migrations)
   return db
 }

@@ -363,4 +363,19 @@ CREATE TABLE blob_releases (
 ) STRICT, WITHOUT ROWID;
 `,
   },
+  {
+    version: 13,
+    name: 'file names the handshake would refuse are made safe',
+    sql: `
+-- An S3 object's name was its key's last segment as it came, so keys such as 'x<ESC>[31m',
+-- 'a/.' or 'invoice<U+202E>fdp.exe' gave names the handshake refuses, which the API returned and
+-- the CLI printed and wrote to disk as they were (#24). Such rows get the name an S3 write gives
+-- now (s3/objects.ts nameOfKey, lib/text.ts toFileName: the key's last segment made safe, else
+-- the file's id); files with no key (API uploads older than #12's rules) get their own name made
+-- safe the same way. coffer_is_file_name and coffer_file_name are those functions, registered on
+-- the connection (db/database.ts) for this migration. Keys are not touched.
+UPDATE files SET original_name = coffer_file_name(coalesce(object_key, original_name), id)
+  WHERE NOT coffer_is_file_name(original_name);
+`,
+  },
 ]

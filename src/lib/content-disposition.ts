@@ -26,3 +26,33 @@ export function contentDisposition(fileName: string, type: 'attachment' | 'inlin
   const fallback = [...fileName].map((ch) => (/^[\x20-\x7e]$/.test(ch) && !/["\\%]/.test(ch) ? ch : '_')).join('') || 'download'
   return `${type}; filename="${fallback}"; filename*=UTF-8''${encodeExtValue(fileName)}`
 }
+
+/** RFC 9110 media type essence (`type/subtype`, tokens); anything else is not a type we can judge. */
+const ESSENCE = /^([!#$%&'*+.^_`|~0-9a-z-]+)\/([!#$%&'*+.^_`|~0-9a-z-]+)$/
+
+/**
+ * Whether a stored Content-Type may be shown inline on the API's origin (#24): only types a browser
+ * displays without running anything of the content's (raster images, audio, video, PDF, plain
+ * text). Everything else is an attachment even when `?disposition=inline` asks: HTML, XHTML, SVG
+ * and every XML type (an XML document may carry XHTML and script), JavaScript, CSS, XSLT,
+ * multipart and message types, and types a browser does not know. An allow-list, not a deny-list:
+ * S3 writes store any Content-Type, and a type missing from a deny-list would be rendered.
+ *
+ * The whole header value must be one media type: a browser reading `image/png, text/html` takes
+ * the last of the comma-separated types (WHATWG Fetch, "extract a MIME type"), so any comma, even
+ * inside a quoted parameter, makes it an attachment.
+ */
+export function showsInline(contentType: string): boolean {
+  if (contentType.includes(',')) return false
+  const essence = contentType.split(';', 1)[0]!.trim().toLowerCase()
+  const parts = essence.match(ESSENCE)
+  if (!parts) return false
+  const [type, subtype] = [parts[1]!, parts[2]!]
+  if (type === 'image' || type === 'audio' || type === 'video') return !subtype.includes('xml') && !subtype.includes('svg')
+  return essence === 'application/pdf' || essence === 'text/plain'
+}
+
+/** The disposition the API answers: what was asked, but never inline for a type that is not showsInline. */
+export function dispositionFor(fileName: string, contentType: string, requested: 'attachment' | 'inline' = 'attachment'): string {
+  return contentDisposition(fileName, requested === 'inline' && showsInline(contentType) ? 'inline' : 'attachment')
+}

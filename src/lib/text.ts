@@ -41,6 +41,46 @@ export const FILE_NAME_PATTERN = `^(?!\\.{1,2}$)${allowedChar(`${UNSAFE_CLASS}/\
 
 const SAFE_TEXT = new RegExp(SAFE_TEXT_PATTERN, 'u')
 
+/** The contract's fileName length limit (contract/files.ts). */
+export const FILE_NAME_MAX = 255
+
+const FILE_NAME = new RegExp(FILE_NAME_PATTERN, 'u')
+
+/** Every character FILE_NAME_PATTERN refuses, one at a time (a lone surrogate is one match). */
+const NOT_IN_FILE_NAME = new RegExp(`[${UNSAFE_CLASS}<>:"|?*${SEPARATOR_LOOKALIKES}]`, 'gu')
+
+/** Code points in `s`: what ajv's maxLength counts (an emoji is one character, not two). */
+const codePoints = (s: string): number => {
+  let n = 0
+  for (const _ of s) n++
+  return n
+}
+
+/** True when `s` is a fileName the upload handshake accepts: FILE_NAME_PATTERN, 1–255 characters. */
+export function isFileName(s: string): boolean {
+  return s.length >= 1 && FILE_NAME.test(s) && codePoints(s) <= FILE_NAME_MAX
+}
+
+/**
+ * A file name the handshake would accept, made from a path that may hold anything (#24): an S3 key,
+ * or the name a server put in Content-Disposition. The name is the last segment, `/` and `\` both
+ * separating (a key written on Windows, `..\..\win.ini`, is named `win.ini`) and `.` and `..`
+ * segments skipped (`a/.` is `a`); every character a fileName refuses becomes `_` (so
+ * `invoice\u202Efdp.exe` is `invoice_fdp.exe`: the hidden reordering shows); the result is cut to
+ * 255 characters (code points, as the handshake counts them). A path with no segment left (`/`, `..`)
+ * takes `fallback` through the same steps, and `object` when that has none either.
+ */
+export function toFileName(path: string, fallback: string): string {
+  for (const candidate of [path, fallback]) {
+    const segment = candidate.split(/[/\\]/).findLast((s) => s !== '' && s !== '.' && s !== '..')
+    if (segment === undefined) continue
+    const name = segment.replace(NOT_IN_FILE_NAME, '_')
+    // Lone surrogates are gone, so the name is whole code points: cut after the 255th.
+    return name.length <= FILE_NAME_MAX ? name : [...name].slice(0, FILE_NAME_MAX).join('')
+  }
+  return 'object'
+}
+
 /** True when `s` contains no character refused in stored strings. */
 export function isSafeText(s: string): boolean {
   return SAFE_TEXT.test(s)
@@ -67,6 +107,15 @@ export function isSafeJson(value: unknown): boolean {
 /** The string with every unsafe character shown as a `\u{…}` escape: for terminal output. */
 export function escapeUnsafe(s: string): string {
   return s.replace(new RegExp(`[${UNSAFE_CLASS}]`, 'gu'), (c) => `\\u{${c.codePointAt(0)!.toString(16)}}`)
+}
+
+/**
+ * JSON.stringify for a terminal: the same JSON value, with every unsafe character that JSON leaves
+ * raw (DEL, C1 controls, bidi and invisible formatting characters; C0 and lone surrogates it
+ * already escapes) written as a `\uXXXX` escape, so `--json` output cannot drive a terminal either.
+ */
+export function terminalJson(value: unknown): string {
+  return JSON.stringify(value).replace(new RegExp(`[${UNSAFE_CLASS}]`, 'gu'), (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
 }
 
 /**

@@ -3,6 +3,7 @@ import type { ObjectInfo, ObjectRow } from '../db/repos/objects'
 import type { Workspace } from '../db/repos/workspaces'
 import type { StagedBlob } from '../blobs/blob-store'
 import { uuidv7 } from '../lib/ids'
+import { toFileName } from '../lib/text'
 import { AppError } from '../errors'
 import { BlobWrites } from '../services/blob-writes'
 import { S3Error, fromAppError } from './errors'
@@ -16,10 +17,14 @@ export function checkKey(key: string): void {
   if (key.includes('\u0000')) throw new S3Error('InvalidArgument', 'An object key must not contain NUL')
 }
 
-/** The last segment of a key: the file name the Storage Brain API shows. */
-export function nameOfKey(key: string): string {
-  const segments = key.split('/').filter((s) => s !== '')
-  return (segments.at(-1) ?? key).slice(0, 255) || 'object'
+/**
+ * The file name the Storage Brain API shows for the object at `key` (its id is `id`): the key's last
+ * segment made a name the API's own handshake accepts (lib/text.ts toFileName, #24), so a key like
+ * `x\x1b[31m\r\nX-Evil: 1`, `a/.` or `invoice\u202Efdp.exe` never reaches a listing, a terminal or
+ * a downloaded file's name as is. The key itself is stored and answered unchanged.
+ */
+export function nameOfKey(key: string, id: string): string {
+  return toFileName(key, id)
 }
 
 /** An entity tag as compared: without its quotes or weak marker, so `"abc"`, `abc` and `W/"abc"` agree. */
@@ -180,7 +185,7 @@ export class S3Objects {
       tenantId: tenant.id,
       workspaceId: w.id,
       key,
-      originalName: nameOfKey(key),
+      originalName: nameOfKey(key, id),
       fileType: info.contentType,
       size,
       sha256,

@@ -17,7 +17,7 @@ import {
   signedUrlView,
 } from '../../contract/files'
 import { withErrors } from '../responses'
-import { contentDisposition } from '../../lib/content-disposition'
+import { dispositionFor } from '../../lib/content-disposition'
 import type { FileRecord } from '../../db/repos/files'
 import { BlobNotFoundError } from '../../blobs/blob-store'
 import { sendBlob } from '../send-blob'
@@ -106,7 +106,8 @@ export async function downloadRoutes(app: App, core: Core): Promise<void> {
         'cache-control',
         signedExpires === undefined ? 'private, no-cache' : `private, max-age=${Math.max(0, Math.floor((signedExpires - core.clock.now()) / 1000))}`,
       )
-      const disposition = contentDisposition(file.originalName, request.query.disposition ?? 'attachment')
+      // Inline only for types that run nothing (#24): an S3 object may be text/html or SVG.
+      const disposition = dispositionFor(file.originalName, file.fileType, request.query.disposition)
       if (signedExpires !== undefined && core.config.blobS3RedirectDownloads && core.store.presign && request.method === 'GET') {
         // The bytes come from the store itself, valid for what is left of the signed URL (at most
         // 5 minutes): Coffer is off the data path (see README, S3-compatible object storage).
