@@ -105,8 +105,9 @@ export function persistentTenant(core: Core, settings: FixtureSettings): Fixture
       )
     }
     if (!core.tenants.none()) {
+      const names = given(settings)
       throw new OperatorError(
-        `the data dir ${dataDir} already has tenants, and fixed credentials (${given(settings)}) are set at the first start of a new data dir only: give the values of its first start, drop them, or use an empty data dir`,
+        `${names.join(' and ')} ${names.length > 1 ? 'are' : 'is'} not the data dir's (${dataDir}, which has tenants): fixed credentials are set at the first start of a new data dir only; give the values of its first start, drop them, or use an empty data dir`,
       )
     }
     const { tenant, apiKey } = core.tenants.create({ name: 'default' }, tenantApiKey)
@@ -126,8 +127,11 @@ export function persistentTenant(core: Core, settings: FixtureSettings): Fixture
   return { tenant, ...(tenantApiKey !== undefined ? { apiKey: tenantApiKey } : {}), ...(s3 ? { s3 } : {}) }
 }
 
-const given = (s: FixtureSettings) =>
-  [s.tenantApiKey !== undefined ? '--tenant-api-key' : undefined, s.s3 ? '--s3-access-key-id' : undefined].filter((x) => x !== undefined).join(', ')
+const given = (s: FixtureSettings): string[] =>
+  [
+    s.tenantApiKey !== undefined ? '--tenant-api-key (COFFER_TENANT_API_KEY)' : undefined,
+    s.s3 ? '--s3-access-key-id (COFFER_S3_ACCESS_KEY_ID)' : undefined,
+  ].filter((x) => x !== undefined)
 
 /** Plain files only: an aws-chunked body is the only kind whose signing context is read. */
 const PLAIN_BODY = undefined as unknown as SigningContext

@@ -89,16 +89,21 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
   if (eph && eph.staleRemoved.length > 0) logger.info({ removed: eph.staleRemoved }, 'removed the temporary data dirs of ephemeral instances that are gone')
   let server: Server
   try {
-    server = await startServer(config, logger, { selfCommand: proc.selfCommand() })
+    server = await startServer(config, logger, {
+      selfCommand: proc.selfCommand(),
+      // A persistent data dir's fixture tenant and buckets exist before it listens (#28).
+      ...(fixture && hasFixture(fixture)
+        ? { beforeListen: async (core) => void (await createBuckets(core, persistentTenant(core, fixture).tenant, fixture.buckets)) }
+        : {}),
+    })
   } catch (err) {
     // One line a person can act on (#13): a port in use, a data dir that cannot be written, …
     const syscall = (err as NodeJS.ErrnoException).syscall
     throw syscall === 'listen' || syscall === 'getaddrinfo' ? explainListen(err, config.host, config.port) : explainDataDir(err, config.dataDir)
   }
-  if (eph || (fixture && hasFixture(fixture))) {
+  if (eph) {
     try {
-      if (eph) await announceEphemeral(server, eph, io.stdout)
-      else if (fixture) await createBuckets(server.core, persistentTenant(server.core, fixture).tenant, fixture.buckets)
+      await announceEphemeral(server, eph, io.stdout)
     } catch (err) {
       await server.close()
       throw err
