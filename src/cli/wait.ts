@@ -14,7 +14,11 @@ ENV_FILE   the file of coffer serve --ephemeral --write-env: waits for it to app
            ENV_FILE accept only the file that process wrote (its COFFER_PID), not an earlier run's`
 
 /** One NAME=value line of an env file written by --write-env. */
-const varOf = (text: string, name: string) => new RegExp(`^${name}=(.*)$`, 'm').exec(text)?.[1]
+const varOf = (text: string, name: string) =>
+  text
+    .split('\n')
+    .find((l) => l.startsWith(name + '='))
+    ?.slice(name.length + 1)
 
 function alive(pid: number): boolean {
   try {
