@@ -236,10 +236,13 @@ t.test('the fixed keys: the admin key from COFFER_ADMIN_API_KEY, the tenant key,
     [['--bucket', 'Bad_Name'], /--bucket "Bad_Name" is not a bucket name/],
     [['--bucket', 'ok-bucket', '--bucket', 'ok-bucket'], /names the bucket ok-bucket twice/],
     [['--bucket', 'seeded=no-such-dir'], /--bucket seeded=no-such-dir: no such directory/],
+    [['--bucket', 'with-fifo=with-fifo'], /cannot seed a bucket with .*with-fifo\/pipe: not a regular file/],
     [['--write-env', 'no/such/dir/coffer.env'], /--write-env no\/such\/dir\/coffer.env: its directory .* does not exist/],
   ]
   const tmp = path.join(dir, 'tmp')
   fs.mkdirSync(tmp)
+  fs.mkdirSync(path.join(dir, 'with-fifo'))
+  t.equal(spawnSync('mkfifo', [path.join(dir, 'with-fifo', 'pipe')]).status, 0)
   for (const [args, message] of refused) {
     const r = runCoffer(['serve', '--ephemeral', '--port', '0', ...args], { cwd: dir, env: { TMPDIR: tmp } })
     t.equal(r.status, 2, args.join(' '))

@@ -62,6 +62,8 @@ export function fixtureSettings(config: Config, bucketFlags: string[] | undefine
       throw new OperatorError(`${source} ${name}=${spec.slice(eq + 1)}: no such directory (${dir})`)
     }
     if (!st.isDirectory()) throw new OperatorError(`${source} ${name}=${spec.slice(eq + 1)}: not a directory (${dir})`)
+    // Walked once now so that a file that cannot be read stops the start before anything exists.
+    filesUnder(dir)
     buckets.push({ name, dir })
   }
   return {

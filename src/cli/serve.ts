@@ -15,7 +15,7 @@ Runs the HTTP API, and the S3 API on a second port (default 9000; off disables i
 Flags override COFFER_* environment variables (see coffer --help).
 
 --ephemeral  A throwaway instance for CI: a temporary data dir (under TMPDIR) removed on exit,
-             a generated admin key and one tenant with an sk_test_ key, webhooks to loopback
+             COFFER_ADMIN_API_KEY or a generated admin key, one tenant with an sk_test_ key, webhooks to loopback
              and private addresses allowed. Once listening it prints exactly one JSON line on
              stdout, {"url","adminApiKey","tenant":{"id","apiKey"},"s3":{"endpoint","region",
              "accessKeyId","secretAccessKey"}}; logs go to stderr. The S3 port is a free one
