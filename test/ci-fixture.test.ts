@@ -6,6 +6,8 @@ import path from 'node:path'
 import { execFile, spawnSync } from 'node:child_process'
 import { BUNDLE, buildBundle, ROOT, runCoffer, startCoffer } from './process-helper'
 import { fileBytes, tempDir } from './helper'
+import { envLines } from '../src/cli/fixture-files'
+import { contentTypeOf } from '../src/cli/content-types'
 
 t.setTimeout(300_000)
 buildBundle()
@@ -355,4 +357,16 @@ t.test('coffer wait: 0 once /health answers, 1 with one line on a timeout or whe
   t.match(gone.stderr, /^coffer: coffer \(pid \d+\) exited before it was ready\n$/)
   t.equal(runCoffer(['wait'], { cwd: dir }).status, 2, 'a usage error')
   t.ok(fs.existsSync(BUNDLE))
+})
+
+t.test('envLines: only values that stand unquoted; contentTypeOf: by extension, octet-stream otherwise', async (t) => {
+  t.equal(envLines({ A: 'http://[::1]:9000', B: 'ab+/=._-', C: undefined, D: 7 }), 'A=http://[::1]:9000\nB=ab+/=._-\nD=7\n')
+  for (const bad of ['a b', '$HOME', '~/x', 'a"b', "a'b", 'a\nb', 'a`b', 'a;b', 'é'])
+    t.throws(() => envLines({ X: bad }), /--write-env: the value of X has characters an env file cannot hold unquoted/, JSON.stringify(bad))
+  t.equal(contentTypeOf('data/users.JSON'), 'application/json')
+  t.equal(contentTypeOf('a/readme.txt'), 'text/plain; charset=utf-8')
+  t.equal(contentTypeOf('img/logo.png'), 'image/png')
+  t.equal(contentTypeOf('archive.tar.gz'), 'application/gzip')
+  t.equal(contentTypeOf('Makefile'), 'application/octet-stream')
+  t.equal(contentTypeOf('dir.json/blob'), 'application/octet-stream', 'the extension of the last segment only')
 })

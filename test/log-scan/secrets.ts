@@ -15,7 +15,7 @@ const PATTERNS: [string, RegExp][] = [
   ['S3 secret of the Ceph fixture', /cofferS3secret[0-9a-f]{8,}/],
   ['S3 secret access key', /"?secretAccessKey"?\s*[:=]\s*"?(?!\[REDACTED\])[A-Za-z0-9+/]{40}/],
   ['S3 presigned URL signature', /X-Amz-Signature=(?!\[REDACTED\])[0-9a-f]{16,}/i],
-  ['SigV4 Authorization header', /Credential=CK[A-Z0-9]{18}\/[^,]*,\s*SignedHeaders=[^,]*,\s*Signature=[0-9a-f]{16,}/],
+  ['SigV4 Authorization header', /Credential=[A-Za-z0-9._-]{3,128}\/[^,]*,\s*SignedHeaders=[^,]*,\s*Signature=[0-9a-f]{16,}/],
 ]
 
 /** The kinds of credential found in `line`; empty when it is clean. */
