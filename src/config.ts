@@ -32,7 +32,7 @@ const OPTIONS = {
   },
   adminApiKey: {
     env: 'COFFER_ADMIN_API_KEY',
-    flag: undefined,
+    flag: 'admin-api-key',
     def: undefined,
     schema: Type.String({ minLength: 16, maxLength: 512 }),
     hint: 'at least 16 characters',
@@ -174,6 +174,43 @@ const OPTIONS = {
     hint: 'at least 16 characters',
     help: 'Bearer token GET /metrics requires (default: /metrics is open, like /health)',
   },
+  // Fixed credentials and seeded buckets of a CI fixture (#28): see src/cli/fixture.ts.
+  tenantApiKey: {
+    env: 'COFFER_TENANT_API_KEY',
+    flag: 'tenant-api-key',
+    def: undefined,
+    schema: Type.String({ pattern: '^sk_(live|test)_[A-Za-z0-9_-]{20,100}$' }),
+    hint: 'sk_live_ or sk_test_ and 20 to 100 characters A-Z a-z 0-9 _ -',
+    help: "The tenant's API key at the first start of a new data dir or with --ephemeral (default: generated)",
+  },
+  s3AccessKeyId: {
+    env: 'COFFER_S3_ACCESS_KEY_ID',
+    flag: 's3-access-key-id',
+    def: undefined,
+    // MinIO's minimum (3) to IAM's maximum (128); no '/' (it ends the id in SigV4's Credential
+    // scope), ',' '=' ':' or whitespace (they split the Authorization header of SigV4 and SigV2).
+    schema: Type.String({ pattern: '^[A-Za-z0-9._-]{3,128}$' }),
+    hint: '3 to 128 characters A-Z a-z 0-9 . _ -',
+    help: "The tenant's S3 access key id at the first start of a new data dir or with --ephemeral (default: generated)",
+  },
+  s3SecretAccessKey: {
+    env: 'COFFER_S3_SECRET_ACCESS_KEY',
+    flag: 's3-secret-access-key',
+    def: undefined,
+    // AWS's base64 alphabet plus . _ -, from LocalStack's `test` up: every character stands
+    // unquoted in a GitHub env file and in a shell assignment (--write-env).
+    schema: Type.String({ pattern: '^[A-Za-z0-9+/=._-]{4,128}$' }),
+    hint: '4 to 128 characters A-Z a-z 0-9 + / = . _ -',
+    help: 'Its secret access key; set together with COFFER_S3_ACCESS_KEY_ID',
+  },
+  s3Buckets: {
+    env: 'COFFER_S3_BUCKETS',
+    flag: undefined,
+    def: undefined,
+    schema: Type.String({ minLength: 1, maxLength: 65536 }),
+    hint: 'bucket names separated by commas, each optionally NAME=DIR',
+    help: 'Buckets the tenant gets at start, comma-separated; NAME=DIR seeds one from a directory (flag: --bucket, repeatable)',
+  },
   blobStore: {
     env: 'COFFER_BLOB_STORE',
     flag: 'blob-store',
@@ -257,7 +294,15 @@ const OPTIONS = {
 } satisfies Record<string, { env: string; flag: string | undefined; def: string | undefined; schema: TSchema; hint: string; help: string }>
 
 /** Settings whose values are credentials: never echoed in an error message. */
-const SECRET_KEYS: ReadonlySet<string> = new Set(['adminApiKey', 'secret', 'metricsToken', 'blobS3AccessKeyId', 'blobS3SecretAccessKey'])
+const SECRET_KEYS: ReadonlySet<string> = new Set([
+  'adminApiKey',
+  'tenantApiKey',
+  's3SecretAccessKey',
+  'secret',
+  'metricsToken',
+  'blobS3AccessKeyId',
+  'blobS3SecretAccessKey',
+])
 
 type Options = typeof OPTIONS
 type Key = keyof Options
@@ -310,6 +355,7 @@ export function loadConfig(env: Record<string, string | undefined>, flags: Recor
   out.dataDir = path.resolve(out.dataDir as string)
   if (typeof out.publicUrl === 'string') out.publicUrl = out.publicUrl.replace(/\/+$/, '')
   checkS3(out)
+  checkFixtureCredentials(out)
   return Object.freeze(out) as Config
 }
 
@@ -321,6 +367,15 @@ function checkS3(out: Record<string, unknown>): void {
     throw new ConfigError('invalid configuration: set both COFFER_BLOB_S3_ACCESS_KEY_ID and COFFER_BLOB_S3_SECRET_ACCESS_KEY, or neither')
   }
   if (typeof out.blobS3Endpoint === 'string') out.blobS3Endpoint = out.blobS3Endpoint.replace(/\/+$/, '')
+}
+
+/** A fixed S3 pair (#28) is given whole or not at all. */
+function checkFixtureCredentials(out: Record<string, unknown>): void {
+  if ((out.s3AccessKeyId === undefined) !== (out.s3SecretAccessKey === undefined)) {
+    throw new ConfigError(
+      'invalid configuration: set both --s3-access-key-id and --s3-secret-access-key (COFFER_S3_ACCESS_KEY_ID, COFFER_S3_SECRET_ACCESS_KEY), or neither',
+    )
+  }
 }
 
 /** Rows for `--help` and the README configuration table. */

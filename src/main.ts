@@ -9,6 +9,7 @@ import { migrateBlobsCommand } from './cli/migrate-blobs'
 import { downloadCommand, lsCommand, rmCommand, uploadCommand } from './cli/files'
 import { OperatorError, println, UsageError, type CliIO } from './cli/io'
 import { selfCommand } from './cli/self-command'
+import { waitCommand } from './cli/wait'
 import { createLogger } from './lib/logger'
 import { armCrashPoint } from './lib/crash-points'
 import { isSea } from 'node:sea'
@@ -28,6 +29,7 @@ Commands:
   backup DEST              consistent online copy of the data dir into DEST (coffer backup --help)
   migrate-blobs --to s3|disk
                            copy the content between the data dir and S3 storage (coffer migrate-blobs --help)
+  wait URL|ENV_FILE        wait until a coffer answers /health (coffer wait --help)
   version                  print the version (also -v, --version)
 
 Client commands (talk to a running server; --url/--key or COFFER_URL/COFFER_API_KEY):
@@ -79,6 +81,7 @@ const COMMANDS: Record<string, (args: string[], io: CliIO) => Promise<number>> =
   download: downloadCommand,
   ls: lsCommand,
   rm: rmCommand,
+  wait: waitCommand,
 }
 
 /** Signals that shut the server down: SIGTERM (systemd, CI runners), SIGINT (Ctrl-C), SIGHUP (terminal closed). */

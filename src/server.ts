@@ -69,6 +69,11 @@ export function backgroundComponents(core: Core, logger: Logger): Background[] {
 export interface StartOptions {
   /** How to run this coffer again (`coffer`, or its full path), for the hints in the log. */
   selfCommand?: string
+  /**
+   * Runs on the core before the listeners open: what must exist once the server answers (a CI
+   * fixture's tenant and buckets, #28). Its failure stops the start-up.
+   */
+  beforeListen?: (core: Core) => Promise<void>
 }
 
 export async function startServer(config: Config, logger: Logger, opts: StartOptions = {}): Promise<Server> {
@@ -124,6 +129,7 @@ export async function startServer(config: Config, logger: Logger, opts: StartOpt
     })())
   logger.info({ dataDir: config.dataDir }, 'coffer starting')
   try {
+    await opts.beforeListen?.(core)
     await app.listen({ port: config.port, host: config.host, listenTextResolver: (address) => `coffer listening on ${address}` })
     if (s3App) await s3App.listen({ port: config.s3Port as number, host: config.host, listenTextResolver: (address) => `coffer S3 listening on ${address}` })
   } catch (err) {

@@ -45,6 +45,10 @@ function readmeRecipe(name: string): string {
   return m[1]!
 }
 
+/** Reads the seeded fixture with the AWS SDK v3 configured by the environment alone (`node -e`, in single quotes). */
+const SEEDED_READ = `const { S3Client, GetObjectCommand } = require("@aws-sdk/client-s3");
+new S3Client({}).send(new GetObjectCommand({ Bucket: "fixtures", Key: "users.json" })).then(async (o) => process.stdout.write(await o.Body.transformToString()))`
+
 /** A directory holding nothing but a copy of the executable (and what a test puts there). */
 function aloneIn(t: Test): string {
   const dir = tempDir(t)
@@ -118,19 +122,38 @@ t.test("the README's CI recipes work as written, and fail loudly when the fixtur
     return { dir, tmp }
   }
 
+  /** The recipe as written, then what a pipeline's tests would do with the environment it exports. */
+  const shellScript = () =>
+    `${readmeRecipe('shell')}
+set -eu
+test "$AWS_ACCESS_KEY_ID" != "" && test "$AWS_ENDPOINT_URL" = "$AWS_ENDPOINT_URL_S3"
+FILE_ID=$(./coffer upload report.pdf)
+./coffer download "$FILE_ID" -o downloaded.pdf
+node -e '${SEEDED_READ}' > fixture-copy.json`
+
   t.test('the shell script', async (t) => {
     const { dir, tmp } = workspace(t)
-    // A stale JSON file of an earlier run, naming a server that is not there, must not be read.
-    fs.writeFileSync(path.join(dir, 'coffer.json'), '{"url":"http://127.0.0.1:1","tenant":{"apiKey":"sk_test_stale"}}\n')
-    const r = spawnSync('bash', ['-c', readmeRecipe('shell')], { cwd: dir, encoding: 'utf8', timeout: 30_000, env: { PATH: process.env.PATH, TMPDIR: tmp } })
+    fs.mkdirSync(path.join(dir, 'test', 'fixtures'), { recursive: true })
+    fs.writeFileSync(path.join(dir, 'test', 'fixtures', 'users.json'), '[{"id":1}]\n')
+    // A stale env file of an earlier run, naming a server that is not there, must not be read.
+    fs.writeFileSync(path.join(dir, 'coffer.env'), 'COFFER_URL=http://127.0.0.1:1\nCOFFER_API_KEY=sk_test_stale\nCOFFER_PID=1\n')
+    const r = spawnSync('bash', ['-c', shellScript()], {
+      cwd: dir,
+      encoding: 'utf8',
+      timeout: 60_000,
+      env: { PATH: `${path.dirname(process.execPath)}:${process.env.PATH}`, TMPDIR: tmp, NODE_PATH: path.join(ROOT, 'node_modules') },
+    })
     t.equal(r.status, 0, r.stderr)
     t.ok(fs.readFileSync(path.join(dir, 'downloaded.pdf')).equals(fs.readFileSync(path.join(dir, 'report.pdf'))), 'uploaded and downloaded')
-    t.same(fs.readdirSync(tmp), [], 'the trap stopped coffer (its data dir is gone) and removed the temp files')
+    t.equal(fs.readFileSync(path.join(dir, 'fixture-copy.json'), 'utf8'), '[{"id":1}]\n', 'the seeded bucket, read by the AWS SDK from the environment alone')
+    for (let i = 0; i < 100 && fs.readdirSync(tmp).length > 0; i++) await new Promise((r) => setTimeout(r, 50))
+    t.same(fs.readdirSync(tmp), [], 'the trap stopped coffer (its data dir is gone)')
   })
 
   t.test('the shell script when coffer cannot start: its log, a non-zero exit, nothing left', async (t) => {
     const { dir, tmp } = workspace(t)
-    const r = spawnSync('bash', ['-c', readmeRecipe('shell')], {
+    fs.mkdirSync(path.join(dir, 'test', 'fixtures'), { recursive: true })
+    const r = spawnSync('bash', ['-c', shellScript()], {
       cwd: dir,
       encoding: 'utf8',
       timeout: 30_000,
@@ -139,10 +162,9 @@ t.test("the README's CI recipes work as written, and fail loudly when the fixtur
     t.not(r.status, 0)
     t.match(r.stderr, /Coffer did not start; its log:\ncoffer: invalid configuration: COFFER_LOG_LEVEL="shouty"/)
     t.notOk(fs.existsSync(path.join(dir, 'downloaded.pdf')))
-    t.same(fs.readdirSync(tmp), [], 'temp files removed')
+    t.same(fs.readdirSync(tmp), [], 'nothing left in TMPDIR')
   })
 
-  const hasJq = spawnSync('jq', ['--version']).status === 0
   /** Each step's `run: |` block, dedented. */
   const steps = () =>
     readmeRecipe('github-actions')
@@ -156,12 +178,12 @@ t.test("the README's CI recipes work as written, and fail loudly when the fixtur
           .join('\n'),
       )
 
-  t.test('the GitHub Actions steps', { skip: hasJq ? false : 'jq is not installed (GitHub runners have it)' }, async (t) => {
+  t.test('the GitHub Actions steps', async (t) => {
     const { dir, tmp } = workspace(t)
     const runnerTemp = path.join(dir, 'runner-temp')
     fs.mkdirSync(runnerTemp)
     // What an earlier run on the same runner may have left behind.
-    fs.writeFileSync(path.join(runnerTemp, 'coffer.json'), '{"url":"http://127.0.0.1:1","tenant":{"apiKey":"sk_test_stale"}}\n')
+    fs.writeFileSync(path.join(runnerTemp, 'coffer.env'), 'COFFER_URL=http://127.0.0.1:1\nCOFFER_API_KEY=sk_test_stale\nCOFFER_PID=1\n')
     const [start, upload, stop] = steps()
     t.ok(start && upload && stop, 'three steps')
     const githubEnv = path.join(dir, 'github-env')
@@ -197,11 +219,11 @@ t.test("the README's CI recipes work as written, and fail loudly when the fixtur
     t.same(fs.readdirSync(tmp), [], 'coffer stopped and removed its data dir')
   })
 
-  t.test('the GitHub Actions start step when coffer cannot start', { skip: hasJq ? false : 'jq is not installed (GitHub runners have it)' }, async (t) => {
+  t.test('the GitHub Actions start step when coffer cannot start', async (t) => {
     const { dir, tmp } = workspace(t)
     const runnerTemp = path.join(dir, 'runner-temp')
     fs.mkdirSync(runnerTemp)
-    fs.writeFileSync(path.join(runnerTemp, 'coffer.json'), '{"url":"http://127.0.0.1:1","tenant":{"apiKey":"sk_test_stale"}}\n')
+    fs.writeFileSync(path.join(runnerTemp, 'coffer.env'), 'COFFER_URL=http://127.0.0.1:1\nCOFFER_API_KEY=sk_test_stale\nCOFFER_PID=1\n')
     const githubEnv = path.join(dir, 'github-env')
     fs.writeFileSync(githubEnv, '')
     const env = { PATH: process.env.PATH, TMPDIR: tmp, GITHUB_ENV: githubEnv, RUNNER_TEMP: runnerTemp, COFFER_LOG_LEVEL: 'shouty' }

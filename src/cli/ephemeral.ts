@@ -7,6 +7,8 @@ import type { Server } from '../server'
 import { println, UsageError } from './io'
 import { explainTmp } from './startup-errors'
 import { EPHEMERAL_PREFIX, OWNER_FILE, ownerLine, removeStaleEphemeralDirs } from './ephemeral-owner'
+import { createBuckets, createEphemeralTenant, fixtureSettings, type FixtureSettings } from './fixture'
+import { checkWritable, envLines, removeStale, writeAtomic } from './fixture-files'
 
 /** A throwaway instance's settings and the temporary data dir it owns. */
 export interface Ephemeral {
@@ -16,6 +18,18 @@ export interface Ephemeral {
   remove(): void
   /** Data dirs of earlier instances whose process is gone (killed with SIGKILL), removed at this start. */
   staleRemoved: string[]
+  /** Fixed keys and seeded buckets (#28). */
+  fixture: FixtureSettings
+  /** Where the JSON line and the environment go too (absolute paths), once ready. */
+  jsonFile?: string
+  envFile?: string
+}
+
+/** What serve's flags add to an ephemeral instance beyond the configuration (#28). */
+export interface EphemeralOutputs {
+  buckets?: string[] | undefined
+  jsonFile?: string | undefined
+  envFile?: string | undefined
 }
 
 /**
@@ -23,11 +37,22 @@ export interface Ephemeral {
  * admin key, and webhooks to loopback/private addresses allowed, since the receivers of a CI job
  * run beside it. Everything else (port, host, log level, …) comes from flags and env as usual.
  */
-export function prepareEphemeral(env: Record<string, string | undefined>, flags: Record<string, string | undefined>): Ephemeral {
+export function prepareEphemeral(
+  env: Record<string, string | undefined>,
+  flags: Record<string, string | undefined>,
+  outputs: EphemeralOutputs = {},
+): Ephemeral {
   if (flags['data-dir'] !== undefined) throw new UsageError('--ephemeral makes its own temporary data dir: drop --data-dir')
-  const adminApiKey = randomBytes(32).toString('base64url')
-  // Validated before the directory exists, so a bad flag leaves nothing behind.
-  loadConfig(env, flags)
+  // Validated before the directory exists, so a bad flag, bucket or path leaves nothing behind.
+  const given = loadConfig(env, flags)
+  // A fixed admin key (COFFER_ADMIN_API_KEY or --admin-api-key) is used as given (#28).
+  const adminApiKey = given.adminApiKey ?? randomBytes(32).toString('base64url')
+  const fixture = fixtureSettings(given, outputs.buckets)
+  const jsonFile = outputs.jsonFile === undefined ? undefined : checkWritable('--json-file', outputs.jsonFile)
+  const envFile = outputs.envFile === undefined ? undefined : checkWritable('--write-env', outputs.envFile)
+  if (jsonFile !== undefined && jsonFile === envFile) throw new UsageError('--json-file and --write-env name the same file')
+  // What an earlier run left there must not be read as this run's (`coffer wait` reads that file).
+  for (const f of [jsonFile, envFile]) if (f !== undefined) removeStale(f)
   const staleRemoved = removeStaleEphemeralDirs(os.tmpdir())
   let dir: string
   try {
@@ -43,23 +68,49 @@ export function prepareEphemeral(env: Record<string, string | undefined>, flags:
     { ...env, COFFER_DATA_DIR: undefined, COFFER_ADMIN_API_KEY: adminApiKey, COFFER_WEBHOOK_ALLOW_PRIVATE: 'true', COFFER_S3_PORT: env.COFFER_S3_PORT || '0' },
     { ...flags, 'data-dir': dir },
   )
-  return { config, adminApiKey, staleRemoved, remove: () => fs.rmSync(dir, { recursive: true, force: true }) }
+  return {
+    config,
+    adminApiKey,
+    staleRemoved,
+    fixture,
+    ...(jsonFile !== undefined ? { jsonFile } : {}),
+    ...(envFile !== undefined ? { envFile } : {}),
+    remove: () => fs.rmSync(dir, { recursive: true, force: true }),
+  }
 }
 
 /**
- * Creates the instance's tenant and prints the one line a CI script waits for. It is written
- * only now, once the server listens and the tenant exists, so whoever reads it can use it at once.
+ * Creates the instance's tenant and buckets, then writes the JSON line (and the files asked for)
+ * a CI script waits for. They are written only now, once the server listens and everything they
+ * name exists, so whoever reads one can use it at once: "ready" means ready.
  */
-export function announceEphemeral(server: Server, eph: Ephemeral, stdout: NodeJS.WritableStream): void {
-  const { tenant, apiKey } = server.core.tenants.create({ name: 'ephemeral', keyKind: 'test' })
-  const s3 = server.s3 && server.core.s3Credentials.create(tenant.id)
+export async function announceEphemeral(server: Server, eph: Ephemeral, stdout: NodeJS.WritableStream): Promise<void> {
+  const { tenant, apiKey, s3 } = createEphemeralTenant(server.core, eph.fixture, server.s3 !== undefined)
+  await createBuckets(server.core, tenant, eph.fixture.buckets)
+  const region = server.core.config.s3Region
   const line = {
     url: server.url,
     adminApiKey: eph.adminApiKey,
     tenant: { id: tenant.id, apiKey },
-    ...(server.s3 && s3
-      ? { s3: { endpoint: server.s3.url, region: server.core.config.s3Region, accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey } }
-      : {}),
+    ...(server.s3 && s3 ? { s3: { endpoint: server.s3.url, region, accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey } } : {}),
   }
-  println(stdout, JSON.stringify(line))
+  const json = JSON.stringify(line)
+  if (eph.jsonFile !== undefined) writeAtomic('--json-file', eph.jsonFile, `${json}\n`)
+  if (eph.envFile !== undefined) {
+    const aws =
+      server.s3 && s3
+        ? {
+            AWS_ACCESS_KEY_ID: s3.accessKeyId,
+            AWS_SECRET_ACCESS_KEY: s3.secretAccessKey,
+            // AWS_REGION for the SDKs, AWS_DEFAULT_REGION for botocore (the AWS CLI, boto3).
+            AWS_REGION: region,
+            AWS_DEFAULT_REGION: region,
+            AWS_ENDPOINT_URL: server.s3.url,
+            AWS_ENDPOINT_URL_S3: server.s3.url,
+          }
+        : {}
+    // COFFER_PID: `coffer wait FILE --pid PID` knows the file is this process's, not an earlier run's.
+    writeAtomic('--write-env', eph.envFile, envLines({ ...aws, COFFER_URL: server.url, COFFER_API_KEY: apiKey, COFFER_PID: process.pid }))
+  }
+  println(stdout, json)
 }

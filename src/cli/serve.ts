@@ -4,20 +4,35 @@ import { createLogger } from '../lib/logger'
 import { startServer, type Server } from '../server'
 import { explainDataDir, explainListen } from './startup-errors'
 import { announceEphemeral, prepareEphemeral } from './ephemeral'
-import { parse, println, type CliIO } from './io'
+import { parse, println, UsageError, type CliIO } from './io'
+import { createBuckets, fixtureSettings, hasFixture, persistentTenant } from './fixture'
 
 export const SERVE_HELP = `Usage: coffer serve [--port PORT] [--s3-port PORT|off] [--s3-sigv2 on|off] [--host HOST] [--data-dir DIR] [--log-level LEVEL]
        coffer serve --ephemeral [--port PORT] [--s3-port PORT|off] [--host HOST] [--log-level LEVEL]
+                    [--write-env PATH] [--json-file PATH] [--bucket NAME[=DIR]]... [fixed keys]
 
 Runs the HTTP API, and the S3 API on a second port (default 9000; off disables it).
 Flags override COFFER_* environment variables (see coffer --help).
 
 --ephemeral  A throwaway instance for CI: a temporary data dir (under TMPDIR) removed on exit,
-             a generated admin key and one tenant with an sk_test_ key, webhooks to loopback
+             COFFER_ADMIN_API_KEY or a generated admin key, one tenant with an sk_test_ key, webhooks to loopback
              and private addresses allowed. Once listening it prints exactly one JSON line on
              stdout, {"url","adminApiKey","tenant":{"id","apiKey"},"s3":{"endpoint","region",
              "accessKeyId","secretAccessKey"}}; logs go to stderr. The S3 port is a free one
              unless --s3-port is given.
+
+Fixed keys and buckets (#28), with --ephemeral or at the first start of a new data dir (a later
+start must give the same keys, or it refuses to start; buckets it lacks are created):
+--admin-api-key KEY          COFFER_ADMIN_API_KEY (16-512 characters)
+--tenant-api-key KEY         COFFER_TENANT_API_KEY (sk_test_ or sk_live_ + 20-100 of A-Z a-z 0-9 _ -)
+--s3-access-key-id ID        COFFER_S3_ACCESS_KEY_ID (3-128 of A-Z a-z 0-9 . _ -)
+--s3-secret-access-key KEY   COFFER_S3_SECRET_ACCESS_KEY (4-128 of A-Z a-z 0-9 + / = . _ -)
+--bucket NAME[=DIR]          repeatable (COFFER_S3_BUCKETS=a,b=DIR): created before ready;
+                             =DIR uploads DIR's files, keys = their paths relative to DIR
+--write-env PATH             (--ephemeral) AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION,
+                             AWS_DEFAULT_REGION, AWS_ENDPOINT_URL(_S3), COFFER_URL, COFFER_API_KEY,
+                             COFFER_PID as NAME=value lines, written atomically (0600) once ready
+--json-file PATH             (--ephemeral) the JSON line, written atomically (0600) once ready
 
 SIGTERM or SIGINT shuts down gracefully: no new requests, in-flight ones get up to
 COFFER_SHUTDOWN_TIMEOUT_SECONDS to finish, then the database closes and the exit code is 0.`
@@ -46,16 +61,28 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
     'blob-s3-region': { type: 'string' },
     'blob-s3-prefix': { type: 'string' },
     ephemeral: { type: 'boolean' },
+    // A CI fixture's fixed keys, buckets and output files (#28; src/cli/fixture.ts).
+    'admin-api-key': { type: 'string' },
+    'tenant-api-key': { type: 'string' },
+    's3-access-key-id': { type: 'string' },
+    's3-secret-access-key': { type: 'string' },
+    bucket: { type: 'string', multiple: true },
+    // Not --env-file: Node itself reads that flag wherever it stands, also in the executable
+    // (nodejs/node#54232), and exits when the file is not there yet.
+    'write-env': { type: 'string' },
+    'json-file': { type: 'string' },
   })
-  const { help, ephemeral, ...flags } = values
+  const { help, ephemeral, bucket, 'write-env': envFile, 'json-file': jsonFile, ...flags } = values
   if (help) {
     println(io.stdout, SERVE_HELP)
     return 0
   }
-  const eph = ephemeral ? prepareEphemeral(io.env, flags) : undefined
+  if (!ephemeral && (envFile !== undefined || jsonFile !== undefined)) throw new UsageError('--write-env and --json-file go with --ephemeral')
+  const eph = ephemeral ? prepareEphemeral(io.env, flags, { buckets: bucket, envFile, jsonFile }) : undefined
   // However the process ends (clean exit, a crash, a forced exit), the temporary data dir goes too.
   if (eph) proc.onExit(() => eph.remove())
   const config = eph?.config ?? loadConfig(io.env, flags)
+  const fixture = eph ? undefined : fixtureSettings(config, bucket)
   // Ephemeral mode keeps stdout for its one JSON line; the logs go to stderr.
   const logger = createLogger(config.logLevel, eph ? io.stderr : io.stdout)
   // Listening for signals from the start: one that arrives while starting still shuts down cleanly.
@@ -63,7 +90,13 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
   if (eph && eph.staleRemoved.length > 0) logger.info({ removed: eph.staleRemoved }, 'removed the temporary data dirs of ephemeral instances that are gone')
   let server: Server
   try {
-    server = await startServer(config, logger, { selfCommand: proc.selfCommand() })
+    server = await startServer(config, logger, {
+      selfCommand: proc.selfCommand(),
+      // A persistent data dir's fixture tenant and buckets exist before it listens (#28).
+      ...(fixture && hasFixture(fixture)
+        ? { beforeListen: async (core) => void (await createBuckets(core, persistentTenant(core, fixture).tenant, fixture.buckets)) }
+        : {}),
+    })
   } catch (err) {
     // One line a person can act on (#13): a port in use, a data dir that cannot be written, …
     const syscall = (err as NodeJS.ErrnoException).syscall
@@ -71,7 +104,7 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
   }
   if (eph) {
     try {
-      announceEphemeral(server, eph, io.stdout)
+      await announceEphemeral(server, eph, io.stdout)
     } catch (err) {
       await server.close()
       throw err

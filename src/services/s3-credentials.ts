@@ -10,6 +10,12 @@ import { isUuid } from '../lib/ids'
 const ID_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789'
 /** s3.md: access key ids are 20 characters [A-Z0-9] starting with `CK`. */
 export const ACCESS_KEY_ID = /^CK[A-Z0-9]{18}$/
+/**
+ * What a fixed pair of a CI fixture may be (#28; the same rules as COFFER_S3_ACCESS_KEY_ID and
+ * COFFER_S3_SECRET_ACCESS_KEY in config.ts): generated ids are among these ids too.
+ */
+export const FIXED_ACCESS_KEY_ID = /^[A-Za-z0-9._-]{3,128}$/
+export const FIXED_SECRET = /^[A-Za-z0-9+/=._-]{4,128}$/
 
 function newAccessKeyId(): string {
   let id = 'CK'
@@ -57,11 +63,18 @@ export class S3CredentialsService {
     this.key = deriveKey(serverSecret, 's3-credentials', 'v1')
   }
 
-  /** A new pair for the tenant; the secret exists in the clear only in the returned value. */
-  create(tenantId: string): CreatedS3Credential {
+  /**
+   * A new pair for the tenant; the secret exists in the clear only in the returned value.
+   * `fixed`: the pair a CI fixture's configuration names (#28) instead of a generated one.
+   */
+  create(tenantId: string, fixed?: { accessKeyId: string; secretAccessKey: string }): CreatedS3Credential {
     if (!isUuid(tenantId) || !this.tenants.get(tenantId.toLowerCase())) throw notFound.tenant()
-    const accessKeyId = newAccessKeyId()
-    const secretAccessKey = newSecret()
+    if (fixed && !(FIXED_ACCESS_KEY_ID.test(fixed.accessKeyId) && FIXED_SECRET.test(fixed.secretAccessKey))) {
+      throw new AppError('VALIDATION_ERROR', 'An access key id is 3 to 128 characters A-Z a-z 0-9 . _ -, a secret 4 to 128 characters A-Z a-z 0-9 + / = . _ -')
+    }
+    if (fixed && this.repo.get(fixed.accessKeyId)) throw new AppError('CONFLICT', 'This access key id is taken')
+    const accessKeyId = fixed?.accessKeyId ?? newAccessKeyId()
+    const secretAccessKey = fixed?.secretAccessKey ?? newSecret()
     const createdAt = this.clock.now()
     this.db
       .transaction(() => this.repo.insert({ accessKeyId, tenantId: tenantId.toLowerCase(), secretSealed: this.seal(accessKeyId, secretAccessKey), createdAt }))
@@ -89,7 +102,7 @@ export class S3CredentialsService {
    * another one on the same database (the CLI), is effective on the next request.
    */
   lookup(accessKeyId: string): { secret: string; tenant: AuthenticatedTenant } | undefined {
-    if (!ACCESS_KEY_ID.test(accessKeyId)) return undefined
+    if (!ACCESS_KEY_ID.test(accessKeyId) && !FIXED_ACCESS_KEY_ID.test(accessKeyId)) return undefined
     const dataVersion = this.tenants.dataVersion()
     const authChanges = this.authChanges()
     if (dataVersion !== this.verifiedAt.dataVersion || authChanges !== this.verifiedAt.authChanges) {

@@ -84,10 +84,15 @@ export class TenantsService {
     private readonly owned: TenantOwnedRepos,
   ) {}
 
-  /** Creates a tenant; the returned key and webhook secret exist nowhere else afterwards. */
-  create(input: CreateTenantInput): { tenant: Tenant; apiKey: string } {
+  /**
+   * Creates a tenant; the returned key and webhook secret exist nowhere else afterwards.
+   * `fixedApiKey`: the key a CI fixture's configuration names (#28) instead of a generated one.
+   */
+  create(input: CreateTenantInput, fixedApiKey?: string): { tenant: Tenant; apiKey: string } {
     checkTenantInput(input)
-    const apiKey = newApiKey(input.keyKind ?? 'live')
+    if (fixedApiKey !== undefined && !API_KEY.test(fixedApiKey))
+      throw new AppError('VALIDATION_ERROR', 'An API key is sk_live_ or sk_test_ and 20 to 100 characters A-Z a-z 0-9 _ -')
+    const apiKey = fixedApiKey ?? newApiKey(input.keyKind ?? 'live')
     const allowed = input.allowedFileTypes ?? [...FILE_TYPES]
     // Keep the spec's order and drop duplicates.
     const allowedFileTypes = FILE_TYPES.filter((t) => allowed.includes(t))
@@ -95,7 +100,7 @@ export class TenantsService {
       id: uuidv7(this.clock.now()),
       name: input.name,
       keyHash: sha256(apiKey),
-      keyKind: input.keyKind ?? 'live',
+      keyKind: fixedApiKey?.startsWith('sk_test_') ? ('test' as const) : fixedApiKey !== undefined ? ('live' as const) : (input.keyKind ?? 'live'),
       webhookSecret: newWebhookSecret(),
       quotaBytes: input.quotaBytes ?? DEFAULT_TENANT_QUOTA,
       allowedFileTypes,
@@ -113,6 +118,11 @@ export class TenantsService {
       })
       .immediate()
     return { tenant: this.repo.get(row.id)!, apiKey }
+  }
+
+  /** Whether the data dir has no live tenant yet: a CI fixture's first start (#28). */
+  none(): boolean {
+    return this.repo.page(undefined, 1).length === 0
   }
 
   /** New key and webhook secret; the old key stops working with this commit. */

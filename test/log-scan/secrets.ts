@@ -16,8 +16,8 @@ const PATTERNS: [string, RegExp][] = [
   ['S3 secret access key', /"?secretAccessKey"?\s*[:=]\s*"?(?!\[REDACTED\])[A-Za-z0-9+/]{40}/],
   ['S3 presigned URL signature', /X-Amz-Signature=(?!\[REDACTED\])[0-9a-f]{16,}/i],
   ['S3 SigV2 presigned URL signature', /[?&]Signature=(?!\[REDACTED\])[A-Za-z0-9%+/]{20,}/],
-  ['SigV2 Authorization header', /AWS CK[A-Z0-9]{18}:[A-Za-z0-9+/]{27}=/],
-  ['SigV4 Authorization header', /Credential=CK[A-Z0-9]{18}\/[^,]*,\s*SignedHeaders=[^,]*,\s*Signature=[0-9a-f]{16,}/],
+  ['SigV2 Authorization header', /AWS [A-Za-z0-9._-]{3,128}:[A-Za-z0-9+/]{27}=/],
+  ['SigV4 Authorization header', /Credential=[A-Za-z0-9._-]{3,128}\/[^,]*,\s*SignedHeaders=[^,]*,\s*Signature=[0-9a-f]{16,}/],
 ]
 
 /** The kinds of credential found in `line`; empty when it is clean. */
