@@ -49,8 +49,22 @@ t.test('serve: a port in use is one line naming the port and the setting', async
   await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve))
   t.teardown(() => blocker.close())
   const port = (blocker.address() as net.AddressInfo).port
-  const r = coffer(['serve', '--port', String(port), '--data-dir', 'data'], { cwd: dir })
-  oneLine(t, r, new RegExp(`^coffer: port ${port} on 127\\.0\\.0\\.1 is already in use .*set --port or COFFER_PORT`), 'port in use')
+  const r = coffer(['serve', '--port', String(port), '--s3-port', '0', '--data-dir', 'data'], { cwd: dir })
+  oneLine(t, r, new RegExp(`^coffer: the API port ${port} on 127\\.0\\.0\\.1 is already in use .*: set --port or COFFER_PORT to a free port`), 'port in use')
+  // serve opens a second port, the S3 front's (9000 by default): when that one is taken, the
+  // message names it and its setting, not the API's (#24).
+  const s3 = coffer(['serve', '--port', '0', '--s3-port', String(port), '--data-dir', 'data'], { cwd: dir })
+  oneLine(
+    t,
+    s3,
+    new RegExp(
+      `^coffer: the S3 port ${port} on 127\\.0\\.0\\.1 is already in use .*: set --s3-port or COFFER_S3_PORT to a free port \\(0 picks one, off turns`,
+    ),
+    'S3 port in use',
+  )
+  t.notMatch(s3.stderr, /--port or COFFER_PORT/, 'not the API port setting')
+  const s3env = coffer(['serve', '--port', '0', '--data-dir', 'data'], { cwd: dir, env: { COFFER_S3_PORT: String(port) } })
+  oneLine(t, s3env, new RegExp(`^coffer: the S3 port ${port} .*set --s3-port or COFFER_S3_PORT`), 'S3 port in use, set in the environment')
 })
 
 t.test('serve: permission denied on a low port names the port and the setting', async (t) => {
@@ -59,8 +73,15 @@ t.test('serve: permission denied on a low port names the port and the setting', 
   oneLine(
     t,
     r,
-    /^coffer: permission denied listening on 127\.0\.0\.1:80 \(ports below 1024 need root or CAP_NET_BIND_SERVICE\): set --port or COFFER_PORT/,
+    /^coffer: permission denied listening on 127\.0\.0\.1:80 \(the API port; ports below 1024 need root or CAP_NET_BIND_SERVICE\): set --port or COFFER_PORT \(the default is 8080\)/,
     'port 80',
+  )
+  const s3 = coffer(['serve', '--port', '0', '--s3-port', '81', '--data-dir', 'data'], { cwd: dir, unprivileged: true })
+  oneLine(
+    t,
+    s3,
+    /^coffer: permission denied listening on 127\.0\.0\.1:81 \(the S3 port; ports below 1024 need root or CAP_NET_BIND_SERVICE\): set --s3-port or COFFER_S3_PORT \(the default is 9000\)/,
+    'S3 port 81',
   )
   const host = coffer(['serve', '--port', '0', '--host', '192.0.2.1', '--data-dir', 'data'], { cwd: dir })
   oneLine(t, host, /^coffer: cannot listen on 192\.0\.2\.1: no such address on this machine: set --host or COFFER_HOST/, 'address not on this machine')
