@@ -2,7 +2,9 @@
 # The tests must pass wherever a person clones the repository (#32): this clones the checkout's
 # HEAD into a fresh `mktemp -d` (a directory only its owner may enter, as root's home is on
 # Debian), runs `npm ci` there and the given test files (default: test/startup-errors.test.ts,
-# whose permission cases run the command as `nobody`). Run as root, it then does the same as a
+# whose permission cases run the command as `nobody`, and test/bundle.test.ts, which runs the
+# bundle from elsewhere and logs: tap's after hook fails a run that logged nothing, taking it for
+# a broken log mirror). Run as root, it then does the same as a
 # normal user: a throwaway system user whose home is another 0700 directory holding a copy of
 # that clone; the user and every directory are removed on exit, whatever happens.
 #
@@ -10,7 +12,7 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 tests=("$@")
-[ ${#tests[@]} -gt 0 ] || tests=(test/startup-errors.test.ts)
+[ ${#tests[@]} -gt 0 ] || tests=(test/startup-errors.test.ts test/bundle.test.ts)
 # These runs need no Ceph gateway: tap's before hook must neither start nor stop the shared one.
 export COFFER_TEST_S3=off
 
