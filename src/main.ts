@@ -9,6 +9,7 @@ import { migrateBlobsCommand } from './cli/migrate-blobs'
 import { downloadCommand, lsCommand, rmCommand, uploadCommand } from './cli/files'
 import { OperatorError, println, UsageError, type CliIO } from './cli/io'
 import { selfCommand } from './cli/self-command'
+import { settingsTable } from './cli/settings-table'
 import { waitCommand } from './cli/wait'
 import { createLogger } from './lib/logger'
 import { armCrashPoint } from './lib/crash-points'
@@ -20,7 +21,7 @@ const HELP = `coffer ${version}: multi-tenant file storage in one executable
 Usage: coffer <command> [options]
 
 Commands:
-  serve                    run the HTTP API (coffer serve --help)
+  serve                    run the HTTP API and the S3 API (coffer serve --help)
   tenant create|list|show|update|delete|regenerate-key
                            manage tenants offline on the data dir (coffer tenant --help)
   webhooks list|retry      inspect and re-drive webhook deliveries (coffer webhooks --help)
@@ -39,9 +40,7 @@ Client commands (talk to a running server; --url/--key or COFFER_URL/COFFER_API_
   rm FILE_ID...            delete files
 
 Configuration (flags override environment variables, which override defaults):
-${configHelp()
-  .map((o) => `  ${o.env.padEnd(34)}${(o.flag ?? '').padEnd(13)}${(o.def ?? '').padEnd(10)}${o.help}`)
-  .join('\n')}
+${settingsTable(configHelp())}
 `
 
 /** The process: the only place that reads argv and env, handles signals and sets the exit code. */

@@ -66,6 +66,22 @@ export function backgroundComponents(core: Core, logger: Logger): Background[] {
   ]
 }
 
+/**
+ * A listener could not listen: which one (the JSON API or the S3 front) and on which port, so the
+ * person is told the setting that moves it (#24: the S3 port taken was reported as the API's).
+ * `cause` is Node's error (its `code` and `syscall`: EADDRINUSE, EACCES, getaddrinfo…).
+ */
+export class ListenError extends Error {
+  override name = 'ListenError'
+  constructor(
+    readonly listener: 'API' | 'S3',
+    readonly port: number,
+    override readonly cause: unknown,
+  ) {
+    super(`the ${listener} listener cannot listen on port ${port}: ${(cause as Error | undefined)?.message ?? String(cause)}`, { cause })
+  }
+}
+
 export interface StartOptions {
   /** How to run this coffer again (`coffer`, or its full path), for the hints in the log. */
   selfCommand?: string
@@ -128,13 +144,15 @@ export async function startServer(config: Config, logger: Logger, opts: StartOpt
       logger.info('shutdown complete')
     })())
   logger.info({ dataDir: config.dataDir }, 'coffer starting')
+  let listening: ListenError['listener'] = 'API'
   try {
     await opts.beforeListen?.(core)
     await app.listen({ port: config.port, host: config.host, listenTextResolver: (address) => `coffer listening on ${address}` })
+    listening = 'S3'
     if (s3App) await s3App.listen({ port: config.s3Port as number, host: config.host, listenTextResolver: (address) => `coffer S3 listening on ${address}` })
   } catch (err) {
     await close()
-    throw err
+    throw new ListenError(listening, listening === 'API' ? config.port : (config.s3Port as number), err)
   }
   for (const b of background) b.start()
   const addr = app.server.address()

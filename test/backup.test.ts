@@ -69,6 +69,7 @@ t.test('a backup is one consistent snapshot: blobs it references survive a colle
   t.same(fs.readdirSync(path.join(dest, 'tmp')), [])
   t.equal(fs.readFileSync(path.join(dest, 'secret'), 'utf8'), fs.readFileSync(path.join(dir, 'secret'), 'utf8'))
   t.equal(fs.statSync(path.join(dest, 'secret')).mode & 0o777, 0o600)
+  t.equal(fs.statSync(path.join(dest, 'coffer.db')).mode & 0o777, 0o600, 'the database copy is private like the live one (#24)')
   t.notOk(fs.existsSync(path.join(dest, 'coffer.db-wal')), 'the copy is checkpointed')
 
   const restored = await serveDir(t, dest, clock)

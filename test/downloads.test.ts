@@ -1,5 +1,6 @@
 import t from 'tap'
 import { createHash } from 'node:crypto'
+import type { AddressInfo } from 'node:net'
 import { createTenant, fileBytes, makeApp, upload } from './helper'
 
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex')
@@ -82,6 +83,35 @@ t.test('Range, If-None-Match, If-Range and HEAD', async (t) => {
   const headRange = await get({ range: 'bytes=0-9' }, 'HEAD')
   t.equal(headRange.statusCode, 206)
   t.equal(headRange.headers['content-length'], '10')
+})
+
+t.test('If-None-Match with Cache-Control: no-cache, as every fetch() sends it, answers 304 (#24)', async (t) => {
+  const { app } = await makeApp(t)
+  const tenant = await createTenant(app)
+  const bytes = fileBytes('image/png', 1000)
+  const r = await upload(app, tenant.headers, { bytes })
+  const url = `/api/v1/files/${r.fileId}/download`
+  const etag = `"${sha(bytes)}"`
+  for (const cacheControl of ['no-cache', 'max-age=0', 'no-cache, no-store', 'no-store,no-cache']) {
+    const res = await app.inject({ url, headers: { ...tenant.headers, 'if-none-match': etag, 'cache-control': cacheControl, pragma: 'no-cache' } })
+    t.equal(res.statusCode, 304, `Cache-Control: ${cacheControl}`)
+    t.equal(res.rawPayload.length, 0)
+  }
+  const other = await app.inject({ url, headers: { ...tenant.headers, 'if-none-match': '"other"', 'cache-control': 'no-cache' } })
+  t.equal(other.statusCode, 200, 'a tag that does not match still gets the content')
+
+  // Node's fetch (undici) adds `Cache-Control: no-cache` and `Pragma: no-cache` to a request with a
+  // conditional header, as browsers do (Fetch standard, HTTP-network-or-cache fetch).
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  const { port } = app.server.address() as AddressInfo
+  const first = await fetch(`http://127.0.0.1:${port}${url}`, { headers: tenant.headers })
+  t.equal(first.status, 200)
+  const again = await fetch(`http://127.0.0.1:${port}${url}`, { headers: { ...tenant.headers, 'if-none-match': first.headers.get('etag')! } })
+  t.equal(again.status, 304, 'fetch() revalidating with the ETag it was given')
+  const signed = (await app.inject({ url: `/api/v1/files/${r.fileId}/signed-url`, headers: tenant.headers })).json<{ url: string }>()
+  const u = new URL(signed.url)
+  const viaLink = await fetch(`http://127.0.0.1:${port}${u.pathname}${u.search}`, { headers: { 'if-none-match': etag } })
+  t.equal(viaLink.status, 304, 'and through a signed URL')
 })
 
 t.test('pending, failed and missing content answer 404', async (t) => {

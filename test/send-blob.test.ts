@@ -88,6 +88,16 @@ t.test('preconditions in RFC 9110 order, with Last-Modified', async (t) => {
     200,
     'If-None-Match wins over If-Modified-Since',
   )
+  // A request's cache directives are for caches; the origin still evaluates its conditions (#24).
+  for (const headers of [
+    { 'if-none-match': etag, 'cache-control': 'no-cache' } as Record<string, string>,
+    { 'if-none-match': `"other", ${etag}`, 'cache-control': 'max-age=0, no-cache', pragma: 'no-cache' },
+    { 'if-modified-since': httpDate(LAST_MODIFIED), 'cache-control': 'no-cache' },
+  ]) {
+    t.equal((await get(headers)).statusCode, 304, JSON.stringify(headers))
+  }
+  t.equal((await get({ 'if-none-match': '"other"', 'cache-control': 'no-cache' })).statusCode, 200, 'no-cache and a tag that does not match')
+  t.equal((await get({ 'if-modified-since': httpDate(LAST_MODIFIED - 1000), 'cache-control': 'no-cache' })).statusCode, 200)
   const notModified = await get({ 'if-none-match': etag }, 'HEAD')
   t.equal(notModified.statusCode, 304)
   t.equal(notModified.headers.etag, etag)

@@ -1,42 +1,94 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import fs from 'node:fs'
 import net from 'node:net'
+import os from 'node:os'
 import path from 'node:path'
 import { spawnSync } from 'node:child_process'
 import { BUNDLE, buildBundle, initDataDir } from './process-helper'
-import { tempDir } from './helper'
 import { openConnection } from '../src/db/database'
+import { ADDON_ASSET } from '../src/db/sqlite-addon'
 
 buildBundle()
 
 // As root every permission check passes, so the permission cases run the command as `nobody`.
 const asRoot = process.getuid?.() === 0
 const NOBODY = 65534
+const drop = (unprivileged: boolean | undefined) => (unprivileged && asRoot ? { uid: NOBODY, gid: NOBODY } : {})
 
-/** Runs the bundle; `unprivileged` drops to nobody when the tests run as root. */
-function coffer(args: string[], opts: { cwd: string; env?: Record<string, string>; unprivileged?: boolean }) {
-  const drop = opts.unprivileged && asRoot ? { uid: NOBODY, gid: NOBODY } : {}
-  // Through sh, without the NODE_OPTIONS tap adds to every child: its exit hook writes into the
-  // repository, which `nobody` may not.
-  const r = spawnSync('sh', ['-c', 'unset NODE_OPTIONS; exec "$@"', 'sh', process.execPath, BUNDLE, ...args], {
+/** True when every user may enter `dir` and each directory above it (others' x bit all the way up). */
+function reachableByAll(dir: string): boolean {
+  for (let d = path.resolve(dir); ; d = path.dirname(d)) {
+    if ((fs.statSync(d).mode & 0o001) === 0) return false
+    if (d === path.dirname(d)) return true
+  }
+}
+
+/**
+ * Runs `command` through sh, without the NODE_OPTIONS tap adds to every child (spawn's `env`
+ * included): its hooks load from the checkout and write into it, which `nobody` may not.
+ */
+function withoutTap(command: string[], opts: { cwd: string; env?: Record<string, string>; unprivileged?: boolean }) {
+  return spawnSync('sh', ['-c', 'unset NODE_OPTIONS; exec "$@"', 'sh', ...command], {
     cwd: opts.cwd,
     env: { PATH: process.env.PATH ?? '', ...opts.env },
     encoding: 'utf8',
     timeout: 30_000,
-    ...drop,
+    ...drop(opts.unprivileged),
   })
+}
+
+/**
+ * Where these tests run the command: a directory `nobody` can reach, 0755 all the way up, holding
+ * its own node, bundle and SQLite addon. The checkout may sit where `nobody` cannot go (root's
+ * home, any `mktemp -d`: 0700), and a command that cannot even be read fails for another reason
+ * than the one under test (#32). The cases' own directories go here too.
+ */
+function reachableRoot(): { root: string; node: string; bundle: string } {
+  const base = [os.tmpdir(), '/tmp', '/var/tmp', '/dev/shm'].find((d) => fs.existsSync(d) && reachableByAll(d))
+  if (base === undefined) throw new Error(`no directory every user can reach among ${os.tmpdir()}, /tmp, /var/tmp, /dev/shm`)
+  const root = fs.mkdtempSync(path.join(base, 'coffer-startup-'))
+  fs.chmodSync(root, 0o755)
+  const place = (from: string, mode: number) => {
+    const to = path.join(root, path.basename(from))
+    try {
+      // The 120 MB node binary: a hard link when on the same filesystem, else a copy.
+      fs.linkSync(from, to)
+    } catch {
+      fs.copyFileSync(from, to)
+      fs.chmodSync(to, mode)
+    }
+    return to
+  }
+  const node = place(process.execPath, 0o755)
+  const bundle = place(BUNDLE, 0o644)
+  place(path.join(path.dirname(BUNDLE), ADDON_ASSET), 0o755)
+  const probe = withoutTap([node, '-e', ''], { cwd: root, unprivileged: true })
+  if (probe.status !== 0) {
+    fs.rmSync(root, { recursive: true, force: true })
+    throw new Error(`${node} does not run as ${asRoot ? 'nobody' : 'this user'} (${probe.error?.message ?? probe.stderr}): is ${base} mounted noexec?`)
+  }
+  return { root, node, bundle }
+}
+
+const RUN = reachableRoot()
+t.teardown(() => fs.rmSync(RUN.root, { recursive: true, force: true }))
+
+/** Runs the bundle (RUN's copy); `unprivileged` drops to nobody when the tests run as root. */
+function coffer(args: string[], opts: { cwd: string; env?: Record<string, string>; unprivileged?: boolean }) {
+  const r = withoutTap([RUN.node, RUN.bundle, ...args], opts)
   return { status: r.status, stdout: r.stdout, stderr: r.stderr }
 }
 
-/** A temp dir anyone may enter and, with `mode` 0o777, write (the unprivileged runs need to). */
-function openDir(t: Parameters<typeof tempDir>[0], mode = 0o755): string {
-  const dir = tempDir(t)
+/** A temp dir in RUN's root that anyone may enter and, with `mode` 0o777, write (the unprivileged runs need to). */
+function openDir(t: Test, mode = 0o755): string {
+  const dir = fs.mkdtempSync(path.join(RUN.root, 'case-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
   fs.chmodSync(dir, mode)
   return dir
 }
 
 /** Exit code 2 and exactly one line on stderr, with no stack trace. */
-function oneLine(t: Parameters<typeof tempDir>[0], r: { status: number | null; stderr: string }, pattern: RegExp, what: string): void {
+function oneLine(t: Test, r: { status: number | null; stderr: string }, pattern: RegExp, what: string): void {
   t.equal(r.status, 2, `${what}: exit code 2`)
   t.equal(r.stderr.trimEnd().split('\n').length, 1, `${what}: one line: ${r.stderr}`)
   t.match(r.stderr, pattern, what)
@@ -49,8 +101,22 @@ t.test('serve: a port in use is one line naming the port and the setting', async
   await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve))
   t.teardown(() => blocker.close())
   const port = (blocker.address() as net.AddressInfo).port
-  const r = coffer(['serve', '--port', String(port), '--data-dir', 'data'], { cwd: dir })
-  oneLine(t, r, new RegExp(`^coffer: port ${port} on 127\\.0\\.0\\.1 is already in use .*set --port or COFFER_PORT`), 'port in use')
+  const r = coffer(['serve', '--port', String(port), '--s3-port', '0', '--data-dir', 'data'], { cwd: dir })
+  oneLine(t, r, new RegExp(`^coffer: the API port ${port} on 127\\.0\\.0\\.1 is already in use .*: set --port or COFFER_PORT to a free port`), 'port in use')
+  // serve opens a second port, the S3 front's (9000 by default): when that one is taken, the
+  // message names it and its setting, not the API's (#24).
+  const s3 = coffer(['serve', '--port', '0', '--s3-port', String(port), '--data-dir', 'data'], { cwd: dir })
+  oneLine(
+    t,
+    s3,
+    new RegExp(
+      `^coffer: the S3 port ${port} on 127\\.0\\.0\\.1 is already in use .*: set --s3-port or COFFER_S3_PORT to a free port \\(0 picks one, off turns`,
+    ),
+    'S3 port in use',
+  )
+  t.notMatch(s3.stderr, /--port or COFFER_PORT/, 'not the API port setting')
+  const s3env = coffer(['serve', '--port', '0', '--data-dir', 'data'], { cwd: dir, env: { COFFER_S3_PORT: String(port) } })
+  oneLine(t, s3env, new RegExp(`^coffer: the S3 port ${port} .*set --s3-port or COFFER_S3_PORT`), 'S3 port in use, set in the environment')
 })
 
 t.test('serve: permission denied on a low port names the port and the setting', async (t) => {
@@ -59,8 +125,15 @@ t.test('serve: permission denied on a low port names the port and the setting', 
   oneLine(
     t,
     r,
-    /^coffer: permission denied listening on 127\.0\.0\.1:80 \(ports below 1024 need root or CAP_NET_BIND_SERVICE\): set --port or COFFER_PORT/,
+    /^coffer: permission denied listening on 127\.0\.0\.1:80 \(the API port; ports below 1024 need root or CAP_NET_BIND_SERVICE\): set --port or COFFER_PORT \(the default is 8080\)/,
     'port 80',
+  )
+  const s3 = coffer(['serve', '--port', '0', '--s3-port', '81', '--data-dir', 'data'], { cwd: dir, unprivileged: true })
+  oneLine(
+    t,
+    s3,
+    /^coffer: permission denied listening on 127\.0\.0\.1:81 \(the S3 port; ports below 1024 need root or CAP_NET_BIND_SERVICE\): set --s3-port or COFFER_S3_PORT \(the default is 9000\)/,
+    'S3 port 81',
   )
   const host = coffer(['serve', '--port', '0', '--host', '192.0.2.1', '--data-dir', 'data'], { cwd: dir })
   oneLine(t, host, /^coffer: cannot listen on 192\.0\.2\.1: no such address on this machine: set --host or COFFER_HOST/, 'address not on this machine')

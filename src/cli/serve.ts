@@ -1,7 +1,7 @@
 import type { Logger } from 'pino'
 import { loadConfig } from '../config'
 import { createLogger } from '../lib/logger'
-import { startServer, type Server } from '../server'
+import { ListenError, startServer, type Server } from '../server'
 import { explainDataDir, explainListen } from './startup-errors'
 import { announceEphemeral, prepareEphemeral } from './ephemeral'
 import { parse, println, UsageError, type CliIO } from './io'
@@ -99,8 +99,7 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
     })
   } catch (err) {
     // One line a person can act on (#13): a port in use, a data dir that cannot be written, …
-    const syscall = (err as NodeJS.ErrnoException).syscall
-    throw syscall === 'listen' || syscall === 'getaddrinfo' ? explainListen(err, config.host, config.port) : explainDataDir(err, config.dataDir)
+    throw err instanceof ListenError ? explainListen(err, config.host) : explainDataDir(err, config.dataDir)
   }
   if (eph) {
     try {

@@ -1,5 +1,6 @@
 import os from 'node:os'
 import { SchemaTooNewError } from '../db/database'
+import type { ListenError } from '../server'
 
 /**
  * A problem the person running the command can fix (a missing data dir, a port in use, a
@@ -47,14 +48,25 @@ function codeOf(err: unknown): string | undefined {
 
 const withCause = (message: string, cause: unknown) => new OperatorError(message, { cause })
 
-/** Errors of listening on host:port. */
-export function explainListen(err: unknown, host: string, port: number): unknown {
-  switch (codeOf(err)) {
+/** Each listener's setting, and its default port. */
+const LISTENERS = {
+  API: { setting: '--port or COFFER_PORT', defaultPort: 8080, free: '0 picks one' },
+  S3: { setting: '--s3-port or COFFER_S3_PORT', defaultPort: 9000, free: '0 picks one, off turns the S3 API off' },
+} as const
+
+/**
+ * Errors of listening, naming the listener (`serve` opens two: the API and the S3 front), its
+ * port and the setting that moves it (#24).
+ */
+export function explainListen(err: ListenError, host: string): unknown {
+  const { listener, port } = err
+  const { setting, defaultPort, free } = LISTENERS[listener]
+  switch (codeOf(err.cause)) {
     case 'EADDRINUSE':
-      return withCause(`port ${port} on ${host} is already in use (another coffer?): set --port or COFFER_PORT to a free port (0 picks one)`, err)
+      return withCause(`the ${listener} port ${port} on ${host} is already in use (another coffer?): set ${setting} to a free port (${free})`, err)
     case 'EACCES':
       return withCause(
-        `permission denied listening on ${host}:${port}${port < 1024 ? ' (ports below 1024 need root or CAP_NET_BIND_SERVICE)' : ''}: set --port or COFFER_PORT (the default is 8080)`,
+        `permission denied listening on ${host}:${port} (the ${listener} port${port < 1024 ? '; ports below 1024 need root or CAP_NET_BIND_SERVICE' : ''}): set ${setting} (the default is ${defaultPort})`,
         err,
       )
     case 'EADDRNOTAVAIL':

@@ -1,4 +1,4 @@
-import { openConnection, type DB } from './database'
+import { keepPrivate, openConnection, type DB } from './database'
 
 /**
  * The database half of `coffer backup` (services/backup.ts has the whole procedure):
@@ -32,6 +32,8 @@ export async function snapshotInto(live: DB, file: string, dataDir: string, dest
     } finally {
       live.exec('ROLLBACK')
     }
+    // The copy holds what the live database holds: 0600 like it (#24).
+    keepPrivate(dest)
     await reader.backup(dest)
     reader.exec('COMMIT')
   } finally {

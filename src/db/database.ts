@@ -1,3 +1,4 @@
+import fs from 'node:fs'
 import Database from 'better-sqlite3'
 import { MIGRATIONS, type Migration } from './migrations'
 import { loadSqliteAddon } from './sqlite-addon'
@@ -24,6 +25,7 @@ let addonLoaded = false
  * `dataDir` is where the single executable may unpack its SQLite addon.
  */
 export function openDatabase(file: string, dataDir: string, migrations: readonly Migration[] = MIGRATIONS): DB {
+  keepPrivate(file)
   const db = openConnection(file, dataDir)
   // WAL: readers never block the writer and the writer never blocks readers; one fsync per commit.
   db.pragma('journal_mode = WAL')
@@ -56,6 +58,36 @@ export function openConnection(file: string, dataDir: string, options: Database.
   }
   // better-sqlite3 accepts the loaded addon object; its type declarations only know the path form.
   return new Database(file, addon ? { ...options, nativeBinding: addon as unknown as string } : options)
+}
+
+/** The files SQLite keeps beside a database, which hold its pages (and so its content) too. */
+const COMPANIONS = ['-wal', '-shm', '-journal']
+
+/**
+ * coffer.db holds small files' content (blob_inline) and webhook secrets: it is created 0600, as
+ * `secret` is, before SQLite opens it (SQLite would create it 0644 less the umask, #24). SQLite
+ * creates its -wal, -shm and -journal files with the mode of the database file, so they are 0600
+ * too. A database (or companion) that an older Coffer left readable by group or others is
+ * tightened to its owner's bits here; one this user does not own (another user's data dir, which
+ * it can only read or write through group or other bits) is left as it is.
+ */
+export function keepPrivate(file: string): void {
+  fs.closeSync(fs.openSync(file, 'a', 0o600))
+  for (const f of [file, ...COMPANIONS.map((suffix) => file + suffix)]) {
+    let mode: number
+    try {
+      mode = fs.statSync(f).mode
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue
+      throw err
+    }
+    if ((mode & 0o077) === 0) continue
+    try {
+      fs.chmodSync(f, mode & 0o700)
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EPERM') throw err
+    }
+  }
 }
 
 /** Applies every migration newer than the recorded version, each in its own transaction. */

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import { AppError } from '../errors'
 import { jsonDeeperThan } from '../lib/json-depth'
+import { discardRestOfBody } from './discard-body'
 
 /** No request body of the API nests deeper than this; free-form fields have tighter bounds of their own. */
 export const MAX_BODY_DEPTH = 64
@@ -10,6 +11,8 @@ export const MAX_BODY_DEPTH = 64
  * - A body nested deeper than MAX_BODY_DEPTH is refused before it is parsed (#12 item 5).
  * - An empty body on a route that takes none is no body: clients such as the Storage Brain SDK
  *   send `DELETE` with `Content-Type: application/json` and nothing else (#12 item 15).
+ * - A body over the limit is answered 413 and the rest of it read and discarded (bounded) rather
+ *   than the connection closed under a client still sending it (discard-body.ts, #24).
  */
 export function registerJsonBody(app: FastifyInstance): void {
   const parse = app.getDefaultJsonParser('error', 'error')
@@ -25,5 +28,11 @@ export function registerJsonBody(app: FastifyInstance): void {
       )
     }
     void parse(request, text, done)
+  })
+  // Fastify answers a parser's error with `Connection: close`, so Node closes the connection as
+  // soon as the 413 is written, the body still arriving.
+  app.addHook('onError', (request, reply, err, done) => {
+    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') discardRestOfBody(request, reply)
+    done()
   })
 }

@@ -28,6 +28,12 @@ export interface BlobResponse {
  * here. It sets ETag, Accept-Ranges and Last-Modified, evaluates the preconditions in the order
  * of RFC 9110 §13.2.2 (If-Match, If-Unmodified-Since, then If-None-Match / If-Modified-Since via
  * `fresh`, then If-Range), honours one byte range, and answers 200, 206 or 304, HEAD included.
+ * `fresh` is handed the two validators alone, not the request's Cache-Control: it answers "stale"
+ * to `Cache-Control: no-cache`, a rule for caches (RFC 9111 §5.2.1.4: revalidate with the origin),
+ * while the origin evaluates the conditions whatever the request's cache directives (RFC 9110
+ * §13.2.1). Every fetch() with a conditional header sends `no-cache` (Fetch, HTTP-network-or-cache
+ * fetch), so without this it never saw a 304 (#24). What `fresh` does is otherwise right: the
+ * If-None-Match list with weak comparison and `*`, If-Modified-Since only without it.
  * Headers the front wants on every answer (caching, security) it sets on `reply` before calling.
  *
  * Errors are thrown, never rendered: 412 PRECONDITION_FAILED and 416 RANGE_NOT_SATISFIABLE as
@@ -46,7 +52,11 @@ export async function sendBlob(request: FastifyRequest, reply: FastifyReply, blo
   if (typeof precondition === 'string' ? !ifMatch(precondition, etag) : isModifiedSince(headers['if-unmodified-since'], lastModified)) {
     throw new AppError('PRECONDITION_FAILED', 'A precondition (If-Match or If-Unmodified-Since) does not hold', {})
   }
-  if ((headers['if-none-match'] !== undefined || headers['if-modified-since'] !== undefined) && fresh(headers, { etag, 'last-modified': lastModifiedHeader })) {
+  const validators = { 'if-none-match': headers['if-none-match'], 'if-modified-since': headers['if-modified-since'] }
+  if (
+    (validators['if-none-match'] !== undefined || validators['if-modified-since'] !== undefined) &&
+    fresh(validators, { etag, 'last-modified': lastModifiedHeader })
+  ) {
     return reply.code(304).send()
   }
 
