@@ -3,6 +3,7 @@ import { Transform, type TransformCallback } from 'node:stream'
 import { crc32 } from 'node:zlib'
 import { crc32c } from '../lib/crc32c'
 import { ParallelMd5 } from '../lib/parallel-md5'
+import { S3Error } from './errors'
 
 /** The flexible checksums S3 clients send (`x-amz-checksum-<name>`), base64 of the big-endian digest. */
 export const CHECKSUM_ALGORITHMS = ['crc32', 'crc32c', 'sha1', 'sha256'] as const
@@ -115,4 +116,32 @@ export class DigestStream extends Transform {
 /** A standalone incremental checksum (aws-chunked trailers are checked with it). */
 export function checksumOf(algorithm: ChecksumAlgorithm): Running {
   return running(algorithm)
+}
+
+/** The XML element of a checksum in S3's responses and CompleteMultipartUpload's body (`ChecksumCRC32`, …). */
+export function checksumElement(algorithm: ChecksumAlgorithm): string {
+  return `Checksum${algorithm.toUpperCase()}`
+}
+
+/**
+ * The `x-amz-checksum-algorithm` of CreateMultipartUpload (`CRC32`, `CRC32C`, `SHA1`, `SHA256`),
+ * as the lower-case name the rest of the front uses. CRC64NVME is a valid S3 algorithm that Coffer
+ * does not compute: refused as not implemented rather than ignored (#24).
+ */
+export function uploadChecksumAlgorithm(value: string | undefined): ChecksumAlgorithm | undefined {
+  if (value === undefined || value === '') return undefined
+  const name = value.trim().toLowerCase()
+  if (isChecksumAlgorithm(name)) return name
+  if (name === 'crc64nvme') throw new S3Error('NotImplemented', 'The CRC64NVME checksum algorithm is not implemented by Coffer; use CRC32, CRC32C, SHA1 or SHA256')
+  throw new S3Error('InvalidRequest', `The checksum algorithm ${JSON.stringify(value)} is not supported`)
+}
+
+/**
+ * S3's COMPOSITE checksum of a multipart object: the algorithm applied to the concatenation of
+ * the parts' binary checksums, in part order, rendered base64 with `-<part count>` appended.
+ */
+export function compositeChecksum(algorithm: ChecksumAlgorithm, partChecksums: string[]): string {
+  const r = running(algorithm)
+  for (const c of partChecksums) r.update(Buffer.from(c, 'base64'))
+  return `${r.base64()}-${partChecksums.length}`
 }

@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto'
 import { Readable } from 'node:stream'
 import type { AuthenticatedTenant } from '../db/repos/tenants'
 import type { MultipartUpload, Part } from '../db/repos/multipart'
-import type { ObjectRow } from '../db/repos/objects'
+import type { ObjectInfo, ObjectRow } from '../db/repos/objects'
 import type { Workspace } from '../db/repos/workspaces'
 import { AppError } from '../errors'
 import { S3Error, fromAppError } from './errors'
@@ -13,6 +13,7 @@ import type { S3Buckets, S3Deps } from './buckets'
 import type { StagedBlob } from '../blobs/blob-store'
 import { rollupPage, type KeysetSource, type ListResult } from './listing'
 import { BlobWrites } from '../services/blob-writes'
+import { compositeChecksum, type ChecksumAlgorithm } from './checksums'
 
 export const MIN_PART_BYTES = 5 * 1024 * 1024
 export const MAX_PART_BYTES = 5 * 1024 ** 3
@@ -46,7 +47,7 @@ export class S3Multipart {
     private readonly objects: S3Objects,
   ) {}
 
-  create(tenant: AuthenticatedTenant, bucket: string, key: string, input: ObjectInput): MultipartUpload {
+  create(tenant: AuthenticatedTenant, bucket: string, key: string, input: ObjectInput, checksumAlgorithm?: ChecksumAlgorithm): MultipartUpload {
     checkKey(key)
     const w = this.buckets.resolve(tenant, bucket)
     const now = this.deps.clock.now()
@@ -55,7 +56,7 @@ export class S3Multipart {
       tenantId: tenant.id,
       workspaceId: w.id,
       key,
-      info: input,
+      info: checksumAlgorithm ? { ...input, checksumAlgorithm } : input,
       createdAt: now,
       expiresAt: now + this.deps.multipartTtlMs,
     }
@@ -80,15 +81,25 @@ export class S3Multipart {
     body: BodySpec,
   ): Promise<{ etag: string; checksum?: { algorithm: string; value: string } }> {
     const { w, upload } = this.upload(tenant, bucket, key, uploadId)
+    const algorithm = checksumAlgorithmOf(upload)
+    if (algorithm) checkPartAlgorithm(algorithm, sentChecksumAlgorithm(body.headers))
     const replaced = this.deps.multipart.part(upload.id, partNumber)?.size ?? 0
     const charge = this.objects.charge(tenant, w, replaced)
     let ingested
+    let checksum: string | undefined
     try {
-      ingested = await ingest(this.deps.store, body, this.objects.writeLimit(tenant, w, replaced, MAX_PART_BYTES), charge.onChunk)
-      await this.commitPart(tenant, w, upload, partNumber, ingested.staged, ingested.digests.md5Hex, charge.release)
+      ingested = await ingest(this.deps.store, body, this.objects.writeLimit(tenant, w, replaced, MAX_PART_BYTES), charge.onChunk, algorithm)
+      // The upload's checksum of the part: the one the client sent (verified), else computed here.
+      checksum = algorithm && ingested.digests.checksums[algorithm]
+      if (algorithm && ingested.checksum && ingested.checksum.algorithm !== algorithm) {
+        await this.deps.store.discard(ingested.staged)
+        checkPartAlgorithm(algorithm, ingested.checksum.algorithm)
+      }
+      await this.commitPart(tenant, w, upload, partNumber, ingested.staged, ingested.digests.md5Hex, checksum, charge.release)
     } finally {
       charge.release()
     }
+    if (algorithm && checksum !== undefined) return { etag: `"${ingested.digests.md5Hex}"`, checksum: { algorithm, value: checksum } }
     return { etag: `"${ingested.digests.md5Hex}"`, ...(ingested.checksum ? { checksum: ingested.checksum } : {}) }
   }
 
@@ -103,6 +114,7 @@ export class S3Multipart {
     range: { start: number; end: number } | undefined,
   ) {
     const { w, upload } = this.upload(tenant, bucket, key, uploadId)
+    const algorithm = checksumAlgorithmOf(upload)
     const replaced = this.deps.multipart.part(upload.id, partNumber)?.size ?? 0
     // The copied bytes count against the quotas as they are staged, as UploadPart's do: concurrent
     // copies and writes together stage at most the free room.
@@ -119,9 +131,15 @@ export class S3Multipart {
         },
         this.objects.writeLimit(tenant, w, replaced, MAX_PART_BYTES),
         charge.onChunk,
+        algorithm,
       )
-      await this.commitPart(tenant, w, upload, partNumber, ingested.staged, ingested.digests.md5Hex, charge.release)
-      return { etag: `"${ingested.digests.md5Hex}"`, lastModified: this.deps.clock.now() }
+      const checksum = algorithm && ingested.digests.checksums[algorithm]
+      await this.commitPart(tenant, w, upload, partNumber, ingested.staged, ingested.digests.md5Hex, checksum, charge.release)
+      return {
+        etag: `"${ingested.digests.md5Hex}"`,
+        lastModified: this.deps.clock.now(),
+        ...(algorithm && checksum !== undefined ? { checksum: { algorithm, value: checksum } } : {}),
+      }
     } finally {
       charge.release()
     }
@@ -134,6 +152,7 @@ export class S3Multipart {
     partNumber: number,
     staged: StagedBlob,
     md5: string,
+    checksum: string | undefined,
     releaseInFlight: () => void = () => {},
   ): Promise<void> {
     const { db, store, writes, multipart, clock, quotas } = this.deps
@@ -153,7 +172,7 @@ export class S3Multipart {
               throw err instanceof AppError ? fromAppError(err) : err
             }
             settle()
-            multipart.putPart(upload.id, { partNumber, size: staged.size, md5, sha256: staged.sha256, createdAt: clock.now() })
+            multipart.putPart(upload.id, { partNumber, size: staged.size, md5, sha256: staged.sha256, checksum: checksum ?? null, createdAt: clock.now() })
             if (old && old.sha256 !== staged.sha256) {
               this.buckets.dropBlobs([old.sha256])
               replaced = old.sha256
@@ -174,7 +193,7 @@ export class S3Multipart {
     bucket: string,
     key: string,
     uploadId: string,
-    declared: { partNumber: number; etag: string }[],
+    declared: { partNumber: number; etag: string; checksums: Partial<Record<ChecksumAlgorithm, string>> }[],
   ): Promise<ObjectRow> {
     const { w, upload } = this.upload(tenant, bucket, key, uploadId)
     if (declared.length === 0) throw new S3Error('MalformedXML', 'The XML you provided was not well-formed or did not validate against our published schema.')
@@ -191,6 +210,7 @@ export class S3Multipart {
           "One or more of the specified parts could not be found. The part may not have been uploaded, or the specified entity tag may not have matched the part's entity tag.",
         )
       }
+      checkDeclaredChecksums(upload, p, d.checksums)
       chosen.push(p)
     }
     for (const p of chosen.slice(0, -1)) {
@@ -215,13 +235,16 @@ export class S3Multipart {
       await this.deps.store.discard(staged)
       throw new Error(`assembled ${staged.size} bytes from parts totalling ${total}`)
     }
-    const info = { ...upload.info, etag, parts: chosen.length }
+    const { checksumAlgorithm: _algorithm, ...input } = upload.info
+    const algorithm = checksumAlgorithmOf(upload)
+    const info: ObjectInfo = { ...input, etag, parts: chosen.length }
+    if (algorithm) info.checksum = { algorithm, value: compositeChecksum(algorithm, chosen.map((p) => p.checksum!)) }
     let released: string[] = []
     const row = await this.objects.commitStaged(tenant, w, key, staged, info, () => {
       // Still the same upload: a concurrent completion or abort wins cleanly.
       if (!this.deps.multipart.get(w.id, upload.id)) throw noSuchUpload()
       released = this.deps.multipart.delete(upload.id)
-    })
+    }, (object) => this.deps.objects.insertParts(object.fileId, chosen.map((p) => ({ partNumber: p.partNumber, size: p.size, checksum: p.checksum ?? undefined }))))
     // Part blobs are removed once the object is committed (never inside a transaction that could
     // still roll back); one the object itself shares stays referenced and is kept.
     try {
@@ -286,6 +309,48 @@ export class S3Multipart {
       reclaimed++
     }
     return reclaimed
+  }
+}
+
+/** The upload's ChecksumAlgorithm, when it was created with one. */
+function checksumAlgorithmOf(upload: MultipartUpload): ChecksumAlgorithm | undefined {
+  return upload.info.checksumAlgorithm as ChecksumAlgorithm | undefined
+}
+
+/** The algorithm of the checksum an UploadPart carries, from its header or its announced trailer. */
+function sentChecksumAlgorithm(headers: BodySpec['headers']): string | undefined {
+  for (const name of Object.keys(headers)) {
+    const m = /^x-amz-checksum-(.+)$/.exec(name)
+    if (m && m[1] !== 'mode' && m[1] !== 'type' && m[1] !== 'algorithm') return m[1]
+  }
+  const trailer = headers['x-amz-trailer']
+  const m = /^\s*x-amz-checksum-([a-z0-9]+)\s*$/i.exec(Array.isArray(trailer) ? trailer.join(',') : (trailer ?? ''))
+  return m?.[1]?.toLowerCase()
+}
+
+/** A part of an upload created with a checksum algorithm carries a checksum of that algorithm or none (S3). */
+function checkPartAlgorithm(expected: ChecksumAlgorithm, sent: string | undefined): void {
+  if (sent !== undefined && sent !== expected) {
+    throw new S3Error('InvalidRequest', `Checksum Type mismatch occurred, expected checksum Type: ${expected}, actual checksum Type: ${sent}`)
+  }
+}
+
+/**
+ * The checksums CompleteMultipartUpload declares for a part must be the part's. A declared
+ * checksum is checked only for an upload created with a checksum algorithm (the only parts whose
+ * checksum is kept); one of another algorithm does not match. A part declared without one is
+ * accepted: its checksum was verified or computed when it was uploaded (README, S3 front).
+ */
+function checkDeclaredChecksums(upload: MultipartUpload, part: Part, declared: Partial<Record<ChecksumAlgorithm, string>>): void {
+  const algorithm = checksumAlgorithmOf(upload)
+  if (!algorithm) return
+  for (const [name, value] of Object.entries(declared)) {
+    if (name !== algorithm || value.trim() !== part.checksum) {
+      throw new S3Error(
+        'InvalidPart',
+        `One or more of the specified parts could not be found. The part may not have been uploaded, or the specified ${name.toUpperCase()} checksum may not have matched the part's (part ${part.partNumber}).`,
+      )
+    }
   }
 }
 

@@ -1,0 +1,266 @@
+// Reads SDKs use on multipart objects (#24): GetObject/HeadObject with partNumber, the checksums
+// of multipart uploads (ChecksumAlgorithm on create, per part, COMPOSITE on complete), and
+// GetObjectAttributes; through @aws-sdk/client-s3 and lib-storage with their response checks on.
+import { createHash } from 'node:crypto'
+import t from 'tap'
+import {
+  CompleteMultipartUploadCommand,
+  CopyObjectCommand,
+  CreateBucketCommand,
+  CreateMultipartUploadCommand,
+  GetObjectAttributesCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  ListPartsCommand,
+  PutObjectCommand,
+  UploadPartCommand,
+  type S3ServiceException,
+} from '@aws-sdk/client-s3'
+import { Upload } from '@aws-sdk/lib-storage'
+import { completeCommand, makeS3, pattern, signedRequest } from './s3-helper'
+
+const MiB = 1024 * 1024
+
+async function s3Error(p: Promise<unknown>): Promise<{ name: string; status: number | undefined }> {
+  try {
+    await p
+  } catch (err) {
+    const e = err as S3ServiceException
+    return { name: e.name, status: e.$metadata?.httpStatusCode }
+  }
+  throw new Error('expected the S3 call to fail')
+}
+
+const sha256 = (b: Buffer) => createHash('sha256').update(b).digest()
+const md5 = (b: Buffer) => createHash('md5').update(b).digest()
+/** S3's COMPOSITE SHA-256, computed here independently of the server's code. */
+const compositeSha256 = (parts: Buffer[]) => `${createHash('sha256').update(Buffer.concat(parts.map(sha256))).digest('base64')}-${parts.length}`
+const multipartEtag = (parts: Buffer[]) => `"${createHash('md5').update(Buffer.concat(parts.map(md5))).digest('hex')}-${parts.length}"`
+
+t.test('GetObject and HeadObject with partNumber: the bytes of that part, 206, the parts count and the whole ETag', async (t) => {
+  const { client } = await makeS3(t)
+  await client.send(new CreateBucketCommand({ Bucket: 'parts' }))
+  const parts = [pattern(5 * MiB, 1), pattern(5 * MiB, 2), pattern(MiB + 17, 3)]
+  const whole = Buffer.concat(parts)
+  const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket: 'parts', Key: 'mp' }))
+  const etags: [number, string | undefined][] = []
+  for (const [i, body] of parts.entries()) {
+    const r = await client.send(new UploadPartCommand({ Bucket: 'parts', Key: 'mp', UploadId, PartNumber: i + 1, Body: body }))
+    etags.push([i + 1, r.ETag])
+  }
+  const done = await client.send(completeCommand('parts', 'mp', UploadId, etags))
+  t.equal(done.ETag, multipartEtag(parts))
+
+  let offset = 0
+  for (const [i, body] of parts.entries()) {
+    const get = await client.send(new GetObjectCommand({ Bucket: 'parts', Key: 'mp', PartNumber: i + 1 }))
+    t.equal(get.$metadata.httpStatusCode, 206, `part ${i + 1}: 206`)
+    t.equal(get.PartsCount, 3)
+    t.equal(get.ETag, done.ETag, 'the ETag of the whole object')
+    t.equal(get.ContentLength, body.length)
+    t.equal(get.ContentRange, `bytes ${offset}-${offset + body.length - 1}/${whole.length}`)
+    t.ok(Buffer.from(await get.Body!.transformToByteArray()).equals(body), `part ${i + 1}: its bytes`)
+    const head = await client.send(new HeadObjectCommand({ Bucket: 'parts', Key: 'mp', PartNumber: i + 1 }))
+    t.equal(head.$metadata.httpStatusCode, 206)
+    t.equal(head.PartsCount, 3)
+    t.equal(head.ContentLength, body.length)
+    t.equal(head.ETag, done.ETag)
+    offset += body.length
+  }
+  // Without partNumber, nothing changes: the whole object, 200, no parts count.
+  const plain = await client.send(new GetObjectCommand({ Bucket: 'parts', Key: 'mp' }))
+  t.equal(plain.$metadata.httpStatusCode, 200)
+  t.equal(plain.PartsCount, undefined)
+  t.ok(Buffer.from(await plain.Body!.transformToByteArray()).equals(whole))
+
+  // A part the object does not have: InvalidPart (ceph/s3-tests, which also run against AWS).
+  t.same(await s3Error(client.send(new GetObjectCommand({ Bucket: 'parts', Key: 'mp', PartNumber: 4 }))), { name: 'InvalidPart', status: 400 })
+  // (A HEAD answer has no body: the SDK sees only the status.)
+  t.equal((await s3Error(client.send(new HeadObjectCommand({ Bucket: 'parts', Key: 'mp', PartNumber: 4 })))).status, 400)
+  // partNumber and Range together: refused, as AWS does.
+  t.same(await s3Error(client.send(new GetObjectCommand({ Bucket: 'parts', Key: 'mp', PartNumber: 1, Range: 'bytes=0-9' }))), {
+    name: 'InvalidRequest',
+    status: 400,
+  })
+  t.same(await s3Error(client.send(new GetObjectCommand({ Bucket: 'parts', Key: 'mp', PartNumber: 10001 }))), { name: 'InvalidArgument', status: 400 })
+
+  // A copy shares the content, the ETag and the parts count: and so the layout.
+  await client.send(new CopyObjectCommand({ Bucket: 'parts', Key: 'copy', CopySource: 'parts/mp' }))
+  const copied = await client.send(new GetObjectCommand({ Bucket: 'parts', Key: 'copy', PartNumber: 2 }))
+  t.equal(copied.PartsCount, 3)
+  t.ok(Buffer.from(await copied.Body!.transformToByteArray()).equals(parts[1]!))
+})
+
+t.test('partNumber on an object written in one piece: 1 is the whole object, 2 is InvalidPart', async (t) => {
+  const { client } = await makeS3(t)
+  await client.send(new CreateBucketCommand({ Bucket: 'single' }))
+  const put = await client.send(new PutObjectCommand({ Bucket: 'single', Key: 'k', Body: 'body' }))
+  const get = await client.send(new GetObjectCommand({ Bucket: 'single', Key: 'k', PartNumber: 1 }))
+  t.equal(get.$metadata.httpStatusCode, 206)
+  t.equal(get.ETag, put.ETag)
+  t.equal(get.ContentRange, 'bytes 0-3/4')
+  t.equal(get.PartsCount, undefined, 'no parts count for an object that was not uploaded in parts')
+  t.equal(await get.Body!.transformToString(), 'body')
+  t.same(await s3Error(client.send(new GetObjectCommand({ Bucket: 'single', Key: 'k', PartNumber: 2 }))), { name: 'InvalidPart', status: 400 })
+})
+
+t.test('lib-storage Upload with ChecksumAlgorithm: part checksums, the COMPOSITE checksum, and reads that verify them', async (t) => {
+  const { client } = await makeS3(t)
+  await client.send(new CreateBucketCommand({ Bucket: 'sums' }))
+  const parts = [pattern(5 * MiB, 7), pattern(5 * MiB, 8), pattern(2 * MiB + 3, 9)]
+  const whole = Buffer.concat(parts)
+  const upload = new Upload({ client, params: { Bucket: 'sums', Key: 'big', Body: whole, ChecksumAlgorithm: 'SHA256' }, partSize: 5 * MiB, queueSize: 2 })
+  const done = await upload.done()
+  const composite = compositeSha256(parts)
+  t.equal(done.ChecksumSHA256, composite, 'Complete answers the composite checksum')
+  t.equal(done.ChecksumType, 'COMPOSITE')
+  t.equal(done.ETag, multipartEtag(parts))
+
+  const head = await client.send(new HeadObjectCommand({ Bucket: 'sums', Key: 'big', ChecksumMode: 'ENABLED' }))
+  t.equal(head.ChecksumSHA256, composite)
+  t.equal(head.ChecksumType, 'COMPOSITE')
+  // The SDK validates a GetObject's checksum itself (it skips a composite `-N` one by design).
+  const get = await client.send(new GetObjectCommand({ Bucket: 'sums', Key: 'big', ChecksumMode: 'ENABLED' }))
+  t.equal(get.ChecksumSHA256, composite)
+  t.ok(Buffer.from(await get.Body!.transformToByteArray()).equals(whole))
+  // One part with checksum mode: that part's own checksum, which the SDK checks against the bytes.
+  for (const [i, body] of parts.entries()) {
+    const part = await client.send(new GetObjectCommand({ Bucket: 'sums', Key: 'big', PartNumber: i + 1, ChecksumMode: 'ENABLED' }))
+    t.equal(part.ChecksumSHA256, sha256(body).toString('base64'))
+    t.ok(Buffer.from(await part.Body!.transformToByteArray()).equals(body))
+  }
+
+  // GetObjectAttributes: ETag without quotes, the checksum, the parts with theirs, paged.
+  const attrs = await client.send(
+    new GetObjectAttributesCommand({ Bucket: 'sums', Key: 'big', ObjectAttributes: ['ETag', 'Checksum', 'ObjectParts', 'StorageClass', 'ObjectSize'] }),
+  )
+  t.equal(attrs.ETag, done.ETag!.replace(/"/g, ''))
+  t.same(attrs.Checksum, { ChecksumSHA256: composite, ChecksumType: 'COMPOSITE' })
+  t.equal(attrs.StorageClass, 'STANDARD')
+  t.equal(attrs.ObjectSize, whole.length)
+  t.ok(attrs.LastModified instanceof Date)
+  t.equal(attrs.ObjectParts?.TotalPartsCount, 3)
+  t.equal(attrs.ObjectParts?.IsTruncated, false)
+  t.same(
+    attrs.ObjectParts?.Parts,
+    parts.map((p, i) => ({ ChecksumSHA256: sha256(p).toString('base64'), PartNumber: i + 1, Size: p.length })),
+  )
+  const page = await client.send(
+    new GetObjectAttributesCommand({ Bucket: 'sums', Key: 'big', ObjectAttributes: ['ObjectParts'], MaxParts: 1, PartNumberMarker: '1' }),
+  )
+  t.equal(page.ETag, undefined, 'only the attributes asked for')
+  t.equal(page.ObjectParts?.IsTruncated, true)
+  t.equal(page.ObjectParts?.MaxParts, 1)
+  t.equal(page.ObjectParts?.PartNumberMarker, '1')
+  t.equal(page.ObjectParts?.NextPartNumberMarker, '2')
+  t.same(
+    page.ObjectParts?.Parts?.map((p) => p.PartNumber),
+    [2],
+  )
+})
+
+t.test('multipart checksums by hand: ListParts, checked declarations, refusals', async (t) => {
+  const { client } = await makeS3(t)
+  await client.send(new CreateBucketCommand({ Bucket: 'hand' }))
+  const p1 = pattern(5 * MiB, 11)
+  const p2 = pattern(1000, 12)
+  const created = await client.send(new CreateMultipartUploadCommand({ Bucket: 'hand', Key: 'k', ChecksumAlgorithm: 'CRC32C' }))
+  t.equal(created.ChecksumAlgorithm, 'CRC32C')
+  t.equal(created.ChecksumType, 'COMPOSITE')
+  const UploadId = created.UploadId
+  // A part sent with a checksum of another algorithm than the upload's is refused.
+  t.same(await s3Error(client.send(new UploadPartCommand({ Bucket: 'hand', Key: 'k', UploadId, PartNumber: 1, Body: p1, ChecksumAlgorithm: 'SHA1' }))), {
+    name: 'InvalidRequest',
+    status: 400,
+  })
+  const r1 = await client.send(new UploadPartCommand({ Bucket: 'hand', Key: 'k', UploadId, PartNumber: 1, Body: p1, ChecksumAlgorithm: 'CRC32C' }))
+  const r2 = await client.send(new UploadPartCommand({ Bucket: 'hand', Key: 'k', UploadId, PartNumber: 2, Body: p2, ChecksumAlgorithm: 'CRC32C' }))
+  t.ok(r1.ChecksumCRC32C)
+  const listed = await client.send(new ListPartsCommand({ Bucket: 'hand', Key: 'k', UploadId }))
+  t.equal(listed.ChecksumAlgorithm, 'CRC32C')
+  t.same(
+    listed.Parts?.map((p) => [p.PartNumber, p.ChecksumCRC32C]),
+    [
+      [1, r1.ChecksumCRC32C],
+      [2, r2.ChecksumCRC32C],
+    ],
+  )
+  // A declared part checksum that is not the part's: InvalidPart, and the upload stays.
+  const wrong = await s3Error(
+    client.send(
+      new CompleteMultipartUploadCommand({
+        Bucket: 'hand',
+        Key: 'k',
+        UploadId,
+        MultipartUpload: {
+          Parts: [
+            { PartNumber: 1, ETag: r1.ETag, ChecksumCRC32C: r2.ChecksumCRC32C },
+            { PartNumber: 2, ETag: r2.ETag, ChecksumCRC32C: r2.ChecksumCRC32C },
+          ],
+        },
+      }),
+    ),
+  )
+  t.same(wrong, { name: 'InvalidPart', status: 400 })
+  const done = await client.send(
+    new CompleteMultipartUploadCommand({
+      Bucket: 'hand',
+      Key: 'k',
+      UploadId,
+      MultipartUpload: {
+        Parts: [
+          { PartNumber: 1, ETag: r1.ETag, ChecksumCRC32C: r1.ChecksumCRC32C },
+          { PartNumber: 2, ETag: r2.ETag, ChecksumCRC32C: r2.ChecksumCRC32C },
+        ],
+      },
+    }),
+  )
+  t.match(done.ChecksumCRC32C, /^[A-Za-z0-9+/]{6}==-2$/)
+
+  // CRC64NVME and FULL_OBJECT are S3's, not built: refused, never ignored.
+  t.same(await s3Error(client.send(new CreateMultipartUploadCommand({ Bucket: 'hand', Key: 'x', ChecksumAlgorithm: 'CRC64NVME' }))), {
+    name: 'NotImplemented',
+    status: 501,
+  })
+  t.same(await s3Error(client.send(new CreateMultipartUploadCommand({ Bucket: 'hand', Key: 'x', ChecksumAlgorithm: 'CRC32', ChecksumType: 'FULL_OBJECT' }))), {
+    name: 'NotImplemented',
+    status: 501,
+  })
+})
+
+t.test('GetObjectAttributes on objects without part checksums, and bad requests', async (t) => {
+  const ctx = await makeS3(t)
+  const { client } = ctx
+  await client.send(new CreateBucketCommand({ Bucket: 'attrs' }))
+  const all = ['ETag', 'Checksum', 'ObjectParts', 'StorageClass', 'ObjectSize'] as const
+  // One piece, with a checksum: FULL_OBJECT, no ObjectParts.
+  const body = Buffer.alloc(1024, 'A')
+  const put = await client.send(new PutObjectCommand({ Bucket: 'attrs', Key: 'one', Body: body, ChecksumAlgorithm: 'SHA256' }))
+  const one = await client.send(new GetObjectAttributesCommand({ Bucket: 'attrs', Key: 'one', ObjectAttributes: [...all] }))
+  t.equal(one.ETag, put.ETag!.replace(/"/g, ''))
+  t.same(one.Checksum, { ChecksumSHA256: sha256(body).toString('base64'), ChecksumType: 'FULL_OBJECT' })
+  t.equal(one.ObjectSize, 1024)
+  t.equal(one.ObjectParts, undefined)
+  // Multipart without a checksum algorithm: AWS lists no parts (only checksummed uploads have them).
+  const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket: 'attrs', Key: 'mp' }))
+  const r = await client.send(new UploadPartCommand({ Bucket: 'attrs', Key: 'mp', UploadId, PartNumber: 1, Body: 'abc' }))
+  await client.send(completeCommand('attrs', 'mp', UploadId, [[1, r.ETag]]))
+  const mp = await client.send(new GetObjectAttributesCommand({ Bucket: 'attrs', Key: 'mp', ObjectAttributes: [...all] }))
+  t.equal(mp.ObjectSize, 3)
+  t.equal(mp.ObjectParts, undefined)
+  t.equal(mp.Checksum, undefined)
+  t.match(mp.ETag, /^[0-9a-f]{32}-1$/)
+
+  t.same(await s3Error(client.send(new GetObjectAttributesCommand({ Bucket: 'attrs', Key: 'absent', ObjectAttributes: ['ETag'] }))), {
+    name: 'NoSuchKey',
+    status: 404,
+  })
+  const bad = await ctx.s3app.inject(
+    await signedRequest(ctx, { method: 'GET', path: '/attrs/one', query: { attributes: '' }, headers: { 'x-amz-object-attributes': 'ETag,Colour' } }),
+  )
+  t.equal(bad.statusCode, 400)
+  t.match(bad.body, /<Code>InvalidArgument<\/Code>/)
+  const none = await ctx.s3app.inject(await signedRequest(ctx, { method: 'GET', path: '/attrs/one', query: { attributes: '' } }))
+  t.equal(none.statusCode, 400)
+  t.match(none.body, /<Code>InvalidArgument<\/Code>/)
+})
