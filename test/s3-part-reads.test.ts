@@ -34,8 +34,14 @@ async function s3Error(p: Promise<unknown>): Promise<{ name: string; status: num
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest()
 const md5 = (b: Buffer) => createHash('md5').update(b).digest()
 /** S3's COMPOSITE SHA-256, computed here independently of the server's code. */
-const compositeSha256 = (parts: Buffer[]) => `${createHash('sha256').update(Buffer.concat(parts.map(sha256))).digest('base64')}-${parts.length}`
-const multipartEtag = (parts: Buffer[]) => `"${createHash('md5').update(Buffer.concat(parts.map(md5))).digest('hex')}-${parts.length}"`
+const compositeSha256 = (parts: Buffer[]) =>
+  `${createHash('sha256')
+    .update(Buffer.concat(parts.map(sha256)))
+    .digest('base64')}-${parts.length}`
+const multipartEtag = (parts: Buffer[]) =>
+  `"${createHash('md5')
+    .update(Buffer.concat(parts.map(md5)))
+    .digest('hex')}-${parts.length}"`
 
 t.test('GetObject and HeadObject with partNumber: the bytes of that part, 206, the parts count and the whole ETag', async (t) => {
   const { client } = await makeS3(t)

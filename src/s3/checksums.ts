@@ -132,7 +132,8 @@ export function uploadChecksumAlgorithm(value: string | undefined): ChecksumAlgo
   if (value === undefined || value === '') return undefined
   const name = value.trim().toLowerCase()
   if (isChecksumAlgorithm(name)) return name
-  if (name === 'crc64nvme') throw new S3Error('NotImplemented', 'The CRC64NVME checksum algorithm is not implemented by Coffer; use CRC32, CRC32C, SHA1 or SHA256')
+  if (name === 'crc64nvme')
+    throw new S3Error('NotImplemented', 'The CRC64NVME checksum algorithm is not implemented by Coffer; use CRC32, CRC32C, SHA1 or SHA256')
   throw new S3Error('InvalidRequest', `The checksum algorithm ${JSON.stringify(value)} is not supported`)
 }
 

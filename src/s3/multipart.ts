@@ -238,13 +238,32 @@ export class S3Multipart {
     const { checksumAlgorithm: _algorithm, ...input } = upload.info
     const algorithm = checksumAlgorithmOf(upload)
     const info: ObjectInfo = { ...input, etag, parts: chosen.length }
-    if (algorithm) info.checksum = { algorithm, value: compositeChecksum(algorithm, chosen.map((p) => p.checksum!)) }
+    if (algorithm)
+      info.checksum = {
+        algorithm,
+        value: compositeChecksum(
+          algorithm,
+          chosen.map((p) => p.checksum!),
+        ),
+      }
     let released: string[] = []
-    const row = await this.objects.commitStaged(tenant, w, key, staged, info, () => {
-      // Still the same upload: a concurrent completion or abort wins cleanly.
-      if (!this.deps.multipart.get(w.id, upload.id)) throw noSuchUpload()
-      released = this.deps.multipart.delete(upload.id)
-    }, (object) => this.deps.objects.insertParts(object.fileId, chosen.map((p) => ({ partNumber: p.partNumber, size: p.size, checksum: p.checksum ?? undefined }))))
+    const row = await this.objects.commitStaged(
+      tenant,
+      w,
+      key,
+      staged,
+      info,
+      () => {
+        // Still the same upload: a concurrent completion or abort wins cleanly.
+        if (!this.deps.multipart.get(w.id, upload.id)) throw noSuchUpload()
+        released = this.deps.multipart.delete(upload.id)
+      },
+      (object) =>
+        this.deps.objects.insertParts(
+          object.fileId,
+          chosen.map((p) => ({ partNumber: p.partNumber, size: p.size, checksum: p.checksum ?? undefined })),
+        ),
+    )
     // Part blobs are removed once the object is committed (never inside a transaction that could
     // still roll back); one the object itself shares stays referenced and is kept.
     try {
