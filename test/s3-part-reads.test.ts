@@ -2,6 +2,7 @@
 // of multipart uploads (ChecksumAlgorithm on create, per part, COMPOSITE on complete), and
 // GetObjectAttributes; through @aws-sdk/client-s3 and lib-storage with their response checks on.
 import { createHash } from 'node:crypto'
+import { crc32 } from 'node:zlib'
 import t from 'tap'
 import {
   CompleteMultipartUploadCommand,
@@ -18,6 +19,8 @@ import {
 } from '@aws-sdk/client-s3'
 import { Upload } from '@aws-sdk/lib-storage'
 import { completeCommand, makeS3, pattern, signedRequest } from './s3-helper'
+import { crc32c } from '../src/lib/crc32c'
+import { fullObjectCrc } from '../src/s3/checksums'
 
 const MiB = 1024 * 1024
 
@@ -223,14 +226,14 @@ t.test('multipart checksums by hand: ListParts, checked declarations, refusals',
   )
   t.match(done.ChecksumCRC32C, /^[A-Za-z0-9+/]{6}==-2$/)
 
-  // CRC64NVME and FULL_OBJECT are S3's, not built: refused, never ignored.
+  // CRC64NVME is S3's but not built: refused, never ignored. FULL_OBJECT is for CRCs only.
   t.same(await s3Error(client.send(new CreateMultipartUploadCommand({ Bucket: 'hand', Key: 'x', ChecksumAlgorithm: 'CRC64NVME' }))), {
     name: 'NotImplemented',
     status: 501,
   })
-  t.same(await s3Error(client.send(new CreateMultipartUploadCommand({ Bucket: 'hand', Key: 'x', ChecksumAlgorithm: 'CRC32', ChecksumType: 'FULL_OBJECT' }))), {
-    name: 'NotImplemented',
-    status: 501,
+  t.same(await s3Error(client.send(new CreateMultipartUploadCommand({ Bucket: 'hand', Key: 'x', ChecksumAlgorithm: 'SHA1', ChecksumType: 'FULL_OBJECT' }))), {
+    name: 'InvalidRequest',
+    status: 400,
   })
 })
 
@@ -269,4 +272,89 @@ t.test('GetObjectAttributes on objects without part checksums, and bad requests'
   const none = await ctx.s3app.inject(await signedRequest(ctx, { method: 'GET', path: '/attrs/one', query: { attributes: '' } }))
   t.equal(none.statusCode, 400)
   t.match(none.body, /<Code>InvalidArgument<\/Code>/)
+})
+
+t.test('CompleteMultipartUpload checks the whole-object checksum it is given (x-amz-checksum-<algorithm>)', async (t) => {
+  const { client } = await makeS3(t)
+  await client.send(new CreateBucketCommand({ Bucket: 'expect' }))
+  const body = Buffer.alloc(1024, 'A')
+  const start = async () => {
+    const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket: 'expect', Key: 'k', ChecksumAlgorithm: 'SHA256' }))
+    const part = await client.send(new UploadPartCommand({ Bucket: 'expect', Key: 'k', UploadId, PartNumber: 1, Body: body, ChecksumAlgorithm: 'SHA256' }))
+    return { UploadId, parts: [{ PartNumber: 1, ETag: part.ETag, ChecksumSHA256: part.ChecksumSHA256 }] }
+  }
+  const a = await start()
+  t.same(
+    await s3Error(
+      client.send(
+        new CompleteMultipartUploadCommand({ Bucket: 'expect', Key: 'k', UploadId: a.UploadId, ChecksumSHA256: 'bad', MultipartUpload: { Parts: a.parts } }),
+      ),
+    ),
+    { name: 'BadDigest', status: 400 },
+  )
+  const composite = compositeSha256([body])
+  t.equal(composite, 'Ok6Cs5b96ux6+MWQkJO7UBT5sKPBeXBLwvj/hK89smg=-1', 'the value ceph/s3-tests know for 1024 x "A"')
+  const done = await client.send(
+    new CompleteMultipartUploadCommand({ Bucket: 'expect', Key: 'k', UploadId: a.UploadId, ChecksumSHA256: composite, MultipartUpload: { Parts: a.parts } }),
+  )
+  t.equal(done.ChecksumSHA256, composite)
+  const head = await client.send(new HeadObjectCommand({ Bucket: 'expect', Key: 'k' }))
+  t.equal(head.ChecksumSHA256, undefined, 'only with checksum mode')
+})
+
+t.test('FULL_OBJECT CRC32: the CRC of the whole object, combined from the parts, verified by the SDK on GetObject', async (t) => {
+  const { client } = await makeS3(t)
+  await client.send(new CreateBucketCommand({ Bucket: 'full' }))
+  const parts = [pattern(5 * MiB, 21), pattern(3 * MiB + 5, 22)]
+  const whole = Buffer.concat(parts)
+  const b64 = (v: number) => {
+    const b = Buffer.alloc(4)
+    b.writeUInt32BE(v >>> 0)
+    return b.toString('base64')
+  }
+  const created = await client.send(new CreateMultipartUploadCommand({ Bucket: 'full', Key: 'k', ChecksumAlgorithm: 'CRC32', ChecksumType: 'FULL_OBJECT' }))
+  t.equal(created.ChecksumType, 'FULL_OBJECT')
+  const UploadId = created.UploadId
+  const declared = []
+  for (const [i, body] of parts.entries()) {
+    const r = await client.send(new UploadPartCommand({ Bucket: 'full', Key: 'k', UploadId, PartNumber: i + 1, Body: body, ChecksumAlgorithm: 'CRC32' }))
+    t.equal(r.ChecksumCRC32, b64(crc32(body)))
+    declared.push({ PartNumber: i + 1, ETag: r.ETag, ChecksumCRC32: r.ChecksumCRC32 })
+  }
+  const expected = b64(crc32(whole))
+  const done = await client.send(
+    new CompleteMultipartUploadCommand({ Bucket: 'full', Key: 'k', UploadId, ChecksumCRC32: expected, MultipartUpload: { Parts: declared } }),
+  )
+  t.equal(done.ChecksumCRC32, expected)
+  t.equal(done.ChecksumType, 'FULL_OBJECT')
+  // No `-N`: the SDK checks this one against the bytes it reads.
+  const get = await client.send(new GetObjectCommand({ Bucket: 'full', Key: 'k', ChecksumMode: 'ENABLED' }))
+  t.equal(get.ChecksumCRC32, expected)
+  t.equal(get.ChecksumType, 'FULL_OBJECT')
+  t.ok(Buffer.from(await get.Body!.transformToByteArray()).equals(whole))
+  const attrs = await client.send(new GetObjectAttributesCommand({ Bucket: 'full', Key: 'k', ObjectAttributes: ['Checksum', 'ObjectParts'] }))
+  t.same(attrs.Checksum, { ChecksumCRC32: expected, ChecksumType: 'FULL_OBJECT' })
+  t.same(attrs.ObjectParts, { TotalPartsCount: 2 })
+})
+
+t.test('fullObjectCrc: CRC32 and CRC32C of the whole, from the parts alone, for any sizes (empty parts too)', async (t) => {
+  const b64 = (v: number) => {
+    const b = Buffer.alloc(4)
+    b.writeUInt32BE(v >>> 0)
+    return b.toString('base64')
+  }
+  for (const sizes of [[0], [1], [5, 0, 7], [1000, 1, 33333], [5 * MiB, MiB + 3]]) {
+    const parts = sizes.map((n, i) => pattern(n, i + 30))
+    const whole = Buffer.concat(parts)
+    for (const [algorithm, crc] of [
+      ['crc32', crc32],
+      ['crc32c', crc32c],
+    ] as const) {
+      const combined = fullObjectCrc(
+        algorithm,
+        parts.map((p) => ({ checksum: b64(crc(p, 0)), size: p.length })),
+      )
+      t.equal(combined, b64(crc(whole, 0)), `${algorithm} of parts ${sizes.join(', ')}`)
+    }
+  }
 })

@@ -124,17 +124,31 @@ export function checksumElement(algorithm: ChecksumAlgorithm): string {
 }
 
 /**
- * The `x-amz-checksum-algorithm` of CreateMultipartUpload (`CRC32`, `CRC32C`, `SHA1`, `SHA256`),
- * as the lower-case name the rest of the front uses. CRC64NVME is a valid S3 algorithm that Coffer
- * does not compute: refused as not implemented rather than ignored (#24).
+ * The `x-amz-checksum-algorithm` and `x-amz-checksum-type` of CreateMultipartUpload: `CRC32`,
+ * `CRC32C`, `SHA1` or `SHA256`, COMPOSITE (the default) or FULL_OBJECT (CRCs only, as S3). The
+ * algorithm comes out as the lower-case name the rest of the front uses. CRC64NVME is a valid S3
+ * algorithm that Coffer does not compute: refused as not implemented rather than ignored (#24).
  */
-export function uploadChecksumAlgorithm(value: string | undefined): ChecksumAlgorithm | undefined {
-  if (value === undefined || value === '') return undefined
-  const name = value.trim().toLowerCase()
-  if (isChecksumAlgorithm(name)) return name
+export function uploadChecksum(
+  algorithmHeader: string | undefined,
+  typeHeader: string | undefined,
+): { algorithm: ChecksumAlgorithm; type: 'COMPOSITE' | 'FULL_OBJECT' } | undefined {
+  const type = typeHeader?.trim().toUpperCase() || undefined
+  if (type !== undefined && type !== 'COMPOSITE' && type !== 'FULL_OBJECT') {
+    throw new S3Error('InvalidRequest', 'Value for x-amz-checksum-type header is invalid: it must be COMPOSITE or FULL_OBJECT')
+  }
+  if (algorithmHeader === undefined || algorithmHeader.trim() === '') {
+    if (type !== undefined) throw new S3Error('InvalidRequest', 'The x-amz-checksum-type header can only be used with the x-amz-checksum-algorithm header')
+    return undefined
+  }
+  const name = algorithmHeader.trim().toLowerCase()
   if (name === 'crc64nvme')
     throw new S3Error('NotImplemented', 'The CRC64NVME checksum algorithm is not implemented by Coffer; use CRC32, CRC32C, SHA1 or SHA256')
-  throw new S3Error('InvalidRequest', `The checksum algorithm ${JSON.stringify(value)} is not supported`)
+  if (!isChecksumAlgorithm(name)) throw new S3Error('InvalidRequest', `The checksum algorithm ${JSON.stringify(algorithmHeader)} is not supported`)
+  if (type === 'FULL_OBJECT' && !isCombinable(name)) {
+    throw new S3Error('InvalidRequest', `The FULL_OBJECT checksum type cannot be used with the ${name} checksum algorithm`)
+  }
+  return { algorithm: name, type: type ?? 'COMPOSITE' }
 }
 
 /**
@@ -145,4 +159,59 @@ export function compositeChecksum(algorithm: ChecksumAlgorithm, partChecksums: s
   const r = running(algorithm)
   for (const c of partChecksums) r.update(Buffer.from(c, 'base64'))
   return `${r.base64()}-${partChecksums.length}`
+}
+
+/** The reflected polynomials of the two CRCs S3 can combine into a FULL_OBJECT checksum. */
+const CRC_POLY = { crc32: 0xedb88320, crc32c: 0x82f63b78 } as const
+export type CombinableAlgorithm = keyof typeof CRC_POLY
+
+export function isCombinable(algorithm: ChecksumAlgorithm): algorithm is CombinableAlgorithm {
+  return algorithm in CRC_POLY
+}
+
+function gf2Times(matrix: Uint32Array, vector: number): number {
+  let sum = 0
+  for (let i = 0; vector !== 0; i++, vector >>>= 1) if (vector & 1) sum ^= matrix[i]!
+  return sum >>> 0
+}
+
+function gf2Square(square: Uint32Array, matrix: Uint32Array): void {
+  for (let n = 0; n < 32; n++) square[n] = gf2Times(matrix, matrix[n]!)
+}
+
+/**
+ * The CRC of A followed by B from crc(A), crc(B) and B's length: zlib's crc32_combine (a GF(2)
+ * matrix for "append one zero bit", squared per bit of the length), for either polynomial.
+ */
+function crcCombine(poly: number, crc1: number, crc2: number, length2: number): number {
+  if (length2 === 0) return crc1
+  const even = new Uint32Array(32)
+  const odd = new Uint32Array(32)
+  odd[0] = poly
+  for (let n = 1, row = 1; n < 32; n++, row <<= 1) odd[n] = row
+  gf2Square(even, odd) // two zero bits
+  gf2Square(odd, even) // four zero bits
+  let len = length2
+  let crc = crc1 >>> 0
+  for (;;) {
+    gf2Square(even, odd) // one zero byte, then 4, 16, … (lengths above 2^32 too: no bit shifts on len)
+    if (len % 2 === 1) crc = gf2Times(even, crc)
+    len = Math.floor(len / 2)
+    if (len === 0) break
+    gf2Square(odd, even)
+    if (len % 2 === 1) crc = gf2Times(odd, crc)
+    len = Math.floor(len / 2)
+    if (len === 0) break
+  }
+  return (crc ^ crc2) >>> 0
+}
+
+/**
+ * S3's FULL_OBJECT checksum of a multipart object (CRC32 and CRC32C): the CRC of the whole object,
+ * combined from the parts' CRCs and sizes without reading the bytes again.
+ */
+export function fullObjectCrc(algorithm: CombinableAlgorithm, parts: { checksum: string; size: number }[]): string {
+  let crc = 0
+  for (const p of parts) crc = crcCombine(CRC_POLY[algorithm], crc, Buffer.from(p.checksum, 'base64').readUInt32BE(0), p.size)
+  return u32(crc)
 }

@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto'
 import { Readable } from 'node:stream'
 import type { AuthenticatedTenant } from '../db/repos/tenants'
 import type { MultipartUpload, Part } from '../db/repos/multipart'
-import type { ObjectInfo, ObjectRow } from '../db/repos/objects'
+import type { ChecksumType, ObjectInfo, ObjectRow } from '../db/repos/objects'
 import type { Workspace } from '../db/repos/workspaces'
 import { AppError } from '../errors'
 import { S3Error, fromAppError } from './errors'
@@ -13,7 +13,7 @@ import type { S3Buckets, S3Deps } from './buckets'
 import type { StagedBlob } from '../blobs/blob-store'
 import { rollupPage, type KeysetSource, type ListResult } from './listing'
 import { BlobWrites } from '../services/blob-writes'
-import { compositeChecksum, type ChecksumAlgorithm } from './checksums'
+import { compositeChecksum, fullObjectCrc, isCombinable, type ChecksumAlgorithm } from './checksums'
 
 export const MIN_PART_BYTES = 5 * 1024 * 1024
 export const MAX_PART_BYTES = 5 * 1024 ** 3
@@ -47,7 +47,13 @@ export class S3Multipart {
     private readonly objects: S3Objects,
   ) {}
 
-  create(tenant: AuthenticatedTenant, bucket: string, key: string, input: ObjectInput, checksumAlgorithm?: ChecksumAlgorithm): MultipartUpload {
+  create(
+    tenant: AuthenticatedTenant,
+    bucket: string,
+    key: string,
+    input: ObjectInput,
+    checksum?: { algorithm: ChecksumAlgorithm; type: ChecksumType },
+  ): MultipartUpload {
     checkKey(key)
     const w = this.buckets.resolve(tenant, bucket)
     const now = this.deps.clock.now()
@@ -56,7 +62,7 @@ export class S3Multipart {
       tenantId: tenant.id,
       workspaceId: w.id,
       key,
-      info: checksumAlgorithm ? { ...input, checksumAlgorithm } : input,
+      info: checksum ? { ...input, checksumAlgorithm: checksum.algorithm, ...(checksum.type === 'FULL_OBJECT' ? { checksumType: checksum.type } : {}) } : input,
       createdAt: now,
       expiresAt: now + this.deps.multipartTtlMs,
     }
@@ -194,6 +200,8 @@ export class S3Multipart {
     key: string,
     uploadId: string,
     declared: { partNumber: number; etag: string; checksums: Partial<Record<ChecksumAlgorithm, string>> }[],
+    /** The whole object's checksum the request expects (its x-amz-checksum-<algorithm> header). */
+    expected?: { algorithm: string; value: string },
   ): Promise<ObjectRow> {
     const { w, upload } = this.upload(tenant, bucket, key, uploadId)
     if (declared.length === 0) throw new S3Error('MalformedXML', 'The XML you provided was not well-formed or did not validate against our published schema.')
@@ -217,6 +225,25 @@ export class S3Multipart {
       if (p.size < MIN_PART_BYTES)
         throw new S3Error('EntityTooSmall', 'Your proposed upload is smaller than the minimum allowed object size.', { PartNumber: String(p.partNumber) })
     }
+    // The object's checksum follows from the parts' checksums (and sizes): a wrong expectation is
+    // refused before assembly.
+    const algorithm = checksumAlgorithmOf(upload)
+    const full = upload.info.checksumType === 'FULL_OBJECT'
+    const checksum = algorithm && {
+      algorithm,
+      type: full ? ('FULL_OBJECT' as const) : ('COMPOSITE' as const),
+      value:
+        full && isCombinable(algorithm)
+          ? fullObjectCrc(
+              algorithm,
+              chosen.map((p) => ({ checksum: p.checksum!, size: p.size })),
+            )
+          : compositeChecksum(
+              algorithm,
+              chosen.map((p) => p.checksum!),
+            ),
+    }
+    if (expected) checkExpectedChecksum(expected, checksum)
     const etag = `"${createHash('md5')
       .update(Buffer.concat(chosen.map((p) => Buffer.from(p.md5, 'hex'))))
       .digest('hex')}-${chosen.length}"`
@@ -235,17 +262,9 @@ export class S3Multipart {
       await this.deps.store.discard(staged)
       throw new Error(`assembled ${staged.size} bytes from parts totalling ${total}`)
     }
-    const { checksumAlgorithm: _algorithm, ...input } = upload.info
-    const algorithm = checksumAlgorithmOf(upload)
-    const info: ObjectInfo = { ...input, etag, parts: chosen.length }
-    if (algorithm)
-      info.checksum = {
-        algorithm,
-        value: compositeChecksum(
-          algorithm,
-          chosen.map((p) => p.checksum!),
-        ),
-      }
+    const { checksumAlgorithm: _algorithm, checksumType: _type, ...input } = upload.info
+    const info: ObjectInfo = { ...input, etag, parts: chosen.length, ...(checksum ? { checksum } : {}) }
+
     let released: string[] = []
     const row = await this.objects.commitStaged(
       tenant,
@@ -370,6 +389,21 @@ function checkDeclaredChecksums(upload: MultipartUpload, part: Part, declared: P
         `One or more of the specified parts could not be found. The part may not have been uploaded, or the specified ${name.toUpperCase()} checksum may not have matched the part's (part ${part.partNumber}).`,
       )
     }
+  }
+}
+
+/** CompleteMultipartUpload's expected whole-object checksum against the composite (S3 answers BadDigest). */
+function checkExpectedChecksum(expected: { algorithm: string; value: string }, actual: { algorithm: ChecksumAlgorithm; value: string } | undefined): void {
+  if (!actual)
+    throw new S3Error('InvalidRequest', `The upload was created without a checksum algorithm: its ${expected.algorithm.toUpperCase()} cannot be checked`)
+  if (expected.algorithm !== actual.algorithm) {
+    throw new S3Error(
+      'InvalidRequest',
+      `Checksum Type mismatch occurred, expected checksum Type: ${actual.algorithm}, actual checksum Type: ${expected.algorithm}`,
+    )
+  }
+  if (expected.value.trim() !== actual.value) {
+    throw new S3Error('BadDigest', `The ${actual.algorithm.toUpperCase()} you specified did not match the calculated checksum.`)
   }
 }
 

@@ -217,7 +217,8 @@ export class S3Objects {
   /**
    * GetObjectAttributes. As AWS: the ETag without quotes; Checksum only for an object that has one;
    * ObjectParts only for a multipart object whose upload had a checksum algorithm (AWS lists no
-   * parts otherwise), paged by `x-amz-max-parts` and `x-amz-part-number-marker` like ListParts.
+   * parts otherwise): the parts count alone for a FULL_OBJECT checksum, else the parts with their
+   * checksums, paged by `x-amz-max-parts` and `x-amz-part-number-marker` like ListParts.
    */
   attributes(
     tenant: AuthenticatedTenant,
@@ -236,9 +237,10 @@ export class S3Objects {
     const body: XmlNode = {}
     if (want.has('ETag')) body.ETag = etagOf(o).replace(/^"|"$/g, '')
     if (want.has('Checksum') && checksum) {
-      body.Checksum = { [checksumElement(checksum.algorithm as ChecksumAlgorithm)]: checksum.value, ChecksumType: multipart ? 'COMPOSITE' : 'FULL_OBJECT' }
+      body.Checksum = { [checksumElement(checksum.algorithm as ChecksumAlgorithm)]: checksum.value, ChecksumType: checksum.type ?? 'FULL_OBJECT' }
     }
-    if (want.has('ObjectParts') && multipart && checksum) {
+    if (want.has('ObjectParts') && multipart && checksum?.type === 'FULL_OBJECT') body.ObjectParts = { PartsCount: o.info!.parts! }
+    else if (want.has('ObjectParts') && multipart && checksum) {
       const page = this.deps.objects.partsPage(o.fileId, q.partNumberMarker, q.maxParts + 1)
       const parts = page.slice(0, q.maxParts)
       const truncated = page.length > q.maxParts

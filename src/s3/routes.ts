@@ -13,7 +13,7 @@ import { MAX_PARTS } from './multipart'
 import { awsEncode } from './sigv4'
 import { sendObject } from './render'
 import { copySourceHolds } from './conditions'
-import { CHECKSUM_ALGORITHMS, checksumElement, uploadChecksumAlgorithm, type ChecksumAlgorithm } from './checksums'
+import { CHECKSUM_ALGORITHMS, checksumElement, uploadChecksum, type ChecksumAlgorithm } from './checksums'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -482,21 +482,14 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
       case 'POST': {
         if (q.has('uploads')) {
           if (subresources(q, new Set(['uploads'])).length > 0) throw notImplemented('This object sub-resource')
-          const algorithm = uploadChecksumAlgorithm(header(request, 'x-amz-checksum-algorithm'))
-          const type = header(request, 'x-amz-checksum-type')?.toUpperCase()
-          if (type !== undefined && type !== '' && type !== 'COMPOSITE') {
-            // FULL_OBJECT (a CRC of the whole object, combined from the parts' CRCs) is not built.
-            if (type === 'FULL_OBJECT') throw notImplemented('The FULL_OBJECT checksum type of multipart uploads')
-            throw new S3Error('InvalidRequest', 'The x-amz-checksum-type header must be COMPOSITE or FULL_OBJECT')
-          }
-          if (type === 'COMPOSITE' && !algorithm) throw new S3Error('InvalidRequest', 'The x-amz-checksum-type header requires x-amz-checksum-algorithm')
-          const upload = s3.multipart.create(tenant, bucket, key, objectInput(request), algorithm)
-          if (algorithm) reply.header('x-amz-checksum-algorithm', algorithm.toUpperCase()).header('x-amz-checksum-type', 'COMPOSITE')
+          const checksum = uploadChecksum(header(request, 'x-amz-checksum-algorithm'), header(request, 'x-amz-checksum-type'))
+          const upload = s3.multipart.create(tenant, bucket, key, objectInput(request), checksum)
+          if (checksum) reply.header('x-amz-checksum-algorithm', checksum.algorithm.toUpperCase()).header('x-amz-checksum-type', checksum.type)
           return xml(reply, 'InitiateMultipartUploadResult', { Bucket: bucket, Key: key, UploadId: upload.id })
         }
         if (q.has('uploadId')) {
           if (subresources(q, new Set(['uploadId'])).length > 0) throw notImplemented('This object sub-resource')
-          return completeUpload(reply, tenant, bucket, key, q.get('uploadId')!, body)
+          return completeUpload(request, reply, tenant, bucket, key, q.get('uploadId')!, body)
         }
         throw notImplemented('This object POST operation')
       }
@@ -605,8 +598,19 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
     return reply.send()
   }
 
-  async function completeUpload(reply: Reply, tenant: AuthenticatedTenant, bucket: string, key: string, uploadId: string, body: () => BodySpec) {
-    const doc = parseXml(await readSmallBody(body(), MAX_XML_BODY_BYTES))
+  async function completeUpload(request: Req, reply: Reply, tenant: AuthenticatedTenant, bucket: string, key: string, uploadId: string, body: () => BodySpec) {
+    // On CompleteMultipartUpload, an x-amz-checksum-<algorithm> header is the checksum the client
+    // expects of the whole object (S3: ChecksumSHA256 … of the request), not one of the XML body.
+    const spec = body()
+    const headers = { ...spec.headers }
+    let expected: { algorithm: string; value: string } | undefined
+    for (const name of Object.keys(headers)) {
+      const m = /^x-amz-checksum-(.+)$/.exec(name)
+      if (!m || m[1] === 'mode' || m[1] === 'type' || m[1] === 'algorithm') continue
+      expected = { algorithm: m[1]!, value: header(request, name)! }
+      delete headers[name]
+    }
+    const doc = parseXml(await readSmallBody({ ...spec, headers }, MAX_XML_BODY_BYTES))
     const root = childOf(doc, 'CompleteMultipartUpload')
     if (!root) throw malformed()
     const parts = listOf(root, 'Part').map((p) => {
@@ -622,14 +626,14 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
       return { partNumber: Number(n.trim()), etag, checksums }
     })
     if (parts.length === 0 || parts.length > MAX_PARTS) throw malformed()
-    const row = await s3.multipart.complete(tenant, bucket, key, uploadId, parts)
+    const row = await s3.multipart.complete(tenant, bucket, key, uploadId, parts, expected)
     const checksum = row.info?.checksum
     return xml(reply, 'CompleteMultipartUploadResult', {
       Location: `/${bucket}/${awsEncode(key, true)}`,
       Bucket: bucket,
       Key: key,
       ETag: etagOf(row),
-      ...(checksum ? { [checksumElement(checksum.algorithm as ChecksumAlgorithm)]: checksum.value, ChecksumType: 'COMPOSITE' } : {}),
+      ...(checksum ? { [checksumElement(checksum.algorithm as ChecksumAlgorithm)]: checksum.value, ChecksumType: checksum.type ?? 'COMPOSITE' } : {}),
     })
   }
 
@@ -649,7 +653,7 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
       ...(truncated && parts.length > 0 ? { NextPartNumberMarker: parts.at(-1)!.partNumber } : {}),
       MaxParts: max,
       IsTruncated: truncated,
-      ...(algorithm ? { ChecksumAlgorithm: algorithm.toUpperCase(), ChecksumType: 'COMPOSITE' } : {}),
+      ...(algorithm ? { ChecksumAlgorithm: algorithm.toUpperCase(), ChecksumType: upload.info.checksumType ?? 'COMPOSITE' } : {}),
       Part: parts.map((p) => ({
         PartNumber: p.partNumber,
         LastModified: iso(p.createdAt),

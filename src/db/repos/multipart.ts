@@ -1,13 +1,13 @@
 import type { DB } from '../database'
-import type { ObjectInfo } from './objects'
+import type { ChecksumType, ObjectInfo } from './objects'
 
 export interface MultipartUpload {
   id: string
   tenantId: string
   workspaceId: string
   key: string
-  /** What the object will store, and the upload's ChecksumAlgorithm (lower case) when it was created with one. */
-  info: Omit<ObjectInfo, 'etag'> & { checksumAlgorithm?: string }
+  /** What the object will store, and the upload's ChecksumAlgorithm (lower case) and type when it was created with one. */
+  info: Omit<ObjectInfo, 'etag'> & { checksumAlgorithm?: string; checksumType?: ChecksumType }
   createdAt: number
   expiresAt: number
 }

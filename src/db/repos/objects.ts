@@ -1,5 +1,8 @@
 import type { DB } from '../database'
 
+/** S3's checksum types: of the bytes as a whole, or (multipart) of the parts' checksums. */
+export type ChecksumType = 'COMPOSITE' | 'FULL_OBJECT'
+
 /** What an S3 write stores beside the bytes (s3.md: Objects are files). */
 export interface ObjectInfo {
   /** The quoted ETag S3 clients verify: MD5 of the bytes, or `"<md5 of part md5s>-<N>"`. */
@@ -15,9 +18,10 @@ export interface ObjectInfo {
   /**
    * A checksum the client sent and Coffer verified, returned on GET/HEAD. For a multipart upload
    * created with a ChecksumAlgorithm, the composite: the checksum of the parts' binary checksums
-   * followed by `-<N>` (S3's COMPOSITE checksum type).
+   * followed by `-<N>` (S3's COMPOSITE checksum type), or with `type: 'FULL_OBJECT'` the CRC of
+   * the whole object combined from the parts' CRCs. Absent type: FULL_OBJECT (a single-part write).
    */
-  checksum?: { algorithm: string; value: string }
+  checksum?: { algorithm: string; value: string; type?: ChecksumType }
   /** Multipart objects: part count (for `x-amz-mp-parts-count`). */
   parts?: number
 }
