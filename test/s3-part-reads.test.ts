@@ -21,6 +21,8 @@ import { Upload } from '@aws-sdk/lib-storage'
 import { completeCommand, makeS3, pattern, signedRequest } from './s3-helper'
 import { crc32c } from '../src/lib/crc32c'
 import { fullObjectCrc } from '../src/s3/checksums'
+import { Crc64Nvme } from '../src/lib/crc64nvme'
+import { Crc64Nvme as SdkCrc64Nvme } from '@aws-sdk/checksums/crc'
 
 const MiB = 1024 * 1024
 
@@ -226,11 +228,11 @@ t.test('multipart checksums by hand: ListParts, checked declarations, refusals',
   )
   t.match(done.ChecksumCRC32C, /^[A-Za-z0-9+/]{6}==-2$/)
 
-  // CRC64NVME is S3's but not built: refused, never ignored. FULL_OBJECT is for CRCs only.
-  t.same(await s3Error(client.send(new CreateMultipartUploadCommand({ Bucket: 'hand', Key: 'x', ChecksumAlgorithm: 'CRC64NVME' }))), {
-    name: 'NotImplemented',
-    status: 501,
-  })
+  // FULL_OBJECT is for CRCs only, CRC64NVME is FULL_OBJECT only (S3).
+  t.same(
+    await s3Error(client.send(new CreateMultipartUploadCommand({ Bucket: 'hand', Key: 'x', ChecksumAlgorithm: 'CRC64NVME', ChecksumType: 'COMPOSITE' }))),
+    { name: 'InvalidRequest', status: 400 },
+  )
   t.same(await s3Error(client.send(new CreateMultipartUploadCommand({ Bucket: 'hand', Key: 'x', ChecksumAlgorithm: 'SHA1', ChecksumType: 'FULL_OBJECT' }))), {
     name: 'InvalidRequest',
     status: 400,
@@ -337,7 +339,20 @@ t.test('FULL_OBJECT CRC32: the CRC of the whole object, combined from the parts,
   t.same(attrs.ObjectParts, { TotalPartsCount: 2 })
 })
 
-t.test('fullObjectCrc: CRC32 and CRC32C of the whole, from the parts alone, for any sizes (empty parts too)', async (t) => {
+t.test("CRC-64/NVME: the catalogue check value, and the same as the SDK's own", async (t) => {
+  const c = new Crc64Nvme()
+  c.update(Buffer.from('123456789'))
+  t.equal(c.digest().toString('hex'), 'ae8b14860a799888')
+  const data = pattern(100_003, 50)
+  const ours = new Crc64Nvme()
+  ours.update(data.subarray(0, 33_333))
+  ours.update(data.subarray(33_333))
+  const sdk = new SdkCrc64Nvme()
+  sdk.update(data)
+  t.equal(ours.digest().toString('base64'), Buffer.from(await sdk.digest()).toString('base64'))
+})
+
+t.test('fullObjectCrc: CRC32, CRC32C and CRC64NVME of the whole, from the parts alone, for any sizes (empty parts too)', async (t) => {
   const b64 = (v: number) => {
     const b = Buffer.alloc(4)
     b.writeUInt32BE(v >>> 0)
@@ -356,5 +371,54 @@ t.test('fullObjectCrc: CRC32 and CRC32C of the whole, from the parts alone, for 
       )
       t.equal(combined, b64(crc(whole, 0)), `${algorithm} of parts ${sizes.join(', ')}`)
     }
+    const crc64 = (b: Buffer) => {
+      const c = new Crc64Nvme()
+      c.update(b)
+      return c.digest().toString('base64')
+    }
+    t.equal(
+      fullObjectCrc(
+        'crc64nvme',
+        parts.map((p) => ({ checksum: crc64(p), size: p.length })),
+      ),
+      crc64(whole),
+      `crc64nvme of parts ${sizes.join(', ')}`,
+    )
   }
+})
+
+t.test('CRC64NVME: PutObject, and a multipart upload whose full-object CRC64 the SDK verifies on GetObject', async (t) => {
+  const { client } = await makeS3(t)
+  await client.send(new CreateBucketCommand({ Bucket: 'nvme' }))
+  const reference = async (b: Buffer) => {
+    const c = new SdkCrc64Nvme()
+    c.update(b)
+    return Buffer.from(await c.digest()).toString('base64')
+  }
+  const small = pattern(70_000, 40)
+  const put = await client.send(new PutObjectCommand({ Bucket: 'nvme', Key: 'small', Body: small, ChecksumAlgorithm: 'CRC64NVME' }))
+  t.equal(put.ChecksumCRC64NVME, await reference(small))
+  const got = await client.send(new GetObjectCommand({ Bucket: 'nvme', Key: 'small', ChecksumMode: 'ENABLED' }))
+  t.equal(got.ChecksumCRC64NVME, await reference(small))
+  t.ok(Buffer.from(await got.Body!.transformToByteArray()).equals(small))
+
+  const parts = [pattern(5 * MiB, 41), pattern(123_457, 42)]
+  const whole = Buffer.concat(parts)
+  const created = await client.send(new CreateMultipartUploadCommand({ Bucket: 'nvme', Key: 'mp', ChecksumAlgorithm: 'CRC64NVME' }))
+  t.equal(created.ChecksumType, 'FULL_OBJECT', "CRC64NVME's only type, and its default")
+  const declared = []
+  for (const [i, body] of parts.entries()) {
+    const r = await client.send(
+      new UploadPartCommand({ Bucket: 'nvme', Key: 'mp', UploadId: created.UploadId, PartNumber: i + 1, Body: body, ChecksumAlgorithm: 'CRC64NVME' }),
+    )
+    t.equal(r.ChecksumCRC64NVME, await reference(body))
+    declared.push({ PartNumber: i + 1, ETag: r.ETag, ChecksumCRC64NVME: r.ChecksumCRC64NVME })
+  }
+  const done = await client.send(
+    new CompleteMultipartUploadCommand({ Bucket: 'nvme', Key: 'mp', UploadId: created.UploadId, MultipartUpload: { Parts: declared } }),
+  )
+  t.equal(done.ChecksumCRC64NVME, await reference(whole))
+  const get = await client.send(new GetObjectCommand({ Bucket: 'nvme', Key: 'mp', ChecksumMode: 'ENABLED' }))
+  t.equal(get.ChecksumCRC64NVME, await reference(whole))
+  t.ok(Buffer.from(await get.Body!.transformToByteArray()).equals(whole))
 })

@@ -622,7 +622,6 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
         const v = textOf(p, checksumElement(a))
         if (v !== undefined) checksums[a] = v
       }
-      if (textOf(p, 'ChecksumCRC64NVME') !== undefined) throw notImplemented('The CRC64NVME checksum algorithm')
       return { partNumber: Number(n.trim()), etag, checksums }
     })
     if (parts.length === 0 || parts.length > MAX_PARTS) throw malformed()
