@@ -228,6 +228,8 @@ export class S3Multipart {
     // The object's checksum follows from the parts' checksums (and sizes): a wrong expectation is
     // refused before assembly.
     const algorithm = checksumAlgorithmOf(upload)
+    const unsummed = algorithm ? chosen.find((p) => p.checksum === null) : undefined
+    if (unsummed) throw new S3Error('InvalidPart', `Part ${unsummed.partNumber} has no ${algorithm!.toUpperCase()} checksum: upload it again`)
     const full = upload.info.checksumType === 'FULL_OBJECT'
     const checksum = algorithm && {
       algorithm,
