@@ -378,4 +378,27 @@ UPDATE files SET original_name = coffer_file_name(coalesce(object_key, original_
   WHERE NOT coffer_is_file_name(original_name);
 `,
   },
+  {
+    version: 14,
+    name: 's3: part layout and checksums of multipart objects',
+    sql: `
+-- The parts a completed multipart object was assembled from, in order (#24): GetObject/HeadObject
+-- with partNumber serve one part's bytes, GetObjectAttributes lists them. A table, not JSON in
+-- files.object_info, because object_info is parsed on every GET and listing row, and an object may
+-- have 10,000 parts. checksum: the part's base64 checksum when the upload had a checksum algorithm.
+CREATE TABLE s3_object_parts (
+  file_id     TEXT NOT NULL,
+  part_number INTEGER NOT NULL CHECK (part_number BETWEEN 1 AND 10000),
+  size_bytes  INTEGER NOT NULL CHECK (size_bytes >= 0),
+  checksum    TEXT,
+  PRIMARY KEY (file_id, part_number)
+) STRICT, WITHOUT ROWID;
+-- The layout goes with its file whichever path purges it (GC, tenant deletion).
+CREATE TRIGGER s3_object_parts_file_deleted AFTER DELETE ON files BEGIN
+  DELETE FROM s3_object_parts WHERE file_id = OLD.id;
+END;
+-- A part's checksum (x-amz-checksum-<algorithm>, base64), for uploads created with ChecksumAlgorithm.
+ALTER TABLE s3_parts ADD COLUMN checksum TEXT;
+`,
+  },
 ]

@@ -17,6 +17,12 @@ export interface BlobResponse {
   contentType: string
   /** The Content-Disposition value, when the front sends one. */
   disposition?: string
+  /**
+   * A range the front imposes (S3's partNumber: one part of the object), in place of the request's
+   * Range header, which the front has refused beside it. Answered 206 like a requested range;
+   * an empty one (`end < start`, an empty part) is answered 200 with no bytes.
+   */
+  range?: { start: number; end: number }
   /** Reads the content (or a range of it) once the request is known to need bytes. */
   open(range: ByteRange): Promise<OpenedBlob>
   /** Counts bytes as they are sent (metrics). */
@@ -61,13 +67,19 @@ export async function sendBlob(request: FastifyRequest, reply: FastifyReply, blo
   }
 
   const ifRange = headers['if-range']
-  const range = typeof ifRange !== 'string' || ifRangeHolds(ifRange, etag, lastModified) ? parseRange(headers.range, size) : ({ kind: 'full' } as const)
+  const range = blob.range
+    ? blob.range.end < blob.range.start
+      ? ({ kind: 'empty', start: blob.range.start } as const)
+      : ({ kind: 'partial', ...blob.range } as const)
+    : typeof ifRange !== 'string' || ifRangeHolds(ifRange, etag, lastModified)
+      ? parseRange(headers.range, size)
+      : ({ kind: 'full' } as const)
   if (range.kind === 'unsatisfiable') {
     reply.header('content-range', `bytes */${size}`)
     throw new AppError('RANGE_NOT_SATISFIABLE', `The range is outside the ${size}-byte content`, { size })
   }
-  const start = range.kind === 'partial' ? range.start : 0
-  const end = range.kind === 'partial' ? range.end : size - 1
+  const start = range.kind === 'partial' || range.kind === 'empty' ? range.start : 0
+  const end = range.kind === 'partial' ? range.end : range.kind === 'empty' ? range.start - 1 : size - 1
   const head = request.method === 'HEAD'
   // HEAD still opens (no bytes): missing content answers the same error as a GET would.
   const opened = await blob.open(head ? { start, end: start - 1 } : { start, end })

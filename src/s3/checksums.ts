@@ -2,10 +2,12 @@ import { createHash, type Hash } from 'node:crypto'
 import { Transform, type TransformCallback } from 'node:stream'
 import { crc32 } from 'node:zlib'
 import { crc32c } from '../lib/crc32c'
+import { Crc64Nvme } from '../lib/crc64nvme'
 import { ParallelMd5 } from '../lib/parallel-md5'
+import { S3Error } from './errors'
 
 /** The flexible checksums S3 clients send (`x-amz-checksum-<name>`), base64 of the big-endian digest. */
-export const CHECKSUM_ALGORITHMS = ['crc32', 'crc32c', 'sha1', 'sha256'] as const
+export const CHECKSUM_ALGORITHMS = ['crc32', 'crc32c', 'crc64nvme', 'sha1', 'sha256'] as const
 export type ChecksumAlgorithm = (typeof CHECKSUM_ALGORITHMS)[number]
 
 export function isChecksumAlgorithm(name: string): name is ChecksumAlgorithm {
@@ -33,6 +35,10 @@ function running(algorithm: ChecksumAlgorithm): Running {
         update: (chunk) => void (value = crc32c(chunk, value)),
         base64: () => u32(value),
       }
+    }
+    case 'crc64nvme': {
+      const c = new Crc64Nvme()
+      return { update: (chunk) => c.update(chunk), base64: () => c.digest().toString('base64') }
     }
     case 'sha1':
     case 'sha256': {
@@ -115,4 +121,111 @@ export class DigestStream extends Transform {
 /** A standalone incremental checksum (aws-chunked trailers are checked with it). */
 export function checksumOf(algorithm: ChecksumAlgorithm): Running {
   return running(algorithm)
+}
+
+/** The XML element of a checksum in S3's responses and CompleteMultipartUpload's body (`ChecksumCRC32`, …). */
+export function checksumElement(algorithm: ChecksumAlgorithm): string {
+  return `Checksum${algorithm.toUpperCase()}`
+}
+
+/**
+ * The `x-amz-checksum-algorithm` and `x-amz-checksum-type` of CreateMultipartUpload: `CRC32`,
+ * `CRC32C`, `CRC64NVME`, `SHA1` or `SHA256`, COMPOSITE or FULL_OBJECT (CRCs only; CRC64NVME
+ * only that, its default). The algorithm comes out as the lower-case name the rest of the front uses.
+ */
+export function uploadChecksum(
+  algorithmHeader: string | undefined,
+  typeHeader: string | undefined,
+): { algorithm: ChecksumAlgorithm; type: 'COMPOSITE' | 'FULL_OBJECT' } | undefined {
+  const type = typeHeader?.trim().toUpperCase() || undefined
+  if (type !== undefined && type !== 'COMPOSITE' && type !== 'FULL_OBJECT') {
+    throw new S3Error('InvalidRequest', 'Value for x-amz-checksum-type header is invalid: it must be COMPOSITE or FULL_OBJECT')
+  }
+  if (algorithmHeader === undefined || algorithmHeader.trim() === '') {
+    if (type !== undefined) throw new S3Error('InvalidRequest', 'The x-amz-checksum-type header can only be used with the x-amz-checksum-algorithm header')
+    return undefined
+  }
+  const name = algorithmHeader.trim().toLowerCase()
+  if (!isChecksumAlgorithm(name)) throw new S3Error('InvalidRequest', `The checksum algorithm ${JSON.stringify(algorithmHeader)} is not supported`)
+  // S3: SHA checksums of multipart uploads are COMPOSITE only, CRC64NVME FULL_OBJECT only.
+  if (type === 'FULL_OBJECT' && !isCombinable(name)) {
+    throw new S3Error('InvalidRequest', `The FULL_OBJECT checksum type cannot be used with the ${name} checksum algorithm`)
+  }
+  if (type === 'COMPOSITE' && name === 'crc64nvme') {
+    throw new S3Error('InvalidRequest', 'The COMPOSITE checksum type cannot be used with the crc64nvme checksum algorithm')
+  }
+  return { algorithm: name, type: type ?? (name === 'crc64nvme' ? 'FULL_OBJECT' : 'COMPOSITE') }
+}
+
+/**
+ * S3's COMPOSITE checksum of a multipart object: the algorithm applied to the concatenation of
+ * the parts' binary checksums, in part order, rendered base64 with `-<part count>` appended.
+ */
+export function compositeChecksum(algorithm: ChecksumAlgorithm, partChecksums: string[]): string {
+  const r = running(algorithm)
+  for (const c of partChecksums) r.update(Buffer.from(c, 'base64'))
+  return `${r.base64()}-${partChecksums.length}`
+}
+
+/** The reflected polynomials (and widths) of the CRCs S3 combines into a FULL_OBJECT checksum. */
+const CRC_POLY = {
+  crc32: { poly: 0xedb88320n, bits: 32 },
+  crc32c: { poly: 0x82f63b78n, bits: 32 },
+  crc64nvme: { poly: 0x9a6c9329ac4bc9b5n, bits: 64 },
+} as const
+export type CombinableAlgorithm = keyof typeof CRC_POLY
+
+export function isCombinable(algorithm: ChecksumAlgorithm): algorithm is CombinableAlgorithm {
+  return algorithm in CRC_POLY
+}
+
+/** A GF(2) matrix as its columns: column i is the image of bit i. */
+type Matrix = bigint[]
+
+function times(matrix: Matrix, vector: bigint): bigint {
+  let sum = 0n
+  for (let i = 0; vector !== 0n; i++, vector >>= 1n) if (vector & 1n) sum ^= matrix[i]!
+  return sum
+}
+
+const compose = (a: Matrix, b: Matrix): Matrix => b.map((column) => times(a, column))
+
+/** "Append n zero bytes" operators per algorithm and n: parts are mostly of one size, so few. */
+const zeroBytes = new Map<string, Matrix>()
+
+/**
+ * The operator that turns crc(A) into the CRC register after A and n zero bytes: zlib's
+ * crc32_combine method (one zero bit is a matrix; squared to a byte, raised to n), as matrices
+ * so that one per part size serves every part of that size.
+ */
+function appendZeros(algorithm: CombinableAlgorithm, n: number): Matrix {
+  const key = `${algorithm}:${n}`
+  const cached = zeroBytes.get(key)
+  if (cached) return cached
+  const { poly, bits } = CRC_POLY[algorithm]
+  let base: Matrix = [poly, ...Array.from({ length: bits - 1 }, (_, i) => 1n << BigInt(i))]
+  for (let k = 0; k < 3; k++) base = compose(base, base) // one zero bit → one zero byte
+  let result: Matrix = Array.from({ length: bits }, (_, i) => 1n << BigInt(i))
+  for (let left = n; left > 0; left = Math.floor(left / 2)) {
+    if (left % 2 === 1) result = compose(base, result)
+    base = compose(base, base)
+  }
+  if (zeroBytes.size > 64) zeroBytes.clear()
+  zeroBytes.set(key, result)
+  return result
+}
+
+/**
+ * S3's FULL_OBJECT checksum of a multipart object (CRC32, CRC32C, CRC64NVME): the CRC of the
+ * whole object, combined from the parts' CRCs and sizes without reading the bytes again
+ * (crc(AB) = zeros(|B|)·crc(A) xor crc(B), the initial and final XORs cancelling out).
+ */
+export function fullObjectCrc(algorithm: CombinableAlgorithm, parts: { checksum: string; size: number }[]): string {
+  const bytes = CRC_POLY[algorithm].bits / 8
+  let crc = 0n
+  for (const p of parts) {
+    const part = BigInt(`0x${Buffer.from(p.checksum, 'base64').toString('hex') || '0'}`)
+    crc = p.size === 0 ? crc : times(appendZeros(algorithm, p.size), crc) ^ part
+  }
+  return Buffer.from(crc.toString(16).padStart(bytes * 2, '0'), 'hex').toString('base64')
 }

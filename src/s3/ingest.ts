@@ -47,6 +47,8 @@ export async function ingest(
   limit: { maxBytes: number; overflow: () => Error },
   /** Counts the bytes in flight against the quotas (Quotas.stream): all announced ones at once, else as they arrive; may throw. */
   onChunk?: (bytes: number) => void,
+  /** A checksum to compute whether or not the client sent one (a multipart upload's algorithm); in `digests.checksums`. */
+  compute?: ChecksumAlgorithm,
 ): Promise<Ingested> {
   const { headers, payload } = spec
   const algorithms: ChecksumAlgorithm[] = []
@@ -58,6 +60,7 @@ export async function ingest(
     declared = { algorithm: m[1], value: header(headers, name)! }
     algorithms.push(m[1])
   }
+  if (compute !== undefined && !algorithms.includes(compute)) algorithms.push(compute)
   const contentMd5 = header(headers, 'content-md5')
   if (contentMd5 !== undefined && !/^[A-Za-z0-9+/]{22}==$/.test(contentMd5)) throw new S3Error('InvalidDigest', 'The Content-MD5 you specified is not valid.')
 

@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto'
 import { Readable } from 'node:stream'
 import type { AuthenticatedTenant } from '../db/repos/tenants'
 import type { MultipartUpload, Part } from '../db/repos/multipart'
-import type { ObjectRow } from '../db/repos/objects'
+import type { ChecksumType, ObjectInfo, ObjectRow } from '../db/repos/objects'
 import type { Workspace } from '../db/repos/workspaces'
 import { AppError } from '../errors'
 import { S3Error, fromAppError } from './errors'
@@ -14,6 +14,7 @@ import type { StagedBlob } from '../blobs/blob-store'
 import { rollupPage, type KeysetSource, type ListResult } from './listing'
 import { BlobWrites } from '../services/blob-writes'
 import { crashPoint } from '../lib/crash-points'
+import { compositeChecksum, fullObjectCrc, isCombinable, type ChecksumAlgorithm } from './checksums'
 
 export const MIN_PART_BYTES = 5 * 1024 * 1024
 export const MAX_PART_BYTES = 5 * 1024 ** 3
@@ -60,7 +61,13 @@ export class S3Multipart {
     private readonly objects: S3Objects,
   ) {}
 
-  create(tenant: AuthenticatedTenant, bucket: string, key: string, input: ObjectInput): MultipartUpload {
+  create(
+    tenant: AuthenticatedTenant,
+    bucket: string,
+    key: string,
+    input: ObjectInput,
+    checksum?: { algorithm: ChecksumAlgorithm; type: ChecksumType },
+  ): MultipartUpload {
     checkKey(key)
     const w = this.buckets.resolve(tenant, bucket)
     const now = this.deps.clock.now()
@@ -69,7 +76,7 @@ export class S3Multipart {
       tenantId: tenant.id,
       workspaceId: w.id,
       key,
-      info: input,
+      info: checksum ? { ...input, checksumAlgorithm: checksum.algorithm, ...(checksum.type === 'FULL_OBJECT' ? { checksumType: checksum.type } : {}) } : input,
       createdAt: now,
       expiresAt: now + this.deps.multipartTtlMs,
     }
@@ -94,15 +101,25 @@ export class S3Multipart {
     body: BodySpec,
   ): Promise<{ etag: string; checksum?: { algorithm: string; value: string } }> {
     const { w, upload } = this.upload(tenant, bucket, key, uploadId)
+    const algorithm = checksumAlgorithmOf(upload)
+    if (algorithm) checkPartAlgorithm(algorithm, sentChecksumAlgorithm(body.headers))
     const replaced = this.deps.multipart.part(upload.id, partNumber)?.size ?? 0
     const charge = this.objects.charge(tenant, w, replaced)
     let ingested
+    let checksum: string | undefined
     try {
-      ingested = await ingest(this.deps.store, body, this.objects.writeLimit(tenant, w, replaced, MAX_PART_BYTES), charge.onChunk)
-      await this.commitPart(tenant, w, upload, partNumber, ingested.staged, ingested.digests.md5Hex, charge.release)
+      ingested = await ingest(this.deps.store, body, this.objects.writeLimit(tenant, w, replaced, MAX_PART_BYTES), charge.onChunk, algorithm)
+      // The upload's checksum of the part: the one the client sent (verified), else computed here.
+      checksum = algorithm && ingested.digests.checksums[algorithm]
+      if (algorithm && ingested.checksum && ingested.checksum.algorithm !== algorithm) {
+        await this.deps.store.discard(ingested.staged)
+        checkPartAlgorithm(algorithm, ingested.checksum.algorithm)
+      }
+      await this.commitPart(tenant, w, upload, partNumber, ingested.staged, ingested.digests.md5Hex, checksum, charge.release)
     } finally {
       charge.release()
     }
+    if (algorithm && checksum !== undefined) return { etag: `"${ingested.digests.md5Hex}"`, checksum: { algorithm, value: checksum } }
     return { etag: `"${ingested.digests.md5Hex}"`, ...(ingested.checksum ? { checksum: ingested.checksum } : {}) }
   }
 
@@ -117,6 +134,7 @@ export class S3Multipart {
     range: { start: number; end: number } | undefined,
   ) {
     const { w, upload } = this.upload(tenant, bucket, key, uploadId)
+    const algorithm = checksumAlgorithmOf(upload)
     const replaced = this.deps.multipart.part(upload.id, partNumber)?.size ?? 0
     // The copied bytes count against the quotas as they are staged, as UploadPart's do: concurrent
     // copies and writes together stage at most the free room.
@@ -133,9 +151,15 @@ export class S3Multipart {
         },
         this.objects.writeLimit(tenant, w, replaced, MAX_PART_BYTES),
         charge.onChunk,
+        algorithm,
       )
-      await this.commitPart(tenant, w, upload, partNumber, ingested.staged, ingested.digests.md5Hex, charge.release)
-      return { etag: `"${ingested.digests.md5Hex}"`, lastModified: this.deps.clock.now() }
+      const checksum = algorithm && ingested.digests.checksums[algorithm]
+      await this.commitPart(tenant, w, upload, partNumber, ingested.staged, ingested.digests.md5Hex, checksum, charge.release)
+      return {
+        etag: `"${ingested.digests.md5Hex}"`,
+        lastModified: this.deps.clock.now(),
+        ...(algorithm && checksum !== undefined ? { checksum: { algorithm, value: checksum } } : {}),
+      }
     } finally {
       charge.release()
     }
@@ -148,6 +172,7 @@ export class S3Multipart {
     partNumber: number,
     staged: StagedBlob,
     md5: string,
+    checksum: string | undefined,
     releaseInFlight: () => void = () => {},
   ): Promise<void> {
     const { db, store, writes, multipart, clock, quotas } = this.deps
@@ -169,7 +194,7 @@ export class S3Multipart {
             throw err instanceof AppError ? fromAppError(err) : err
           }
           settle()
-          multipart.putPart(upload.id, { partNumber, size: staged.size, md5, sha256: staged.sha256, createdAt: clock.now() })
+          multipart.putPart(upload.id, { partNumber, size: staged.size, md5, sha256: staged.sha256, checksum: checksum ?? null, createdAt: clock.now() })
           if (old && old.sha256 !== staged.sha256) {
             this.buckets.dropBlobs([old.sha256])
             replaced = old.sha256
@@ -209,13 +234,15 @@ export class S3Multipart {
     bucket: string,
     key: string,
     uploadId: string,
-    declared: { partNumber: number; etag: string }[],
+    declared: { partNumber: number; etag: string; checksums: Partial<Record<ChecksumAlgorithm, string>> }[],
+    /** The whole object's checksum the request expects (its x-amz-checksum-<algorithm> header). */
+    expected?: { algorithm: string; value: string },
   ): Promise<ObjectRow> {
     const slot = `${tenant.id}:${uploadId}`
     for (let running = this.completions.get(slot); running; running = this.completions.get(slot)) {
       await running.catch(() => undefined)
     }
-    const completion = this.completeNow(tenant, bucket, key, uploadId, declared)
+    const completion = this.completeNow(tenant, bucket, key, uploadId, declared, expected)
     this.completions.set(slot, completion)
     try {
       return await completion
@@ -229,7 +256,8 @@ export class S3Multipart {
     bucket: string,
     key: string,
     uploadId: string,
-    declared: { partNumber: number; etag: string }[],
+    declared: { partNumber: number; etag: string; checksums: Partial<Record<ChecksumAlgorithm, string>> }[],
+    expected: { algorithm: string; value: string } | undefined,
   ): Promise<ObjectRow> {
     const w = this.buckets.resolve(tenant, bucket)
     const found = this.deps.multipart.get(w.id, uploadId)
@@ -249,12 +277,34 @@ export class S3Multipart {
           "One or more of the specified parts could not be found. The part may not have been uploaded, or the specified entity tag may not have matched the part's entity tag.",
         )
       }
+      checkDeclaredChecksums(upload, p, d.checksums)
       chosen.push(p)
     }
     for (const p of chosen.slice(0, -1)) {
       if (p.size < MIN_PART_BYTES)
         throw new S3Error('EntityTooSmall', 'Your proposed upload is smaller than the minimum allowed object size.', { PartNumber: String(p.partNumber) })
     }
+    // The object's checksum follows from the parts' checksums (and sizes): a wrong expectation is
+    // refused before assembly.
+    const algorithm = checksumAlgorithmOf(upload)
+    const unsummed = algorithm ? chosen.find((p) => p.checksum === null) : undefined
+    if (unsummed) throw new S3Error('InvalidPart', `Part ${unsummed.partNumber} has no ${algorithm!.toUpperCase()} checksum: upload it again`)
+    const full = upload.info.checksumType === 'FULL_OBJECT'
+    const checksum = algorithm && {
+      algorithm,
+      type: full ? ('FULL_OBJECT' as const) : ('COMPOSITE' as const),
+      value:
+        full && isCombinable(algorithm)
+          ? fullObjectCrc(
+              algorithm,
+              chosen.map((p) => ({ checksum: p.checksum!, size: p.size })),
+            )
+          : compositeChecksum(
+              algorithm,
+              chosen.map((p) => p.checksum!),
+            ),
+    }
+    if (expected) checkExpectedChecksum(expected, checksum)
     const etag = `"${createHash('md5')
       .update(Buffer.concat(chosen.map((p) => Buffer.from(p.md5, 'hex'))))
       .digest('hex')}-${chosen.length}"`
@@ -281,7 +331,9 @@ export class S3Multipart {
       await this.deps.store.discard(staged)
       throw new Error(`assembled ${staged.size} bytes from parts totalling ${total}`)
     }
-    const info = { ...upload.info, etag, parts: chosen.length }
+    const { checksumAlgorithm: _algorithm, checksumType: _type, ...input } = upload.info
+    const info: ObjectInfo = { ...input, etag, parts: chosen.length, ...(checksum ? { checksum } : {}) }
+
     let released: string[] = []
     const { clock, multipart, blobs } = this.deps
     const row = await this.objects.commitStaged(
@@ -298,8 +350,15 @@ export class S3Multipart {
         // before it is removed leaves work the server finishes, not blobs only `coffer gc` finds.
         for (const sha of new Set(released)) blobs.deferRelease(sha, clock.now())
       },
-      // A retried Complete answers with this object while it is the key's (completedBefore).
-      (made) => multipart.insertCompleted(upload.id, w.id, made.fileId, clock.now() + this.deps.multipartTtlMs),
+      (made) => {
+        // A retried Complete answers with this object while it is the key's (completedBefore).
+        multipart.insertCompleted(upload.id, w.id, made.fileId, clock.now() + this.deps.multipartTtlMs)
+        // Its part layout, for partNumber reads and GetObjectAttributes.
+        this.deps.objects.insertParts(
+          made.fileId,
+          chosen.map((p) => ({ partNumber: p.partNumber, size: p.size, checksum: p.checksum ?? undefined })),
+        )
+      },
     )
     crashPoint('s3-complete-committed')
     // Part blobs are removed once the object is committed (never inside a transaction that could
@@ -405,6 +464,63 @@ function multipartEtag(declared: { etag: string }[]): string | undefined {
   const hash = createHash('md5')
   for (const m of md5s) hash.update(Buffer.from(m, 'hex'))
   return `"${hash.digest('hex')}-${md5s.length}"`
+}
+
+/** The upload's ChecksumAlgorithm, when it was created with one. */
+function checksumAlgorithmOf(upload: MultipartUpload): ChecksumAlgorithm | undefined {
+  return upload.info.checksumAlgorithm as ChecksumAlgorithm | undefined
+}
+
+/** The algorithm of the checksum an UploadPart carries, from its header or its announced trailer. */
+function sentChecksumAlgorithm(headers: BodySpec['headers']): string | undefined {
+  for (const name of Object.keys(headers)) {
+    const m = /^x-amz-checksum-(.+)$/.exec(name)
+    if (m && m[1] !== 'mode' && m[1] !== 'type' && m[1] !== 'algorithm') return m[1]
+  }
+  const trailer = headers['x-amz-trailer']
+  const m = /^\s*x-amz-checksum-([a-z0-9]+)\s*$/i.exec(Array.isArray(trailer) ? trailer.join(',') : (trailer ?? ''))
+  return m?.[1]?.toLowerCase()
+}
+
+/** A part of an upload created with a checksum algorithm carries a checksum of that algorithm or none (S3). */
+function checkPartAlgorithm(expected: ChecksumAlgorithm, sent: string | undefined): void {
+  if (sent !== undefined && sent !== expected) {
+    throw new S3Error('InvalidRequest', `Checksum Type mismatch occurred, expected checksum Type: ${expected}, actual checksum Type: ${sent}`)
+  }
+}
+
+/**
+ * The checksums CompleteMultipartUpload declares for a part must be the part's. A declared
+ * checksum is checked only for an upload created with a checksum algorithm (the only parts whose
+ * checksum is kept); one of another algorithm does not match. A part declared without one is
+ * accepted: its checksum was verified or computed when it was uploaded (README, S3 front).
+ */
+function checkDeclaredChecksums(upload: MultipartUpload, part: Part, declared: Partial<Record<ChecksumAlgorithm, string>>): void {
+  const algorithm = checksumAlgorithmOf(upload)
+  if (!algorithm) return
+  for (const [name, value] of Object.entries(declared)) {
+    if (name !== algorithm || value.trim() !== part.checksum) {
+      throw new S3Error(
+        'InvalidPart',
+        `One or more of the specified parts could not be found. The part may not have been uploaded, or the specified ${name.toUpperCase()} checksum may not have matched the part's (part ${part.partNumber}).`,
+      )
+    }
+  }
+}
+
+/** CompleteMultipartUpload's expected whole-object checksum against the composite (S3 answers BadDigest). */
+function checkExpectedChecksum(expected: { algorithm: string; value: string }, actual: { algorithm: ChecksumAlgorithm; value: string } | undefined): void {
+  if (!actual)
+    throw new S3Error('InvalidRequest', `The upload was created without a checksum algorithm: its ${expected.algorithm.toUpperCase()} cannot be checked`)
+  if (expected.algorithm !== actual.algorithm) {
+    throw new S3Error(
+      'InvalidRequest',
+      `Checksum Type mismatch occurred, expected checksum Type: ${actual.algorithm}, actual checksum Type: ${expected.algorithm}`,
+    )
+  }
+  if (expected.value.trim() !== actual.value) {
+    throw new S3Error('BadDigest', `The ${actual.algorithm.toUpperCase()} you specified did not match the calculated checksum.`)
+  }
 }
 
 function normalizeEtag(etag: string): string {

@@ -14,6 +14,7 @@ import { MAX_PARTS } from './multipart'
 import { awsEncode } from './sigv4'
 import { sendObject } from './render'
 import { copySourceHolds } from './conditions'
+import { CHECKSUM_ALGORITHMS, checksumElement, uploadChecksum, type ChecksumAlgorithm } from './checksums'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -482,14 +483,22 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
           if (subresources(q, PARTS_LIST_PARAMS).length > 0) throw notImplemented('This object sub-resource')
           return listParts(reply, tenant, bucket, key, q)
         }
+        if (request.method === 'GET' && q.has('attributes')) {
+          if (subresources(q, new Set(['attributes', 'versionId'])).length > 0) throw notImplemented('This object sub-resource')
+          return objectAttributes(request, reply, tenant, bucket, key, q)
+        }
         const extra = subresources(q, OBJECT_GET_PARAMS)
         if (extra.length > 0) throw notImplemented(`The object sub-resource "${extra[0]}"`)
         const version = q.get('versionId')
         if (version !== undefined && version !== 'null') throw notImplemented('Object versions')
-        const o = s3.objects.head(tenant, bucket, key)
         const partNumber = q.get('partNumber')
-        if (partNumber !== undefined && !(partNumber === '1' && o.info?.parts === undefined)) throw notImplemented('Reading one part of a multipart object')
-        return sendObject(core, request, reply, o, q)
+        if (partNumber === undefined) return sendObject(core, request, reply, s3.objects.head(tenant, bucket, key), q)
+        if (!/^\d{1,5}$/.test(partNumber) || Number(partNumber) < 1 || Number(partNumber) > MAX_PARTS) {
+          throw new S3Error('InvalidArgument', 'Part number must be an integer between 1 and 10000, inclusive')
+        }
+        if (request.headers.range !== undefined) throw new S3Error('InvalidRequest', 'Cannot specify both Range header and partNumber query parameter')
+        const { object, part } = s3.objects.headPart(tenant, bucket, key, Number(partNumber))
+        return sendObject(core, request, reply, object, q, part)
       }
       case 'PUT': {
         if (q.has('uploadId') || q.has('partNumber')) {
@@ -510,7 +519,9 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
       case 'POST': {
         if (q.has('uploads')) {
           if (subresources(q, new Set(['uploads'])).length > 0) throw notImplemented('This object sub-resource')
-          const upload = s3.multipart.create(tenant, bucket, key, objectInput(request))
+          const checksum = uploadChecksum(header(request, 'x-amz-checksum-algorithm'), header(request, 'x-amz-checksum-type'))
+          const upload = s3.multipart.create(tenant, bucket, key, objectInput(request), checksum)
+          if (checksum) reply.header('x-amz-checksum-algorithm', checksum.algorithm.toUpperCase()).header('x-amz-checksum-type', checksum.type)
           return xml(reply, 'InitiateMultipartUploadResult', { Bucket: bucket, Key: key, UploadId: upload.id })
         }
         if (q.has('uploadId')) {
@@ -524,7 +535,7 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
               })
             }
           }
-          return completeUpload(reply, tenant, bucket, key, q.get('uploadId')!, body)
+          return completeUpload(request, reply, tenant, bucket, key, q.get('uploadId')!, body)
         }
         throw notImplemented('This object POST operation')
       }
@@ -638,7 +649,11 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
         range = { start: Number(m[1]), end: Number(m[2]) }
       }
       const r = await s3.multipart.uploadPartCopy(tenant, bucket, key, uploadId, partNumber, source, range)
-      return xml(reply, 'CopyPartResult', { ETag: r.etag, LastModified: iso(r.lastModified) })
+      return xml(reply, 'CopyPartResult', {
+        ETag: r.etag,
+        LastModified: iso(r.lastModified),
+        ...(r.checksum ? { [checksumElement(r.checksum.algorithm)]: r.checksum.value } : {}),
+      })
     }
     const r = await s3.multipart.uploadPart(tenant, bucket, key, uploadId, partNumber, body())
     reply.header('etag', r.etag)
@@ -646,25 +661,49 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
     return reply.send()
   }
 
-  async function completeUpload(reply: Reply, tenant: AuthenticatedTenant, bucket: string, key: string, uploadId: string, body: () => BodySpec) {
-    const doc = parseXml(await readSmallBody(body(), MAX_XML_BODY_BYTES))
+  async function completeUpload(request: Req, reply: Reply, tenant: AuthenticatedTenant, bucket: string, key: string, uploadId: string, body: () => BodySpec) {
+    // On CompleteMultipartUpload, an x-amz-checksum-<algorithm> header is the checksum the client
+    // expects of the whole object (S3: ChecksumSHA256 … of the request), not one of the XML body.
+    const spec = body()
+    const headers = { ...spec.headers }
+    let expected: { algorithm: string; value: string } | undefined
+    for (const name of Object.keys(headers)) {
+      const m = /^x-amz-checksum-(.+)$/.exec(name)
+      if (!m || m[1] === 'mode' || m[1] === 'type' || m[1] === 'algorithm') continue
+      expected = { algorithm: m[1]!, value: header(request, name)! }
+      delete headers[name]
+    }
+    const doc = parseXml(await readSmallBody({ ...spec, headers }, MAX_XML_BODY_BYTES))
     const root = childOf(doc, 'CompleteMultipartUpload')
     if (!root) throw malformed()
     const parts = listOf(root, 'Part').map((p) => {
       const n = textOf(p, 'PartNumber')
       const etag = textOf(p, 'ETag')
       if (n === undefined || !/^\d{1,5}$/.test(n.trim()) || etag === undefined) throw malformed()
-      return { partNumber: Number(n.trim()), etag }
+      const checksums: Partial<Record<ChecksumAlgorithm, string>> = {}
+      for (const a of CHECKSUM_ALGORITHMS) {
+        const v = textOf(p, checksumElement(a))
+        if (v !== undefined) checksums[a] = v
+      }
+      return { partNumber: Number(n.trim()), etag, checksums }
     })
     if (parts.length === 0 || parts.length > MAX_PARTS) throw malformed()
-    const row = await s3.multipart.complete(tenant, bucket, key, uploadId, parts)
-    return xml(reply, 'CompleteMultipartUploadResult', { Location: `/${bucket}/${awsEncode(key, true)}`, Bucket: bucket, Key: key, ETag: etagOf(row) })
+    const row = await s3.multipart.complete(tenant, bucket, key, uploadId, parts, expected)
+    const checksum = row.info?.checksum
+    return xml(reply, 'CompleteMultipartUploadResult', {
+      Location: `/${bucket}/${awsEncode(key, true)}`,
+      Bucket: bucket,
+      Key: key,
+      ETag: etagOf(row),
+      ...(checksum ? { [checksumElement(checksum.algorithm as ChecksumAlgorithm)]: checksum.value, ChecksumType: checksum.type ?? 'COMPOSITE' } : {}),
+    })
   }
 
   function listParts(reply: Reply, tenant: AuthenticatedTenant, bucket: string, key: string, q: Map<string, string>) {
     const max = intParam(q, 'max-parts', 1000, 1000)
     const marker = intParam(q, 'part-number-marker', 0, MAX_PARTS)
     const { upload, parts, truncated } = s3.multipart.listParts(tenant, bucket, key, q.get('uploadId')!, marker, max)
+    const algorithm = upload.info.checksumAlgorithm as ChecksumAlgorithm | undefined
     return xml(reply, 'ListPartsResult', {
       Bucket: bucket,
       Key: key,
@@ -676,7 +715,37 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
       ...(truncated && parts.length > 0 ? { NextPartNumberMarker: parts.at(-1)!.partNumber } : {}),
       MaxParts: max,
       IsTruncated: truncated,
-      Part: parts.map((p) => ({ PartNumber: p.partNumber, LastModified: iso(p.createdAt), ETag: `"${p.md5}"`, Size: p.size })),
+      ...(algorithm ? { ChecksumAlgorithm: algorithm.toUpperCase(), ChecksumType: upload.info.checksumType ?? 'COMPOSITE' } : {}),
+      Part: parts.map((p) => ({
+        PartNumber: p.partNumber,
+        LastModified: iso(p.createdAt),
+        ETag: `"${p.md5}"`,
+        Size: p.size,
+        ...(algorithm && p.checksum !== null ? { [checksumElement(algorithm)]: p.checksum } : {}),
+      })),
     })
+  }
+
+  /** GetObjectAttributes: what the object is, without its bytes (S3 API reference). */
+  function objectAttributes(request: Req, reply: Reply, tenant: AuthenticatedTenant, bucket: string, key: string, q: Map<string, string>) {
+    const version = q.get('versionId')
+    if (version !== undefined && version !== 'null') throw notImplemented('Object versions')
+    const attributes = (header(request, 'x-amz-object-attributes') ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => s !== '')
+    const headerInt = (name: string, def: number, max: number) => {
+      const raw = header(request, name)?.trim()
+      if (raw === undefined || raw === '') return def
+      if (!/^\d{1,10}$/.test(raw)) throw new S3Error('InvalidArgument', `${name} must be a non-negative integer`)
+      return Math.min(Number(raw), max)
+    }
+    const { lastModified, body } = s3.objects.attributes(tenant, bucket, key, {
+      attributes,
+      maxParts: headerInt('x-amz-max-parts', 1000, 1000),
+      partNumberMarker: headerInt('x-amz-part-number-marker', 0, MAX_PARTS),
+    })
+    reply.header('last-modified', new Date(lastModified).toUTCString())
+    return xml(reply, 'GetObjectAttributesResponse', body)
   }
 }

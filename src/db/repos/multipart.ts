@@ -1,12 +1,13 @@
 import type { DB } from '../database'
-import type { ObjectInfo } from './objects'
+import type { ChecksumType, ObjectInfo } from './objects'
 
 export interface MultipartUpload {
   id: string
   tenantId: string
   workspaceId: string
   key: string
-  info: Omit<ObjectInfo, 'etag'>
+  /** What the object will store, and the upload's ChecksumAlgorithm (lower case) and type when it was created with one. */
+  info: Omit<ObjectInfo, 'etag'> & { checksumAlgorithm?: string; checksumType?: ChecksumType }
   createdAt: number
   expiresAt: number
 }
@@ -16,6 +17,8 @@ export interface Part {
   size: number
   md5: string
   sha256: string
+  /** base64 checksum of the upload's algorithm, when it has one. */
+  checksum: string | null
   createdAt: number
 }
 
@@ -34,6 +37,7 @@ interface PartRow {
   size_bytes: number
   md5: string
   sha256: string
+  checksum: string | null
   created_at: number
 }
 
@@ -46,7 +50,14 @@ const toUpload = (r: UploadRow): MultipartUpload => ({
   createdAt: r.created_at,
   expiresAt: r.expires_at,
 })
-const toPart = (r: PartRow): Part => ({ partNumber: r.part_number, size: r.size_bytes, md5: r.md5, sha256: r.sha256, createdAt: r.created_at })
+const toPart = (r: PartRow): Part => ({
+  partNumber: r.part_number,
+  size: r.size_bytes,
+  md5: r.md5,
+  sha256: r.sha256,
+  checksum: r.checksum,
+  createdAt: r.created_at,
+})
 
 /** SQL for multipart uploads and their parts; quota charging is done by the s3_parts triggers. */
 export class MultipartRepo {
@@ -77,7 +88,7 @@ export class MultipartRepo {
       deletePart: db.prepare('DELETE FROM s3_parts WHERE upload_id = ? AND part_number = ?'),
       deleteParts: db.prepare<[string], PartRow>('DELETE FROM s3_parts WHERE upload_id = ? RETURNING *'),
       insertPart: db.prepare(
-        'INSERT INTO s3_parts (upload_id, part_number, size_bytes, md5, sha256, created_at) VALUES (@uploadId, @partNumber, @size, @md5, @sha256, @createdAt)',
+        'INSERT INTO s3_parts (upload_id, part_number, size_bytes, md5, sha256, checksum, created_at) VALUES (@uploadId, @partNumber, @size, @md5, @sha256, @checksum, @createdAt)',
       ),
       partsUsage: db.prepare<[string], number>('SELECT coalesce(sum(size_bytes), 0) FROM s3_parts WHERE upload_id = ?').pluck(),
       insertCompleted: db.prepare('INSERT INTO s3_completed_uploads (id, workspace_id, file_id, expires_at) VALUES (?, ?, ?, ?)'),

@@ -1,5 +1,8 @@
 import type { DB } from '../database'
 
+/** S3's checksum types: of the bytes as a whole, or (multipart) of the parts' checksums. */
+export type ChecksumType = 'COMPOSITE' | 'FULL_OBJECT'
+
 /** What an S3 write stores beside the bytes (s3.md: Objects are files). */
 export interface ObjectInfo {
   /** The quoted ETag S3 clients verify: MD5 of the bytes, or `"<md5 of part md5s>-<N>"`. */
@@ -12,8 +15,13 @@ export interface ObjectInfo {
   contentEncoding?: string
   contentLanguage?: string
   expires?: string
-  /** A checksum the client sent and Coffer verified, returned on GET/HEAD. */
-  checksum?: { algorithm: string; value: string }
+  /**
+   * A checksum the client sent and Coffer verified, returned on GET/HEAD. For a multipart upload
+   * created with a ChecksumAlgorithm, the composite: the checksum of the parts' binary checksums
+   * followed by `-<N>` (S3's COMPOSITE checksum type), or with `type: 'FULL_OBJECT'` the CRC of
+   * the whole object combined from the parts' CRCs. Absent type: FULL_OBJECT (a single-part write).
+   */
+  checksum?: { algorithm: string; value: string; type?: ChecksumType }
   /** Multipart objects: part count (for `x-amz-mp-parts-count`). */
   parts?: number
 }
@@ -59,6 +67,25 @@ const toObject = (r: Row): ObjectRow => ({
   completedAt: r.completed_at,
 })
 
+/** One part of a completed multipart object, as it was uploaded (s3_object_parts). */
+export interface ObjectPart {
+  partNumber: number
+  size: number
+  /** Bytes before this part in the object. */
+  offset: number
+  /** base64, when the upload had a checksum algorithm. */
+  checksum: string | null
+}
+
+interface PartRow {
+  part_number: number
+  size_bytes: number
+  checksum: string | null
+  offset: number
+}
+
+const toPart = (r: PartRow): ObjectPart => ({ partNumber: r.part_number, size: r.size_bytes, checksum: r.checksum, offset: r.offset })
+
 const COLUMNS = 'id, tenant_id, workspace_id, object_key, size_bytes, sha256, object_info, file_type, original_name, completed_at'
 
 /** SQL for files seen as S3 objects (files with an object key); no rules here. */
@@ -94,6 +121,19 @@ export class ObjectsRepo {
            AND (@below IS NULL OR object_key < @below)
            AND status = 'completed'
          ORDER BY object_key LIMIT @limit`,
+      ),
+      insertPart: db.prepare('INSERT INTO s3_object_parts (file_id, part_number, size_bytes, checksum) VALUES (?, ?, ?, ?)'),
+      copyParts: db.prepare(
+        'INSERT INTO s3_object_parts (file_id, part_number, size_bytes, checksum) SELECT ?, part_number, size_bytes, checksum FROM s3_object_parts WHERE file_id = ?',
+      ),
+      // The offset sums the parts before it: at most 9,999 rows of the primary key, read once per request.
+      part: db.prepare<[string, number, string, number], PartRow>(
+        `SELECT part_number, size_bytes, checksum,
+           (SELECT coalesce(sum(size_bytes), 0) FROM s3_object_parts WHERE file_id = ? AND part_number < ?) AS offset
+         FROM s3_object_parts WHERE file_id = ? AND part_number = ?`,
+      ),
+      partsPage: db.prepare<[string, number, number], PartRow>(
+        'SELECT part_number, size_bytes, checksum, 0 AS offset FROM s3_object_parts WHERE file_id = ? AND part_number > ? ORDER BY part_number LIMIT ?',
       ),
       anyLive: db.prepare<[string], number>(`SELECT 1 FROM files WHERE workspace_id = ? AND deleted_at IS NULL AND status != 'failed' LIMIT 1`).pluck(),
     }
@@ -139,6 +179,27 @@ export class ObjectsRepo {
   *page(workspaceId: string, bounds: { after?: string; from?: string; below?: string }, limit: number): Generator<ObjectRow> {
     const rows = this.stmts.page.iterate({ workspaceId, after: bounds.after ?? null, from: bounds.from ?? null, below: bounds.below ?? null, limit })
     for (const r of rows) yield toObject(r)
+  }
+
+  /** Records the part layout of a multipart object just inserted (in the transaction that inserts it). */
+  insertParts(fileId: string, parts: { partNumber: number; size: number; checksum?: string | undefined }[]): void {
+    for (const p of parts) this.stmts.insertPart.run(fileId, p.partNumber, p.size, p.checksum ?? null)
+  }
+
+  /** A copy shares its source's content, so it shares its part layout too. */
+  copyParts(fromFileId: string, toFileId: string): void {
+    this.stmts.copyParts.run(toFileId, fromFileId)
+  }
+
+  /** Part `partNumber` of the object, with its offset, if the object has a recorded layout holding it. */
+  part(fileId: string, partNumber: number): ObjectPart | undefined {
+    const r = this.stmts.part.get(fileId, partNumber, fileId, partNumber)
+    return r && toPart(r)
+  }
+
+  /** Up to `limit` parts after part number `after`, in order (offsets not computed: 0). */
+  partsPage(fileId: string, after: number, limit: number): ObjectPart[] {
+    return this.stmts.partsPage.all(fileId, after, limit).map(toPart)
   }
 
   /** True when the workspace holds any live file (completed or still uploading). */
