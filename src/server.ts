@@ -144,9 +144,14 @@ export async function startServer(config: Config, logger: Logger, opts: StartOpt
       logger.info('shutdown complete')
     })())
   logger.info({ dataDir: config.dataDir }, 'coffer starting')
-  let listening: ListenError['listener'] = 'API'
   try {
     await opts.beforeListen?.(core)
+  } catch (err) {
+    await close()
+    throw err
+  }
+  let listening: ListenError['listener'] = 'API'
+  try {
     await app.listen({ port: config.port, host: config.host, listenTextResolver: (address) => `coffer listening on ${address}` })
     listening = 'S3'
     if (s3App) await s3App.listen({ port: config.s3Port as number, host: config.host, listenTextResolver: (address) => `coffer S3 listening on ${address}` })
