@@ -20,20 +20,9 @@ import {
   ListObjectsV2Command,
   PutObjectCommand,
   UploadPartCopyCommand,
-  type S3ServiceException,
 } from '@aws-sdk/client-s3'
-import { makeS3, signedRequest, type S3Context } from './s3-helper'
+import { makeS3, signedRequest, type S3Context, s3Error } from './s3-helper'
 import { tempDir } from './helper'
-
-async function s3Error(p: Promise<unknown>): Promise<{ name: string; status: number | undefined }> {
-  try {
-    await p
-  } catch (err) {
-    const e = err as S3ServiceException
-    return { name: e.name, status: e.$metadata?.httpStatusCode }
-  }
-  throw new Error('expected the S3 call to fail')
-}
 
 /** A request signed by the SDK's signer, sent on a real socket (Node's HTTP server sees it as clients send it). */
 async function send(

@@ -2,7 +2,7 @@ import { createHash, createHmac } from 'node:crypto'
 import type { Test } from 'tap'
 import type { InjectOptions } from 'fastify'
 import { SignatureV4 } from '@smithy/signature-v4'
-import { CompleteMultipartUploadCommand, S3Client } from '@aws-sdk/client-s3'
+import { CompleteMultipartUploadCommand, S3Client, type S3ServiceException } from '@aws-sdk/client-s3'
 import { buildApp } from '../src/app'
 import { loadConfig, type Config } from '../src/config'
 import { createCore, type Core } from '../src/core'
@@ -177,4 +177,15 @@ export async function signedRequest(
     headers: signed.headers,
     ...(req.payload !== undefined ? { payload: req.payload } : {}),
   }
+}
+
+/** The SDK error a call fails with, as its name and HTTP status (throws when the call succeeds). */
+export async function s3Error(p: Promise<unknown>): Promise<{ name: string; status: number | undefined }> {
+  try {
+    await p
+  } catch (err) {
+    const e = err as S3ServiceException
+    return { name: e.name, status: e.$metadata?.httpStatusCode }
+  }
+  throw new Error('expected the S3 call to fail')
 }

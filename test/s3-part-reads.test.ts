@@ -15,26 +15,15 @@ import {
   ListPartsCommand,
   PutObjectCommand,
   UploadPartCommand,
-  type S3ServiceException,
 } from '@aws-sdk/client-s3'
 import { Upload } from '@aws-sdk/lib-storage'
-import { completeCommand, makeS3, pattern, signedRequest } from './s3-helper'
+import { completeCommand, makeS3, pattern, signedRequest, s3Error } from './s3-helper'
 import { crc32c } from '../src/lib/crc32c'
 import { fullObjectCrc } from '../src/s3/checksums'
 import { Crc64Nvme } from '../src/lib/crc64nvme'
 import { Crc64Nvme as SdkCrc64Nvme } from '@aws-sdk/checksums/crc'
 
 const MiB = 1024 * 1024
-
-async function s3Error(p: Promise<unknown>): Promise<{ name: string; status: number | undefined }> {
-  try {
-    await p
-  } catch (err) {
-    const e = err as S3ServiceException
-    return { name: e.name, status: e.$metadata?.httpStatusCode }
-  }
-  throw new Error('expected the S3 call to fail')
-}
 
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest()
 const md5 = (b: Buffer) => createHash('md5').update(b).digest()

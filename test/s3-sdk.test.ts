@@ -27,21 +27,10 @@ import {
   PutObjectCommand,
   UploadPartCommand,
   UploadPartCopyCommand,
-  type S3ServiceException,
 } from '@aws-sdk/client-s3'
 import { Upload } from '@aws-sdk/lib-storage'
-import { completeCommand, createTenantWithS3, makeS3, pattern, s3Client, signedRequest } from './s3-helper'
+import { completeCommand, createTenantWithS3, makeS3, pattern, s3Client, signedRequest, s3Error } from './s3-helper'
 import { ADMIN_KEY } from './helper'
-
-async function s3Error(p: Promise<unknown>): Promise<{ name: string; status: number | undefined }> {
-  try {
-    await p
-  } catch (err) {
-    const e = err as S3ServiceException
-    return { name: e.name, status: e.$metadata?.httpStatusCode }
-  }
-  throw new Error('expected the S3 call to fail')
-}
 
 const md5 = (b: Buffer) => createHash('md5').update(b).digest('hex')
 
