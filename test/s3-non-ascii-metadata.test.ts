@@ -3,6 +3,7 @@
 // what botocore hashes. Coffer hashed Node's latin1 reading of those bytes as UTF-8 and refused
 // every such request 403 SignatureDoesNotMatch. The hash is now over the bytes received: the
 // request is accepted, and a value changed on the way still fails.
+import { createHmac } from 'node:crypto'
 import { connect } from 'node:net'
 import t from 'tap'
 import { CreateBucketCommand, GetObjectCommand, HeadObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3'
@@ -114,4 +115,24 @@ t.test('a non-ASCII value changed on the way is still a bad signature, and nothi
   t.equal(latin1.status, 403)
   t.equal(code(latin1.body), 'SignatureDoesNotMatch')
   for (const key of ['tampered', 'latin1']) t.equal((await get(ctx, key)).status, 404, `${key}: nothing stored`)
+})
+
+t.test('SigV2 (botocore signature_version="s3", s3cmd): the UTF-8 sent and signed verifies; another byte does not', async (t) => {
+  const ctx = await makeS3(t)
+  await ctx.client.send(new CreateBucketCommand({ Bucket: BUCKET }))
+  const putV2 = (key: string, signedValue: string, sentBytes: Buffer) => {
+    const date = new Date().toUTCString()
+    // As botocore's HmacV1Auth: the string to sign as text, hashed as its UTF-8.
+    const stringToSign = `PUT\n\n\n${date}\nx-amz-meta-meta1:${signedValue}\n/${BUCKET}/${key}`
+    const signature = createHmac('sha1', ctx.credentials.secretAccessKey).update(stringToSign, 'utf8').digest('base64')
+    const headers = { host: ctx.endpoint.replace('http://', ''), date, authorization: `AWS ${ctx.credentials.accessKeyId}:${signature}`, 'content-length': '3' }
+    return send(ctx, 'PUT', `/${BUCKET}/${key}`, { ...headers, 'x-amz-meta-meta1': sentBytes }, 'bar')
+  }
+  const ok = await putV2('v2', VALUE, Buffer.from(VALUE, 'utf8'))
+  t.equal(ok.status, 200, ok.body)
+  t.same((await get(ctx, 'v2')).raw.get('x-amz-meta-meta1'), Buffer.from(VALUE, 'utf8'))
+  const tampered = await putV2('v2-tampered', VALUE, Buffer.from('Hello World\u00e8', 'utf8'))
+  t.equal(tampered.status, 403)
+  t.equal(code(tampered.body), 'SignatureDoesNotMatch')
+  t.equal((await get(ctx, 'v2-tampered')).status, 404)
 })
