@@ -4,7 +4,7 @@
 // a presigned PutObject's metadata and checksum were silently dropped.
 import { createHash } from 'node:crypto'
 import t from 'tap'
-import { ChecksumAlgorithm, CreateBucketCommand, GetObjectCommand, HeadObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3'
+import { CreateBucketCommand, GetObjectCommand, HeadObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3'
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner'
 import { SignatureV4 } from '@smithy/signature-v4'
 import { makeS3, NodeSha256, type S3Context } from './s3-helper'

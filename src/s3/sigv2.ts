@@ -137,7 +137,7 @@ export function stringToSignV2(method: string, headers: ReadonlyMap<string, stri
 
 const BASE64_SHA1 = /^[A-Za-z0-9+/]{27}=$/
 
-const NON_ASCII = /[^\x00-\x7f]/
+const NON_ASCII = /[\u0080-\uffff]/
 
 /** A decoded (Unicode) value as its UTF-8 bytes in latin1 text, one character per byte. */
 const asBytes = (value: string) => (NON_ASCII.test(value) ? Buffer.from(value, 'utf8').toString('latin1') : value)

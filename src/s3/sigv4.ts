@@ -172,7 +172,7 @@ export function canonicalRequest(
 const sha256Hex = (data: string) => hash('sha256', data, 'hex')
 
 /** A character outside US-ASCII: only a header value can bring one into a canonical request. */
-const NON_ASCII = /[^\x00-\x7f]/
+const NON_ASCII = /[\u0080-\uffff]/
 
 /**
  * The SHA-256 of a canonical request over the bytes the client sent. A client signs the bytes it
