@@ -147,3 +147,29 @@ t.test('discardRestOfBody: a body that trickles is read for a bounded time, then
   t.match(r.answer, /^HTTP\/1.1 413 /)
   t.ok(r.ms >= 450 && r.ms < 5000, `closed after the time bound (${r.ms} ms)`)
 })
+
+t.test('a 401 from tenant or admin authentication: the body is discarded within the bounds, not read to its end (#24)', async (t) => {
+  const { app } = await makeApp(t)
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  const { port } = app.server.address() as AddressInfo
+  const tenant = await createTenant(app)
+  const auth = `Authorization: ${tenant.headers.authorization}\r\n`
+  for (const [what, path, key] of [
+    ['tenant', '/api/v1/upload/request', 'Bearer not-a-key'],
+    ['admin', '/api/v1/admin/tenants', 'Bearer not-the-admin-key'],
+  ] as const) {
+    // 10 GB announced by nobody, sent as fast as the server reads: it reads DISCARD_MAX_BYTES, then closes.
+    const endless = `POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: ${key}\r\nContent-Type: application/json\r\nContent-Length: 10000000000\r\n\r\n`
+    const cut = await rawPost(port, endless, 10_000_000_000)
+    t.match(cut.answer, /^HTTP\/1.1 401 [^]*"UNAUTHORIZED"/, `${what}: answered 401 first`)
+    t.not(cut.closedBy, 'us', `${what}: the server closed the connection (${cut.closedBy} ${cut.error ?? ''})`)
+    t.ok(cut.sent < DISCARD_MAX_BYTES + 16 * 1024 * 1024, `${what}: after about ${DISCARD_MAX_BYTES} bytes (${cut.sent} sent)`)
+  }
+  // A small refused body is read to its end: the connection serves the next request.
+  const size = 100_000
+  const post = `POST /api/v1/upload/request HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${size}\r\n\r\n`
+  const next = `GET /api/v1/tenant/quota HTTP/1.1\r\nHost: x\r\n${auth}\r\n`
+  const kept = await rawPost(port, post, size, next)
+  t.match(kept.answer, /^HTTP\/1.1 401 /, 'answered 401')
+  t.match(kept.answer, /HTTP\/1.1 401 [^]*HTTP\/1.1 200 [^]*"usedBytes"/, 'the next request on the connection is answered')
+})

@@ -6,6 +6,7 @@ import type { ObjectInfo, ObjectRow } from '../db/repos/objects'
 import { S3Error } from './errors'
 import { parseQuery, type Verified } from './sigv4'
 import { authenticate } from './authenticate'
+import { hoistQueryHeaders } from './hoisted-headers'
 import { readSmallBody, type BodySpec } from './ingest'
 import { MAX_XML_BODY_BYTES, childOf, listOf, malformed, parseXml, textOf, xmlDocument, type XmlNode } from './xml'
 import { etagOf, type ObjectInput } from './objects'
@@ -224,6 +225,8 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
       )
       request.s3Auth = auth
       request.s3TenantId = auth.principal.id
+      // A presigned URL's x-amz-* query parameters are the headers its signer moved there.
+      if (auth.presigned) hoistQueryHeaders(request.headers, target.query)
       const p = auth.payload
       const kind =
         p.kind === 'streaming' ? `chunked-${p.signed ? 'signed' : 'unsigned'}${p.trailer ? '-trailer' : ''}` : auth.presigned ? `presigned-${p.kind}` : p.kind

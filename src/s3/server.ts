@@ -2,6 +2,7 @@ import { randomFillSync } from 'node:crypto'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
 import type { Core } from '../core'
 import { AppError } from '../errors'
+import { discardRestOfBody } from '../http/discard-body'
 import { lazyRequestLogger } from '../http/lazy-request-logger'
 import { registerRequestLifecycle, type Front } from '../http/request-lifecycle'
 import { S3Error, fromAppError } from './errors'
@@ -147,8 +148,11 @@ export async function buildS3App(core: Core, opts: { logger: FastifyBaseLogger }
       reply.raw.destroy()
       return
     }
-    // The body may still be arriving: close the connection after answering rather than read it.
-    if (!request.raw.readableEnded) reply.header('connection', 'close')
+    // The body may still be arriving (a refused signature, quota or header on a large PUT): the rest
+    // is read and thrown away, bounded, after the answer, so that a client still sending reads the
+    // error rather than a reset (discard-body.ts, #24). A client waiting on `Expect: 100-continue`
+    // that got no 100 sends no body: Node closes that connection after the answer by itself.
+    discardRestOfBody(request, reply)
     return sendS3Error(request, reply, s3)
   })
 

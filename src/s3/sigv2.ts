@@ -128,17 +128,29 @@ function canonicalResource(rawPath: string, pairs: [string, string][], hostBucke
 /** The SigV2 string to sign; `dateLine` is the Date header, empty beside an x-amz-date, or a presigned URL's Expires. */
 export function stringToSignV2(method: string, headers: ReadonlyMap<string, string>, dateLine: string, rawUrl: string, hostBucket?: string): string {
   const q = rawUrl.indexOf('?')
-  const pairs = q < 0 ? [] : parseQuery(rawUrl.slice(q + 1))
+  // Decoded query values in the form Node gives header values, their UTF-8 bytes as latin1 text:
+  // the whole string to sign is then the bytes the client sent (see matches()).
+  const pairs = q < 0 ? [] : parseQuery(rawUrl.slice(q + 1)).map(([k, v]): [string, string] => [k, asBytes(v)])
   const rawPath = q < 0 ? rawUrl : rawUrl.slice(0, q)
   return `${method}\n${headers.get('content-md5') ?? ''}\n${headers.get('content-type') ?? ''}\n${dateLine}\n${canonicalAmzHeaders(headers, pairs)}${canonicalResource(rawPath, pairs, hostBucket)}`
 }
 
 const BASE64_SHA1 = /^[A-Za-z0-9+/]{27}=$/
 
-/** Whether `presented` is base64 HMAC-SHA1 of `stringToSign` under `secret`, compared in constant time. */
+const NON_ASCII = /[\u0080-\uffff]/
+
+/** A decoded (Unicode) value as its UTF-8 bytes in latin1 text, one character per byte. */
+const asBytes = (value: string) => (NON_ASCII.test(value) ? Buffer.from(value, 'utf8').toString('latin1') : value)
+
+/**
+ * Whether `presented` is base64 HMAC-SHA1 of `stringToSign` under `secret`, compared in constant
+ * time. The string holds bytes as latin1 text (Node's header values, asBytes for the query's), so
+ * its latin1 encoding is what the client signed: botocore's UTF-8 of a non-ASCII metadata value, as
+ * sigv4.ts's canonicalRequestHash (#24).
+ */
 function matches(secret: string, stringToSign: string, presented: string): boolean {
   if (!BASE64_SHA1.test(presented)) return false
-  const expected = createHmac('sha1', secret).update(stringToSign, 'utf8').digest()
+  const expected = createHmac('sha1', secret).update(stringToSign, 'latin1').digest()
   return timingSafeEqual(expected, Buffer.from(presented, 'base64'))
 }
 

@@ -170,6 +170,22 @@ export function canonicalRequest(
 
 /** One-shot: a quarter of the time of createHash().update().digest() for a canonical request (#14). */
 const sha256Hex = (data: string) => hash('sha256', data, 'hex')
+
+/** A character outside US-ASCII: only a header value can bring one into a canonical request. */
+const NON_ASCII = /[\u0080-\uffff]/
+
+/**
+ * The SHA-256 of a canonical request over the bytes the client sent. A client signs the bytes it
+ * puts on the wire: botocore sends a header value's str as UTF-8 and hashes the same UTF-8
+ * (`x-amz-meta-meta1: Hello World\xe9` is C3 A9 on the wire and in its hash). Node hands header
+ * values over as latin1 text, one character per byte, so 'Ã©' here: hashed as UTF-8 (`hash` of a
+ * string) they were four bytes and the signature never matched (ceph/s3-tests
+ * test_object_set_get_unicode_metadata, #24). Everything else in the canonical request is ASCII
+ * (the path and query are percent-encoded), so the latin1 bytes of the whole string are exactly
+ * the bytes received. A header changed on the way still changes the hash.
+ */
+export const canonicalRequestHash = (canonical: string) =>
+  NON_ASCII.test(canonical) ? hash('sha256', Buffer.from(canonical, 'latin1'), 'hex') : sha256Hex(canonical)
 const hmac = (key: Buffer | string, data: string) => createHmac('sha256', key).update(data).digest()
 
 const BLOCK = 64
@@ -447,7 +463,7 @@ export function verifySigV4<P>(req: SignedRequest, opts: VerifyOptions<P>): Veri
     payloadHash,
   )
   const scope = `${parsed.date}/${parsed.region}/s3/aws4_request`
-  const stringToSign = `${ALGORITHM}\n${parsed.amzDate}\n${scope}\n${sha256Hex(canonical)}`
+  const stringToSign = `${ALGORITHM}\n${parsed.amzDate}\n${scope}\n${canonicalRequestHash(canonical)}`
   const key = signingKey(found.secret, parsed.date, parsed.region)
   if (!key.matches(stringToSign, parsed.signature)) {
     throw new S3Error(
