@@ -11,6 +11,7 @@ import { MAX_XML_BODY_BYTES, childOf, listOf, malformed, parseXml, textOf, xmlDo
 import { etagOf, type ObjectInput } from './objects'
 import { listPage } from './listing'
 import { MAX_PARTS } from './multipart'
+import { checkLocationConstraint } from './buckets'
 import { awsEncode } from './sigv4'
 import { sendObject } from './render'
 import { copySourceHolds } from './conditions'
@@ -316,10 +317,7 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
           const parsed = parseXml(doc)
           const cfg = childOf(parsed, 'CreateBucketConfiguration')
           if (!cfg) throw malformed()
-          const location = textOf(cfg, 'LocationConstraint')
-          if (location !== undefined && location !== '' && location !== region) {
-            throw new S3Error('InvalidArgument', `The specified location-constraint is not valid: this endpoint's region is ${region}`)
-          }
+          checkLocationConstraint(textOf(cfg, 'LocationConstraint'), region)
         }
         refuseUnsupported(request)
         s3.buckets.create(tenant, bucket)
