@@ -48,6 +48,8 @@ const BUCKET_LIST_PARAMS = new Set([
   'fetch-owner',
   'encoding-type',
   'list-type',
+  // Ceph RGW's extension (ceph/s3-tests use it): an ordered listing is a valid unordered one (#24).
+  'allow-unordered',
 ])
 const OBJECT_GET_PARAMS = new Set([
   'response-content-type',
@@ -150,11 +152,13 @@ function objectInput(request: Req): ObjectInput {
   const out: ObjectInput = { contentType: contentType && contentType.length <= 255 ? contentType : 'application/octet-stream', meta }
   const cacheControl = opt('cache-control')
   const contentDisposition = opt('content-disposition')
+  // Only `aws-chunked` (the transfer's framing) is removed; the rest is kept as the client spelt it
+  // (`deflate, gzip` stays `deflate, gzip`, #24).
   const contentEncoding = opt('content-encoding')
     ?.split(',')
-    .map((s) => s.trim())
-    .filter((s) => s !== 'aws-chunked')
+    .filter((s) => s.trim().toLowerCase() !== 'aws-chunked')
     .join(',')
+    .trim()
   const contentLanguage = opt('content-language')
   const expires = opt('expires')
   if (cacheControl) out.cacheControl = cacheControl
@@ -346,6 +350,14 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
     const enc = (s: string) => (encoding === 'url' ? awsEncode(s, true) : s)
     const prefix = q.get('prefix') ?? ''
     const delimiter = q.get('delimiter') ?? ''
+    // RGW cannot group an unordered listing by a delimiter, and refuses the two together: so does Coffer,
+    // so that a client written against RGW gets the same answer here.
+    if (q.get('allow-unordered')?.toLowerCase() === 'true' && delimiter !== '') {
+      throw new S3Error('InvalidArgument', 'allow-unordered cannot be combined with a delimiter', {
+        ArgumentName: 'allow-unordered',
+        ArgumentValue: q.get('allow-unordered')!,
+      })
+    }
     const maxKeys = intParam(q, 'max-keys', 1000, 1000)
     let after: string | undefined
     // An empty continuation-token is no token, as AWS treats it (#24).
