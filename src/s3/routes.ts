@@ -12,6 +12,7 @@ import { etagOf, type ObjectInput } from './objects'
 import { listPage } from './listing'
 import { MAX_PARTS } from './multipart'
 import { checkLocationConstraint } from './buckets'
+import { checkCannedAcl, checkPutAcl, ownerOnlyAcl } from './acl'
 import { awsEncode } from './sigv4'
 import { sendObject } from './render'
 import { copySourceHolds } from './conditions'
@@ -110,6 +111,8 @@ const iso = (ms: number) => new Date(ms).toISOString()
  * metadata directive, CreateMultipartUpload, UploadPart(Copy), CreateBucket (#24).
  */
 function refuseUnsupported(request: Req): void {
+  // A value that is no canned ACL at all is the client's error (400), whatever else is refused.
+  checkCannedAcl(header(request, 'x-amz-acl'))
   for (const name of Object.keys(request.headers)) {
     const value = header(request, name)
     if (
@@ -293,6 +296,11 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
         s3.buckets.resolve(tenant, bucket)
         return reply.header('x-amz-bucket-region', region).send()
       case 'GET': {
+        if (q.has('acl')) {
+          if (subresources(q, new Set(['acl'])).length > 0) throw notImplemented('This bucket sub-resource')
+          s3.buckets.resolve(tenant, bucket)
+          return reply.type('application/xml').send(ownerOnlyAcl({ ID: tenant.id, DisplayName: tenant.name }))
+        }
         if (q.has('location')) {
           s3.buckets.resolve(tenant, bucket)
           return reply
@@ -314,6 +322,12 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
         return listObjects(reply, tenant, bucket, q)
       }
       case 'PUT': {
+        if (q.has('acl')) {
+          if (subresources(q, new Set(['acl'])).length > 0) throw notImplemented('This bucket sub-resource')
+          s3.buckets.resolve(tenant, bucket)
+          checkPutAcl(request.headers, (await readSmallBody(body(), MAX_XML_BODY_BYTES)).length, 'bucket')
+          return reply.send()
+        }
         const extra = subresources(q, new Set())
         if (extra.length > 0) throw notImplemented(`PUT of the bucket sub-resource "${extra[0]}"`)
         const doc = await readSmallBody(body(), MAX_XML_BODY_BYTES)
@@ -493,6 +507,11 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
           if (subresources(q, PARTS_LIST_PARAMS).length > 0) throw notImplemented('This object sub-resource')
           return listParts(reply, tenant, bucket, key, q)
         }
+        if (request.method === 'GET' && q.has('acl')) {
+          if (subresources(q, new Set(['acl', 'versionId'])).length > 0) throw notImplemented('This object sub-resource')
+          objectAclTarget(tenant, bucket, key, q)
+          return reply.type('application/xml').send(ownerOnlyAcl({ ID: tenant.id, DisplayName: tenant.name }))
+        }
         if (request.method === 'GET' && q.has('attributes')) {
           if (subresources(q, new Set(['attributes', 'versionId'])).length > 0) throw notImplemented('This object sub-resource')
           return objectAttributes(request, reply, tenant, bucket, key, q)
@@ -511,6 +530,12 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
         return sendObject(core, request, reply, object, q, part)
       }
       case 'PUT': {
+        if (q.has('acl')) {
+          if (subresources(q, new Set(['acl', 'versionId'])).length > 0) throw notImplemented('This object sub-resource')
+          objectAclTarget(tenant, bucket, key, q)
+          checkPutAcl(request.headers, (await readSmallBody(body(), MAX_XML_BODY_BYTES)).length, 'object')
+          return reply.send()
+        }
         if (q.has('uploadId') || q.has('partNumber')) {
           if (subresources(q, new Set(['uploadId', 'partNumber'])).length > 0) throw notImplemented('This object sub-resource')
           return uploadPart(request, reply, tenant, bucket, key, q, body)
@@ -564,6 +589,13 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
       }
     }
     throw new S3Error('MethodNotAllowed', 'The specified method is not allowed against this resource.')
+  }
+
+  /** The object a GetObjectAcl / PutObjectAcl names: it must exist (NoSuchKey), in its only version. */
+  function objectAclTarget(tenant: AuthenticatedTenant, bucket: string, key: string, q: Map<string, string>): void {
+    const version = q.get('versionId')
+    if (version !== undefined && version !== 'null') throw notImplemented('Object versions')
+    s3.objects.head(tenant, bucket, key)
   }
 
   /** `x-amz-copy-source`: `[/]bucket/key[?versionId=…]`, URL-encoded. */
