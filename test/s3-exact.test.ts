@@ -7,6 +7,7 @@ import { promisify } from 'node:util'
 import fs from 'node:fs'
 import http from 'node:http'
 import path from 'node:path'
+import { Readable } from 'node:stream'
 import t from 'tap'
 import {
   CopyObjectCommand,
@@ -475,3 +476,49 @@ t.test(
     t.equal(await left('rclone/'), 0, 'rclone purge')
   },
 )
+
+t.test('allow-unordered (RGW extension) is a no-op on ListObjects v1 and v2, and 400 with a delimiter', async (t) => {
+  const ctx = await makeS3(t)
+  const { client } = ctx
+  await client.send(new CreateBucketCommand({ Bucket: 'unordered' }))
+  for (const key of ['b', 'a/1', 'c', 'a/2']) await client.send(new PutObjectCommand({ Bucket: 'unordered', Key: key, Body: key }))
+  const keys = (body: string) => [...body.matchAll(/<Key>([^<]*)<\/Key>/g)].map((m) => m[1])
+  const listTypes: Record<string, string>[] = [{}, { 'list-type': '2' }]
+  for (const listType of listTypes) {
+    const what = 'list-type' in listType ? 'v2' : 'v1'
+    const all = await send(ctx, { method: 'GET', path: '/unordered', query: { ...listType, 'allow-unordered': 'true' } })
+    t.equal(all.status, 200, what)
+    t.same(keys(all.body), ['a/1', 'a/2', 'b', 'c'], `${what}: every key (in order, a valid unordered order)`)
+    const page = await send(ctx, { method: 'GET', path: '/unordered', query: { ...listType, 'allow-unordered': 'true', 'max-keys': '2' } })
+    t.same(keys(page.body), ['a/1', 'a/2'], `${what}: max-keys pages`)
+    t.match(page.body, '<IsTruncated>true</IsTruncated>')
+    const grouped = await send(ctx, { method: 'GET', path: '/unordered', query: { ...listType, 'allow-unordered': 'true', delimiter: '/' } })
+    t.equal(grouped.status, 400, `${what}: with a delimiter`)
+    t.equal(code(grouped.body), 'InvalidArgument')
+    const off = await send(ctx, { method: 'GET', path: '/unordered', query: { ...listType, 'allow-unordered': 'false', delimiter: '/' } })
+    t.equal(off.status, 200, `${what}: allow-unordered=false with a delimiter is an ordinary listing`)
+    t.match(off.body, '<CommonPrefixes><Prefix>a/</Prefix></CommonPrefixes>')
+  }
+})
+
+t.test('Content-Encoding is stored as the client spelt it, only aws-chunked removed', async (t) => {
+  const ctx = await makeS3(t)
+  const { client } = ctx
+  await client.send(new CreateBucketCommand({ Bucket: 'encodings' }))
+  const cases: [string, string][] = [
+    ['deflate, gzip', 'deflate, gzip'],
+    ['deflate,gzip', 'deflate,gzip'],
+    ['aws-chunked, deflate, gzip', 'deflate, gzip'],
+    ['deflate, aws-chunked, gzip', 'deflate, gzip'],
+    ['gzip, aws-chunked', 'gzip'],
+  ]
+  for (const [i, [sent, stored]] of cases.entries()) {
+    const put = await send(ctx, { method: 'PUT', path: `/encodings/o${i}`, headers: { 'content-encoding': sent }, payload: 'x' })
+    t.equal(put.status, 200, sent)
+    t.equal((await client.send(new HeadObjectCommand({ Bucket: 'encodings', Key: `o${i}` }))).ContentEncoding, stored, sent)
+  }
+  // The SDK's streamed upload adds aws-chunked itself (its body is aws-chunked with a checksum trailer).
+  const body = Readable.from([Buffer.from('streamed')])
+  await client.send(new PutObjectCommand({ Bucket: 'encodings', Key: 'sdk', Body: body, ContentLength: 8, ContentEncoding: 'deflate, gzip' }))
+  t.equal((await client.send(new HeadObjectCommand({ Bucket: 'encodings', Key: 'sdk' }))).ContentEncoding, 'deflate, gzip', 'the SDK, aws-chunked')
+})

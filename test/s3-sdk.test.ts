@@ -38,7 +38,8 @@ t.test('buckets: create, list, head, location, versioning, delete', async (t) =>
   const { client } = await makeS3(t)
   await client.send(new CreateBucketCommand({ Bucket: 'photos' }))
   await client.send(new CreateBucketCommand({ Bucket: 'a.b-c' }))
-  t.same(await s3Error(client.send(new CreateBucketCommand({ Bucket: 'photos' }))), { name: 'BucketAlreadyOwnedByYou', status: 409 })
+  // us-east-1: the owner's re-create is 200 and changes nothing (409 in other regions: s3-create-bucket.test.ts).
+  t.equal((await client.send(new CreateBucketCommand({ Bucket: 'photos' }))).$metadata.httpStatusCode, 200)
   t.same(await s3Error(client.send(new CreateBucketCommand({ Bucket: 'Bad_Name' }))), { name: 'InvalidBucketName', status: 400 })
   const list = await client.send(new ListBucketsCommand({}))
   t.same(

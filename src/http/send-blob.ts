@@ -27,6 +27,13 @@ export interface BlobResponse {
   open(range: ByteRange): Promise<OpenedBlob>
   /** Counts bytes as they are sent (metrics). */
   onBytes?: (bytes: number) => void
+  /**
+   * Headers that describe the content sent (S3's stored metadata, checksum, Content-Encoding …):
+   * set on a 200 or 206 only, never on a 304, which carries no content (RFC 9110 §15.4.5). A 304
+   * with `x-amz-checksum-*` made botocore ≥ 1.36 (checksum mode on every GetObject) crash instead
+   * of raising its 304 error (#24).
+   */
+  contentHeaders?: Record<string, string | number>
 }
 
 /**
@@ -89,6 +96,7 @@ export async function sendBlob(request: FastifyRequest, reply: FastifyReply, blo
     .type(blob.contentType)
     .header('content-length', end - start + 1)
   if (blob.disposition !== undefined) reply.header('content-disposition', blob.disposition)
+  for (const [name, value] of Object.entries(blob.contentHeaders ?? {})) reply.header(name, value)
   if (range.kind === 'partial') reply.header('content-range', `bytes ${start}-${end}/${size}`)
   const { body } = opened
   if (Buffer.isBuffer(body)) {

@@ -65,6 +65,29 @@ export function isNewBucketName(name: string): boolean {
   )
 }
 
+/** The shape of an AWS region name (`eu-west-1`, `us-gov-east-1`, `cn-northwest-1`), and the legacy `EU`. */
+const REGION_NAME = /^(?:[a-z]{2}(?:-[a-z]+)+-\d{1,2}|EU)$/
+
+/**
+ * CreateBucket's LocationConstraint against the one region this endpoint serves, as an AWS
+ * regional endpoint answers it (#24): absent or empty is this region (AWS's us-east-1 rule; a
+ * regional AWS endpoint would refuse it, and clients that know no region never send one);
+ * `us-east-1` given explicitly is never valid (`InvalidLocationConstraint`: AWS wants it left out);
+ * another region's name is `IllegalLocationConstraintException` (this endpoint cannot create a
+ * bucket elsewhere); anything else is `InvalidLocationConstraint`. `EU` is eu-west-1's old name.
+ */
+export function checkLocationConstraint(location: string | undefined, region: string): void {
+  if (location === undefined || location === '') return
+  if (location !== 'us-east-1' && (location === region || (location === 'EU' && region === 'eu-west-1'))) return
+  if (location !== 'us-east-1' && REGION_NAME.test(location)) {
+    throw new S3Error(
+      'IllegalLocationConstraintException',
+      `The ${location} location constraint is incompatible for the region specific endpoint this request was sent to.`,
+    )
+  }
+  throw new S3Error('InvalidLocationConstraint', 'The specified location-constraint is not valid', { LocationConstraint: location })
+}
+
 /**
  * Buckets are the tenant's workspaces (s3.md): the bucket name is the workspace slug, so two
  * tenants may each own `photos`.
@@ -86,18 +109,30 @@ export class S3Buckets {
     return w
   }
 
+  /**
+   * A bucket the tenant already owns is, as on AWS, `200` and left as it is in us-east-1 (its
+   * legacy rule, which ceph/s3-tests and RGW follow) and `409 BucketAlreadyOwnedByYou` in any other
+   * region (#24).
+   */
   create(tenant: AuthenticatedTenant, name: string): Workspace {
     if (!isNewBucketName(name)) throw new S3Error('InvalidBucketName', 'The specified bucket is not valid.', { BucketName: name })
-    const { db, clock, workspaces } = this.deps
+    const { db, clock, workspaces, region } = this.deps
     const now = clock.now()
     const id = uuidv7(now)
-    db.transaction(() => {
-      if (workspaces.getBySlug(tenant.id, name)) {
-        throw new S3Error('BucketAlreadyOwnedByYou', 'Your previous request to create the named bucket succeeded and you already own it.', { BucketName: name })
-      }
-      workspaces.insert({ id, tenantId: tenant.id, name, slug: name, quotaBytes: null, metadata: null, webhookUrl: null, now })
-    }).immediate()
-    return workspaces.getLive(tenant.id, id)!
+    const existing = db
+      .transaction(() => {
+        const owned = workspaces.getBySlug(tenant.id, name)
+        if (owned && region === 'us-east-1') return owned
+        if (owned) {
+          throw new S3Error('BucketAlreadyOwnedByYou', 'Your previous request to create the named bucket succeeded and you already own it.', {
+            BucketName: name,
+          })
+        }
+        workspaces.insert({ id, tenantId: tenant.id, name, slug: name, quotaBytes: null, metadata: null, webhookUrl: null, now })
+        return undefined
+      })
+      .immediate()
+    return existing ?? workspaces.getLive(tenant.id, id)!
   }
 
   /** Deletes an empty bucket (its workspace), aborting multipart uploads still in progress. */

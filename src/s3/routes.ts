@@ -12,6 +12,8 @@ import { MAX_XML_BODY_BYTES, childOf, listOf, malformed, parseXml, textOf, xmlDo
 import { etagOf, type ObjectInput } from './objects'
 import { listPage } from './listing'
 import { MAX_PARTS } from './multipart'
+import { checkLocationConstraint } from './buckets'
+import { checkCannedAcl, checkPutAcl, ownerOnlyAcl } from './acl'
 import { awsEncode } from './sigv4'
 import { sendObject } from './render'
 import { copySourceHolds } from './conditions'
@@ -48,6 +50,8 @@ const BUCKET_LIST_PARAMS = new Set([
   'fetch-owner',
   'encoding-type',
   'list-type',
+  // Ceph RGW's extension (ceph/s3-tests use it): an ordered listing is a valid unordered one (#24).
+  'allow-unordered',
 ])
 const OBJECT_GET_PARAMS = new Set([
   'response-content-type',
@@ -108,6 +112,8 @@ const iso = (ms: number) => new Date(ms).toISOString()
  * metadata directive, CreateMultipartUpload, UploadPart(Copy), CreateBucket (#24).
  */
 function refuseUnsupported(request: Req): void {
+  // A value that is no canned ACL at all is the client's error (400), whatever else is refused.
+  checkCannedAcl(header(request, 'x-amz-acl'))
   for (const name of Object.keys(request.headers)) {
     const value = header(request, name)
     if (
@@ -150,11 +156,13 @@ function objectInput(request: Req): ObjectInput {
   const out: ObjectInput = { contentType: contentType && contentType.length <= 255 ? contentType : 'application/octet-stream', meta }
   const cacheControl = opt('cache-control')
   const contentDisposition = opt('content-disposition')
+  // Only `aws-chunked` (the transfer's framing) is removed; the rest is kept as the client spelt it
+  // (`deflate, gzip` stays `deflate, gzip`, #24).
   const contentEncoding = opt('content-encoding')
     ?.split(',')
-    .map((s) => s.trim())
-    .filter((s) => s !== 'aws-chunked')
+    .filter((s) => s.trim().toLowerCase() !== 'aws-chunked')
     .join(',')
+    .trim()
   const contentLanguage = opt('content-language')
   const expires = opt('expires')
   if (cacheControl) out.cacheControl = cacheControl
@@ -291,6 +299,11 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
         s3.buckets.resolve(tenant, bucket)
         return reply.header('x-amz-bucket-region', region).send()
       case 'GET': {
+        if (q.has('acl')) {
+          if (subresources(q, new Set(['acl'])).length > 0) throw notImplemented('This bucket sub-resource')
+          s3.buckets.resolve(tenant, bucket)
+          return reply.type('application/xml').send(ownerOnlyAcl({ ID: tenant.id, DisplayName: tenant.name }))
+        }
         if (q.has('location')) {
           s3.buckets.resolve(tenant, bucket)
           return reply
@@ -312,6 +325,12 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
         return listObjects(reply, tenant, bucket, q)
       }
       case 'PUT': {
+        if (q.has('acl')) {
+          if (subresources(q, new Set(['acl'])).length > 0) throw notImplemented('This bucket sub-resource')
+          s3.buckets.resolve(tenant, bucket)
+          checkPutAcl(request.headers, (await readSmallBody(body(), MAX_XML_BODY_BYTES)).length, 'bucket')
+          return reply.send()
+        }
         const extra = subresources(q, new Set())
         if (extra.length > 0) throw notImplemented(`PUT of the bucket sub-resource "${extra[0]}"`)
         const doc = await readSmallBody(body(), MAX_XML_BODY_BYTES)
@@ -319,10 +338,7 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
           const parsed = parseXml(doc)
           const cfg = childOf(parsed, 'CreateBucketConfiguration')
           if (!cfg) throw malformed()
-          const location = textOf(cfg, 'LocationConstraint')
-          if (location !== undefined && location !== '' && location !== region) {
-            throw new S3Error('InvalidArgument', `The specified location-constraint is not valid: this endpoint's region is ${region}`)
-          }
+          checkLocationConstraint(textOf(cfg, 'LocationConstraint'), region)
         }
         refuseUnsupported(request)
         s3.buckets.create(tenant, bucket)
@@ -351,6 +367,14 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
     const enc = (s: string) => (encoding === 'url' ? awsEncode(s, true) : s)
     const prefix = q.get('prefix') ?? ''
     const delimiter = q.get('delimiter') ?? ''
+    // RGW cannot group an unordered listing by a delimiter, and refuses the two together: so does Coffer,
+    // so that a client written against RGW gets the same answer here.
+    if (q.get('allow-unordered')?.toLowerCase() === 'true' && delimiter !== '') {
+      throw new S3Error('InvalidArgument', 'allow-unordered cannot be combined with a delimiter', {
+        ArgumentName: 'allow-unordered',
+        ArgumentValue: q.get('allow-unordered')!,
+      })
+    }
     const maxKeys = intParam(q, 'max-keys', 1000, 1000)
     let after: string | undefined
     // An empty continuation-token is no token, as AWS treats it (#24).
@@ -486,6 +510,11 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
           if (subresources(q, PARTS_LIST_PARAMS).length > 0) throw notImplemented('This object sub-resource')
           return listParts(reply, tenant, bucket, key, q)
         }
+        if (request.method === 'GET' && q.has('acl')) {
+          if (subresources(q, new Set(['acl', 'versionId'])).length > 0) throw notImplemented('This object sub-resource')
+          objectAclTarget(tenant, bucket, key, q)
+          return reply.type('application/xml').send(ownerOnlyAcl({ ID: tenant.id, DisplayName: tenant.name }))
+        }
         if (request.method === 'GET' && q.has('attributes')) {
           if (subresources(q, new Set(['attributes', 'versionId'])).length > 0) throw notImplemented('This object sub-resource')
           return objectAttributes(request, reply, tenant, bucket, key, q)
@@ -504,6 +533,12 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
         return sendObject(core, request, reply, object, q, part)
       }
       case 'PUT': {
+        if (q.has('acl')) {
+          if (subresources(q, new Set(['acl', 'versionId'])).length > 0) throw notImplemented('This object sub-resource')
+          objectAclTarget(tenant, bucket, key, q)
+          checkPutAcl(request.headers, (await readSmallBody(body(), MAX_XML_BODY_BYTES)).length, 'object')
+          return reply.send()
+        }
         if (q.has('uploadId') || q.has('partNumber')) {
           if (subresources(q, new Set(['uploadId', 'partNumber'])).length > 0) throw notImplemented('This object sub-resource')
           return uploadPart(request, reply, tenant, bucket, key, q, body)
@@ -557,6 +592,13 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
       }
     }
     throw new S3Error('MethodNotAllowed', 'The specified method is not allowed against this resource.')
+  }
+
+  /** The object a GetObjectAcl / PutObjectAcl names: it must exist (NoSuchKey), in its only version. */
+  function objectAclTarget(tenant: AuthenticatedTenant, bucket: string, key: string, q: Map<string, string>): void {
+    const version = q.get('versionId')
+    if (version !== undefined && version !== 'null') throw notImplemented('Object versions')
+    s3.objects.head(tenant, bucket, key)
   }
 
   /** `x-amz-copy-source`: `[/]bucket/key[?versionId=…]`, URL-encoded. */
