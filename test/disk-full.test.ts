@@ -4,7 +4,7 @@ import path from 'node:path'
 import os from 'node:os'
 import { execFileSync } from 'node:child_process'
 import { Transform } from 'node:stream'
-import { createTenant, diskOnly, fileBytes, makeApp, storedBlobs, tempDir, upload } from './helper'
+import { createTenant, diskOnly, fileBytes, handshake, makeApp, putContent, storedBlobs, tempDir, upload } from './helper'
 import type { BlobStore } from '../src/blobs/blob-store'
 
 const MiB = 1024 * 1024
@@ -30,6 +30,32 @@ function mountTmpfs(t: Test, sizeMiB: number): string {
   return dir
 }
 
+/** Fills what is left of the file system at `dir` with a file of its own: not one byte stays free. */
+function fillUp(dir: string): number {
+  const fd = fs.openSync(path.join(dir, 'filler'), 'w')
+  let written = 0
+  try {
+    for (const size of [MiB, 64 * 1024, 4096, 512, 1]) {
+      const chunk = Buffer.alloc(size, 1)
+      for (;;) {
+        try {
+          written += fs.writeSync(fd, chunk)
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err
+          break
+        }
+      }
+    }
+  } finally {
+    fs.closeSync(fd)
+  }
+  return written
+}
+
+const RESERVE = 512 * 1024
+const reserveSize = (file: string) => (fs.existsSync(file) ? fs.statSync(file).size : 0)
+const released = (logs: Record<string, unknown>[]) => logs.filter((l) => String(l.msg).startsWith('the disk is full: released the disk reserve')).length
+
 const canMount = (() => {
   const probe = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-probe-'))
   try {
@@ -52,7 +78,8 @@ t.test(
   },
   async (t) => {
     const mount = mountTmpfs(t, 8)
-    const { app, core, clock } = await makeApp(t, { COFFER_DELETED_RETENTION_SECONDS: '0' }, { dir: mount })
+    const { app, core, clock, logs } = await makeApp(t, { COFFER_DELETED_RETENTION_SECONDS: '0', COFFER_DISK_RESERVE_BYTES: String(RESERVE) }, { dir: mount })
+    t.equal(reserveSize(core.dataDir.reserve), RESERVE, 'the disk reserve is written at start')
     const tenant = await createTenant(app)
     const stored: string[] = []
     let full: Awaited<ReturnType<typeof upload>> | undefined
@@ -76,10 +103,26 @@ t.test(
     t.equal(dl.statusCode, 200)
     t.ok(dl.rawPayload.equals(fileBytes('application/pdf', MiB, 0)))
     t.equal((await app.inject({ url: '/api/v1/tenant/quota', headers: tenant.headers })).json().usedBytes, stored.length * MiB)
-    // Free space: delete two files and collect them.
+    // Whatever the fill left free (it depends on how big coffer.db is), take it all: what follows
+    // must hold on a disk with not one byte left but the reserve.
+    t.ok(fillUp(mount) >= 0)
+    t.equal(fs.statfsSync(mount).bavail, 0, 'the file system is completely full')
+    // Uploads never take the reserve: a large one, and a small one (inline: only database writes).
+    for (const bytes of [fileBytes('application/pdf', 200 * 1024, 50), fileBytes('image/png', 2000, 51)]) {
+      const type = bytes.length > 4096 ? 'application/pdf' : 'image/png'
+      const hs = await handshake(app, tenant.headers, { fileType: type, fileName: 'late.bin', fileSizeBytes: bytes.length })
+      const status = hs.statusCode === 200 ? (await putContent(app, hs, bytes, type)).statusCode : hs.statusCode
+      t.equal(status, 507, `a ${bytes.length}-byte upload on a full disk answers 507`)
+      t.equal(reserveSize(core.dataDir.reserve), RESERVE, 'and leaves the reserve in place')
+    }
+    t.equal(released(logs), 0)
+    // Free space: delete two files (the first one releases the reserve) and collect them.
     for (const id of stored.slice(0, 2)) t.equal((await app.inject({ method: 'DELETE', url: `/api/v1/files/${id}`, headers: tenant.headers })).statusCode, 200)
+    t.equal(released(logs), 1, 'the reserve was released once, with a warning')
+    t.equal(reserveSize(core.dataDir.reserve), 0)
     clock.advance(1)
     t.equal((await core.gc.collect()).blobsRemoved, 2)
+    t.equal(reserveSize(core.dataDir.reserve), RESERVE, 'the collection that freed space wrote the reserve again')
     const again = await upload(app, tenant.headers, { type: 'application/pdf', bytes: fileBytes('application/pdf', MiB, 99) })
     t.equal(again.put.statusCode, 200, 'uploads succeed again once space is freed')
     const back = await app.inject({ url: `/api/v1/files/${again.fileId}/download`, headers: tenant.headers })
