@@ -184,6 +184,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     region: config.s3Region,
     maxObjectBytes: config.s3MaxObjectBytes,
     multipartTtlMs: config.s3MultipartTtlSeconds * 1000,
+    reserve,
   })
   let closed = false
   return {
