@@ -18,6 +18,7 @@ import {
   UploadPartCommand,
 } from '@aws-sdk/client-s3'
 import { makeS3 } from './s3-helper'
+import { backupDataDir } from '../src/services/backup'
 
 const MiB = 1024 * 1024
 const listFiles = (dir: string) =>
@@ -199,6 +200,26 @@ t.test(
     t.ok(Buffer.from(await back.Body!.transformToByteArray()).equals(fileBytes('application/pdf', MiB, 99)), 'writes work again')
   },
 )
+
+t.test('the disk reserve is no content: verify and gc ignore it, backup leaves it out, 0 removes it', async (t) => {
+  const { app, core, dir } = await makeApp(t, { COFFER_DISK_RESERVE_BYTES: String(RESERVE) })
+  t.equal(reserveSize(core.dataDir.reserve), RESERVE)
+  t.equal(fs.statSync(core.dataDir.reserve).blocks * 512 >= RESERVE, true, 'real blocks, not a sparse file')
+  const tenant = await createTenant(app)
+  t.equal((await upload(app, tenant.headers, { type: 'application/pdf', bytes: fileBytes('application/pdf', 100_000) })).put.statusCode, 200)
+  const report = await core.gc.verify()
+  t.same([report.orphans, report.missing, report.corrupt], [[], [], []])
+  t.equal((await core.gc.removeOrphans()) + (await core.gc.collect(true)).blobsRemoved, 0)
+  t.equal(reserveSize(core.dataDir.reserve), RESERVE)
+  const dest = path.join(tempDir(t, 'coffer-backup-'), 'b')
+  await backupDataDir(core, dest)
+  t.ok(fs.existsSync(path.join(dest, 'coffer.db')))
+  t.notOk(fs.existsSync(path.join(dest, 'reserve')), 'the backup has no reserve')
+  // A restart with the reserve turned off gives its space back.
+  const off = await makeApp(t, { COFFER_DISK_RESERVE_BYTES: '0' }, { dir })
+  t.equal(off.core.reserve.state(), 'off')
+  t.notOk(fs.existsSync(core.dataDir.reserve))
+})
 
 t.test("ENOSPC injected at the blob store's write: 507, nothing partial, recovery", async (t) => {
   let diskFull = false
