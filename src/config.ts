@@ -86,6 +86,14 @@ const OPTIONS = {
     hint: 'a non-negative integer',
     help: 'How long soft-deleted files are kept before garbage collection',
   },
+  diskReserveBytes: {
+    env: 'COFFER_DISK_RESERVE_BYTES',
+    flag: undefined,
+    def: String(4 * 1024 * 1024),
+    schema: Type.Integer({ minimum: 0, maximum: 1024 * 1024 * 1024 }),
+    hint: 'an integer from 0 to 1073741824',
+    help: 'Disk space kept in <data-dir>/reserve for deletes on a full disk (0 turns it off)',
+  },
   rateLimitMax: {
     env: 'COFFER_RATE_LIMIT_MAX',
     flag: undefined,

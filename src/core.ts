@@ -38,6 +38,7 @@ import { S3CredentialsRepo } from './db/repos/s3-credentials'
 import { S3CredentialsService } from './services/s3-credentials'
 import { createS3Services, type S3Services } from './s3/services'
 import { RateBudget } from './lib/rate-budget'
+import { DiskReserve } from './lib/disk-reserve'
 
 /**
  * The composition root: every service built from one config, for the fronts (HTTP routes, CLI
@@ -68,6 +69,8 @@ export interface Core {
   readonly s3: S3Services
   /** Per-tenant request counters of the rate limit, shared by the API and S3 fronts. */
   readonly rateBudget: RateBudget
+  /** The space kept for deletes on a full disk (`<data-dir>/reserve`). */
+  readonly reserve: DiskReserve
   close(): void
 }
 
@@ -94,6 +97,9 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const dataDir = ensureDataDir(config.dataDir)
   const db = openDatabase(dataDir.db, dataDir.root)
   const serverSecret = loadSecret(dataDir, config.secret)
+  // Written before anything else can fill the disk; a delete on a full disk may need it (#24).
+  const reserve = new DiskReserve(dataDir.reserve, config.diskReserveBytes, options.log ?? createLogger('silent'))
+  reserve.ensure()
   const metrics = new Metrics({ blobs: () => blobsRepo.stats(), outbox: () => outbox.counts() })
   // Small blobs live in the database on the disk store only; the S3 store's staging area keeps
   // every staged body in a file, which it uploads from.
@@ -118,7 +124,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const urls = new SignedUrls(signer, filesRepo, clock)
   const quotas = new Quotas(tenantsRepo, workspacesRepo)
   const workspaces = new WorkspacesService(db, workspacesRepo, filesRepo, clock, events, config.webhookAllowPrivate)
-  const files = new FilesService(db, filesRepo, workspaces, urls, clock, events)
+  const files = new FilesService(db, filesRepo, workspaces, urls, clock, events, reserve)
   const commits = new GroupCommit(db, options.walSync)
   const records = new UploadRecords({
     db,
@@ -159,6 +165,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     tenants,
     retentionMs: config.deletedRetentionSeconds * 1000,
     writes,
+    reserve,
   })
   const s3Credentials = new S3CredentialsService(db, new S3CredentialsRepo(db), tenantsRepo, clock, serverSecret, () => tenants.authChanges())
   const s3 = createS3Services({
@@ -177,6 +184,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     region: config.s3Region,
     maxObjectBytes: config.s3MaxObjectBytes,
     multipartTtlMs: config.s3MultipartTtlSeconds * 1000,
+    reserve,
   })
   let closed = false
   return {
@@ -197,6 +205,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     s3Credentials,
     s3,
     rateBudget: new RateBudget(),
+    reserve,
     close() {
       if (closed) return
       closed = true

@@ -61,7 +61,12 @@ export async function makeApp(
   opts: { resolve?: Resolver; dir?: string; store?: CoreOptions['store']; webhookPollMs?: number; walSync?: CoreOptions['walSync'] } = {},
 ): Promise<TestContext> {
   const dir = opts.dir ?? tempDir(t)
-  const config = loadConfig({ COFFER_ADMIN_API_KEY: ADMIN_KEY, COFFER_LOG_LEVEL: 'debug', ...testStoreEnv(), ...env }, { 'data-dir': dir })
+  // A small disk reserve: every app writes (and fsyncs) one; the default's 4 MiB per test app is
+  // disk traffic the suite does not need. test/disk-full.test.ts sets its own.
+  const config = loadConfig(
+    { COFFER_ADMIN_API_KEY: ADMIN_KEY, COFFER_LOG_LEVEL: 'debug', COFFER_DISK_RESERVE_BYTES: '65536', ...testStoreEnv(), ...env },
+    { 'data-dir': dir },
+  )
   const clock = new ManualClock()
   const { stream, lines } = captureLogs()
   const logger = createLogger(config.logLevel, stream)

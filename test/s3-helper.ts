@@ -54,7 +54,11 @@ export async function makeS3(
   const storeEnv = opts.storeEnv ?? testStoreEnv(opts.store)
   // What the test left in the fixture's bucket goes when it ends (the bucket is shared and kept).
   if (!opts.storeEnv) t.teardown(() => purgeStoredBlobs(storeEnv, dir))
-  const config = loadConfig({ COFFER_ADMIN_API_KEY: ADMIN_KEY, COFFER_LOG_LEVEL: 'debug', ...storeEnv, COFFER_S3_PORT: '0', ...env }, { 'data-dir': dir })
+  // A small disk reserve, as helper.ts's makeApp: 4 MiB written and fsynced per test is traffic for nothing.
+  const config = loadConfig(
+    { COFFER_ADMIN_API_KEY: ADMIN_KEY, COFFER_LOG_LEVEL: 'debug', COFFER_DISK_RESERVE_BYTES: '65536', ...storeEnv, COFFER_S3_PORT: '0', ...env },
+    { 'data-dir': dir },
+  )
   const clock = new ManualClock(Date.now())
   const { stream, lines } = captureLogs()
   const logger = createLogger(config.logLevel, stream)

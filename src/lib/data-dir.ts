@@ -10,6 +10,8 @@ export interface DataDir {
   blobs: string
   tmp: string
   secret: string
+  /** Disk space held for deletes on a full disk (lib/disk-reserve.ts); never backed up. */
+  reserve: string
 }
 
 export function dataDirPaths(root: string): DataDir {
@@ -19,6 +21,7 @@ export function dataDirPaths(root: string): DataDir {
     blobs: path.join(root, 'blobs', 'sha256'),
     tmp: path.join(root, 'tmp'),
     secret: path.join(root, 'secret'),
+    reserve: path.join(root, 'reserve'),
   }
 }
 

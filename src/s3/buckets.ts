@@ -13,6 +13,7 @@ import type { Clock } from '../lib/clock'
 import type { FileEvents } from '../webhooks/events'
 import { uuidv7 } from '../lib/ids'
 import { S3Error } from './errors'
+import type { DiskReserve } from '../lib/disk-reserve'
 
 /** Everything the S3 front's operations work with: the same repositories and store as the API. */
 export interface S3Deps {
@@ -34,6 +35,8 @@ export interface S3Deps {
   region: string
   maxObjectBytes: number
   multipartTtlMs: number
+  /** Deletes and aborts free space: on a full disk their transaction may use the disk reserve. */
+  reserve: Pick<DiskReserve, 'freeing'>
 }
 
 /** S3's bucket naming rules (general purpose buckets): 3–63 of a-z 0-9 . -, alphanumeric at both ends. */

@@ -401,12 +401,14 @@ export class S3Multipart {
   async abort(tenant: AuthenticatedTenant, bucket: string, key: string, uploadId: string): Promise<void> {
     // Not under a completion assembling the parts: after it, the upload is completed (NoSuchUpload).
     await this.completions.get(`${tenant.id}:${uploadId}`)?.catch(() => undefined)
-    this.deps.db
-      .transaction(() => {
-        const { upload } = this.upload(tenant, bucket, key, uploadId)
-        this.buckets.dropBlobs(this.deps.multipart.delete(upload.id))
-      })
-      .immediate()
+    this.deps.reserve.freeing(() =>
+      this.deps.db
+        .transaction(() => {
+          const { upload } = this.upload(tenant, bucket, key, uploadId)
+          this.buckets.dropBlobs(this.deps.multipart.delete(upload.id))
+        })
+        .immediate(),
+    )
     await this.deps.writes.drainQuietly()
   }
 

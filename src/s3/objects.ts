@@ -289,19 +289,25 @@ export class S3Objects {
   /** DeleteObject: idempotent (a missing key is not an error), as S3's. */
   delete(tenant: AuthenticatedTenant, bucket: string, key: string): void {
     checkKey(key)
-    const { db, objects, clock } = this.deps
-    db.transaction(() => {
-      const w = this.buckets.resolve(tenant, bucket)
-      const id = objects.liveIdByKey(w.id, key)
-      if (id !== undefined) this.softDelete(tenant, id, clock.now())
-    }).immediate()
+    const { db, objects, clock, reserve } = this.deps
+    reserve.freeing(() =>
+      db
+        .transaction(() => {
+          const w = this.buckets.resolve(tenant, bucket)
+          const id = objects.liveIdByKey(w.id, key)
+          if (id !== undefined) this.softDelete(tenant, id, clock.now())
+        })
+        .immediate(),
+    )
   }
 
   /** DeleteObjects: one transaction for the batch; per-key errors are reported, not thrown. */
   deleteMany(tenant: AuthenticatedTenant, bucket: string, keys: string[]): { deleted: string[]; errors: { key: string; code: string; message: string }[] } {
-    const { db, objects, clock } = this.deps
+    const { db, objects, clock, reserve } = this.deps
     const out = { deleted: [] as string[], errors: [] as { key: string; code: string; message: string }[] }
-    db.transaction(() => {
+    const run = db.transaction(() => {
+      // A run the disk reserve repeats (a full disk) reports what its last run did.
+      out.deleted.length = out.errors.length = 0
       const w = this.buckets.resolve(tenant, bucket)
       const now = clock.now()
       for (const key of keys) {
@@ -315,7 +321,8 @@ export class S3Objects {
         if (id !== undefined) this.softDelete(tenant, id, now)
         out.deleted.push(key)
       }
-    }).immediate()
+    })
+    reserve.freeing(() => run.immediate())
     return out
   }
 

@@ -8,6 +8,7 @@ import type { FileEvents } from '../webhooks/events'
 import type { WorkspacesService } from './workspaces'
 import type { Grant, SignedUrls } from './signed-urls'
 import type { TokenPurpose } from '../lib/tokens'
+import type { DiskReserve } from '../lib/disk-reserve'
 
 export interface ListQuery {
   limit: number
@@ -36,6 +37,7 @@ export class FilesService {
     private readonly urls: SignedUrls,
     private readonly clock: Clock,
     private readonly events: FileEvents,
+    private readonly reserve: Pick<DiskReserve, 'freeing'>,
   ) {}
 
   /** One page of live files, newest first, and the total matching the filter. */
@@ -68,15 +70,18 @@ export class FilesService {
    * deleting a completed file writes its workspace's `file.deleted`.
    */
   delete(tenant: AuthenticatedTenant, fileId: string): void {
-    this.db
-      .transaction(() => {
-        // Read under the write lock: the status decides the event, so it must be the one deleted.
-        const f = this.get(tenant, fileId)
-        this.files.softDelete(tenant.id, f.id, this.clock.now())
-        if (f.status === 'pending') this.events.settled(f.id, { code: 'FILE_DELETED', message: 'The file was deleted before its upload completed' })
-        else this.events.deleted(f.id)
-      })
-      .immediate()
+    // A delete is how a full disk is emptied: it may use the disk reserve (lib/disk-reserve.ts).
+    this.reserve.freeing(() =>
+      this.db
+        .transaction(() => {
+          // Read under the write lock: the status decides the event, so it must be the one deleted.
+          const f = this.get(tenant, fileId)
+          this.files.softDelete(tenant.id, f.id, this.clock.now())
+          if (f.status === 'pending') this.events.settled(f.id, { code: 'FILE_DELETED', message: 'The file was deleted before its upload completed' })
+          else this.events.deleted(f.id)
+        })
+        .immediate(),
+    )
   }
 
   /**

@@ -5,6 +5,7 @@ import type { BlobStore } from '../blobs/blob-store'
 import type { Clock } from '../lib/clock'
 import type { BlobWrites } from './blob-writes'
 import type { TenantsService } from './tenants'
+import type { DiskReserve } from '../lib/disk-reserve'
 
 /** A blob file with no row is an orphan only once it is this old: younger ones may be mid-commit. */
 export const ORPHAN_MIN_AGE_MS = 60 * 60_000
@@ -38,6 +39,8 @@ export class GarbageCollector {
       retentionMs: number
       /** Removes unreferenced content: under the lock on disk, through tombstones on a remote store. */
       writes: BlobWrites
+      /** GC's transactions free space: on a full disk they may use the reserve, which is written again after. */
+      reserve: Pick<DiskReserve, 'freeing' | 'ensure'>
     },
   ) {}
 
@@ -50,7 +53,7 @@ export class GarbageCollector {
    * it (RemoteBlobs); `storeFailures` counts deletions the store refused, retried on the next run.
    */
   async collect(full = false): Promise<{ filesPurged: number; blobsRemoved: number; bytesFreed: number; tenantsPurged: number; storeFailures?: number }> {
-    const { db, clock, files, blobs, store, tenants, retentionMs, writes } = this.deps
+    const { db, clock, files, blobs, store, tenants, retentionMs, writes, reserve } = this.deps
     const result = { filesPurged: 0, blobsRemoved: 0, bytesFreed: 0, tenantsPurged: 0 }
     const removeIfUnreferenced = (sha256: string) => {
       const size = writes.releaseInTx(sha256)
@@ -58,16 +61,24 @@ export class GarbageCollector {
       result.blobsRemoved++
       result.bytesFreed += size
     }
+    // A transaction the disk reserve lets run again (a full disk) counts what its last run did.
+    const freeing = (run: () => void) => {
+      const before = { ...result }
+      reserve.freeing(() => {
+        Object.assign(result, before)
+        db.transaction(run).immediate()
+      })
+    }
     // Releases a crash left between a commit and the removal it deferred (#24).
     const deferred = await writes.releaseDeferred()
     result.blobsRemoved += deferred.blobs
     result.bytesFreed += deferred.bytes
     for (;;) {
       const batch = files.purgeable(clock.now() - retentionMs, BATCH)
-      db.transaction(() => {
+      freeing(() => {
         for (const f of batch) if (files.hardDelete(f.id)) result.filesPurged++
         for (const f of batch) if (f.sha256 !== null) removeIfUnreferenced(f.sha256)
-      }).immediate()
+      })
       if (batch.length < BATCH) break
     }
     // A deleted tenant's row goes once its last file has (#13).
@@ -76,11 +87,13 @@ export class GarbageCollector {
       let after = ''
       for (;;) {
         const shas = blobs.shasAfter(after, BATCH)
-        db.transaction(() => shas.forEach(removeIfUnreferenced)).immediate()
+        freeing(() => shas.forEach(removeIfUnreferenced))
         if (shas.length < BATCH) break
         after = shas.at(-1)!
       }
     }
+    // Space freed (or found free): the next full disk is covered again. A stat when it is in place.
+    reserve.ensure()
     if (!store.remote) return result
     const { failed } = await writes.drain()
     return failed > 0 ? { ...result, storeFailures: failed } : result
