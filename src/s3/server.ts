@@ -1,7 +1,7 @@
 import { randomFillSync } from 'node:crypto'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
 import type { Core } from '../core'
-import { AppError } from '../errors'
+import { AppError, isDiskFull } from '../errors'
 import { discardRestOfBody } from '../http/discard-body'
 import { lazyRequestLogger } from '../http/lazy-request-logger'
 import { registerRequestLifecycle, type Front } from '../http/request-lifecycle'
@@ -140,6 +140,9 @@ export async function buildS3App(core: Core, opts: { logger: FastifyBaseLogger }
     let s3: S3Error
     if (error instanceof S3Error) s3 = error
     else if (error instanceof AppError) s3 = fromAppError(error)
+    // A full disk met by the metadata commit (a small object stored inline, a delete without the
+    // reserve), not only by the body's streaming (ingest.ts): 507, as the API answers it.
+    else if (isDiskFull(error)) s3 = new S3Error('InsufficientStorage', 'The server is out of storage space; nothing was stored')
     else {
       request.log.error({ err: error, reqId: request.id }, 'S3 request failed')
       s3 = new S3Error('InternalError', 'We encountered an internal error. Please try again.')
