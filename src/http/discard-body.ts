@@ -13,14 +13,18 @@ export const DISCARD_MAX_MS = 10_000
  * kernel reset the connection: a client still sending then fails its next write (EPIPE) or loses
  * the answer it had not read yet (ECONNRESET); undici's fetch did so about one time in two (#24).
  *
- * The connection stays open (no `Connection: close`): a client that sends the whole body within
- * the bounds can send its next request on it. Past the bounds the connection is closed.
+ * The connection stays open unless the reply says `Connection: close` (a shutdown): a client that
+ * sends the whole body within the bounds can send its next request on it. Past the bounds the
+ * connection is closed. A caller whose framework set `Connection: close` for its own error
+ * (json-body.ts, the 413) removes it first.
  * `bounds` is for tests.
  */
 export function discardRestOfBody(request: FastifyRequest, reply: FastifyReply, bounds = { bytes: DISCARD_MAX_BYTES, ms: DISCARD_MAX_MS }): void {
   const raw = request.raw
-  if (raw.complete) return
-  reply.removeHeader('connection')
+  // A request without a body has nothing to discard (an unread one is not `complete` yet).
+  const length = raw.headers['content-length']
+  if (raw.complete || (raw.headers['transfer-encoding'] === undefined && (length === undefined || length === '0'))) return
+  // A `Connection: close` set by the shutdown (request-lifecycle.ts) stays: that connection is not reused.
   const socket = raw.socket
   let read = 0
   const stop = () => {

@@ -32,7 +32,10 @@ export function registerJsonBody(app: FastifyInstance): void {
   // Fastify answers a parser's error with `Connection: close`, so Node closes the connection as
   // soon as the 413 is written, the body still arriving.
   app.addHook('onError', (request, reply, err, done) => {
-    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') discardRestOfBody(request, reply)
+    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+      reply.removeHeader('connection')
+      discardRestOfBody(request, reply)
+    }
     done()
   })
 }
