@@ -26,6 +26,8 @@ export function discardRestOfBody(request: FastifyRequest, reply: FastifyReply, 
   if (raw.complete || (raw.headers['transfer-encoding'] === undefined && (length === undefined || length === '0'))) return
   // A `Connection: close` set by the shutdown (request-lifecycle.ts) stays: that connection is not reused.
   const socket = raw.socket
+  // An injected request (app.inject) has no connection to keep readable or to close.
+  if (typeof socket?.destroy !== 'function') return
   let read = 0
   const stop = () => {
     clearTimeout(timer)
