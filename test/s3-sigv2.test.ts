@@ -219,6 +219,10 @@ t.test('SigV2 refusals: a wrong signature, an added x-amz-* header, an expired U
   const head = await ctx.client.send(new HeadObjectCommand({ Bucket: 'refusals', Key: 'target.txt' }))
   t.same(head.Metadata, { a: '1' })
 
+  const beforeEpoch = await send({ ...signed.headers, 'x-amz-date': 'Tue, 07 Jul 1950 21:53:04 GMT' })
+  t.equal(beforeEpoch.status, 403)
+  t.equal(code(await beforeEpoch.text()), 'AccessDenied', 'a date before the epoch is no valid date (AWS and RGW), not a skew')
+
   // The date: 15 minutes of skew for the header form (the clock moved, the request not).
   ctx.clock.set(Date.now() + 20 * 60_000)
   const skewed = await send(signed.headers)

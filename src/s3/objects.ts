@@ -50,13 +50,15 @@ export function checkWriteConditions(c: { ifMatch?: string | undefined; ifNoneMa
     new S3Error('NotImplemented', 'A header you provided implies functionality that is not implemented', { Header: header, additionalMessage })
   const failed = (condition: string) =>
     new S3Error('PreconditionFailed', 'At least one of the pre-conditions you specified did not hold', { Condition: condition })
-  if (c.ifNoneMatch !== undefined && c.ifNoneMatch.trim() !== '*') {
-    throw notImplemented('If-None-Match', "We don't accept the provided value of If-None-Match header for this API")
-  }
   if (c.ifNoneMatch !== undefined && c.ifMatch !== undefined) {
     throw notImplemented('If-Match,If-None-Match', 'Multiple conditional request headers present in the request')
   }
-  if (c.ifNoneMatch !== undefined && current) throw failed('If-None-Match')
+  if (c.ifNoneMatch !== undefined && current) {
+    // `*`: only if no object has the key (AWS). ETags: only if the current object has none of them,
+    // as Ceph RGW and MinIO answer it; AWS answers 501 there, which no client relies on (#24).
+    const tags = c.ifNoneMatch.split(',').map(bareTag)
+    if (tags.includes('*') || tags.includes(bareTag(etagOf(current)))) throw failed('If-None-Match')
+  }
   if (c.ifMatch !== undefined) {
     if (!current) throw new S3Error('NoSuchKey', 'The specified key does not exist.')
     const tags = c.ifMatch.split(',').map(bareTag)

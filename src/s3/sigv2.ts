@@ -179,7 +179,8 @@ export function verifySigV2<P>(req: SigV2Request, opts: Omit<VerifyOptions<P>, '
     const amzDate = headers.get('x-amz-date')
     const date = amzDate ?? headers.get('date')
     const time = date === undefined ? undefined : parseDate(date)
-    if (time === undefined) throw new S3Error('AccessDenied', 'AWS authentication requires a valid Date or x-amz-date header')
+    // A date before the epoch is no valid date (AWS and RGW: AccessDenied, not RequestTimeTooSkewed).
+    if (time === undefined || time < 0) throw new S3Error('AccessDenied', 'AWS authentication requires a valid Date or x-amz-date header')
     if (Math.abs(opts.now - time) > MAX_SKEW_MS) {
       throw new S3Error('RequestTimeTooSkewed', 'The difference between the request time and the current time is too large.', {
         RequestTime: date!,
