@@ -233,7 +233,7 @@ t.test('file names cannot traverse paths or inject headers; content never lands 
     'no file on disk is named after the upload',
   )
   t.ok(
-    onDisk.every((p) => /^(coffer\.db(-wal|-shm)?|secret|tmp|blobs|blobs\/sha256(\/[0-9a-f]{2}(\/[0-9a-f]{2}(\/[0-9a-f]{64})?)?)?)$/.test(p)),
+    onDisk.every((p) => /^(coffer\.db(-wal|-shm)?|secret|reserve|tmp|blobs|blobs\/sha256(\/[0-9a-f]{2}(\/[0-9a-f]{2}(\/[0-9a-f]{64})?)?)?)$/.test(p)),
     `only the data-dir layout: ${onDisk.join(', ')}`,
   )
   const dl = await app.inject({ url: `/api/v1/files/${r.fileId}/download`, headers: tenant.headers })
