@@ -14,19 +14,8 @@ import {
   PutObjectAclCommand,
   PutObjectCommand,
   type BucketCannedACL,
-  type S3ServiceException,
 } from '@aws-sdk/client-s3'
-import { makeS3, signedRequest, type S3Context } from './s3-helper'
-
-async function s3Error(p: Promise<unknown>): Promise<{ name: string; status: number | undefined }> {
-  try {
-    await p
-  } catch (err) {
-    const e = err as S3ServiceException
-    return { name: e.name, status: e.$metadata?.httpStatusCode }
-  }
-  throw new Error('expected the S3 call to fail')
-}
+import { makeS3, signedRequest, type S3Context, s3Error } from './s3-helper'
 
 async function send(
   ctx: S3Context,

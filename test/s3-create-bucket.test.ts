@@ -12,19 +12,8 @@ import {
   ListObjectsV2Command,
   PutObjectCommand,
   type BucketLocationConstraint,
-  type S3ServiceException,
 } from '@aws-sdk/client-s3'
-import { createTenantWithS3, makeS3, s3Client, signedRequest, type S3Context } from './s3-helper'
-
-async function s3Error(p: Promise<unknown>): Promise<{ name: string; status: number | undefined }> {
-  try {
-    await p
-  } catch (err) {
-    const e = err as S3ServiceException
-    return { name: e.name, status: e.$metadata?.httpStatusCode }
-  }
-  throw new Error('expected the S3 call to fail')
-}
+import { createTenantWithS3, makeS3, s3Client, signedRequest, type S3Context, s3Error } from './s3-helper'
 
 async function createWith(ctx: S3Context, bucket: string, location: string): Promise<{ status: number; body: string }> {
   const payload = `<CreateBucketConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><LocationConstraint>${location}</LocationConstraint></CreateBucketConfiguration>`
