@@ -2,7 +2,6 @@
 // truth (the owner with FULL_CONTROL) and accept the canned `private` that changes nothing; any
 // grant to someone else is 501, never pretended; an x-amz-acl that names no canned ACL is 400
 // InvalidArgument wherever it is read, as AWS answers it.
-import http from 'node:http'
 import t from 'tap'
 import {
   CreateBucketCommand,
@@ -15,25 +14,9 @@ import {
   PutObjectCommand,
   type BucketCannedACL,
 } from '@aws-sdk/client-s3'
-import { makeS3, signedRequest, type S3Context, s3Error } from './s3-helper'
+import { makeS3, s3Error, sendSigned } from './s3-helper'
 
-async function send(
-  ctx: S3Context,
-  req: { method: string; path: string; query?: Record<string, string>; headers?: Record<string, string>; payload?: string },
-): Promise<{ status: number; body: string }> {
-  const signed = await signedRequest(ctx, req)
-  return new Promise((resolve, reject) => {
-    const r = http.request(`${ctx.endpoint}${signed.url as string}`, { method: req.method, headers: signed.headers as http.OutgoingHttpHeaders })
-    r.on('response', (res) => {
-      let body = ''
-      res.setEncoding('utf8')
-      res.on('data', (d: string) => (body += d))
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }))
-    })
-    r.on('error', reject)
-    r.end(req.payload)
-  })
-}
+const send = sendSigned
 
 const code = (body: string) => /<Code>([^<]*)<\/Code>/.exec(body)?.[1]
 

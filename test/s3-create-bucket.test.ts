@@ -3,7 +3,6 @@
 // any other region; a LocationConstraint that is not this endpoint's region is
 // InvalidLocationConstraint (not a region, or us-east-1 given explicitly) or
 // IllegalLocationConstraintException (another region).
-import http from 'node:http'
 import t from 'tap'
 import {
   CreateBucketCommand,
@@ -13,22 +12,11 @@ import {
   PutObjectCommand,
   type BucketLocationConstraint,
 } from '@aws-sdk/client-s3'
-import { createTenantWithS3, makeS3, s3Client, signedRequest, type S3Context, s3Error } from './s3-helper'
+import { createTenantWithS3, makeS3, s3Client, type S3Context, s3Error, sendSigned } from './s3-helper'
 
 async function createWith(ctx: S3Context, bucket: string, location: string): Promise<{ status: number; body: string }> {
   const payload = `<CreateBucketConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><LocationConstraint>${location}</LocationConstraint></CreateBucketConfiguration>`
-  const signed = await signedRequest(ctx, { method: 'PUT', path: `/${bucket}`, payload })
-  return new Promise((resolve, reject) => {
-    const r = http.request(`${ctx.endpoint}${signed.url as string}`, { method: 'PUT', headers: signed.headers as http.OutgoingHttpHeaders })
-    r.on('response', (res) => {
-      let body = ''
-      res.setEncoding('utf8')
-      res.on('data', (d: string) => (body += d))
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }))
-    })
-    r.on('error', reject)
-    r.end(payload)
-  })
+  return sendSigned(ctx, { method: 'PUT', path: `/${bucket}`, payload })
 }
 
 t.test('us-east-1: re-creating a bucket the tenant owns is 200 and keeps its content', async (t) => {

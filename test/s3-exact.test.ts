@@ -5,7 +5,6 @@ import { createHash } from 'node:crypto'
 import { execFile, spawnSync } from 'node:child_process'
 import { promisify } from 'node:util'
 import fs from 'node:fs'
-import http from 'node:http'
 import path from 'node:path'
 import { Readable } from 'node:stream'
 import t from 'tap'
@@ -24,27 +23,10 @@ import {
   UploadPartCommand,
   UploadPartCopyCommand,
 } from '@aws-sdk/client-s3'
-import { makeS3, signedRequest, type S3Context, s3Error } from './s3-helper'
+import { makeS3, s3Error, sendSigned } from './s3-helper'
 import { tempDir } from './helper'
 
-/** A request signed by the SDK's signer, sent on a real socket (Node's HTTP server sees it as clients send it). */
-async function send(
-  ctx: S3Context,
-  req: { method: string; path: string; query?: Record<string, string>; headers?: Record<string, string>; payload?: string | Buffer },
-): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
-  const signed = await signedRequest(ctx, req)
-  return new Promise((resolve, reject) => {
-    const r = http.request(`${ctx.endpoint}${signed.url as string}`, { method: req.method, headers: signed.headers as http.OutgoingHttpHeaders })
-    r.on('response', (res) => {
-      let body = ''
-      res.setEncoding('utf8')
-      res.on('data', (d: string) => (body += d))
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }))
-    })
-    r.on('error', reject)
-    r.end(req.payload)
-  })
-}
+const send = sendSigned
 
 const code = (body: string) => /<Code>([^<]*)<\/Code>/.exec(body)?.[1]
 const md5b64 = (b: string | Buffer) => createHash('md5').update(b).digest('base64')

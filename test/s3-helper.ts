@@ -1,4 +1,5 @@
 import { createHash, createHmac } from 'node:crypto'
+import http from 'node:http'
 import type { Test } from 'tap'
 import type { InjectOptions } from 'fastify'
 import { SignatureV4 } from '@smithy/signature-v4'
@@ -192,4 +193,23 @@ export async function s3Error(p: Promise<unknown>): Promise<{ name: string; stat
     return { name: e.name, status: e.$metadata?.httpStatusCode }
   }
   throw new Error('expected the S3 call to fail')
+}
+
+/** A request signed by the SDK's signer, sent on a real socket (Node's HTTP server sees it as clients send it). */
+export async function sendSigned(
+  ctx: Pick<S3Context, 'credentials' | 'endpoint'>,
+  req: { method: string; path: string; query?: Record<string, string>; headers?: Record<string, string>; payload?: string | Buffer },
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+  const signed = await signedRequest(ctx, req)
+  return new Promise((resolve, reject) => {
+    const r = http.request(`${ctx.endpoint}${signed.url as string}`, { method: req.method, headers: signed.headers as http.OutgoingHttpHeaders })
+    r.on('response', (res) => {
+      let body = ''
+      res.setEncoding('utf8')
+      res.on('data', (d: string) => (body += d))
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }))
+    })
+    r.on('error', reject)
+    r.end(req.payload)
+  })
 }

@@ -5,25 +5,13 @@
 // 304 with a checksum header instead of raising its 304 error (ceph/s3-tests, #24).
 import { execFile, spawnSync } from 'node:child_process'
 import fs from 'node:fs'
-import http from 'node:http'
 import { promisify } from 'node:util'
 import t from 'tap'
 import { CreateBucketCommand, GetObjectCommand, PutObjectCommand, type S3ServiceException } from '@aws-sdk/client-s3'
-import { makeS3, signedRequest, type S3Context } from './s3-helper'
+import { makeS3, type S3Context, sendSigned } from './s3-helper'
 
-async function get(ctx: S3Context, headers: Record<string, string>): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
-  const signed = await signedRequest(ctx, { method: 'GET', path: '/not-mod/obj', headers })
-  return new Promise((resolve, reject) => {
-    const r = http.request(`${ctx.endpoint}${signed.url as string}`, { method: 'GET', headers: signed.headers as http.OutgoingHttpHeaders })
-    r.on('response', (res) => {
-      let body = ''
-      res.setEncoding('utf8')
-      res.on('data', (d: string) => (body += d))
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }))
-    })
-    r.on('error', reject)
-    r.end()
-  })
+async function get(ctx: S3Context, headers: Record<string, string>) {
+  return sendSigned(ctx, { method: 'GET', path: '/not-mod/obj', headers })
 }
 
 async function seed(ctx: S3Context) {
