@@ -77,14 +77,20 @@ const s3Front: Front = {
     reply.header('x-amz-id-2', request.id)
     reply.header('server', 'Coffer')
   },
-  // One route serves every operation: the label is what the request addresses, a bounded set.
+  // One route serves every operation: the label is the operation (operations.ts), a bounded set;
+  // a request that is none is labelled by what it addresses.
   route: (request) => {
+    const operation = request.s3Operation
+    if (operation !== undefined && !(operation instanceof S3Error)) return `s3:${operation.name}`
     const target = request.s3Target
     if (!target) return 's3:unaddressed'
     return target.bucket === undefined ? 's3:/' : target.key === undefined ? 's3:/{bucket}' : 's3:/{bucket}/{key}'
   },
   tenantId: (request) => request.s3TenantId,
-  logFields: (request) => ({ payload: request.s3Payload }),
+  logFields: (request) => {
+    const operation = request.s3Operation
+    return { operation: operation === undefined || operation instanceof S3Error ? undefined : operation.name, payload: request.s3Payload }
+  },
 }
 
 /**

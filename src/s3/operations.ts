@@ -1,0 +1,162 @@
+import { S3Error } from './errors'
+
+/**
+ * The one table of S3 operations (architecture.md, "As the S3 front grows"). Every request is
+ * parsed once, here, into the AWS operation it is, from its method, what it addresses (the
+ * service, a bucket, an object) and its sub-resource query parameter or selecting header; the
+ * handler is looked up by that name (routes.ts). The name is also the log field and the metrics
+ * label, and the row's `action` the IAM action a bucket policy is evaluated against.
+ *
+ * Rows are tried in order: the first whose method and scope match, whose sub-resource is in the
+ * query (when it names one) and whose header is present (when it names one) is the operation. Any
+ * other query parameter it does not accept is a sub-resource Coffer does not implement: 501, never
+ * ignored (a client asking for something must not believe it got it).
+ */
+
+export type Scope = 'service' | 'bucket' | 'object'
+type Method = 'GET' | 'HEAD' | 'PUT' | 'POST' | 'DELETE'
+
+export interface OperationRow {
+  readonly name: string
+  readonly method: Method
+  readonly on: Scope
+  /** The IAM action (Service Authorization Reference, "Actions defined by Amazon S3"). */
+  readonly action: string
+  /** A query parameter whose presence selects the operation (a sub-resource such as `acl`). */
+  readonly sub?: string
+  /** A request header whose presence selects it (CopyObject's `x-amz-copy-source`). */
+  readonly header?: string
+  /** The other query parameters it accepts. */
+  readonly params?: readonly string[]
+}
+
+// Both listings accept each other's parameters, as AWS does (ignoring those of the other version).
+const LIST_PARAMS = [
+  'prefix',
+  'delimiter',
+  'max-keys',
+  'marker',
+  'continuation-token',
+  'start-after',
+  'fetch-owner',
+  'encoding-type',
+  // Ceph RGW's extension (ceph/s3-tests use it): an ordered listing is a valid unordered one (#24).
+  'allow-unordered',
+] as const
+const GET_OBJECT_PARAMS = [
+  'response-content-type',
+  'response-content-language',
+  'response-expires',
+  'response-cache-control',
+  'response-content-disposition',
+  'response-content-encoding',
+  'partNumber',
+  'versionId',
+] as const
+
+/** Every operation the S3 front serves. Order matters where two rows could match (see above). */
+export const OPERATIONS = [
+  // The service.
+  {
+    name: 'ListBuckets',
+    method: 'GET',
+    on: 'service',
+    action: 's3:ListAllMyBuckets',
+    params: ['max-buckets', 'continuation-token', 'prefix', 'bucket-region'],
+  },
+
+  // Buckets.
+  { name: 'HeadBucket', method: 'HEAD', on: 'bucket', action: 's3:ListBucket' },
+  { name: 'GetBucketAcl', method: 'GET', on: 'bucket', action: 's3:GetBucketAcl', sub: 'acl' },
+  { name: 'GetBucketLocation', method: 'GET', on: 'bucket', action: 's3:GetBucketLocation', sub: 'location' },
+  { name: 'GetBucketVersioning', method: 'GET', on: 'bucket', action: 's3:GetBucketVersioning', sub: 'versioning' },
+  {
+    name: 'ListMultipartUploads',
+    method: 'GET',
+    on: 'bucket',
+    action: 's3:ListBucketMultipartUploads',
+    sub: 'uploads',
+    params: ['prefix', 'delimiter', 'max-uploads', 'key-marker', 'upload-id-marker', 'encoding-type'],
+  },
+  // `list-type` makes a listing V2 (its value must be 2: the handler says so); the IAM action is the same.
+  { name: 'ListObjectsV2', method: 'GET', on: 'bucket', action: 's3:ListBucket', sub: 'list-type', params: LIST_PARAMS },
+  { name: 'ListObjects', method: 'GET', on: 'bucket', action: 's3:ListBucket', params: LIST_PARAMS },
+  { name: 'PutBucketAcl', method: 'PUT', on: 'bucket', action: 's3:PutBucketAcl', sub: 'acl' },
+  { name: 'CreateBucket', method: 'PUT', on: 'bucket', action: 's3:CreateBucket' },
+  { name: 'DeleteBucket', method: 'DELETE', on: 'bucket', action: 's3:DeleteBucket' },
+  { name: 'DeleteObjects', method: 'POST', on: 'bucket', action: 's3:DeleteObject', sub: 'delete' },
+
+  // Objects.
+  {
+    name: 'ListParts',
+    method: 'GET',
+    on: 'object',
+    action: 's3:ListMultipartUploadParts',
+    sub: 'uploadId',
+    params: ['max-parts', 'part-number-marker', 'encoding-type'],
+  },
+  { name: 'GetObjectAcl', method: 'GET', on: 'object', action: 's3:GetObjectAcl', sub: 'acl', params: ['versionId'] },
+  { name: 'GetObjectAttributes', method: 'GET', on: 'object', action: 's3:GetObjectAttributes', sub: 'attributes', params: ['versionId'] },
+  { name: 'GetObject', method: 'GET', on: 'object', action: 's3:GetObject', params: GET_OBJECT_PARAMS },
+  { name: 'HeadObject', method: 'HEAD', on: 'object', action: 's3:GetObject', params: GET_OBJECT_PARAMS },
+  { name: 'PutObjectAcl', method: 'PUT', on: 'object', action: 's3:PutObjectAcl', sub: 'acl', params: ['versionId'] },
+  { name: 'UploadPartCopy', method: 'PUT', on: 'object', action: 's3:PutObject', sub: 'uploadId', header: 'x-amz-copy-source', params: ['partNumber'] },
+  { name: 'UploadPart', method: 'PUT', on: 'object', action: 's3:PutObject', sub: 'uploadId', params: ['partNumber'] },
+  // A partNumber without an uploadId is UploadPart's error (InvalidArgument), not an unknown sub-resource.
+  { name: 'UploadPart', method: 'PUT', on: 'object', action: 's3:PutObject', sub: 'partNumber' },
+  { name: 'CopyObject', method: 'PUT', on: 'object', action: 's3:PutObject', header: 'x-amz-copy-source' },
+  { name: 'PutObject', method: 'PUT', on: 'object', action: 's3:PutObject' },
+  { name: 'CreateMultipartUpload', method: 'POST', on: 'object', action: 's3:PutObject', sub: 'uploads' },
+  { name: 'CompleteMultipartUpload', method: 'POST', on: 'object', action: 's3:PutObject', sub: 'uploadId' },
+  { name: 'AbortMultipartUpload', method: 'DELETE', on: 'object', action: 's3:AbortMultipartUpload', sub: 'uploadId' },
+  { name: 'DeleteObject', method: 'DELETE', on: 'object', action: 's3:DeleteObject', params: ['versionId'] },
+] as const satisfies readonly OperationRow[]
+
+export type OperationName = (typeof OPERATIONS)[number]['name']
+
+/** Query parameters that never select an operation: signing (SigV4's, and SigV2's presigned three), the SDK's operation hint. */
+const NEUTRAL_PARAM = /^(X-Amz-|x-amz-|x-id$|AWSAccessKeyId$|Signature$|Expires$)/
+
+const METHODS = new Set<string>(['GET', 'HEAD', 'PUT', 'POST', 'DELETE'])
+
+/** The rows of each method and scope, in table order (looked up once per request). */
+const ROWS = new Map<string, readonly OperationRow[]>()
+for (const row of OPERATIONS as readonly OperationRow[]) {
+  const k = `${row.method} ${row.on}`
+  ROWS.set(k, [...(ROWS.get(k) ?? []), row])
+}
+
+export interface Operation {
+  readonly name: OperationName
+  readonly action: string
+  readonly on: Scope
+}
+
+/**
+ * The operation a request is, or the S3 error that says why it is none: 405 for a method the
+ * resource has no operation for, 501 for a sub-resource (or a parameter beside one) that Coffer
+ * does not implement.
+ */
+export function operationOf(
+  method: string,
+  on: Scope,
+  query: ReadonlyMap<string, string>,
+  headers: Record<string, string | string[] | undefined>,
+): Operation | S3Error {
+  if (!METHODS.has(method)) return new S3Error('NotImplemented', `${method} is not implemented by Coffer`)
+  const rows = ROWS.get(`${method} ${on}`)
+  if (rows === undefined) return new S3Error('MethodNotAllowed', 'The specified method is not allowed against this resource.')
+  const row = rows.find((r) => (r.sub === undefined || query.has(r.sub)) && (r.header === undefined || headers[r.header] !== undefined))
+  const given = [...query.keys()].filter((k) => !NEUTRAL_PARAM.test(k))
+  if (row === undefined) {
+    return new S3Error('NotImplemented', `${method} of the ${on} sub-resource "${given[0] ?? ''}" is not implemented by Coffer`)
+  }
+  const accepted = new Set<string>(row.params ?? [])
+  if (row.sub !== undefined) accepted.add(row.sub)
+  // A selecting sub-resource of another operation beside this one's (`?acl&uploads`) is refused too.
+  const extra = given.filter((k) => !accepted.has(k))
+  if (extra.length > 0) {
+    return new S3Error('NotImplemented', `${method} of the ${on} sub-resource "${extra[0]}"${row.sub ? ` with "${row.sub}"` : ''} is not implemented by Coffer`)
+  }
+  return { name: row.name as OperationName, action: row.action, on }
+}

@@ -1,0 +1,141 @@
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { Core } from '../../core'
+import type { AuthenticatedTenant } from '../../db/repos/tenants'
+import type { S3Services } from '../services'
+import type { Verified } from '../sigv4'
+import type { BodySpec } from '../ingest'
+import type { ObjectInput } from '../objects'
+import type { OperationName } from '../operations'
+import { S3Error } from '../errors'
+import { checkCannedAcl } from '../acl'
+import { xmlDocument, type XmlNode } from '../xml'
+
+/** What every operation's handler gets: the request, its verified tenant, what it addresses. */
+export interface OpContext {
+  readonly core: Core
+  readonly s3: S3Services
+  readonly region: string
+  readonly request: FastifyRequest
+  readonly reply: FastifyReply
+  readonly tenant: AuthenticatedTenant
+  readonly auth: Verified<AuthenticatedTenant>
+  /** The bucket (empty for the service's operations). */
+  readonly bucket: string
+  /** The key (empty for the service's and buckets' operations). */
+  readonly key: string
+  readonly query: Map<string, string>
+  /** The request body as the operation must read it (signed, chunked, checksummed: ingest.ts). */
+  body(): BodySpec
+}
+
+export type Handler = (c: OpContext) => unknown
+
+/** One family's handlers, by operation name (routes.ts checks that every operation has one). */
+export type Handlers = Partial<Record<OperationName, Handler>>
+
+export const notImplemented = (what: string) => new S3Error('NotImplemented', `${what} is not implemented by Coffer`)
+
+export const header = (request: FastifyRequest, name: string): string | undefined => {
+  const v = request.headers[name]
+  return Array.isArray(v) ? v.join(',') : v
+}
+
+export const iso = (ms: number) => new Date(ms).toISOString()
+
+export function xml(reply: FastifyReply, root: string, body: XmlNode): FastifyReply {
+  return reply.type('application/xml').send(xmlDocument(root, body))
+}
+
+/** The owner of everything a tenant stores: the tenant (its id is the canonical user ID). */
+export function owner(tenant: AuthenticatedTenant): XmlNode {
+  return { ID: tenant.id, DisplayName: tenant.name }
+}
+
+export function intParam(query: Map<string, string>, name: string, def: number, max: number): number {
+  const raw = query.get(name)
+  if (raw === undefined || raw === '') return def
+  if (!/^\d{1,10}$/.test(raw)) throw new S3Error('InvalidArgument', `${name} must be a non-negative integer`)
+  return Math.min(Number(raw), max)
+}
+
+export function decodePath(text: string): string {
+  try {
+    return decodeURIComponent(text)
+  } catch {
+    throw new S3Error('InvalidArgument', 'The request URL is not correctly percent-encoded')
+  }
+}
+
+/** Versions are not built yet: only the `null` version (every object's only one) can be named. */
+export function onlyNullVersion(query: Map<string, string>): void {
+  const version = query.get('versionId')
+  if (version !== undefined && version !== 'null') throw notImplemented('Object versions')
+}
+
+/**
+ * Write options Coffer does not implement. Ignoring them would pretend (a client asking for
+ * encryption, a public ACL, tags, a retention lock or a colder storage class must not believe it
+ * got one): 501, on every write that could carry them — PutObject, CopyObject whatever its
+ * metadata directive, CreateMultipartUpload, UploadPart(Copy), CreateBucket (#24).
+ */
+export function refuseUnsupported(request: FastifyRequest): void {
+  // A value that is no canned ACL at all is the client's error (400), whatever else is refused.
+  checkCannedAcl(header(request, 'x-amz-acl'))
+  for (const name of Object.keys(request.headers)) {
+    const value = header(request, name)
+    if (
+      name.startsWith('x-amz-server-side-encryption') ||
+      name.startsWith('x-amz-copy-source-server-side-encryption') ||
+      name.startsWith('x-amz-object-lock') ||
+      name === 'x-amz-bucket-object-lock-enabled' ||
+      name === 'x-amz-tagging' ||
+      (name === 'x-amz-tagging-directive' && value?.toUpperCase() !== 'COPY') ||
+      name === 'x-amz-website-redirect-location' ||
+      name.startsWith('x-amz-grant-') ||
+      (name === 'x-amz-acl' && value !== 'private' && value !== 'bucket-owner-full-control') ||
+      (name === 'x-amz-storage-class' && value !== 'STANDARD') ||
+      // ACLs disabled is what every Coffer bucket is; the other two settings are about ACLs.
+      (name === 'x-amz-object-ownership' && value !== 'BucketOwnerEnforced')
+    ) {
+      throw notImplemented(`The ${name} header`)
+    }
+  }
+}
+
+/** The stored attributes of an object written with these request headers (s3.md: user metadata ≤ 2 KB). */
+export function objectInput(request: FastifyRequest): ObjectInput {
+  refuseUnsupported(request)
+  const meta: Record<string, string> = {}
+  let metaBytes = 0
+  for (const [name, value] of Object.entries(request.headers)) {
+    if (!name.startsWith('x-amz-meta-') || value === undefined) continue
+    const v = Array.isArray(value) ? value.join(',') : value
+    const n = name.slice('x-amz-meta-'.length)
+    meta[n] = v
+    metaBytes += Buffer.byteLength(n) + Buffer.byteLength(v)
+  }
+  if (metaBytes > 2048) throw new S3Error('MetadataTooLarge', 'Your metadata headers exceed the maximum allowed metadata size.')
+  const contentType = request.s3ContentType?.trim()
+  const opt = (name: string) => {
+    const v = header(request, name)
+    return v === undefined || v === '' ? undefined : v.slice(0, 1024)
+  }
+  const out: ObjectInput = { contentType: contentType && contentType.length <= 255 ? contentType : 'application/octet-stream', meta }
+  const cacheControl = opt('cache-control')
+  const contentDisposition = opt('content-disposition')
+  // Only `aws-chunked` (the transfer's framing) is removed; the rest is kept as the client spelt it
+  // (`deflate, gzip` stays `deflate, gzip`, #24).
+  const contentEncoding = opt('content-encoding')
+    ?.split(',')
+    .filter((s) => s.trim().toLowerCase() !== 'aws-chunked')
+    .join(',')
+    .trim()
+  const contentLanguage = opt('content-language')
+  const expires = opt('expires')
+  if (cacheControl) out.cacheControl = cacheControl
+  if (contentDisposition) out.contentDisposition = contentDisposition
+  if (contentEncoding) out.contentEncoding = contentEncoding
+  if (contentLanguage) out.contentLanguage = contentLanguage
+  if (expires) out.expires = expires
+  return out
+}

@@ -1,0 +1,144 @@
+import type { FastifyRequest } from 'fastify'
+import type { ObjectInfo, ObjectRow } from '../../db/repos/objects'
+import { S3Error } from '../errors'
+import { readSmallBody } from '../ingest'
+import { MAX_XML_BODY_BYTES, childOf, listOf, malformed, parseXml, textOf } from '../xml'
+import { etagOf } from '../objects'
+import { MAX_PARTS } from '../multipart'
+import { sendObject } from '../render'
+import { copySourceHolds } from '../conditions'
+import { decodePath, header, iso, notImplemented, objectInput, onlyNullVersion, refuseUnsupported, xml, type Handlers, type OpContext } from './context'
+
+/** Objects: read, write, copy, delete, describe. */
+export const objectHandlers = {
+  GetObject: getOrHead,
+  HeadObject: getOrHead,
+
+  async PutObject({ s3, tenant, bucket, key, request, reply, body }) {
+    const { etag, checksum } = await s3.objects.put(tenant, bucket, key, body(), objectInput(request), {
+      ifMatch: header(request, 'if-match'),
+      ifNoneMatch: header(request, 'if-none-match'),
+    })
+    reply.header('etag', etag)
+    if (checksum) reply.header(`x-amz-checksum-${checksum.algorithm}`, checksum.value)
+    return reply.send()
+  },
+
+  CopyObject({ s3, tenant, bucket, key, request, reply }) {
+    const from = copySource(request)
+    const directive = (header(request, 'x-amz-metadata-directive') ?? 'COPY').toUpperCase()
+    if (directive !== 'COPY' && directive !== 'REPLACE') throw new S3Error('InvalidArgument', 'Unknown metadata directive.')
+    if (directive === 'COPY' && from.bucket === bucket && from.key === key) {
+      throw new S3Error(
+        'InvalidRequest',
+        "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.",
+      )
+    }
+    // The COPY directive keeps the source's metadata, not the request's options: those are refused
+    // as under REPLACE, never silently dropped (#24).
+    refuseUnsupported(request)
+    const info: ObjectInfo | 'copy' = directive === 'REPLACE' ? { ...objectInput(request), etag: '' } : 'copy'
+    // The destination's own conditions are honoured, as AWS's CopyObject does, never ignored (#24).
+    const row = s3.objects.copy(tenant, from, { bucket, key }, info, copyConditions(request), {
+      ifMatch: header(request, 'if-match'),
+      ifNoneMatch: header(request, 'if-none-match'),
+    })
+    return xml(reply, 'CopyObjectResult', { ETag: etagOf(row), LastModified: iso(row.completedAt) })
+  },
+
+  DeleteObject({ s3, tenant, bucket, key, query, reply }) {
+    onlyNullVersion(query)
+    s3.objects.delete(tenant, bucket, key)
+    return reply.code(204).send()
+  },
+
+  async DeleteObjects({ s3, tenant, bucket, request, reply, body }) {
+    s3.buckets.resolve(tenant, bucket)
+    // AWS requires the body's digest, Content-MD5 or a flexible checksum (header or trailer), which
+    // readSmallBody then verifies (BadDigest): without one a presigned POST ?delete URL, which signs
+    // no body, deleted whatever keys its holder put in the body (#24).
+    const names = Object.keys(request.headers)
+    const trailer = (header(request, 'x-amz-trailer') ?? '').toLowerCase()
+    const digested =
+      names.includes('content-md5') || names.some((n) => /^x-amz-checksum-(?!mode$|type$|algorithm$)/.test(n)) || /(^|,)\s*x-amz-checksum-/.test(trailer)
+    if (!digested) throw new S3Error('InvalidRequest', 'Missing required header for this request: Content-MD5 OR x-amz-checksum-*')
+    const doc = parseXml(await readSmallBody(body(), MAX_XML_BODY_BYTES))
+    const del = childOf(doc, 'Delete')
+    if (!del) throw malformed()
+    const objects = listOf(del, 'Object')
+    if (objects.length === 0 || objects.length > 1000) throw malformed()
+    const keys = objects.map((o) => textOf(o, 'Key'))
+    if (keys.some((k) => k === undefined)) throw malformed()
+    const quiet = textOf(del, 'Quiet') === 'true'
+    const result = s3.objects.deleteMany(tenant, bucket, keys as string[])
+    request.log.debug({ deleted: result.deleted.length }, 'objects deleted')
+    return xml(reply, 'DeleteResult', {
+      Deleted: quiet ? [] : result.deleted.map((k) => ({ Key: k })),
+      Error: result.errors.map((e) => ({ Key: e.key, Code: e.code, Message: e.message })),
+    })
+  },
+
+  /** GetObjectAttributes: what the object is, without its bytes (S3 API reference). */
+  GetObjectAttributes({ s3, tenant, bucket, key, query, request, reply }) {
+    onlyNullVersion(query)
+    const attributes = (header(request, 'x-amz-object-attributes') ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => s !== '')
+    const headerInt = (name: string, def: number, max: number) => {
+      const raw = header(request, name)?.trim()
+      if (raw === undefined || raw === '') return def
+      if (!/^\d{1,10}$/.test(raw)) throw new S3Error('InvalidArgument', `${name} must be a non-negative integer`)
+      return Math.min(Number(raw), max)
+    }
+    const { lastModified, body } = s3.objects.attributes(tenant, bucket, key, {
+      attributes,
+      maxParts: headerInt('x-amz-max-parts', 1000, 1000),
+      partNumberMarker: headerInt('x-amz-part-number-marker', 0, MAX_PARTS),
+    })
+    reply.header('last-modified', new Date(lastModified).toUTCString())
+    return xml(reply, 'GetObjectAttributesResponse', body)
+  },
+} satisfies Handlers
+
+/** GetObject and HeadObject: the object, or one part of it (`partNumber`). */
+function getOrHead({ core, s3, tenant, bucket, key, query: q, request, reply }: OpContext) {
+  onlyNullVersion(q)
+  const partNumber = q.get('partNumber')
+  if (partNumber === undefined) return sendObject(core, request, reply, s3.objects.head(tenant, bucket, key), q)
+  if (!/^\d{1,5}$/.test(partNumber) || Number(partNumber) < 1 || Number(partNumber) > MAX_PARTS) {
+    throw new S3Error('InvalidArgument', 'Part number must be an integer between 1 and 10000, inclusive')
+  }
+  if (request.headers.range !== undefined) throw new S3Error('InvalidRequest', 'Cannot specify both Range header and partNumber query parameter')
+  const { object, part } = s3.objects.headPart(tenant, bucket, key, Number(partNumber))
+  return sendObject(core, request, reply, object, q, part)
+}
+
+/** `x-amz-copy-source`: `[/]bucket/key[?versionId=…]`, URL-encoded. */
+export function copySource(request: FastifyRequest): { bucket: string; key: string } {
+  const raw = header(request, 'x-amz-copy-source')!
+  const [pathPart, queryPart] = raw.split('?', 2)
+  if (queryPart !== undefined && !/^versionId=null$/.test(queryPart)) throw notImplemented('Copying from an object version')
+  const path = decodePath(pathPart!.replace(/^\//, ''))
+  const slash = path.indexOf('/')
+  if (slash <= 0 || slash === path.length - 1)
+    throw new S3Error('InvalidArgument', 'Copy Source must mention the source bucket and key: sourcebucket/sourcekey')
+  return { bucket: path.slice(0, slash), key: path.slice(slash + 1) }
+}
+
+/** x-amz-copy-source-if-* preconditions, as GetObject's conditionals but answered 412. */
+export function copyConditions(request: FastifyRequest) {
+  return (source: ObjectRow) => {
+    const holds = copySourceHolds(
+      {
+        ifMatch: header(request, 'x-amz-copy-source-if-match'),
+        ifNoneMatch: header(request, 'x-amz-copy-source-if-none-match'),
+        ifModifiedSince: header(request, 'x-amz-copy-source-if-modified-since'),
+        ifUnmodifiedSince: header(request, 'x-amz-copy-source-if-unmodified-since'),
+      },
+      etagOf(source),
+      source.completedAt,
+    )
+    if (!holds) throw new S3Error('PreconditionFailed', 'At least one of the pre-conditions you specified did not hold')
+  }
+}

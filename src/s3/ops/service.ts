@@ -1,0 +1,12 @@
+import { iso, owner, xml, type Handlers } from './context'
+
+/** The service's one operation: the tenant's buckets (workspaces, s3.md). */
+export const serviceHandlers = {
+  ListBuckets({ s3, tenant, reply }) {
+    const buckets = s3.buckets.list(tenant)
+    return xml(reply, 'ListAllMyBucketsResult', {
+      Owner: owner(tenant),
+      Buckets: { Bucket: buckets.map((b) => ({ Name: b.slug, CreationDate: iso(b.createdAt) })) },
+    })
+  },
+} satisfies Handlers
