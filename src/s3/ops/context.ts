@@ -25,7 +25,7 @@ export interface OpContext {
   readonly key: string
   readonly query: Map<string, string>
   /** The request body as the operation must read it (signed, chunked, checksummed: ingest.ts). */
-  body(): BodySpec
+  readonly body: () => BodySpec
 }
 
 export type Handler = (c: OpContext) => unknown
