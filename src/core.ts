@@ -39,6 +39,8 @@ import { S3CredentialsService } from './services/s3-credentials'
 import { createS3Services, type S3Services } from './s3/services'
 import { RateBudget } from './lib/rate-budget'
 import { DiskReserve } from './lib/disk-reserve'
+import { BucketConfigsRepo } from './db/repos/bucket-configs'
+import { BucketConfigsService } from './services/bucket-configs'
 
 /**
  * The composition root: every service built from one config, for the fronts (HTTP routes, CLI
@@ -71,6 +73,8 @@ export interface Core {
   readonly rateBudget: RateBudget
   /** The space kept for deletes on a full disk (`<data-dir>/reserve`). */
   readonly reserve: DiskReserve
+  /** Buckets' configuration documents (CORS, policy, tags, lifecycle, …), one per family. */
+  readonly bucketConfigs: BucketConfigsService
   close(): void
 }
 
@@ -206,6 +210,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     s3,
     rateBudget: new RateBudget(),
     reserve,
+    bucketConfigs: new BucketConfigsService(new BucketConfigsRepo(db), clock),
     close() {
       if (closed) return
       closed = true

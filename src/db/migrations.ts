@@ -401,4 +401,29 @@ END;
 ALTER TABLE s3_parts ADD COLUMN checksum TEXT;
 `,
   },
+  {
+    version: 15,
+    name: 's3: bucket configuration documents',
+    sql: `
+-- A bucket's configurations, one document per family (architecture.md, "As the S3 front grows"):
+-- name is the family ('cors', 'policy', 'public-access-block', 'tagging', 'lifecycle',
+-- 'encryption', 'object-lock', 'acl', …), document its JSON as the family's service validated it.
+-- Read by primary key on the requests that need one (a CORS preflight, an anonymous GET).
+CREATE TABLE bucket_configs (
+  workspace_id TEXT NOT NULL,
+  name         TEXT NOT NULL,
+  document     TEXT NOT NULL,
+  updated_at   INTEGER NOT NULL,
+  PRIMARY KEY (workspace_id, name)
+) STRICT, WITHOUT ROWID;
+-- A deleted bucket's configuration goes with it: a new bucket of the same name starts bare.
+CREATE TRIGGER bucket_configs_workspace_soft_deleted AFTER UPDATE OF deleted_at ON workspaces
+  WHEN NEW.deleted_at IS NOT NULL BEGIN
+  DELETE FROM bucket_configs WHERE workspace_id = NEW.id;
+END;
+CREATE TRIGGER bucket_configs_workspace_deleted AFTER DELETE ON workspaces BEGIN
+  DELETE FROM bucket_configs WHERE workspace_id = OLD.id;
+END;
+`,
+  },
 ]

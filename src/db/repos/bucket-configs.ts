@@ -1,0 +1,31 @@
+import type { DB } from '../database'
+
+/** SQL for bucket_configs: one JSON document per bucket (workspace) and configuration family. */
+export class BucketConfigsRepo {
+  private readonly stmts
+
+  constructor(db: DB) {
+    this.stmts = {
+      get: db.prepare<[string, string], string>('SELECT document FROM bucket_configs WHERE workspace_id = ? AND name = ?').pluck(),
+      put: db.prepare(
+        `INSERT INTO bucket_configs (workspace_id, name, document, updated_at) VALUES (@workspaceId, @name, @document, @now)
+         ON CONFLICT (workspace_id, name) DO UPDATE SET document = excluded.document, updated_at = excluded.updated_at`,
+      ),
+      delete: db.prepare('DELETE FROM bucket_configs WHERE workspace_id = ? AND name = ?'),
+    }
+  }
+
+  /** The document's JSON text, or undefined when the bucket has none of that family. */
+  get(workspaceId: string, name: string): string | undefined {
+    return this.stmts.get.get(workspaceId, name)
+  }
+
+  put(workspaceId: string, name: string, document: string, now: number): void {
+    this.stmts.put.run({ workspaceId, name, document, now })
+  }
+
+  /** True when there was one to delete. */
+  delete(workspaceId: string, name: string): boolean {
+    return this.stmts.delete.run(workspaceId, name).changes > 0
+  }
+}

@@ -1,0 +1,29 @@
+import type { BucketConfigsRepo } from '../db/repos/bucket-configs'
+import type { Clock } from '../lib/clock'
+
+/**
+ * A bucket's configuration documents (CORS rules, a policy, public access block, tags, lifecycle
+ * rules, default encryption, …), one per family, for both fronts. Each family's service validates
+ * its document and gives it a type; this stores and returns it. The bucket is a workspace the caller
+ * has already resolved within its tenant (so a foreign bucket never reaches here).
+ */
+export class BucketConfigsService {
+  constructor(
+    private readonly repo: BucketConfigsRepo,
+    private readonly clock: Clock,
+  ) {}
+
+  get<T>(workspaceId: string, family: string): T | undefined {
+    const text = this.repo.get(workspaceId, family)
+    return text === undefined ? undefined : (JSON.parse(text) as T)
+  }
+
+  put(workspaceId: string, family: string, document: unknown): void {
+    this.repo.put(workspaceId, family, JSON.stringify(document), this.clock.now())
+  }
+
+  /** True when the bucket had a document of that family. */
+  delete(workspaceId: string, family: string): boolean {
+    return this.repo.delete(workspaceId, family)
+  }
+}
