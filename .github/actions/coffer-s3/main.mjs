@@ -5,7 +5,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { createHash } from 'node:crypto'
-import { spawn, spawnSync } from 'node:child_process'
+import { execFile, spawn } from 'node:child_process'
 import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 
@@ -97,8 +97,11 @@ async function main() {
   child.unref()
   appendTo('GITHUB_STATE', [`pid=${child.pid}`])
 
-  const waited = spawnSync(exe, ['wait', envFile, '--pid', String(child.pid), '--timeout', input('timeout') || '60'], { encoding: 'utf8' })
-  if (waited.status !== 0) {
+  // Not spawnSync: while this process is blocked, nothing reaps a coffer that exited at once, and
+  // `coffer wait --pid` would take its zombie for a live process until the timeout.
+  const waitArgs = ['wait', envFile, '--pid', String(child.pid), '--timeout', input('timeout') || '60']
+  const waited = await new Promise((resolve) => execFile(exe, waitArgs, (err, _stdout, stderr) => resolve({ failed: Boolean(err), stderr })))
+  if (waited.failed) {
     console.log(`Coffer's log:\n${fs.readFileSync(logFile, 'utf8')}`)
     throw new Failure(`Coffer did not start: ${waited.stderr.trim()}`)
   }
