@@ -33,6 +33,7 @@ async function download(url, file) {
 function releaseBase(version) {
   const base = input('base-url')
   if (base) return base.replace(/\/+$/, '')
+  // Set by the runner for an action used from a repository, unset for a local one (uses: ./…; actions/runner#585, #804).
   const repo = process.env.GITHUB_ACTION_REPOSITORY
   if (!repo) throw new Failure('cannot tell which repository this action comes from: set the base-url input')
   const server = process.env.GITHUB_SERVER_URL || 'https://github.com'
