@@ -12,6 +12,7 @@ import type { AddressInfo } from 'node:net'
 // yaml comes with @fastify/swagger; the runner's own YAML reading is what it stands in for.
 import YAML from 'yaml'
 import { ROOT } from './process-helper'
+import { TEST_LOG_DIR } from './log-scan/secrets'
 import { tempDir } from './helper'
 
 const VERSION = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).version as string
@@ -243,6 +244,17 @@ t.test("the README's GitHub Actions job with the coffer-s3 action, run as the ru
   t.equal(post.code, 0, post.stderr)
   t.match(post.stdout, `Coffer (pid ${pid}) stopped`)
   t.match(post.stdout, /::group::Coffer's log\n[\s\S]*coffer listening on[\s\S]*::endgroup::/)
+  // The log the action shows in the job's log, mirrored for the run's scan for keys and secrets.
+  const shown = /::group::Coffer's log\n([\s\S]*)::endgroup::/.exec(post.stdout)?.[1] ?? ''
+  fs.mkdirSync(TEST_LOG_DIR, { recursive: true })
+  fs.writeFileSync(
+    path.join(TEST_LOG_DIR, `coffer-s3-action-${pid}.log`),
+    shown
+      .split('\n')
+      .filter((l) => l.startsWith('{"level":'))
+      .map((l) => `${l}\n`)
+      .join(''),
+  )
   t.notOk(alive(pid), 'the process is gone')
   t.same(
     fs.readdirSync(r.runnerTemp).filter((f) => f.startsWith('coffer-s3-')),
