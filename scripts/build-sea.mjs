@@ -56,48 +56,61 @@ export async function buildSea() {
   const major = Number(process.versions.node.split('.')[0])
   if (major !== 24) throw new Error(`the executable embeds the Node running this script, which is ${process.version}: run it with Node 24 (npm run build:sea)`)
   await build()
-  // Beside dist/coffer, so that the final rename stays on one filesystem.
-  const work = fs.mkdtempSync(path.join(root, 'dist', '.sea-'))
+  await makeExecutable({ node: process.execPath, bundle: bundleFile, addon: addonOut, out: seaFile })
+  const size = fs.statSync(seaFile).size
+  console.error(`built ${path.relative(root, seaFile)} (${(size / 1024 / 1024).toFixed(1)} MiB, Node ${process.version})`)
+}
+
+/**
+ * Makes the single executable `out` from a bundle, its SQLite addon and a Node binary. For another
+ * CPU than this one (the release's linux-arm64 executable, #28), `emulator` is the command that runs
+ * that CPU's programs here (qemu-user) and `strip` that CPU's strip: the preparation blob is made by
+ * the target Node itself, so V8's code cache in it is the target's own (Node's documentation: a
+ * code cache made by another platform's Node is not usable), and every check below runs the result.
+ */
+export async function makeExecutable({ node, bundle, addon, out, strip = 'strip', emulator = [] }) {
+  // Beside the output, so that the final rename stays on one filesystem.
+  const work = fs.mkdtempSync(path.join(path.dirname(out), '.sea-'))
+  const runTarget = (exe, args, opts) => (emulator.length ? run(emulator[0], [...emulator.slice(1), exe, ...args], opts) : run(exe, args, opts))
   try {
     const blob = path.join(work, 'sea-prep.blob')
     const config = path.join(work, 'sea-config.json')
     fs.writeFileSync(
       config,
       JSON.stringify({
-        main: bundleFile,
+        main: bundle,
         output: blob,
         disableExperimentalSEAWarning: true,
         // V8's compiled code for the bundle rides along: 80 ms less CPU per start (user+sys of
         // `coffer version` 0.22 → 0.14 s, until listening 0.48 → 0.41 s; medians of 7-9 starts).
         useCodeCache: true,
-        assets: { 'better_sqlite3.node': addonOut },
+        assets: { 'better_sqlite3.node': addon },
       }),
     )
-    run(process.execPath, ['--experimental-sea-config', config])
+    runTarget(node, ['--experimental-sea-config', config])
 
     const exe = path.join(work, 'coffer')
-    fs.copyFileSync(process.execPath, exe)
+    fs.copyFileSync(node, exe)
     fs.chmodSync(exe, 0o755)
     try {
-      run('strip', ['--strip-all', exe])
+      run(strip, ['--strip-all', exe])
     } catch (err) {
-      throw new Error(`strip failed (it comes with binutils): ${err.stderr || err.message}`, { cause: err })
+      throw new Error(`${strip} failed (it comes with binutils): ${err.stderr || err.message}`, { cause: err })
     }
     // Addons resolve N-API from the dynamic symbol table, which strip keeps; make sure it runs.
-    const probe = run(exe, ['-p', 'process.versions.node'])
-    if (probe.trim() !== process.versions.node) throw new Error(`the stripped node does not run: ${probe}`)
+    const expectedNode = runTarget(node, ['-p', 'process.versions.node']).trim()
+    const probe = runTarget(exe, ['-p', 'process.versions.node'])
+    if (probe.trim() !== expectedNode) throw new Error(`the stripped node does not run: ${probe}`)
     await quietLief(() => postject.inject(exe, 'NODE_SEA_BLOB', fs.readFileSync(blob), { sentinelFuse: SENTINEL_FUSE }))
 
-    const version = run(exe, ['version'], { cwd: os.tmpdir(), env: { PATH: '/usr/bin:/bin' } }).trim()
+    const version = runTarget(exe, ['version'], { cwd: os.tmpdir(), env: { PATH: '/usr/bin:/bin' } }).trim()
     const expected = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')).version
-    if (version !== expected) throw new Error(`dist/coffer answered ${JSON.stringify(version)} to version, expected ${expected}`)
-    // Renamed into place: a running dist/coffer keeps its inode, and no reader sees half a file.
-    fs.renameSync(exe, seaFile)
+    if (version !== expected) throw new Error(`${path.basename(out)} answered ${JSON.stringify(version)} to version, expected ${expected}`)
+    // Renamed into place: a running executable keeps its inode, and no reader sees half a file.
+    fs.renameSync(exe, out)
   } finally {
     fs.rmSync(work, { recursive: true, force: true })
   }
-  const size = fs.statSync(seaFile).size
-  console.error(`built ${path.relative(root, seaFile)} (${(size / 1024 / 1024).toFixed(1)} MiB, Node ${process.version})`)
 }
 
 if (process.argv[1] === thisFile) {

@@ -128,16 +128,21 @@ function replaceAtomically(file, bytes, mode = 0o644) {
   fs.renameSync(tmp, file)
 }
 
-export async function build() {
-  const prebuild = path.join(path.dirname(require.resolve('better-sqlite3/package.json')), 'prebuilds', `${process.platform}-${process.arch}.node`)
+/**
+ * Writes the bundle `out` and the SQLite addon `addonDest` for Linux on `arch` (another CPU than this
+ * one for the release's linux-arm64 executable, #28: better-sqlite3 ships each platform's prebuilt
+ * addon in its npm package, and the bundle names the one it embeds by its digest).
+ */
+export async function build({ arch = process.arch, out = outFile, addonDest = addonOut } = {}) {
+  const prebuild = path.join(path.dirname(require.resolve('better-sqlite3/package.json')), 'prebuilds', `${process.platform}-${arch}.node`)
   const addon = fs.readFileSync(prebuild)
   // The name the single executable unpacks its SQLite addon under, known at build time so that a
   // start need not hash the 2.2 MB asset (src/db/sqlite-addon.ts).
   const addonDigest = createHash('sha256').update(addon).digest('hex').slice(0, 16)
-  fs.mkdirSync(path.dirname(outFile), { recursive: true })
+  fs.mkdirSync(path.dirname(out), { recursive: true })
   const result = await esbuild.build({
     entryPoints: [path.join(root, 'src', 'main.ts')],
-    outfile: outFile,
+    outfile: out,
     // Written by hand below: test files build concurrently, and none may read half a bundle.
     write: false,
     bundle: true,
@@ -164,10 +169,10 @@ export async function build() {
     logLevel: 'warning',
     metafile: true,
   })
-  replaceAtomically(addonOut, addon)
-  replaceAtomically(outFile, result.outputFiles.find((f) => f.path === outFile).contents, 0o755)
-  const size = fs.statSync(outFile).size
-  console.error(`built ${path.relative(root, outFile)} (${(size / 1024).toFixed(0)} KiB) and ${path.relative(root, addonOut)}`)
+  replaceAtomically(addonDest, addon)
+  replaceAtomically(out, result.outputFiles.find((f) => f.path === out).contents, 0o755)
+  const size = fs.statSync(out).size
+  console.error(`built ${path.relative(root, out)} (${(size / 1024).toFixed(0)} KiB) and ${path.relative(root, addonDest)}`)
   return result
 }
 

@@ -1,0 +1,336 @@
+// The release (#28): `npm run release`'s assets, and the coffer-s3 action run as a GitHub runner
+// runs a node24 action (inputs as INPUT_* variables, $GITHUB_ENV/$GITHUB_OUTPUT/$GITHUB_STATE/
+// $GITHUB_PATH files, GITHUB_ACTION_PATH, then the post step with STATE_*), its downloads served
+// from a local directory holding a real release build. No runner can be reached from here.
+import t, { type Test } from 'tap'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import http from 'node:http'
+import { execFile, spawnSync } from 'node:child_process'
+import type { AddressInfo } from 'node:net'
+// yaml comes with @fastify/swagger; the runner's own YAML reading is what it stands in for.
+import YAML from 'yaml'
+import { ROOT } from './process-helper'
+import { TEST_LOG_DIR } from './log-scan/secrets'
+import { tempDir } from './helper'
+
+const VERSION = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).version as string
+const NAME = `coffer-${VERSION}-linux-x64`
+const ACTION_DIR = path.join(ROOT, '.github', 'actions', 'coffer-s3')
+const AWS = '/usr/bin/aws'
+
+// Above the suite's per-file default only when the machine is loaded: alone it takes about a minute.
+t.setTimeout(300_000)
+
+// The x64 half of `npm run release`, once for this file (about 30 s), into a directory of its own.
+const RELEASE = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-release-test-'))
+t.teardown(() => fs.rmSync(RELEASE, { recursive: true, force: true }))
+const built = spawnSync(process.execPath, [path.join(ROOT, 'scripts', 'release.mjs'), '--arch', 'x64', '--out', RELEASE], {
+  cwd: ROOT,
+  encoding: 'utf8',
+  timeout: 100_000,
+})
+if (built.status !== 0) throw new Error(`npm run release -- --arch x64 failed:\n${built.stderr}`)
+
+interface Run {
+  code: number
+  stdout: string
+  stderr: string
+}
+
+/** Runs a command without blocking this process's event loop, which serves the downloads. */
+function run(cmd: string, args: string[], opts: { cwd: string; env: Record<string, string> }): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(cmd, args, { ...opts, timeout: 60_000, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) => {
+      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout: String(stdout), stderr: String(stderr) })
+    })
+  })
+}
+
+/** An HTTP server on 127.0.0.1 serving the files of `dir` by name, as a release's download URL does. */
+async function serveDir(t: Test, dir: string): Promise<{ url: string; requests: string[] }> {
+  const requests: string[] = []
+  const server = http.createServer((req, res) => {
+    const name = decodeURIComponent((req.url ?? '').split('?')[0]!.slice(1))
+    requests.push(name)
+    const file = path.join(dir, name)
+    if (name.includes('/') || !fs.existsSync(file)) return void res.writeHead(404).end('not found')
+    res.writeHead(200, { 'Content-Length': fs.statSync(file).size })
+    fs.createReadStream(file).pipe(res)
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())))
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, requests }
+}
+
+/** A runner's command file: `name=value` lines and `name<<DELIMITER` blocks. */
+function readCommandFile(file: string): Record<string, string> {
+  const out: Record<string, string> = {}
+  const lines = fs.readFileSync(file, 'utf8').split('\n')
+  for (let i = 0; i < lines.length; i++) {
+    const heredoc = /^([^=]+)<<(.+)$/.exec(lines[i]!)
+    if (heredoc) {
+      const end = lines.indexOf(heredoc[2]!, i + 1)
+      out[heredoc[1]!] = lines.slice(i + 1, end).join('\n')
+      i = end
+    } else if (lines[i]!.includes('=')) {
+      const [name, value] = lines[i]!.split(/=(.*)/s)
+      out[name!] = value!
+    }
+  }
+  return out
+}
+
+interface Runner {
+  workspace: string
+  runnerTemp: string
+  tmp: string
+  files: { GITHUB_ENV: string; GITHUB_OUTPUT: string; GITHUB_STATE: string; GITHUB_PATH: string }
+  env: Record<string, string>
+}
+
+/** A job's directories and files as a runner lays them out, and the environment every step gets. */
+function runnerFor(t: Test, ref = `v${VERSION}`): Runner {
+  const dir = tempDir(t, 'coffer-runner-')
+  const [workspace, runnerTemp, tmp, home] = ['workspace', 'runner-temp', 'tmp', 'home'].map((d) => path.join(dir, d))
+  for (const d of [workspace!, runnerTemp!, tmp!, home!]) fs.mkdirSync(d)
+  const files = Object.fromEntries(
+    ['GITHUB_ENV', 'GITHUB_OUTPUT', 'GITHUB_STATE', 'GITHUB_PATH'].map((name) => {
+      const file = path.join(runnerTemp!, `${name.toLowerCase()}.txt`)
+      fs.writeFileSync(file, '')
+      return [name, file]
+    }),
+  ) as Runner['files']
+  const env = {
+    PATH: `${path.dirname(process.execPath)}:/usr/bin:/bin`,
+    HOME: home!,
+    TMPDIR: tmp!,
+    CI: 'true',
+    GITHUB_ACTIONS: 'true',
+    GITHUB_WORKSPACE: workspace!,
+    RUNNER_TEMP: runnerTemp!,
+    GITHUB_SERVER_URL: 'https://github.com',
+    GITHUB_ACTION_REPOSITORY: 'OWNER/coffer',
+    GITHUB_ACTION_REF: ref,
+    ...files,
+  }
+  return { workspace: workspace!, runnerTemp: runnerTemp!, tmp: tmp!, files, env }
+}
+
+const action = YAML.parse(fs.readFileSync(path.join(ACTION_DIR, 'action.yml'), 'utf8')) as {
+  inputs: Record<string, { default?: string }>
+  runs: { using: string; main: string; post: string }
+}
+
+/**
+ * Runs the action's `main` or `post` as the runner does for `using: node24`: `node FILE` from the
+ * workspace, each declared input as INPUT_<NAME> (given, else its default), and for post the
+ * main step's saved state as STATE_<name>.
+ */
+function runAction(r: Runner, phase: 'main' | 'post', given: Record<string, string>): Promise<Run> {
+  for (const name of Object.keys(given)) if (!(name in action.inputs)) throw new Error(`the action has no input ${name}`)
+  const inputs = Object.fromEntries(
+    Object.entries(action.inputs).map(([name, spec]) => [`INPUT_${name.replace(/ /g, '_').toUpperCase()}`, given[name] ?? spec.default ?? '']),
+  )
+  const state = phase === 'post' ? Object.fromEntries(Object.entries(readCommandFile(r.files.GITHUB_STATE)).map(([k, v]) => [`STATE_${k}`, v])) : {}
+  const env = { ...r.env, ...inputs, ...state, GITHUB_ACTION_PATH: ACTION_DIR }
+  return run(process.execPath, [path.join(ACTION_DIR, action.runs[phase])], { cwd: r.workspace, env })
+}
+
+/** A `run:` step as the runner runs it: bash with the env files' effects applied. */
+function runStep(r: Runner, script: string): Promise<Run> {
+  const added = fs.readFileSync(r.files.GITHUB_PATH, 'utf8').trim().split('\n').filter(Boolean).reverse()
+  const env = { ...r.env, ...readCommandFile(r.files.GITHUB_ENV), PATH: [...added, r.env.PATH].join(':') }
+  return run('bash', ['--noprofile', '--norc', '-eo', 'pipefail', '-c', script], { cwd: r.workspace, env })
+}
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** The fenced code block that follows `<!-- ci-recipe: NAME` in the README. */
+function readmeRecipe(name: string): string {
+  const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8')
+  const m = new RegExp(`<!-- ci-recipe: ${name}[^>]*-->\\n\`\`\`\\w+\\n([\\s\\S]*?)\\n\`\`\``).exec(readme)
+  if (!m) throw new Error(`no ci-recipe ${name} in the README`)
+  return m[1]!
+}
+
+t.test('npm run release: the executable, a tarball with README, unit and licences, SHA256SUMS that sha256sum accepts', async (t) => {
+  t.same(fs.readdirSync(RELEASE).sort(), ['SHA256SUMS', NAME, `${NAME}.tar.gz`])
+  const check = spawnSync('sha256sum', ['-c', 'SHA256SUMS'], { cwd: RELEASE, encoding: 'utf8' })
+  t.equal(check.status, 0, check.stderr)
+  t.equal(check.stdout, `${NAME}: OK\n${NAME}.tar.gz: OK\n`)
+  t.equal(spawnSync(path.join(RELEASE, NAME), ['version'], { cwd: os.tmpdir(), encoding: 'utf8' }).stdout, `${VERSION}\n`)
+
+  const unpacked = tempDir(t)
+  const listing = spawnSync('tar', ['-tvzf', path.join(RELEASE, `${NAME}.tar.gz`)], { encoding: 'utf8' })
+  t.match(listing.stdout, /^drwxr-xr-x 0\/0 /, 'owned by root, not the builder')
+  t.equal(spawnSync('tar', ['-xzf', path.join(RELEASE, `${NAME}.tar.gz`), '-C', unpacked]).status, 0)
+  const dir = path.join(unpacked, NAME)
+  t.same(fs.readdirSync(dir).sort(), ['LICENSE', 'README.md', 'THIRD-PARTY-NOTICES', 'coffer', 'coffer.service'])
+  t.ok(fs.readFileSync(path.join(dir, 'coffer')).equals(fs.readFileSync(path.join(RELEASE, NAME))), 'the same executable')
+  t.equal(fs.statSync(path.join(dir, 'coffer')).mode & 0o777, 0o755)
+  t.equal(fs.readFileSync(path.join(dir, 'README.md'), 'utf8'), fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8'))
+  t.equal(fs.readFileSync(path.join(dir, 'coffer.service'), 'utf8'), fs.readFileSync(path.join(ROOT, 'scripts', 'coffer.service'), 'utf8'))
+  t.match(fs.readFileSync(path.join(dir, 'LICENSE'), 'utf8'), /^MIT License\n/)
+  const notices = fs.readFileSync(path.join(dir, 'THIRD-PARTY-NOTICES'), 'utf8')
+  for (const pkg of ['fastify', 'better-sqlite3', 'pino', '@aws-sdk/client-s3', 'swagger-ui-dist', 'preact']) {
+    t.match(notices, new RegExp(`^${pkg.replace(/[/.]/g, '\\$&')} \\d+\\.\\d+\\.\\d+ \\(`, 'm'), `${pkg}'s licence`)
+  }
+  t.match(notices, new RegExp(`^Node\\.js ${process.version}\\n\\nNode\\.js is licensed`, 'm'), "Node's licence")
+})
+
+t.test("the README's GitHub Actions job with the coffer-s3 action, run as the runner would", async (t) => {
+  const job = readmeRecipe('coffer-s3-action')
+  t.ok(job.split('\n').length <= 6, 'at most 6 lines')
+  t.ok(readmeRecipe('shell').split('\n').length <= 4, 'the shell recipe: at most 4 lines')
+  const steps = (YAML.parse(job) as { steps: { uses?: string; with?: Record<string, string>; run?: string }[] }).steps
+  const uses = steps.find((s) => s.uses?.includes('/.github/actions/coffer-s3@'))!
+  const [, repo, actionPath, ref] = /^([^/]+\/[^/]+)\/(.+)@(.+)$/.exec(uses.uses!)!
+  t.equal(repo, 'OWNER/coffer')
+  t.equal(path.join(ROOT, actionPath!), ACTION_DIR, 'the action of this repository')
+  t.equal(ref, `v${VERSION}`, "the README's tag is this version")
+  const runs = steps.filter((s) => s.run)
+  t.equal(runs.length, 1)
+
+  const r = runnerFor(t, ref)
+  fs.mkdirSync(path.join(r.workspace, 'test', 'fixtures'), { recursive: true })
+  fs.writeFileSync(path.join(r.workspace, 'test', 'fixtures', 'users.json'), '[{"id":1}]\n')
+  const assets = await serveDir(t, RELEASE)
+  // The one input the README's job does not give: the release comes from here, not GitHub.
+  const inputs = { ...uses.with, 'base-url': assets.url }
+  const main = await runAction(r, 'main', inputs)
+  const state = readCommandFile(r.files.GITHUB_STATE)
+  const pid = Number(state.pid)
+  t.teardown(() => {
+    if (pid > 0 && alive(pid)) process.kill(pid, 'SIGKILL')
+  })
+  t.equal(main.code, 0, main.stdout + main.stderr)
+  t.same(assets.requests, ['SHA256SUMS', NAME], 'the sums first, then the executable they name')
+  t.match(main.stdout, `${NAME}: SHA-256 `)
+  t.match(main.stdout, '::add-mask::test1234secret\n', 'the secret is masked in the job log')
+
+  const exported = readCommandFile(r.files.GITHUB_ENV)
+  t.match(exported, {
+    AWS_ACCESS_KEY_ID: 'test1234',
+    AWS_SECRET_ACCESS_KEY: 'test1234secret',
+    AWS_REGION: 'us-east-1',
+    AWS_ENDPOINT_URL: /^http:\/\/127\.0\.0\.1:\d+$/,
+    COFFER_URL: /^http:\/\/127\.0\.0\.1:\d+$/,
+    COFFER_API_KEY: /^sk_test_/,
+    COFFER_PID: String(pid),
+  })
+  const outputs = readCommandFile(r.files.GITHUB_OUTPUT)
+  t.match(outputs, { url: exported.COFFER_URL, 's3-endpoint': exported.AWS_ENDPOINT_URL, 'access-key-id': 'test1234', 'api-key': exported.COFFER_API_KEY })
+  t.equal(fs.readFileSync(r.files.GITHUB_PATH, 'utf8'), `${path.dirname(outputs.executable!)}\n`)
+  t.ok(fs.existsSync(AWS), `the AWS CLI at ${AWS} (bash scripts/s3-clients.sh installs it)`)
+
+  // The job's own step, as written, with what the action exported.
+  const listed = await runStep(r, runs[0]!.run!)
+  t.equal(listed.code, 0, listed.stderr)
+  t.match(listed.stdout, /\s11 users\.json\n$/, 'the seeded bucket, listed by the AWS CLI')
+  const viaPath = await runStep(r, 'coffer version')
+  t.equal(viaPath.stdout, `${VERSION}\n`, 'coffer is on the PATH of later steps')
+
+  // The end of the job: the runner runs the post step.
+  const post = await runAction(r, 'post', inputs)
+  t.equal(post.code, 0, post.stderr)
+  t.match(post.stdout, `Coffer (pid ${pid}) stopped`)
+  t.match(post.stdout, /::group::Coffer's log\n[\s\S]*coffer listening on[\s\S]*::endgroup::/)
+  // The log the action shows in the job's log, mirrored for the run's scan for keys and secrets.
+  const shown = /::group::Coffer's log\n([\s\S]*)::endgroup::/.exec(post.stdout)?.[1] ?? ''
+  fs.mkdirSync(TEST_LOG_DIR, { recursive: true })
+  fs.writeFileSync(
+    path.join(TEST_LOG_DIR, `coffer-s3-action-${pid}.log`),
+    shown
+      .split('\n')
+      .filter((l) => l.startsWith('{"level":'))
+      .map((l) => `${l}\n`)
+      .join(''),
+  )
+  t.notOk(alive(pid), 'the process is gone')
+  t.same(
+    fs.readdirSync(r.runnerTemp).filter((f) => f.startsWith('coffer-s3-')),
+    [],
+    'the download is removed',
+  )
+  t.same(fs.readdirSync(r.tmp), [], "coffer's ephemeral data dir is removed")
+})
+
+/** A release directory like RELEASE whose executable differs from SHA256SUMS in one byte. */
+function tampered(t: Test): string {
+  const dir = tempDir(t)
+  fs.copyFileSync(path.join(RELEASE, 'SHA256SUMS'), path.join(dir, 'SHA256SUMS'))
+  const exe = path.join(dir, NAME)
+  fs.copyFileSync(path.join(RELEASE, NAME), exe)
+  const fd = fs.openSync(exe, 'r+')
+  const byte = Buffer.alloc(1)
+  fs.readSync(fd, byte, 0, 1, 1_000_000)
+  fs.writeSync(fd, Buffer.from([byte[0]! ^ 0x01]), 0, 1, 1_000_000)
+  fs.closeSync(fd)
+  return dir
+}
+
+/** Main failed: nothing exported, no process, no executable left; post then succeeds quietly. */
+async function refused(t: Test, r: Runner, main: Run, error: RegExp, inputs: Record<string, string>) {
+  t.equal(main.code, 1)
+  t.match(main.stdout, error)
+  t.equal(fs.readFileSync(r.files.GITHUB_ENV, 'utf8'), '', 'nothing exported')
+  t.equal(fs.readFileSync(r.files.GITHUB_OUTPUT, 'utf8'), '', 'no outputs')
+  t.notOk('pid' in readCommandFile(r.files.GITHUB_STATE), 'nothing started')
+  const dirs = fs.readdirSync(r.runnerTemp).filter((f) => f.startsWith('coffer-s3-'))
+  t.same(
+    dirs.map((d) => fs.readdirSync(path.join(r.runnerTemp, d))),
+    [['SHA256SUMS']],
+    'the refused executable is deleted',
+  )
+  const post = await runAction(r, 'post', inputs)
+  t.equal(post.code, 0, post.stderr)
+  t.same(
+    fs.readdirSync(r.runnerTemp).filter((f) => f.startsWith('coffer-s3-')),
+    [],
+    'post removes the download directory',
+  )
+}
+
+t.test('the checksum step refuses a tampered executable', async (t) => {
+  const r = runnerFor(t)
+  const assets = await serveDir(t, tampered(t))
+  const inputs = { 'base-url': assets.url }
+  const main = await runAction(r, 'main', inputs)
+  await refused(t, r, main, new RegExp(`^::error::${NAME}: its SHA-256 is [0-9a-f]{64}, but SHA256SUMS says [0-9a-f]{64}: refused$`, 'm'), inputs)
+})
+
+t.test('a sha256 input that the executable does not match is refused too', async (t) => {
+  const r = runnerFor(t)
+  const assets = await serveDir(t, RELEASE)
+  const inputs = { 'base-url': assets.url, sha256: '0'.repeat(64) }
+  const main = await runAction(r, 'main', inputs)
+  await refused(t, r, main, /^::error::.*, but the sha256 input says 0{64}: refused$/m, inputs)
+})
+
+t.test('when coffer cannot start: its log, a failed step, and post cleans up', async (t) => {
+  const r = runnerFor(t)
+  const assets = await serveDir(t, RELEASE)
+  const inputs = { 'base-url': assets.url, 'access-key-id': 'x', 'secret-access-key': 'long-enough' }
+  const main = await runAction(r, 'main', inputs)
+  t.equal(main.code, 1)
+  t.match(main.stdout, /Coffer's log:\ncoffer: invalid configuration: COFFER_S3_ACCESS_KEY_ID="x" must be 3 to 128 characters/)
+  t.match(main.stdout, /^::error::Coffer did not start: coffer: coffer \(pid \d+\) exited before it was ready$/m)
+  t.equal(fs.readFileSync(r.files.GITHUB_ENV, 'utf8'), '', 'nothing exported')
+  const post = await runAction(r, 'post', inputs)
+  t.equal(post.code, 0)
+  t.match(post.stdout, /::warning::Coffer \(pid \d+\) had already exited/)
+  t.same(
+    fs.readdirSync(r.runnerTemp).filter((f) => f.startsWith('coffer-s3-')),
+    [],
+  )
+  t.same(fs.readdirSync(r.tmp), [])
+})
