@@ -84,7 +84,7 @@ export function prepareEphemeral(
  * a CI script waits for. They are written only now, once the server listens and everything they
  * name exists, so whoever reads one can use it at once: "ready" means ready.
  */
-export async function announceEphemeral(server: Server, eph: Ephemeral, stdout: NodeJS.WritableStream): Promise<void> {
+export async function announceEphemeral(server: Server, eph: Ephemeral, stdout: NodeJS.WritableStream, extra: { pid?: number } = {}): Promise<void> {
   const { tenant, apiKey, s3 } = createEphemeralTenant(server.core, eph.fixture, server.s3 !== undefined)
   await createBuckets(server.core, tenant, eph.fixture.buckets)
   const region = server.core.config.s3Region
@@ -93,6 +93,8 @@ export async function announceEphemeral(server: Server, eph: Ephemeral, stdout: 
     adminApiKey: eph.adminApiKey,
     tenant: { id: tenant.id, apiKey },
     ...(server.s3 && s3 ? { s3: { endpoint: server.s3.url, region, accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey } } : {}),
+    // The server's process, when --detach started it in the background (src/cli/detach.ts).
+    ...extra,
   }
   const json = JSON.stringify(line)
   if (eph.jsonFile !== undefined) writeAtomic('--json-file', eph.jsonFile, `${json}\n`)

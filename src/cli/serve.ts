@@ -6,9 +6,10 @@ import { explainDataDir, explainListen } from './startup-errors'
 import { announceEphemeral, prepareEphemeral } from './ephemeral'
 import { parse, println, UsageError, type CliIO } from './io'
 import { createBuckets, fixtureSettings, hasFixture, persistentTenant } from './fixture'
+import { detach, DETACHED_CHILD_ENV } from './detach'
 
-export const SERVE_HELP = `Usage: coffer serve [--port PORT] [--s3-port PORT|off] [--s3-sigv2 on|off] [--host HOST] [--data-dir DIR] [--log-level LEVEL]
-       coffer serve --ephemeral [--port PORT] [--s3-port PORT|off] [--host HOST] [--log-level LEVEL]
+export const SERVE_HELP = `Usage: coffer serve [--detach] [--port PORT] [--s3-port PORT|off] [--s3-sigv2 on|off] [--host HOST] [--data-dir DIR] [--log-level LEVEL]
+       coffer serve --ephemeral [--detach] [--port PORT] [--s3-port PORT|off] [--host HOST] [--log-level LEVEL]
                     [--write-env PATH] [--json-file PATH] [--bucket NAME[=DIR]]... [fixed keys]
 
 Runs the HTTP API, and the S3 API on a second port (default 9000; off disables it).
@@ -34,6 +35,11 @@ start must give the same keys, or it refuses to start; buckets it lacks are crea
                              COFFER_PID as NAME=value lines, written atomically (0600) once ready
 --json-file PATH             (--ephemeral) the JSON line, written atomically (0600) once ready
 
+--detach     Runs the server in the background (its own session) and returns once it is ready,
+             printing its JSON line with "pid" added (without --ephemeral: {"url","s3":{"endpoint",
+             "region"},"pid"}); its logs go to stderr. Stop it with kill PID. If it fails to
+             start, its error is printed and the exit code is not 0; nothing is left running.
+
 SIGTERM or SIGINT shuts down gracefully: no new requests, in-flight ones get up to
 COFFER_SHUTDOWN_TIMEOUT_SECONDS to finish, then the database closes and the exit code is 0.`
 /** What the serve command needs from the process (main.ts owns signals and exit handlers). */
@@ -44,6 +50,8 @@ export interface ServeProcess {
   onExit(fn: () => void): void
   /** How the person can run this coffer again (src/cli/self-command.ts), for the hints in the log. */
   selfCommand(): string
+  /** The command and leading arguments that run this same program again (`--detach` starts its child with them). */
+  selfInvocation(): { command: string; args: string[] }
 }
 
 /** `coffer serve`: runs the server until a stop signal, then shuts it down gracefully. */
@@ -71,11 +79,26 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
     // (nodejs/node#54232), and exits when the file is not there yet.
     'write-env': { type: 'string' },
     'json-file': { type: 'string' },
+    detach: { type: 'boolean' },
   })
-  const { help, ephemeral, bucket, 'write-env': envFile, 'json-file': jsonFile, ...flags } = values
+  const { help, ephemeral, bucket, 'write-env': envFile, 'json-file': jsonFile, detach: detachFlag, ...flags } = values
   if (help) {
     println(io.stdout, SERVE_HELP)
     return 0
+  }
+  // The child started by --detach (src/cli/detach.ts): its logs go to stderr, and it says it is
+  // ready with one JSON line on stdout that carries its pid.
+  const detachedChild = io.env[DETACHED_CHILD_ENV] === '1'
+  if (detachFlag && !detachedChild) {
+    const self = proc.selfInvocation()
+    return detach({
+      command: self.command,
+      args: [...self.args, 'serve', ...args.filter((a) => a !== '--detach')],
+      env: io.env,
+      stdout: io.stdout,
+      stderr: io.stderr,
+      stopped: proc.waitForStop(createLogger('silent')),
+    })
   }
   if (!ephemeral && (envFile !== undefined || jsonFile !== undefined)) throw new UsageError('--write-env and --json-file go with --ephemeral')
   const eph = ephemeral ? prepareEphemeral(io.env, flags, { buckets: bucket, envFile, jsonFile }) : undefined
@@ -84,7 +107,7 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
   const config = eph?.config ?? loadConfig(io.env, flags)
   const fixture = eph ? undefined : fixtureSettings(config, bucket)
   // Ephemeral mode keeps stdout for its one JSON line; the logs go to stderr.
-  const logger = createLogger(config.logLevel, eph ? io.stderr : io.stdout)
+  const logger = createLogger(config.logLevel, eph || detachedChild ? io.stderr : io.stdout)
   // Listening for signals from the start: one that arrives while starting still shuts down cleanly.
   const stopSignal = proc.waitForStop(logger)
   if (eph && eph.staleRemoved.length > 0) logger.info({ removed: eph.staleRemoved }, 'removed the temporary data dirs of ephemeral instances that are gone')
@@ -101,13 +124,17 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
     // One line a person can act on (#13): a port in use, a data dir that cannot be written, …
     throw err instanceof ListenError ? explainListen(err, config.host) : explainDataDir(err, config.dataDir)
   }
+  const pid = detachedChild ? { pid: process.pid } : {}
   if (eph) {
     try {
-      await announceEphemeral(server, eph, io.stdout)
+      await announceEphemeral(server, eph, io.stdout, pid)
     } catch (err) {
       await server.close()
       throw err
     }
+  } else if (detachedChild) {
+    const s3 = server.s3 ? { s3: { endpoint: server.s3.url, region: config.s3Region } } : {}
+    println(io.stdout, JSON.stringify({ url: server.url, ...s3, ...pid }))
   }
   const signal = await stopSignal
   logger.info({ signal }, 'signal received')
