@@ -39,6 +39,7 @@ import { S3CredentialsService } from './services/s3-credentials'
 import { createS3Services, type S3Services } from './s3/services'
 import { RateBudget } from './lib/rate-budget'
 import { DiskReserve } from './lib/disk-reserve'
+import { MemoryBudget } from './blobs/memory-budget'
 
 /**
  * The composition root: every service built from one config, for the fronts (HTTP routes, CLI
@@ -86,6 +87,11 @@ export interface CoreOptions {
   webhookPollMs?: number
   /** How the group commit flushes the WAL; tests inject a slow or failing one. */
   walSync?: SyncFile
+  /**
+   * `serve --ephemeral --in-memory` (#28): the data dir is on a tmpfs, and writes that would make
+   * it hold more than this many bytes are refused (blobs/memory-budget.ts).
+   */
+  memoryBudgetBytes?: number
 }
 
 /**
@@ -105,7 +111,10 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   // every staged body in a file, which it uploads from.
   const s3Store = config.blobStore === 's3' ? createS3Store(config, new DiskBlobStore(dataDir.blobs, dataDir.tmp), metrics) : undefined
   const disk = createDiskStore(db, dataDir)
-  const store = options.store ? options.store(s3Store ?? disk) : (s3Store ?? disk)
+  const budget = options.memoryBudgetBytes
+  const chosen =
+    budget === undefined ? (s3Store ?? disk) : new MemoryBudget(s3Store ?? disk, budget, () => blobsRepo.stats().bytes, [dataDir.db, `${dataDir.db}-wal`])
+  const store = options.store ? options.store(chosen) : chosen
 
   const filesRepo = new FilesRepo(db)
   const blobsRepo = new BlobsRepo(db)

@@ -9,7 +9,7 @@ import { createBuckets, fixtureSettings, hasFixture, persistentTenant } from './
 import { detach, DETACHED_CHILD_ENV } from './detach'
 
 export const SERVE_HELP = `Usage: coffer serve [--detach] [--port PORT] [--s3-port PORT|off] [--s3-sigv2 on|off] [--host HOST] [--data-dir DIR] [--log-level LEVEL]
-       coffer serve --ephemeral [--detach] [--port PORT] [--s3-port PORT|off] [--host HOST] [--log-level LEVEL]
+       coffer serve --ephemeral [--detach] [--in-memory [--in-memory-max-bytes N]] [--port PORT] [--s3-port PORT|off] [--host HOST] [--log-level LEVEL]
                     [--write-env PATH] [--json-file PATH] [--bucket NAME[=DIR]]... [fixed keys]
 
 Runs the HTTP API, and the S3 API on a second port (default 9000; off disables it).
@@ -34,6 +34,11 @@ start must give the same keys, or it refuses to start; buckets it lacks are crea
                              AWS_DEFAULT_REGION, AWS_ENDPOINT_URL(_S3), COFFER_URL, COFFER_API_KEY,
                              COFFER_PID as NAME=value lines, written atomically (0600) once ready
 --json-file PATH             (--ephemeral) the JSON line, written atomically (0600) once ready
+
+--in-memory  (--ephemeral) Everything in RAM, nothing written to disk: the data dir goes on a
+             tmpfs (COFFER_IN_MEMORY_DIR, default /dev/shm), and writes that would make it hold
+             more than --in-memory-max-bytes N (COFFER_IN_MEMORY_MAX_BYTES; default a quarter of
+             the memory) answer 507 InsufficientStorage, before the OOM killer is met.
 
 --detach     Runs the server in the background (its own session) and returns once it is ready,
              printing its JSON line with "pid" added (without --ephemeral: {"url","s3":{"endpoint",
@@ -80,8 +85,11 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
     'write-env': { type: 'string' },
     'json-file': { type: 'string' },
     detach: { type: 'boolean' },
+    // Everything in RAM (#28; src/cli/ephemeral.ts, src/blobs/memory-budget.ts).
+    'in-memory': { type: 'boolean' },
+    'in-memory-max-bytes': { type: 'string' },
   })
-  const { help, ephemeral, bucket, 'write-env': envFile, 'json-file': jsonFile, detach: detachFlag, ...flags } = values
+  const { help, ephemeral, bucket, 'write-env': envFile, 'json-file': jsonFile, detach: detachFlag, 'in-memory': inMemory, ...flags } = values
   if (help) {
     println(io.stdout, SERVE_HELP)
     return 0
@@ -101,7 +109,9 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
     })
   }
   if (!ephemeral && (envFile !== undefined || jsonFile !== undefined)) throw new UsageError('--write-env and --json-file go with --ephemeral')
-  const eph = ephemeral ? prepareEphemeral(io.env, flags, { buckets: bucket, envFile, jsonFile }) : undefined
+  if (!ephemeral && inMemory) throw new UsageError('--in-memory goes with --ephemeral')
+  if (!inMemory && flags['in-memory-max-bytes'] !== undefined) throw new UsageError('--in-memory-max-bytes goes with --in-memory')
+  const eph = ephemeral ? prepareEphemeral(io.env, flags, { buckets: bucket, envFile, jsonFile, inMemory }) : undefined
   // However the process ends (clean exit, a crash, a forced exit), the temporary data dir goes too.
   if (eph) proc.onExit(() => eph.remove())
   const config = eph?.config ?? loadConfig(io.env, flags)
@@ -110,11 +120,14 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
   const logger = createLogger(config.logLevel, eph || detachedChild ? io.stderr : io.stdout)
   // Listening for signals from the start: one that arrives while starting still shuts down cleanly.
   const stopSignal = proc.waitForStop(logger)
+  if (eph?.memoryBudgetBytes !== undefined)
+    logger.info({ dataDir: config.dataDir, maxBytes: eph.memoryBudgetBytes }, 'in memory: data dir on a tmpfs, writes past maxBytes refused')
   if (eph && eph.staleRemoved.length > 0) logger.info({ removed: eph.staleRemoved }, 'removed the temporary data dirs of ephemeral instances that are gone')
   let server: Server
   try {
     server = await startServer(config, logger, {
       selfCommand: proc.selfCommand(),
+      ...(eph?.memoryBudgetBytes !== undefined ? { memoryBudgetBytes: eph.memoryBudgetBytes } : {}),
       // A persistent data dir's fixture tenant and buckets exist before it listens (#28).
       ...(fixture && hasFixture(fixture)
         ? { beforeListen: async (core) => void (await createBuckets(core, persistentTenant(core, fixture).tenant, fixture.buckets)) }
