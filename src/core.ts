@@ -92,6 +92,11 @@ export interface CoreOptions {
    * it hold more than this many bytes are refused (blobs/memory-budget.ts).
    */
   memoryBudgetBytes?: number
+  /**
+   * `serve --ephemeral` (#28): the data dir is removed when the process ends and never reopened,
+   * so its database skips fsyncs (no power loss can matter to it); see db/database.ts.
+   */
+  throwaway?: boolean
 }
 
 /**
@@ -101,7 +106,7 @@ export interface CoreOptions {
 export function createCore(config: Config, options: CoreOptions = {}): Core {
   const clock = options.clock ?? systemClock
   const dataDir = ensureDataDir(config.dataDir)
-  const db = openDatabase(dataDir.db, dataDir.root)
+  const db = openDatabase(dataDir.db, dataDir.root, undefined, options.throwaway ? { throwaway: true } : {})
   const serverSecret = loadSecret(dataDir, config.secret)
   // Written before anything else can fill the disk; a delete on a full disk may need it (#24).
   const reserve = new DiskReserve(dataDir.reserve, config.diskReserveBytes, options.log ?? createLogger('silent'))
@@ -134,7 +139,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const quotas = new Quotas(tenantsRepo, workspacesRepo)
   const workspaces = new WorkspacesService(db, workspacesRepo, filesRepo, clock, events, config.webhookAllowPrivate)
   const files = new FilesService(db, filesRepo, workspaces, urls, clock, events, reserve)
-  const commits = new GroupCommit(db, options.walSync)
+  const commits = new GroupCommit(db, options.throwaway ? async () => {} : options.walSync)
   const records = new UploadRecords({
     db,
     commits,

@@ -7,6 +7,7 @@ import { announceEphemeral, prepareEphemeral } from './ephemeral'
 import { parse, println, UsageError, type CliIO } from './io'
 import { createBuckets, fixtureSettings, hasFixture, persistentTenant } from './fixture'
 import { detach, DETACHED_CHILD_ENV } from './detach'
+import { SETTLE_AFTER_MS, settleHeap } from '../lib/settle-heap'
 
 export const SERVE_HELP = `Usage: coffer serve [--detach] [--port PORT] [--s3-port PORT|off] [--s3-sigv2 on|off] [--host HOST] [--data-dir DIR] [--log-level LEVEL]
        coffer serve --ephemeral [--detach] [--in-memory [--in-memory-max-bytes N]] [--port PORT] [--s3-port PORT|off] [--host HOST] [--log-level LEVEL]
@@ -128,6 +129,7 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
     server = await startServer(config, logger, {
       selfCommand: proc.selfCommand(),
       ...(eph?.memoryBudgetBytes !== undefined ? { memoryBudgetBytes: eph.memoryBudgetBytes } : {}),
+      ...(eph ? { throwaway: true } : {}),
       // A persistent data dir's fixture tenant and buckets exist before it listens (#28).
       ...(fixture && hasFixture(fixture)
         ? { beforeListen: async (core) => void (await createBuckets(core, persistentTenant(core, fixture).tenant, fixture.buckets)) }
@@ -149,7 +151,10 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
     const s3 = server.s3 ? { s3: { endpoint: server.s3.url, region: config.s3Region } } : {}
     println(io.stdout, JSON.stringify({ url: server.url, ...s3, ...pid }))
   }
+  // Start-up's garbage collected once, a moment after the first requests (lib/settle-heap.ts, #29).
+  const settle = setTimeout(settleHeap, SETTLE_AFTER_MS)
   const signal = await stopSignal
+  clearTimeout(settle)
   logger.info({ signal }, 'signal received')
   try {
     await server.close()
