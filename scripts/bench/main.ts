@@ -4,7 +4,7 @@
  * markdown table and writes JSON (default dist/bench/results.json).
  *
  * Options: --runs N (pairs per figure, default 5), --only KEY,… (cold-start, fixture, metadata-read,
- * listing, transfers, s3, s3-store, rss, callgrind, s3-callgrind), --against-bundle PATH[,PATH…] (callgrind and s3-callgrind also count other builds of
+ * listing, transfers, s3, s3-store, rss, callgrind, s3-callgrind), --against-bundle PATH[,PATH…] (callgrind, s3-callgrind and fixture (which also takes an executable) also count other builds of
  * Coffer, e.g. an old dist/coffer.cjs), --quick (3 runs, short load runs, 10k/100k files: a smoke test, not
  * the figures), --files N and --large-files N (dataset sizes), --out FILE, --keep (keep the temp dir),
  * --cpu-prof (every Coffer process writes a V8 CPU profile into dist/bench/profiles/).

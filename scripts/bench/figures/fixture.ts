@@ -37,8 +37,7 @@ interface Start {
 }
 
 /** One fixture: spawn, JSON line, one signed S3 request answered 200; then idle, RSS, SIGTERM. */
-async function fixtureOnce(ctx: BenchContext, n: number): Promise<Start> {
-  const { command, args } = ctx.shipped
+async function fixtureOnce(ctx: BenchContext, n: number, { command, args }: { command: string; args: string[] } = ctx.shipped): Promise<Start> {
   const log = fs.openSync(path.join(ctx.dir, `fixture-${n}.log`), 'a')
   const t0 = performance.now()
   const child = spawn(
@@ -74,22 +73,28 @@ async function nodeOnce(ctx: BenchContext): Promise<Start> {
   return { ms: p.startMs, rss }
 }
 
+/** `--against-bundle PATH`: another build, a bundle (`….cjs`, run by this Node) or an executable. */
+const commandOf = (p: string) => (p.endsWith('.cjs') ? { label: `node ${p}`, command: process.execPath, args: [p] } : { label: p, command: p, args: [] })
+
 export async function fixture(ctx: BenchContext): Promise<FigureResult[]> {
+  const others = ctx.againstBundles.map(commandOf)
   // The first start of the single executable unpacks its SQLite addon: every ephemeral start does
   // that (a new data dir each time), so it is measured, but one start first warms the page cache.
   await fixtureOnce(ctx, 0)
+  for (const o of others) await fixtureOnce(ctx, 0, o)
   const runs = Math.max(ctx.runs, 5)
   const node: Start[] = []
   const coffer: Start[] = []
+  const against: Start[][] = others.map(() => [])
+  let n = 0
   for (let i = 0; i < runs; i++) {
-    // Alternating which goes first, as stats.paired does.
-    if (i % 2 === 0) {
-      node.push(await nodeOnce(ctx))
-      coffer.push(await fixtureOnce(ctx, i + 1))
-    } else {
-      coffer.push(await fixtureOnce(ctx, i + 1))
-      node.push(await nodeOnce(ctx))
-    }
+    // Rotating which goes first, as stats.interleaved does.
+    const measures = [
+      async () => void node.push(await nodeOnce(ctx)),
+      async () => void coffer.push(await fixtureOnce(ctx, ++n)),
+      ...others.map((o, k) => async () => void against[k]!.push(await fixtureOnce(ctx, ++n, o))),
+    ]
+    for (let k = 0; k < measures.length; k++) await measures[(i + k) % measures.length]!()
   }
   const start = summarize(
     node.map((s) => s.ms),
@@ -100,7 +105,43 @@ export async function fixture(ctx: BenchContext): Promise<FigureResult[]> {
     coffer.map((s) => s.rss / MB),
   )
   const range = (v: number[]) => `${Math.min(...v).toFixed(0)}–${Math.max(...v).toFixed(0)}`
+  const otherRows: FigureResult[] = others.flatMap((o, k) => {
+    const st = summarize(
+      node.map((s) => s.ms),
+      against[k]!.map((s) => s.ms),
+    )
+    const rs = summarize(
+      node.map((s) => s.rss / MB),
+      against[k]!.map((s) => s.rss / MB),
+    )
+    const row = { baselineLabel: '`node -e`, same runs', target: 'reference', met: null, cofferText: undefined } as const
+    return [
+      {
+        ...row,
+        key: 'fixture-start-against',
+        figure: `${o.label}: spawn to the first signed S3 answer`,
+        unit: 'ms',
+        coffer: st.subject,
+        baseline: st.baseline,
+        ratio: st.ratio,
+        note: `runs ${range(st.subjectRuns)} ms`,
+        details: { runs: st },
+      },
+      {
+        ...row,
+        key: 'fixture-idle-rss-against',
+        figure: `${o.label}: idle RSS`,
+        unit: 'MB',
+        coffer: rs.subject,
+        baseline: rs.baseline,
+        ratio: rs.ratio,
+        note: `runs ${range(rs.subjectRuns)} MB`,
+        details: { runs: rs },
+      },
+    ]
+  })
   return [
+    ...otherRows,
     {
       key: 'fixture-start',
       figure: `${ctx.shipped.label} serve --ephemeral: spawn to the first signed S3 answer`,
