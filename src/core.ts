@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify'
 import { ConfigError, type Config } from './config'
-import { openDatabase, type DB } from './db/database'
+import { openDatabase, skipSync, type DB } from './db/database'
 import { GroupCommit, type SyncFile } from './db/group-commit'
 import { FilesRepo } from './db/repos/files'
 import { BlobsRepo } from './db/repos/blobs'
@@ -140,6 +140,8 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const workspaces = new WorkspacesService(db, workspacesRepo, filesRepo, clock, events, config.webhookAllowPrivate)
   const files = new FilesService(db, filesRepo, workspaces, urls, clock, events, reserve)
   const commits = new GroupCommit(db, options.throwaway ? async () => {} : options.walSync)
+  // The tenant, keys and buckets an ephemeral start writes next need no fsync either.
+  if (options.throwaway) skipSync(db)
   const records = new UploadRecords({
     db,
     commits,

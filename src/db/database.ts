@@ -51,6 +51,16 @@ export function openDatabase(file: string, dataDir: string, migrations: readonly
 }
 
 /**
+ * Back to `synchronous = OFF` on a throwaway database (openDatabase): preparing GroupCommit's
+ * `PRAGMA synchronous = FULL` statement applies it (SQLite runs a pragma when it compiles it), so
+ * createCore calls this after building it; the first group commit sets FULL again, which only
+ * makes later writes of a throwaway instance slower, never less safe.
+ */
+export function skipSync(db: DB): void {
+  db.pragma('synchronous = OFF')
+}
+
+/**
  * A bare connection: no pragmas, no migrations. For a second connection to a database that
  * openDatabase already prepared (the backup's snapshot reader) and for checking a copy.
  */
