@@ -219,6 +219,23 @@ const OPTIONS = {
     hint: 'bucket names separated by commas, each optionally NAME=DIR',
     help: 'Buckets the tenant gets at start, comma-separated; NAME=DIR seeds one from a directory (flag: --bucket, repeatable)',
   },
+  // `serve --ephemeral --in-memory` (#28): src/cli/ephemeral.ts, src/blobs/memory-budget.ts.
+  inMemoryMaxBytes: {
+    env: 'COFFER_IN_MEMORY_MAX_BYTES',
+    flag: 'in-memory-max-bytes',
+    def: undefined,
+    schema: Type.Integer({ minimum: 1024 * 1024, maximum: 2 ** 53 - 1 }),
+    hint: 'an integer of at least 1048576',
+    help: 'With --in-memory: the most bytes (content, database) it holds; writes past it answer 507 (default: a quarter of the memory, at most what the tmpfs has free)',
+  },
+  inMemoryDir: {
+    env: 'COFFER_IN_MEMORY_DIR',
+    flag: undefined,
+    def: '/dev/shm',
+    schema: Type.String({ minLength: 1 }),
+    hint: 'a directory on a tmpfs',
+    help: 'With --in-memory: the tmpfs under which its data dir is made',
+  },
   blobStore: {
     env: 'COFFER_BLOB_STORE',
     flag: 'blob-store',

@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify'
 import { ConfigError, type Config } from './config'
-import { openDatabase, type DB } from './db/database'
+import { openDatabase, skipSync, type DB } from './db/database'
 import { GroupCommit, type SyncFile } from './db/group-commit'
 import { FilesRepo } from './db/repos/files'
 import { BlobsRepo } from './db/repos/blobs'
@@ -41,6 +41,7 @@ import { RateBudget } from './lib/rate-budget'
 import { DiskReserve } from './lib/disk-reserve'
 import { BucketConfigsRepo } from './db/repos/bucket-configs'
 import { BucketConfigsService } from './services/bucket-configs'
+import { MemoryBudget } from './blobs/memory-budget'
 
 /**
  * The composition root: every service built from one config, for the fronts (HTTP routes, CLI
@@ -90,6 +91,16 @@ export interface CoreOptions {
   webhookPollMs?: number
   /** How the group commit flushes the WAL; tests inject a slow or failing one. */
   walSync?: SyncFile
+  /**
+   * `serve --ephemeral --in-memory` (#28): the data dir is on a tmpfs, and writes that would make
+   * it hold more than this many bytes are refused (blobs/memory-budget.ts).
+   */
+  memoryBudgetBytes?: number
+  /**
+   * `serve --ephemeral` (#28): the data dir is removed when the process ends and never reopened,
+   * so its database skips fsyncs (no power loss can matter to it); see db/database.ts.
+   */
+  throwaway?: boolean
 }
 
 /**
@@ -99,7 +110,7 @@ export interface CoreOptions {
 export function createCore(config: Config, options: CoreOptions = {}): Core {
   const clock = options.clock ?? systemClock
   const dataDir = ensureDataDir(config.dataDir)
-  const db = openDatabase(dataDir.db, dataDir.root)
+  const db = openDatabase(dataDir.db, dataDir.root, undefined, options.throwaway ? { throwaway: true } : {})
   const serverSecret = loadSecret(dataDir, config.secret)
   // Written before anything else can fill the disk; a delete on a full disk may need it (#24).
   const reserve = new DiskReserve(dataDir.reserve, config.diskReserveBytes, options.log ?? createLogger('silent'))
@@ -109,7 +120,10 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   // every staged body in a file, which it uploads from.
   const s3Store = config.blobStore === 's3' ? createS3Store(config, new DiskBlobStore(dataDir.blobs, dataDir.tmp), metrics) : undefined
   const disk = createDiskStore(db, dataDir)
-  const store = options.store ? options.store(s3Store ?? disk) : (s3Store ?? disk)
+  const budget = options.memoryBudgetBytes
+  const chosen =
+    budget === undefined ? (s3Store ?? disk) : new MemoryBudget(s3Store ?? disk, budget, () => blobsRepo.stats().bytes, [dataDir.db, `${dataDir.db}-wal`])
+  const store = options.store ? options.store(chosen) : chosen
 
   const filesRepo = new FilesRepo(db)
   const blobsRepo = new BlobsRepo(db)
@@ -129,7 +143,9 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const quotas = new Quotas(tenantsRepo, workspacesRepo)
   const workspaces = new WorkspacesService(db, workspacesRepo, filesRepo, clock, events, config.webhookAllowPrivate)
   const files = new FilesService(db, filesRepo, workspaces, urls, clock, events, reserve)
-  const commits = new GroupCommit(db, options.walSync)
+  const commits = new GroupCommit(db, options.throwaway ? async () => {} : options.walSync)
+  // The tenant, keys and buckets an ephemeral start writes next need no fsync either.
+  if (options.throwaway) skipSync(db)
   const records = new UploadRecords({
     db,
     commits,

@@ -102,6 +102,11 @@ const serveProcess: ServeProcess = {
     }),
   onExit: (fn) => process.once('exit', fn),
   selfCommand: () => selfCommand({ execPath: process.execPath, script: process.argv[1], isSea: isSea(), pathEnv: process.env.PATH }),
+  // The executable runs itself; node runs its flags (--cpu-prof, --import …) and the script again.
+  selfInvocation: () =>
+    isSea() || process.argv[1] === undefined
+      ? { command: process.execPath, args: [] }
+      : { command: process.execPath, args: [...process.execArgv, process.argv[1]] },
 }
 
 /**

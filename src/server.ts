@@ -90,10 +90,18 @@ export interface StartOptions {
    * fixture's tenant and buckets, #28). Its failure stops the start-up.
    */
   beforeListen?: (core: Core) => Promise<void>
+  /** `--ephemeral --in-memory` (#28): the most bytes its tmpfs data dir may hold (CoreOptions). */
+  memoryBudgetBytes?: number
+  /** `--ephemeral`: a data dir removed on exit, whose database needs no fsync (CoreOptions). */
+  throwaway?: boolean
 }
 
 export async function startServer(config: Config, logger: Logger, opts: StartOptions = {}): Promise<Server> {
-  const core = createCore(config, { log: logger })
+  const core = createCore(config, {
+    log: logger,
+    ...(opts.memoryBudgetBytes !== undefined ? { memoryBudgetBytes: opts.memoryBudgetBytes } : {}),
+    ...(opts.throwaway ? { throwaway: true } : {}),
+  })
   let leftovers: number
   try {
     leftovers = emptyTmp(core.dataDir)

@@ -295,7 +295,12 @@ t.test('COFFER_S3_SIGV2 / --s3-sigv2: on by default, on|off, the flag over the v
   t.throws(() => loadConfig({ COFFER_S3_SIGV2: 'maybe' }), /COFFER_S3_SIGV2="maybe" must be on or off/)
   // `coffer serve` reads the flag (a bad value stops it before anything starts).
   const io = { env: {}, stdout: new PassThrough(), stderr: new PassThrough() }
-  const proc = { waitForStop: () => new Promise<string>(() => {}), onExit: () => {}, selfCommand: () => 'coffer' }
+  const proc = {
+    waitForStop: () => new Promise<string>(() => {}),
+    onExit: () => {},
+    selfCommand: () => 'coffer',
+    selfInvocation: () => ({ command: 'coffer', args: [] }),
+  }
   await t.rejects(serveCommand(['--s3-sigv2', 'maybe'], io, proc), /--s3-sigv2="maybe" must be on or off/)
 })
 

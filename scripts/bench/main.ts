@@ -3,8 +3,8 @@
  * of several runs (the machines are shared and noisy, so ratios are what carry over). Prints a
  * markdown table and writes JSON (default dist/bench/results.json).
  *
- * Options: --runs N (pairs per figure, default 5), --only KEY,… (cold-start, metadata-read,
- * listing, transfers, s3, s3-store, rss, callgrind, s3-callgrind), --against-bundle PATH[,PATH…] (callgrind and s3-callgrind also count other builds of
+ * Options: --runs N (pairs per figure, default 5), --only KEY,… (cold-start, fixture, metadata-read,
+ * listing, transfers, s3, s3-store, rss, callgrind, s3-callgrind), --against-bundle PATH[,PATH…] (callgrind, s3-callgrind and fixture (which also takes an executable) also count other builds of
  * Coffer, e.g. an old dist/coffer.cjs), --quick (3 runs, short load runs, 10k/100k files: a smoke test, not
  * the figures), --files N and --large-files N (dataset sizes), --out FILE, --keep (keep the temp dir),
  * --cpu-prof (every Coffer process writes a V8 CPU profile into dist/bench/profiles/).
@@ -26,6 +26,7 @@ import { s3Figures } from './figures/s3'
 import { s3StoreFigures } from './figures/s3-store'
 import { peakRss } from './figures/memory'
 import { coldStart } from './figures/startup'
+import { fixture } from './figures/fixture'
 import { diskCosts, type DiskCosts } from './figures/disk'
 import { machine } from './machine'
 import { callgrindFigure, ensureValgrind } from './figures/callgrind'
@@ -33,6 +34,7 @@ import { s3CallgrindFigure } from './figures/s3-callgrind'
 
 const FIGURES: Record<string, (ctx: BenchContext) => Promise<FigureResult | FigureResult[]>> = {
   'cold-start': coldStart,
+  fixture,
   'metadata-read': metadataReads,
   listing,
   transfers,

@@ -23,6 +23,8 @@ export interface Ephemeral {
   /** Where the JSON line and the environment go too (absolute paths), once ready. */
   jsonFile?: string
   envFile?: string
+  /** `--in-memory`: the data dir is on a tmpfs and holds at most this many bytes (blobs/memory-budget.ts). */
+  memoryBudgetBytes?: number
 }
 
 /** What serve's flags add to an ephemeral instance beyond the configuration (#28). */
@@ -30,6 +32,34 @@ export interface EphemeralOutputs {
   buckets?: string[] | undefined
   jsonFile?: string | undefined
   envFile?: string | undefined
+  /** `--in-memory` (#28): everything in RAM, on a tmpfs, within COFFER_IN_MEMORY_MAX_BYTES. */
+  inMemory?: boolean | undefined
+}
+
+/** statfs(2) f_type of the file systems whose files are memory: tmpfs and ramfs (linux/magic.h). */
+const MEMORY_FILE_SYSTEMS = new Set([0x01021994, 0x858458f6])
+
+/**
+ * Where an in-memory instance makes its data dir, and the most it may hold: the setting, or a
+ * quarter of the memory (the container's limit when it has one), and never more than the tmpfs
+ * has free, so a write is refused with a clear 507 before the OOM killer or a full tmpfs is met.
+ */
+function inMemoryPlace(config: Config): { root: string; maxBytes: number } {
+  const root = path.resolve(config.inMemoryDir)
+  let fsInfo: fs.StatsFs
+  try {
+    fsInfo = fs.statfsSync(root)
+  } catch (err) {
+    throw new UsageError(`--in-memory: cannot use ${root} (COFFER_IN_MEMORY_DIR): ${(err as Error).message}`)
+  }
+  if (!MEMORY_FILE_SYSTEMS.has(fsInfo.type)) {
+    throw new UsageError(`--in-memory: ${root} is not a tmpfs, so its files would be written to disk: set COFFER_IN_MEMORY_DIR to a tmpfs directory`)
+  }
+  if (config.inMemoryMaxBytes !== undefined) return { root, maxBytes: config.inMemoryMaxBytes }
+  const limit = process.constrainedMemory()
+  const memory = limit > 0 && limit < os.totalmem() ? limit : os.totalmem()
+  const free = fsInfo.bavail * fsInfo.bsize
+  return { root, maxBytes: Math.max(0, Math.floor(Math.min(memory / 4, free * 0.9))) }
 }
 
 /**
@@ -53,19 +83,30 @@ export function prepareEphemeral(
   if (jsonFile !== undefined && jsonFile === envFile) throw new UsageError('--json-file and --write-env name the same file')
   // What an earlier run left there must not be read as this run's (`coffer wait` reads that file).
   for (const f of [jsonFile, envFile]) if (f !== undefined) removeStale(f)
-  const staleRemoved = removeStaleEphemeralDirs(os.tmpdir())
+  // In memory, TMPDIR is not touched at all: the data dir goes on the tmpfs (#28).
+  const memory = outputs.inMemory ? inMemoryPlace(given) : undefined
+  const root = memory?.root ?? os.tmpdir()
+  const staleRemoved = removeStaleEphemeralDirs(root)
   let dir: string
   try {
-    dir = fs.mkdtempSync(path.join(os.tmpdir(), EPHEMERAL_PREFIX))
+    dir = fs.mkdtempSync(path.join(root, EPHEMERAL_PREFIX))
     // Written at once: a dir without an owner is never removed by another start, so the window
     // in which a concurrent start sees this one ownerless only makes it keep the dir.
     fs.writeFileSync(path.join(dir, OWNER_FILE), ownerLine())
   } catch (err) {
-    throw explainTmp(err, os.tmpdir())
+    throw explainTmp(err, root)
   }
   const config = loadConfig(
     // A free S3 port unless one is asked for, so parallel CI jobs never clash on 9000.
-    { ...env, COFFER_DATA_DIR: undefined, COFFER_ADMIN_API_KEY: adminApiKey, COFFER_WEBHOOK_ALLOW_PRIVATE: 'true', COFFER_S3_PORT: env.COFFER_S3_PORT || '0' },
+    {
+      ...env,
+      COFFER_DATA_DIR: undefined,
+      COFFER_ADMIN_API_KEY: adminApiKey,
+      COFFER_WEBHOOK_ALLOW_PRIVATE: 'true',
+      COFFER_S3_PORT: env.COFFER_S3_PORT || '0',
+      // No disk reserve in memory: the budget refuses writes long before the tmpfs is full.
+      ...(memory ? { COFFER_DISK_RESERVE_BYTES: '0' } : {}),
+    },
     { ...flags, 'data-dir': dir },
   )
   return {
@@ -75,6 +116,7 @@ export function prepareEphemeral(
     fixture,
     ...(jsonFile !== undefined ? { jsonFile } : {}),
     ...(envFile !== undefined ? { envFile } : {}),
+    ...(memory ? { memoryBudgetBytes: memory.maxBytes } : {}),
     remove: () => fs.rmSync(dir, { recursive: true, force: true }),
   }
 }
@@ -84,7 +126,7 @@ export function prepareEphemeral(
  * a CI script waits for. They are written only now, once the server listens and everything they
  * name exists, so whoever reads one can use it at once: "ready" means ready.
  */
-export async function announceEphemeral(server: Server, eph: Ephemeral, stdout: NodeJS.WritableStream): Promise<void> {
+export async function announceEphemeral(server: Server, eph: Ephemeral, stdout: NodeJS.WritableStream, extra: { pid?: number } = {}): Promise<void> {
   const { tenant, apiKey, s3 } = createEphemeralTenant(server.core, eph.fixture, server.s3 !== undefined)
   await createBuckets(server.core, tenant, eph.fixture.buckets)
   const region = server.core.config.s3Region
@@ -93,6 +135,8 @@ export async function announceEphemeral(server: Server, eph: Ephemeral, stdout: 
     adminApiKey: eph.adminApiKey,
     tenant: { id: tenant.id, apiKey },
     ...(server.s3 && s3 ? { s3: { endpoint: server.s3.url, region, accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey } } : {}),
+    // The server's process, when --detach started it in the background (src/cli/detach.ts).
+    ...extra,
   }
   const json = JSON.stringify(line)
   if (eph.jsonFile !== undefined) writeAtomic('--json-file', eph.jsonFile, `${json}\n`)

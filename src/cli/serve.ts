@@ -6,9 +6,11 @@ import { explainDataDir, explainListen } from './startup-errors'
 import { announceEphemeral, prepareEphemeral } from './ephemeral'
 import { parse, println, UsageError, type CliIO } from './io'
 import { createBuckets, fixtureSettings, hasFixture, persistentTenant } from './fixture'
+import { detach, DETACHED_CHILD_ENV } from './detach'
+import { SETTLE_AFTER_MS, settleHeap } from '../lib/settle-heap'
 
-export const SERVE_HELP = `Usage: coffer serve [--port PORT] [--s3-port PORT|off] [--s3-sigv2 on|off] [--host HOST] [--data-dir DIR] [--log-level LEVEL]
-       coffer serve --ephemeral [--port PORT] [--s3-port PORT|off] [--host HOST] [--log-level LEVEL]
+export const SERVE_HELP = `Usage: coffer serve [--detach] [--port PORT] [--s3-port PORT|off] [--s3-sigv2 on|off] [--host HOST] [--data-dir DIR] [--log-level LEVEL]
+       coffer serve --ephemeral [--detach] [--in-memory [--in-memory-max-bytes N]] [--port PORT] [--s3-port PORT|off] [--host HOST] [--log-level LEVEL]
                     [--write-env PATH] [--json-file PATH] [--bucket NAME[=DIR]]... [fixed keys]
 
 Runs the HTTP API, and the S3 API on a second port (default 9000; off disables it).
@@ -34,6 +36,16 @@ start must give the same keys, or it refuses to start; buckets it lacks are crea
                              COFFER_PID as NAME=value lines, written atomically (0600) once ready
 --json-file PATH             (--ephemeral) the JSON line, written atomically (0600) once ready
 
+--in-memory  (--ephemeral) Everything in RAM, nothing written to disk: the data dir goes on a
+             tmpfs (COFFER_IN_MEMORY_DIR, default /dev/shm), and writes that would make it hold
+             more than --in-memory-max-bytes N (COFFER_IN_MEMORY_MAX_BYTES; default a quarter of
+             the memory) answer 507 InsufficientStorage, before the OOM killer is met.
+
+--detach     Runs the server in the background (its own session) and returns once it is ready,
+             printing its JSON line with "pid" added (without --ephemeral: {"url","s3":{"endpoint",
+             "region"},"pid"}); its logs go to stderr. Stop it with kill PID. If it fails to
+             start, its error is printed and the exit code is not 0; nothing is left running.
+
 SIGTERM or SIGINT shuts down gracefully: no new requests, in-flight ones get up to
 COFFER_SHUTDOWN_TIMEOUT_SECONDS to finish, then the database closes and the exit code is 0.`
 /** What the serve command needs from the process (main.ts owns signals and exit handlers). */
@@ -44,6 +56,8 @@ export interface ServeProcess {
   onExit(fn: () => void): void
   /** How the person can run this coffer again (src/cli/self-command.ts), for the hints in the log. */
   selfCommand(): string
+  /** The command and leading arguments that run this same program again (`--detach` starts its child with them). */
+  selfInvocation(): { command: string; args: string[] }
 }
 
 /** `coffer serve`: runs the server until a stop signal, then shuts it down gracefully. */
@@ -71,27 +85,51 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
     // (nodejs/node#54232), and exits when the file is not there yet.
     'write-env': { type: 'string' },
     'json-file': { type: 'string' },
+    detach: { type: 'boolean' },
+    // Everything in RAM (#28; src/cli/ephemeral.ts, src/blobs/memory-budget.ts).
+    'in-memory': { type: 'boolean' },
+    'in-memory-max-bytes': { type: 'string' },
   })
-  const { help, ephemeral, bucket, 'write-env': envFile, 'json-file': jsonFile, ...flags } = values
+  const { help, ephemeral, bucket, 'write-env': envFile, 'json-file': jsonFile, detach: detachFlag, 'in-memory': inMemory, ...flags } = values
   if (help) {
     println(io.stdout, SERVE_HELP)
     return 0
   }
+  // The child started by --detach (src/cli/detach.ts): its logs go to stderr, and it says it is
+  // ready with one JSON line on stdout that carries its pid.
+  const detachedChild = io.env[DETACHED_CHILD_ENV] === '1'
+  if (detachFlag && !detachedChild) {
+    const self = proc.selfInvocation()
+    return detach({
+      command: self.command,
+      args: [...self.args, 'serve', ...args.filter((a) => a !== '--detach')],
+      env: io.env,
+      stdout: io.stdout,
+      stderr: io.stderr,
+      stopped: proc.waitForStop(createLogger('silent')),
+    })
+  }
   if (!ephemeral && (envFile !== undefined || jsonFile !== undefined)) throw new UsageError('--write-env and --json-file go with --ephemeral')
-  const eph = ephemeral ? prepareEphemeral(io.env, flags, { buckets: bucket, envFile, jsonFile }) : undefined
+  if (!ephemeral && inMemory) throw new UsageError('--in-memory goes with --ephemeral')
+  if (!inMemory && flags['in-memory-max-bytes'] !== undefined) throw new UsageError('--in-memory-max-bytes goes with --in-memory')
+  const eph = ephemeral ? prepareEphemeral(io.env, flags, { buckets: bucket, envFile, jsonFile, inMemory }) : undefined
   // However the process ends (clean exit, a crash, a forced exit), the temporary data dir goes too.
   if (eph) proc.onExit(() => eph.remove())
   const config = eph?.config ?? loadConfig(io.env, flags)
   const fixture = eph ? undefined : fixtureSettings(config, bucket)
   // Ephemeral mode keeps stdout for its one JSON line; the logs go to stderr.
-  const logger = createLogger(config.logLevel, eph ? io.stderr : io.stdout)
+  const logger = createLogger(config.logLevel, eph || detachedChild ? io.stderr : io.stdout)
   // Listening for signals from the start: one that arrives while starting still shuts down cleanly.
   const stopSignal = proc.waitForStop(logger)
+  if (eph?.memoryBudgetBytes !== undefined)
+    logger.info({ dataDir: config.dataDir, maxBytes: eph.memoryBudgetBytes }, 'in memory: data dir on a tmpfs, writes past maxBytes refused')
   if (eph && eph.staleRemoved.length > 0) logger.info({ removed: eph.staleRemoved }, 'removed the temporary data dirs of ephemeral instances that are gone')
   let server: Server
   try {
     server = await startServer(config, logger, {
       selfCommand: proc.selfCommand(),
+      ...(eph?.memoryBudgetBytes !== undefined ? { memoryBudgetBytes: eph.memoryBudgetBytes } : {}),
+      ...(eph ? { throwaway: true } : {}),
       // A persistent data dir's fixture tenant and buckets exist before it listens (#28).
       ...(fixture && hasFixture(fixture)
         ? { beforeListen: async (core) => void (await createBuckets(core, persistentTenant(core, fixture).tenant, fixture.buckets)) }
@@ -101,15 +139,22 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
     // One line a person can act on (#13): a port in use, a data dir that cannot be written, …
     throw err instanceof ListenError ? explainListen(err, config.host) : explainDataDir(err, config.dataDir)
   }
+  const pid = detachedChild ? { pid: process.pid } : {}
   if (eph) {
     try {
-      await announceEphemeral(server, eph, io.stdout)
+      await announceEphemeral(server, eph, io.stdout, pid)
     } catch (err) {
       await server.close()
       throw err
     }
+  } else if (detachedChild) {
+    const s3 = server.s3 ? { s3: { endpoint: server.s3.url, region: config.s3Region } } : {}
+    println(io.stdout, JSON.stringify({ url: server.url, ...s3, ...pid }))
   }
+  // Start-up's garbage collected once, a moment after the first requests (lib/settle-heap.ts, #29).
+  const settle = setTimeout(settleHeap, SETTLE_AFTER_MS)
   const signal = await stopSignal
+  clearTimeout(settle)
   logger.info({ signal }, 'signal received')
   try {
     await server.close()
