@@ -34,6 +34,11 @@ export function openDatabase(file: string, dataDir: string, migrations: readonly
   // last transactions on power loss, which would break "nothing acknowledged is ever lost".
   // The upload path's commits use NORMAL and wait for a shared WAL flush instead (group-commit.ts).
   db.pragma('synchronous = FULL')
+  // Statement journals (the undo of a savepoint or of a statement that fails halfway) in memory:
+  // as files, each write transaction opened an O_TMPFILE and a group commit's batch (one savepoint
+  // per transaction, group-commit.ts) wrote ~25 pages of it per upload, two syscalls a page, on the
+  // event loop (#29). They live for one transaction; temporary tables Coffer makes none of.
+  db.pragma('temp_store = MEMORY')
   // SQLite leaves foreign keys off by default; tenant/workspace/blob references must hold.
   db.pragma('foreign_keys = ON')
   // The CLI may write while the server runs: wait for the lock instead of failing with SQLITE_BUSY.
