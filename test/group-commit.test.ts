@@ -5,7 +5,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { openDatabase } from '../src/db/database'
 import { GroupCommit } from '../src/db/group-commit'
-import { datasyncFile } from '../src/lib/durable'
+import { datasyncFile, KeptOpenSync } from '../src/lib/durable'
 import { createTenant, fileBytes, handshake, makeApp, tempDir, type Handshake } from './helper'
 
 /** A WAL flush the test opens by hand: each call waits for its own release(). */
@@ -132,6 +132,37 @@ t.test('a batch that finds the connection closed (a shutdown) fails its transact
   const pending = commits.run(() => insert.run(1))
   db.close()
   await t.rejects(pending, /not open/)
+})
+
+t.test('the WAL is flushed through one descriptor kept open, closed with the group commit', async (t) => {
+  const { db, insert } = openTestDb(t)
+  const commits = new GroupCommit(db)
+  const walFds = () =>
+    fs.readdirSync('/proc/self/fd').filter((fd) => {
+      try {
+        return fs.readlinkSync(`/proc/self/fd/${fd}`) === `${db.name}-wal`
+      } catch {
+        return false
+      }
+    }).length
+  const before = walFds()
+  for (let i = 0; i < 3; i++) await commits.run(() => insert.run(i))
+  t.equal(walFds(), before + 1, 'three flushes, one descriptor of our own, still open')
+  commits.close()
+  t.equal(walFds(), before, 'closed with the group commit')
+})
+
+t.test('a kept-open file removed meanwhile is reopened by name', async (t) => {
+  const dir = tempDir(t)
+  const file = path.join(dir, 'f')
+  fs.writeFileSync(file, 'a')
+  const keeper = new KeptOpenSync(file)
+  t.teardown(() => keeper.close())
+  await keeper.datasync()
+  fs.rmSync(file)
+  await t.rejects(keeper.datasync(), { code: 'ENOENT' }, 'the removed file is not flushed as if it counted')
+  fs.writeFileSync(file, 'b')
+  await t.resolves(keeper.datasync(), 'the new file of that name is')
 })
 
 t.test('a failed flush fails its acknowledgements, and every write after it until a restart', async (t) => {

@@ -1,5 +1,5 @@
 import type { DB } from './database'
-import { datasyncFile } from '../lib/durable'
+import { datasyncFile, KeptOpenSync } from '../lib/durable'
 
 /** Makes a file's written data durable (fdatasync), off the event loop. */
 export type SyncFile = (file: string) => Promise<void>
@@ -52,13 +52,22 @@ export class GroupCommit {
   private dirty = false
   private failed: Error | undefined
 
+  /** The WAL, kept open between flushes (unless a `sync` of the caller's is given). */
+  private readonly walFile: KeptOpenSync | undefined
+
   constructor(
     private readonly db: DB,
-    private readonly sync: SyncFile = datasyncFile,
+    private readonly sync?: SyncFile,
   ) {
     this.normal = db.prepare('PRAGMA synchronous = NORMAL')
     this.full = db.prepare('PRAGMA synchronous = FULL')
     this.wal = `${db.name}-wal`
+    if (!sync) this.walFile = new KeptOpenSync(this.wal)
+  }
+
+  /** Closes the WAL's descriptor (once a flush in flight ends); before the database closes. */
+  close(): void {
+    this.walFile?.close()
   }
 
   /**
@@ -205,12 +214,12 @@ export class GroupCommit {
 
   private async syncWal(): Promise<void> {
     try {
-      await this.sync(this.wal)
+      await (this.walFile ? this.walFile.datasync() : this.sync!(this.wal))
     } catch (err) {
       // No WAL: the last connection checkpointed it into the database and removed it (a second
       // process closing); the database file then holds everything.
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
-      await this.sync(this.db.name)
+      await (this.sync ?? datasyncFile)(this.db.name)
     }
   }
 }
