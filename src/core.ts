@@ -231,6 +231,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
       if (closed) return
       closed = true
       s3Store?.close()
+      commits.close()
       db.close()
     },
   }

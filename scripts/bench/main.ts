@@ -4,7 +4,7 @@
  * markdown table and writes JSON (default dist/bench/results.json).
  *
  * Options: --runs N (pairs per figure, default 5), --only KEY,… (cold-start, fixture, metadata-read,
- * listing, transfers, s3, s3-store, rss, callgrind, s3-callgrind), --against-bundle PATH[,PATH…] (callgrind, s3-callgrind and fixture (which also takes an executable) also count other builds of
+ * listing, transfers, s3, s3-store, s3-writes, rss, callgrind, s3-callgrind), --against-bundle PATH[,PATH…] (callgrind, s3-callgrind and fixture (which also takes an executable) also count other builds of
  * Coffer, e.g. an old dist/coffer.cjs), --quick (3 runs, short load runs, 10k/100k files: a smoke test, not
  * the figures), --files N and --large-files N (dataset sizes), --out FILE, --keep (keep the temp dir),
  * --cpu-prof (every Coffer process writes a V8 CPU profile into dist/bench/profiles/).
@@ -24,6 +24,7 @@ import { metadataReads, listing } from './figures/api'
 import { transfers } from './figures/transfers'
 import { s3Figures } from './figures/s3'
 import { s3StoreFigures } from './figures/s3-store'
+import { s3WriteFigures } from './figures/s3-writes'
 import { peakRss } from './figures/memory'
 import { coldStart } from './figures/startup'
 import { fixture } from './figures/fixture'
@@ -40,6 +41,7 @@ const FIGURES: Record<string, (ctx: BenchContext) => Promise<FigureResult | Figu
   transfers,
   s3: s3Figures,
   's3-store': s3StoreFigures,
+  's3-writes': s3WriteFigures,
   rss: peakRss,
   callgrind: callgrindFigure,
   's3-callgrind': s3CallgrindFigure,
@@ -97,7 +99,7 @@ async function main(): Promise<void> {
     log(`CPU profiles of the Coffer processes go to ${profiles}`)
   }
   try {
-    const nginx = only.includes('transfers') ? ensureNginx(log) : { unavailable: 'not requested' }
+    const nginx = only.includes('transfers') || only.includes('s3-writes') ? ensureNginx(log) : { unavailable: 'not requested' }
     log(`seeding ${files} files…`)
     const small = seedDataset(path.join(dir, 'small'), files)
     log(`  ${small.seed.seconds.toFixed(1)} s`)
@@ -115,7 +117,9 @@ async function main(): Promise<void> {
       readSeconds: values.quick ? 3 : 10,
       datasets: { small, large, empty },
       nginx,
-      wrk: only.some((k) => k === 'transfers' || k === 'metadata-read' || k === 's3' || k === 's3-store') ? ensureWrk(log) : { unavailable: 'not requested' },
+      wrk: only.some((k) => k === 'transfers' || k === 'metadata-read' || k === 's3' || k === 's3-store' || k === 's3-writes')
+        ? ensureWrk(log)
+        : { unavailable: 'not requested' },
       shipped: shippedCommand(),
       valgrind: only.includes('callgrind') || only.includes('s3-callgrind') ? ensureValgrind(log) : { unavailable: 'not requested' },
       callgrindRequests: values.quick ? { warmup: 1000, measured: 500 } : { warmup: 3000, measured: 2000 },

@@ -2,7 +2,7 @@
  * A minimal synchronous SigV4 signer for the bench: the single large transfers sign as they go,
  * the wrk load runs sign every request ahead (a C generator cannot sign, and a JavaScript one
  * would be the bottleneck). Written from the AWS reference, independent of the server's verifier;
- * only path-style requests without a query string.
+ * only path-style requests; a query string's parameters are signed sorted.
  */
 import { createHash, createHmac } from 'node:crypto'
 import fs from 'node:fs'
@@ -10,12 +10,10 @@ import fs from 'node:fs'
 const hmac = (key: Buffer | string, data: string) => createHmac('sha256', key).update(data).digest()
 export const sha256Hex = (data: Buffer | string) => createHash('sha256').update(data).digest('hex')
 
+const rfc3986 = (s: string) => encodeURIComponent(s).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)
+
 /** RFC 3986 encoding of each path segment, as S3 clients send it. */
-export const encodePath = (p: string) =>
-  p
-    .split('/')
-    .map((s) => encodeURIComponent(s).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`))
-    .join('/')
+export const encodePath = (p: string) => p.split('/').map(rfc3986).join('/')
 
 export interface Credentials {
   accessKeyId: string
@@ -40,7 +38,18 @@ export function signHeaders(
     .map((h) => h.toLowerCase())
     .sort()
   const lower = Object.fromEntries(Object.entries(headers).map(([k, v]) => [k.toLowerCase(), v.trim()]))
-  const canonical = [method, path, '', names.map((n) => `${n}:${lower[n]}\n`).join(''), names.join(';'), payloadHash].join('\n')
+  // A query string (multipart's ?uploads, ?partNumber=N&uploadId=X) is signed sorted and encoded.
+  const [uri, query = ''] = path.split('?') as [string, string?]
+  const canonicalQuery = query
+    .split('&')
+    .filter((p) => p.length > 0)
+    .map((p) => {
+      const [k, v = ''] = p.split('=')
+      return `${rfc3986(decodeURIComponent(k!))}=${rfc3986(decodeURIComponent(v))}`
+    })
+    .sort()
+    .join('&')
+  const canonical = [method, uri, canonicalQuery, names.map((n) => `${n}:${lower[n]}\n`).join(''), names.join(';'), payloadHash].join('\n')
   const scope = `${date}/${creds.region}/s3/aws4_request`
   const toSign = `AWS4-HMAC-SHA256\n${amzDate}\n${scope}\n${sha256Hex(canonical)}`
   const key = signingKey ?? signingKeyOf(creds, date)

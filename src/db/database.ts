@@ -37,6 +37,11 @@ export function openDatabase(file: string, dataDir: string, migrations: readonly
   // a crash) has nothing to keep across a power loss: OFF spares its start the migrations' fifteen
   // WAL fsyncs, 60-100 ms on a busy disk of the 150 ms a CI fixture may take to answer (#28).
   db.pragma(opts.throwaway ? 'synchronous = OFF' : 'synchronous = FULL')
+  // Statement journals (the undo of a savepoint or of a statement that fails halfway) in memory:
+  // as files, each write transaction opened an O_TMPFILE and a group commit's batch (one savepoint
+  // per transaction, group-commit.ts) wrote ~25 pages of it per upload, two syscalls a page, on the
+  // event loop (#29). They live for one transaction; temporary tables Coffer makes none of.
+  db.pragma('temp_store = MEMORY')
   // SQLite leaves foreign keys off by default; tenant/workspace/blob references must hold.
   db.pragma('foreign_keys = ON')
   // The CLI may write while the server runs: wait for the lock instead of failing with SQLITE_BUSY.

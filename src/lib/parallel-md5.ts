@@ -11,12 +11,20 @@ import { Worker } from 'node:worker_threads'
  * them, the bytes are copied into BATCH_BYTES buffers that are transferred (not cloned) to one
  * shared worker thread, which hashes while the main thread goes on with the SHA-256 and the
  * disk writes, and hands each buffer back for reuse. At most MAX_IN_FLIGHT_BYTES wait in the
- * worker per stream: `update` returns a promise to wait on when it is over (backpressure), so
- * memory stays bounded and no garbage piles up in the worker.
+ * worker per stream, and TOTAL_IN_FLIGHT_BYTES for all streams together: `update` returns a
+ * promise to wait on when either is over (backpressure), so memory stays bounded whatever the
+ * number of uploads (eight parts in flight, as `aws s3 cp` sends them, held 64 MiB of batches where
+ * the pool keeps 16, the rest garbage; #29) and no garbage piles up in the worker. The worker is
+ * one thread: more bytes waiting for it would not hash sooner.
+ *
+ * Once no large body has been hashed for IDLE_MS, the pooled buffers are dropped and the thread
+ * stops (the next large body starts it again): RSS returns toward idle after a load (#29).
  */
 const SWITCH_BYTES = 1024 * 1024
 const BATCH_BYTES = 1024 * 1024
 const MAX_IN_FLIGHT_BYTES = 8 * 1024 * 1024
+const TOTAL_IN_FLIGHT_BYTES = 16 * 1024 * 1024
+const IDLE_MS = 10_000
 
 // Evaluated as the worker's source, so the bundle and the executable stay one file. Messages:
 // {id, buf, len} hashes buf's first len bytes into job id's MD5 and hands buf back in the
@@ -54,6 +62,8 @@ class Md5Thread {
   private nextId = 1
 
   open(job: Job): number {
+    clearTimeout(this.idleTimer)
+    this.idleTimer = undefined
     const id = this.nextId++
     this.jobs.set(id, job)
     return id
@@ -70,7 +80,27 @@ class Md5Thread {
 
   private forget(id: number): void {
     this.jobs.delete(id)
-    if (this.jobs.size === 0) this.worker?.unref()
+    if (this.jobs.size === 0) {
+      this.worker?.unref()
+      this.idleTimer ??= setTimeout(() => this.rest(), IDLE_MS).unref()
+    }
+  }
+
+  private idleTimer: NodeJS.Timeout | undefined
+
+  /** Idle for IDLE_MS: the pool's memory and the thread go (started again on the next large body). */
+  private rest(): void {
+    this.idleTimer = undefined
+    if (this.jobs.size > 0) return
+    pool.length = 0
+    const worker = this.worker
+    this.worker = undefined
+    void worker?.terminate()
+  }
+
+  /** Whether the thread is running (tests). */
+  get running(): boolean {
+    return this.worker !== undefined
   }
 
   private start(): Worker {
@@ -106,7 +136,15 @@ const thread = new Md5Thread()
 
 /** Hands out BATCH_BYTES buffers and takes them back, so that hashing a body makes no garbage. */
 const pool: ArrayBuffer[] = []
-const POOL_MAX = 16
+const POOL_MAX = TOTAL_IN_FLIGHT_BYTES / BATCH_BYTES + 1
+
+/** Bytes sent to the worker and not yet hashed, all streams together. */
+let totalInFlight = 0
+/** Streams waiting for the total to fall under TOTAL_IN_FLIGHT_BYTES. */
+const waiting = new Set<ParallelMd5>()
+
+/** For tests: the thread's state and the memory held for it. */
+export const md5ThreadState = () => ({ running: thread.running, pooledBuffers: pool.length, totalInFlight })
 const takeBuffer = () => pool.pop() ?? new ArrayBuffer(BATCH_BYTES)
 const giveBack = (buf: ArrayBuffer) => {
   if (pool.length < POOL_MAX && buf.byteLength === BATCH_BYTES) pool.push(buf)
@@ -139,8 +177,23 @@ export class ParallelMd5 {
       this.headBytes = 0
       for (const b of head) this.fill(b)
     } else this.fill(chunk)
-    if (this.inFlight <= MAX_IN_FLIGHT_BYTES) return undefined
+    if (!this.behind()) return undefined
+    waiting.add(this)
     return new Promise((resolve, reject) => (this.waiter = { resolve, reject }))
+  }
+
+  /** Over its own share of the worker's queue, or the queue is full. */
+  private behind(): boolean {
+    return this.inFlight > MAX_IN_FLIGHT_BYTES || totalInFlight > TOTAL_IN_FLIGHT_BYTES
+  }
+
+  /** Lets a waiting update go on once under both limits (called on every acknowledgement). */
+  private wake(): void {
+    if (!this.waiter || this.behind()) return
+    const w = this.waiter
+    this.waiter = undefined
+    waiting.delete(this)
+    w.resolve()
   }
 
   /** The hex digest of everything added. Call once, after the last update. */
@@ -161,7 +214,12 @@ export class ParallelMd5 {
 
   /** Forgets the job (the body failed): the worker drops its state. */
   drop(): void {
+    waiting.delete(this)
     if (this.id !== undefined && !this.result) {
+      // Its batches' acknowledgements will not reach it (the job is forgotten): no longer counted.
+      totalInFlight -= this.inFlight
+      this.inFlight = 0
+      for (const stream of [...waiting]) stream.wake()
       thread.post(this.id, { drop: true })
       this.result = Promise.reject(new Error('the MD5 of a dropped body'))
       this.result.catch(() => undefined)
@@ -173,19 +231,21 @@ export class ParallelMd5 {
     this.id = thread.open({
       acked: (buf) => {
         this.inFlight -= BATCH_BYTES
+        totalInFlight -= BATCH_BYTES
         giveBack(buf)
-        if (this.waiter && this.inFlight <= MAX_IN_FLIGHT_BYTES) {
-          const w = this.waiter
-          this.waiter = undefined
-          w.resolve()
-        }
+        for (const stream of [...waiting]) stream.wake()
       },
       done: (hex) => this.settle?.resolve(hex),
       fail: (err) => {
+        // What it had sent will never be acknowledged.
+        totalInFlight -= this.inFlight
+        this.inFlight = 0
         this.failure = err
+        waiting.delete(this)
         this.waiter?.reject(err)
         this.waiter = undefined
         this.settle?.reject(err)
+        for (const stream of [...waiting]) stream.wake()
       },
     })
   }
@@ -207,6 +267,7 @@ export class ParallelMd5 {
   private send(): void {
     const batch = this.batch!
     this.inFlight += BATCH_BYTES
+    totalInFlight += BATCH_BYTES
     thread.post(this.id!, { buf: batch.buffer as ArrayBuffer, len: this.filled })
     this.batch = undefined
     this.filled = 0

@@ -1,0 +1,332 @@
+/**
+ * S3 writes against baselines outside Coffer, measured in the same run (#29):
+ * - 4 KiB PutObject/s at c=16, durable, beside nginx's WebDAV PUT of 4 KiB (no fsync) and beside
+ *   s3rver (npm; no fsync), the same wrk script signing for both S3 servers;
+ * - one 100 MiB PutObject beside the machine's single-thread MD5 rate (the ETag's MD5 is sequential);
+ * - a 1 GiB multipart upload, 8 MiB parts, 8 in flight (as `aws s3 cp` does), beside
+ *   `dd bs=1M conv=fsync` of 1 GiB on the same disk;
+ * - the server's RSS after those loads, and some seconds after they stop.
+ * Every S3 server runs alone while it is measured; the rounds alternate which goes first.
+ */
+import fs from 'node:fs'
+import path from 'node:path'
+import http from 'node:http'
+import { createHash } from 'node:crypto'
+import { spawnSync } from 'node:child_process'
+import { pngBytes, ROOT, startCoffer, uniqueCopy, type Coffer } from '../coffer'
+import { startNginx, type Nginx } from '../nginx'
+import { freePort, rssBytes, startProc, type Proc } from '../processes'
+import { interleaved, median, summarize } from '../stats'
+import { encodePath, prepareSigned, sha256Hex, signHeaders, type Credentials } from '../s3-sign'
+import { generatorBound, templateFile, wrk, type WrkResult } from '../wrk'
+import { notMeasured, type BenchContext, type FigureResult } from '../figure'
+import { loadConfig } from '../../../src/config'
+import { createCore } from '../../../src/core'
+
+const MIB = 1024 * 1024
+const SMALL = 4096
+const LARGE = 100 * MIB
+const MULTIPART = 1024 * MIB
+const PART = 8 * MIB
+const IN_FLIGHT = 8
+/** Seconds after the last load at which RSS is read again: what stays resident once idle. */
+const SETTLE_SECONDS = 15
+const mbps = (bytes: number, ms: number) => bytes / 1e6 / (ms / 1000)
+/** More 4 KiB PutObjects a second than any server here can take: the keys signed per run. */
+const PUTS_PER_SECOND_CAP = 8000
+
+const ROWS = {
+  nginx: {
+    key: 's3-put-4kib-vs-nginx',
+    figure: '4 KiB PutObject/s, c=16, durable',
+    baselineLabel: 'nginx WebDAV PUT of 4 KiB (no fsync), c=16, wrk, same run',
+    unit: 'req/s',
+    target: '≥ 0.5× nginx',
+  },
+  s3rver: {
+    key: 's3-put-4kib-vs-s3rver',
+    figure: '4 KiB PutObject/s, c=16, durable',
+    baselineLabel: 's3rver 3.7 (npm; no fsync), the same signed wrk script, same run',
+    unit: 'req/s',
+    target: '≥ 3× s3rver',
+  },
+  md5: {
+    key: 's3-put-100mib-vs-md5',
+    figure: 'one 100 MiB PutObject, MB/s',
+    baselineLabel: "node's MD5 of 100 MiB in memory, one thread, same run",
+    unit: 'MB/s',
+    target: '≥ 0.8× MD5',
+  },
+  multipart: {
+    key: 's3-multipart-1gib-vs-dd',
+    figure: '1 GiB multipart upload (8 MiB parts, 8 in flight), MB/s',
+    baselineLabel: 'dd bs=1M conv=fsync of 1 GiB, same disk, same run',
+    unit: 'MB/s',
+    target: '≥ 0.7× dd',
+  },
+  rss: {
+    key: 's3-rss-after-load',
+    figure: 'RSS after the S3 write loads (then idle)',
+    baselineLabel: 'the same process idle, before the loads',
+    unit: 'MB',
+    target: '< 200 MB, and falling once idle',
+  },
+} as const
+
+/** s3rver's fixed credentials (its README). */
+const S3RVER_CREDS = { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER', region: 'us-east-1' }
+
+async function startS3rver(dir: string): Promise<Proc> {
+  const bin = path.join(ROOT, 'node_modules', 's3rver', 'bin', 's3rver.js')
+  if (!fs.existsSync(bin)) throw new Error('s3rver is not installed (npm ci installs it: a devDependency of the bench)')
+  fs.mkdirSync(path.join(dir, 'data'), { recursive: true })
+  const port = await freePort()
+  return startProc(process.execPath, [bin, '-d', path.join(dir, 'data'), '-a', '127.0.0.1', '-p', String(port), '--silent', '--configure-bucket', 'bench'], {
+    port,
+    healthPath: '/bench',
+    logFile: path.join(dir, 's3rver.log'),
+  })
+}
+
+/** An S3 request signed with UNSIGNED-PAYLOAD (or the body's SHA-256), its answer checked. */
+async function s3(
+  base: string,
+  creds: Credentials,
+  method: string,
+  p: string,
+  body?: Buffer,
+  opts: { signBody?: boolean; agent?: http.Agent } = {},
+): Promise<{ status: number; body: Buffer; headers: http.IncomingHttpHeaders; ms: number }> {
+  const host = base.replace('http://', '')
+  const headers = signHeaders(creds, method, host, p, opts.signBody && body ? sha256Hex(body) : 'UNSIGNED-PAYLOAD')
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now()
+    const req = http.request(
+      `${base}${p}`,
+      { method, headers: { ...headers, ...(body ? { 'content-length': body.length } : {}) }, agent: opts.agent ?? false },
+      (res) => {
+        const chunks: Buffer[] = []
+        res.on('data', (c: Buffer) => chunks.push(c))
+        res.on('end', () => {
+          const out = { status: res.statusCode ?? 0, body: Buffer.concat(chunks), headers: res.headers, ms: performance.now() - t0 }
+          if (out.status !== 200) reject(new Error(`${method} ${p}: ${out.status} ${out.body.toString().slice(0, 300)}`))
+          else resolve(out)
+        })
+        res.on('error', reject)
+      },
+    )
+    req.on('error', reject)
+    req.end(body)
+  })
+}
+
+/** One multipart upload of `bytes` (PART-sized parts, IN_FLIGHT at once); returns its wall time in ms. */
+async function multipartUpload(base: string, creds: Credentials, key: string, bytes: Buffer): Promise<{ ms: number; partsMs: number }> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: IN_FLIGHT })
+  try {
+    const t0 = performance.now()
+    const created = await s3(base, creds, 'POST', `${key}?uploads`, undefined, { agent })
+    const uploadId = /<UploadId>([^<]+)<\/UploadId>/.exec(created.body.toString())?.[1]
+    if (!uploadId) throw new Error(`CreateMultipartUpload: no UploadId in ${created.body.toString().slice(0, 200)}`)
+    const count = Math.ceil(bytes.length / PART)
+    const etags: string[] = []
+    let next = 0
+    const worker = async () => {
+      for (let n = next++; n < count; n = next++) {
+        const part = bytes.subarray(n * PART, Math.min(bytes.length, (n + 1) * PART))
+        const r = await s3(base, creds, 'PUT', `${key}?partNumber=${n + 1}&uploadId=${encodeURIComponent(uploadId)}`, part, { agent })
+        etags[n] = String(r.headers.etag)
+      }
+    }
+    await Promise.all(Array.from({ length: IN_FLIGHT }, worker))
+    const partsMs = performance.now() - t0
+    const xml = `<CompleteMultipartUpload>${etags.map((e, i) => `<Part><PartNumber>${i + 1}</PartNumber><ETag>${e}</ETag></Part>`).join('')}</CompleteMultipartUpload>`
+    await s3(base, creds, 'POST', `${key}?uploadId=${encodeURIComponent(uploadId)}`, Buffer.from(xml), { agent })
+    return { ms: performance.now() - t0, partsMs }
+  } finally {
+    agent.destroy()
+  }
+}
+
+/** `dd if=src of=dst bs=1M conv=fsync`: MB/s of the bytes made durable, the source in the page cache. */
+function ddOnce(src: string, dst: string, bytes: number): number {
+  const t0 = performance.now()
+  const r = spawnSync('dd', [`if=${src}`, `of=${dst}`, 'bs=1M', 'conv=fsync'], { encoding: 'utf8' })
+  const ms = performance.now() - t0
+  if (r.status !== 0) throw new Error(`dd: ${r.stderr}`)
+  fs.rmSync(dst)
+  return mbps(bytes, ms)
+}
+
+function md5Once(bytes: Buffer): number {
+  const t0 = performance.now()
+  createHash('md5').update(bytes).digest()
+  return mbps(bytes.length, performance.now() - t0)
+}
+
+export async function s3WriteFigures(ctx: BenchContext): Promise<FigureResult[]> {
+  const dataDir = path.join(ctx.dir, 's3w-data')
+  const core = createCore(loadConfig({}, { 'data-dir': dataDir }))
+  let creds: Credentials
+  try {
+    const { tenant } = core.tenants.create({ name: 's3-writes', quotaBytes: 256 * 1024 ** 3 })
+    core.workspaces.create({ ...tenant }, { name: 'bench', slug: 'bench' })
+    const pair = core.s3Credentials.create(tenant.id)
+    creds = { accessKeyId: pair.accessKeyId, secretAccessKey: pair.secretAccessKey, region: core.config.s3Region }
+  } finally {
+    core.close()
+  }
+  const out: FigureResult[] = []
+  const coffer: Coffer = await startCoffer(dataDir)
+  const idleRss = rssBytes(coffer.pid)
+  let nginx: Nginx | undefined
+  let s3rver: Proc | undefined
+  try {
+    // --- 4 KiB PutObject, c=16: Coffer, nginx and s3rver in turn, each alone while measured.
+    if ('unavailable' in ctx.wrk) {
+      const why = `wrk: ${ctx.wrk.unavailable}`
+      out.push(notMeasured(ROWS.nginx, why), notMeasured(ROWS.s3rver, why))
+    } else {
+      const bin = ctx.wrk.path
+      const nginxBin = 'unavailable' in ctx.nginx ? undefined : ctx.nginx.path
+      if (nginxBin) nginx = await startNginx(nginxBin, path.join(ctx.dir, 's3w-nginx'))
+      s3rver = await startS3rver(path.join(ctx.dir, 's3w-s3rver'))
+      let round = 0
+      const template = () => templateFile(ctx.dir, `s3w-small-${++round}`, pngBytes(SMALL))
+      const s3Run = (base: string, c: Credentials, bucket: string) => async (seconds: number) => {
+        const r = ++round
+        const count = PUTS_PER_SECOND_CAP * seconds
+        const paths = Array.from({ length: count }, (_, i) => encodePath(`/${bucket}/small/${r}/${i}.bin`))
+        const file = prepareSigned(path.join(ctx.dir, `s3w-put-${r}.signed`), c, 'PUT', base.replace('http://', ''), paths)
+        return wrk({ bin, dir: ctx.dir, url: base, script: 'preparedS3', args: [file, 'PUT', template(), '1'], connections: 16, seconds })
+      }
+      const cofferRun = s3Run(coffer.s3Url, creds, 'bench')
+      const s3rverRun = s3Run(s3rver.url, S3RVER_CREDS, 'bench')
+      const nginxRun = nginx
+        ? (seconds: number) =>
+            wrk({ bin, dir: ctx.dir, url: nginx!.url, script: 'uniquePut', args: [template(), `/dav/small/${round}-`], connections: 16, seconds })
+        : undefined
+      // Warm-up: JIT, first pages, first directories.
+      await cofferRun(1)
+      await s3rverRun(1)
+      if (nginxRun) await nginxRun(1)
+      const results: Record<'coffer' | 's3rver' | 'nginx', WrkResult[]> = { coffer: [], s3rver: [], nginx: [] }
+      const measure = (name: keyof typeof results, run: (s: number) => Promise<WrkResult>) => async () => {
+        const r = await run(ctx.loadSeconds)
+        results[name].push(r)
+        return r.rps
+      }
+      const measures = [measure('coffer', cofferRun), measure('s3rver', s3rverRun), ...(nginxRun ? [measure('nginx', nginxRun)] : [])]
+      const [cofferRps, s3rverRps, nginxRps] = await interleaved(ctx.runs, measures)
+      const p50 = median(results.coffer.map((r) => r.p50Ms))
+      const details = (baseline: WrkResult[]) => ({
+        seconds: ctx.loadSeconds,
+        cofferP50Ms: results.coffer.map((r) => r.p50Ms),
+        baselineP50Ms: baseline.map((r) => r.p50Ms),
+        generatorCpuShare: { coffer: results.coffer.map((r) => r.generatorCpuShare), baseline: baseline.map((r) => r.generatorCpuShare) },
+      })
+      if (nginxRps) {
+        const r = summarize(nginxRps, cofferRps!)
+        const invalid = generatorBound(results.nginx)
+        out.push({
+          ...ROWS.nginx,
+          coffer: r.subject,
+          baseline: r.baseline,
+          ratio: r.ratio,
+          met: invalid ? null : r.ratio >= 0.5,
+          ...(invalid ? { invalid } : {}),
+          note: `Coffer acknowledges each PutObject once its bytes and row are on disk (p50 ${p50.toFixed(1)} ms); nginx fsyncs nothing`,
+          details: { runs: r, ...details(results.nginx) },
+        })
+      } else out.push(notMeasured(ROWS.nginx, `nginx: ${'unavailable' in ctx.nginx ? ctx.nginx.unavailable : ''}`))
+      const r = summarize(s3rverRps!, cofferRps!)
+      // Here the generator must not be the limit of either side: s3rver's is the baseline, Coffer's the subject.
+      const invalid = generatorBound([...results.s3rver, ...results.coffer])
+      out.push({
+        ...ROWS.s3rver,
+        coffer: r.subject,
+        baseline: r.baseline,
+        ratio: r.ratio,
+        met: invalid ? null : r.ratio >= 3,
+        ...(invalid ? { invalid } : {}),
+        note: 's3rver writes each object and its metadata to files without fsync; both servers get the same prepared SigV4 requests (UNSIGNED-PAYLOAD)',
+        details: { runs: r, ...details(results.s3rver) },
+      })
+      await s3rver.stop()
+      s3rver = undefined
+      await nginx?.stop()
+      nginx = undefined
+    }
+
+    // --- One 100 MiB PutObject beside one thread's MD5 of 100 MiB.
+    ctx.log('  S3 writes: one 100 MiB PutObject vs MD5 of 100 MiB')
+    const large = pngBytes(LARGE)
+    let n = 0
+    const putLarge = async () => {
+      const body = uniqueCopy(large)
+      const r = await s3(coffer.s3Url, creds, 'PUT', encodePath(`/bench/large/${++n}.bin`), body, { signBody: true })
+      return mbps(LARGE, r.ms)
+    }
+    await putLarge()
+    const [md5Runs, putRuns] = await interleaved(ctx.runs, [async () => md5Once(uniqueCopy(large)), putLarge])
+    const md5 = summarize(md5Runs!, putRuns!)
+    out.push({
+      ...ROWS.md5,
+      coffer: md5.subject,
+      baseline: md5.baseline,
+      ratio: md5.ratio,
+      met: md5.ratio >= 0.8,
+      note: 'the body signed (x-amz-content-sha256), as the CLI sends it; Coffer computes MD5 (ETag) on a second thread and SHA-256 (content address) on the main one, writes and fsyncs',
+      details: { runs: md5 },
+    })
+
+    // --- A 1 GiB multipart upload beside dd of 1 GiB with conv=fsync.
+    ctx.log('  S3 writes: 1 GiB multipart upload (8 in flight) vs dd conv=fsync')
+    const big = Buffer.allocUnsafe(MULTIPART)
+    for (let off = 0; off < MULTIPART; off += LARGE) large.copy(big, off)
+    const src = path.join(ctx.dir, 's3w-dd-src')
+    fs.writeFileSync(src, big)
+    const dst = path.join(ctx.dir, 's3w-dd-dst')
+    let m = 0
+    const partsShare: number[] = []
+    const upload = async () => {
+      // New content each run: a counter in every part.
+      m++
+      for (let off = 0; off < MULTIPART; off += PART) big.writeDoubleBE(m * 1e6 + off / PART, off + 8)
+      const r = await multipartUpload(coffer.s3Url, creds, encodePath(`/bench/multipart/${m}.bin`), big)
+      partsShare.push(r.partsMs / r.ms)
+      return mbps(MULTIPART, r.ms)
+    }
+    const runs = Math.min(ctx.runs, 3)
+    const [ddRuns, mpRuns] = await interleaved(runs, [async () => ddOnce(src, dst, MULTIPART), upload])
+    fs.rmSync(src, { force: true })
+    const mp = summarize(ddRuns!, mpRuns!)
+    out.push({
+      ...ROWS.multipart,
+      coffer: mp.subject,
+      baseline: mp.baseline,
+      ratio: mp.ratio,
+      met: mp.ratio >= 0.7,
+      note: `from CreateMultipartUpload to the answer of CompleteMultipartUpload; the parts took ${partsShare.map((s) => `${(s * 100).toFixed(0)}%`).join(', ')} of it, the completion (parts read back, hashed and written as one blob) the rest`,
+      details: { runs: mp, partsShareOfTime: partsShare },
+    })
+
+    // --- What stays resident.
+    const after = rssBytes(coffer.pid)
+    await new Promise((r) => setTimeout(r, SETTLE_SECONDS * 1000))
+    const settled = rssBytes(coffer.pid)
+    out.push({
+      ...ROWS.rss,
+      coffer: after / 1e6,
+      baseline: idleRss / 1e6,
+      ratio: after / idleRss,
+      cofferText: `${(after / 1e6).toFixed(0)} MB, ${(settled / 1e6).toFixed(0)} MB ${SETTLE_SECONDS} s later`,
+      met: after < 200e6 && settled < after,
+      note: `RSS of the Coffer process that served every load above, right after the last one and ${SETTLE_SECONDS} s later; ${(idleRss / 1e6).toFixed(0)} MB idle before them`,
+      details: { idleBytes: idleRss, afterBytes: after, settledBytes: settled, settleSeconds: SETTLE_SECONDS },
+    })
+    return out
+  } finally {
+    await Promise.all([coffer.stop(), s3rver?.stop(), nginx?.stop()])
+  }
+}
