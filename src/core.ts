@@ -41,6 +41,8 @@ import { RateBudget } from './lib/rate-budget'
 import { DiskReserve } from './lib/disk-reserve'
 import { BucketConfigsRepo } from './db/repos/bucket-configs'
 import { BucketConfigsService } from './services/bucket-configs'
+import { loadMasterKey } from './lib/encryption-keys'
+import { encryptedStore, openEncryption } from './services/encryption'
 
 /**
  * The composition root: every service built from one config, for the fronts (HTTP routes, CLI
@@ -109,7 +111,10 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   // every staged body in a file, which it uploads from.
   const s3Store = config.blobStore === 's3' ? createS3Store(config, new DiskBlobStore(dataDir.blobs, dataDir.tmp), metrics) : undefined
   const disk = createDiskStore(db, dataDir)
-  const store = options.store ? options.store(s3Store ?? disk) : (s3Store ?? disk)
+  const encryption = startEncryption(db, config, clock)
+  // Sealed inside any test wrapper: faults injected into the store see what callers see.
+  const base = encryption ? encryptedStore(db, s3Store ?? disk, encryption.keys, encryption.repo) : (s3Store ?? disk)
+  const store = options.store ? options.store(base) : base
 
   const filesRepo = new FilesRepo(db)
   const blobsRepo = new BlobsRepo(db)
@@ -217,6 +222,19 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
       s3Store?.close()
       db.close()
     },
+  }
+}
+
+/**
+ * The data dir's encryption at rest (#27), or undefined: a missing or wrong master key is a
+ * ConfigError, printed as one line, and nothing starts (the database is closed again).
+ */
+export function startEncryption(db: DB, config: Config, clock: Clock): ReturnType<typeof openEncryption> {
+  try {
+    return openEncryption(db, loadMasterKey(config), clock.now())
+  } catch (err) {
+    db.close()
+    throw new ConfigError(`encryption: ${(err as Error).message}`, { cause: err })
   }
 }
 
