@@ -7,6 +7,9 @@ import { loadConfig } from '../src/config'
 import { createCore } from '../src/core'
 import { CHUNK_BYTES, HEADER_BYTES, TAG_BYTES } from '../src/lib/chunked-aead'
 import { verifyCommand } from '../src/cli/maintenance'
+import { encryptBlobsCommand, rotateKeyCommand } from '../src/cli/encryption'
+import { encryptBlobs } from '../src/services/encrypt-blobs'
+import type { EncryptedBlobStore } from '../src/blobs/encrypted-blob-store'
 import { createTenant, diskOnly, fileBytes, makeApp, tempDir, upload, type TestContext } from './helper'
 import type { Test } from 'tap'
 
@@ -176,4 +179,85 @@ t.test('a missing or wrong master key is refused at start; so is a key file insi
   fs.writeFileSync(inside, randomBytes(32).toString('hex'))
   t.throws(() => loadConfig({ COFFER_ENCRYPTION_KEY_FILE: inside }, { 'data-dir': ctx.dir }), { name: 'ConfigError', message: /must be outside the data dir/ })
   t.doesNotThrow(start(env), 'the right key starts')
+})
+
+t.test('turning encryption on for a data dir with content: read in the clear until coffer encrypt-blobs seals it, resumably (#27)', { skip }, async (t) => {
+  const dir = tempDir(t)
+  const plainCtx = await makeApp(t, {}, { dir })
+  const tenant = await createTenant(plainCtx.app)
+  const contents = [fileBytes('image/png', 2500, 7), fileBytes('image/png', 3 * CHUNK_BYTES + 5, 8), fileBytes('image/png', 200_000, 9)]
+  const ids: string[] = []
+  for (const bytes of contents) ids.push((await upload(plainCtx.app, tenant.headers, { bytes })).fileId)
+  await plainCtx.app.close()
+  plainCtx.core.close()
+
+  const { env } = keyEnv(t)
+  const ctx = await makeApp(t, env, { dir })
+  const read = async (i: number) => (await ctx.app.inject({ url: `/api/v1/files/${ids[i]}/download`, headers: tenant.headers })).rawPayload
+  for (let i = 0; i < contents.length; i++) t.ok((await read(i)).equals(contents[i]!), `content ${i} stored in the clear still reads`)
+  // Content uploaded now is sealed at once, even when the same content is also in the clear.
+  const again = await upload(ctx.app, tenant.headers, { bytes: contents[1]! })
+  t.equal(again.put.statusCode, 200)
+  t.ok(plaintextIn(ctx, contents[2]!).length > 0, 'before the migration, old content is in the clear')
+
+  // A first run cut short: the second blob's read fails once.
+  const store = ctx.core.store as EncryptedBlobStore
+  const sha2 = shaOf(ctx, ids[2]!)
+  const innerOpen = store.inner.open.bind(store.inner)
+  let failed = false
+  store.inner.open = async (sha, range) => {
+    if (sha === sha2 && !failed) {
+      failed = true
+      throw new Error('the disk went away')
+    }
+    return innerOpen(sha, range)
+  }
+  await t.rejects(encryptBlobs({ db: ctx.core.db, store }), /the disk went away/)
+  store.inner.open = innerOpen
+  const run = cliIo(dir, env)
+  t.equal(await encryptBlobsCommand(['--json'], run.io), 0)
+  const report = JSON.parse(run.out.join('')) as { checked: number; sealed: number; present: number; done: boolean }
+  t.match(report, { checked: 3, done: true })
+  t.ok(report.present >= 1 && report.sealed >= 1 && report.sealed + report.present === 3, `resumed: ${report.sealed} sealed, ${report.present} present`)
+  for (let i = 0; i < contents.length; i++) {
+    t.ok((await read(i)).equals(contents[i]!), `content ${i} reads after the migration`)
+    t.same(plaintextIn(ctx, contents[i]!), [], `content ${i} is no longer in the clear`)
+  }
+  t.equal(ctx.core.db.prepare('SELECT plain_remaining FROM encryption').pluck().get(), 0, 'the data dir is marked sealed')
+  const verify = cliIo(dir, env)
+  t.equal(await verifyCommand(['--json'], verify.io), 0)
+  t.match(JSON.parse(verify.out.join('')), { ok: true, checked: 3, orphans: [] })
+  // Once sealed, content placed in the clear under its SHA-256 is never served.
+  const sha0 = shaOf(ctx, ids[0]!)
+  ctx.core.db.prepare('INSERT INTO blob_inline (sha256, content, created_at) VALUES (?, ?, ?)').run(sha0, Buffer.from('planted'), Date.now())
+  const name0 = ctx.core.db.prepare('SELECT sha256 FROM blob_inline WHERE sha256 != ?').pluck().all(sha0) as string[]
+  ctx.core.db.prepare(`DELETE FROM blob_inline WHERE sha256 IN (${name0.map(() => '?').join(',')})`).run(...name0)
+  const planted = await ctx.app.inject({ url: `/api/v1/files/${ids[0]}/download`, headers: tenant.headers })
+  t.not(planted.statusCode, 200, 'content in the clear is not read once the data dir is sealed')
+  t.notOk(planted.rawPayload.includes(Buffer.from('planted')))
+})
+
+t.test('coffer rotate-key wraps the data dir key under a new master key; blobs stay as they are (#27)', { skip }, async (t) => {
+  const old = keyEnv(t)
+  const ctx = await makeApp(t, old.env)
+  const tenant = await createTenant(ctx.app)
+  const bytes = fileBytes('image/png', 150_000, 10)
+  const r = await upload(ctx.app, tenant.headers, { bytes })
+  const before = walk(ctx.core.dataDir.blobs).map((f) => fs.readFileSync(f).toString('base64'))
+  await ctx.app.close()
+  ctx.core.close()
+  const next = keyEnv(t)
+  const run = cliIo(ctx.dir, old.env)
+  t.equal(await rotateKeyCommand(['--new-key-file', next.file], run.io), 0)
+  t.same(
+    walk(path.join(ctx.dir, 'blobs')).map((f) => fs.readFileSync(f).toString('base64')),
+    before,
+    'no blob rewritten',
+  )
+  t.throws(() => createCore(loadConfig(old.env, { 'data-dir': ctx.dir })), { name: 'ConfigError', message: /is not this data dir's/ }, 'the old key is refused')
+  const ctx2 = await makeApp(t, next.env, { dir: ctx.dir })
+  const got = await ctx2.app.inject({ url: `/api/v1/files/${r.fileId}/download`, headers: tenant.headers })
+  t.ok(got.rawPayload.equals(bytes), 'the new key reads the content')
+  const bad = cliIo(ctx.dir, next.env)
+  await t.rejects(rotateKeyCommand(['--new-key-file', path.join(ctx.dir, 'nope')], bad.io), /--new-key-file .* cannot be read/)
 })

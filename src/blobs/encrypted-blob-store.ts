@@ -119,6 +119,22 @@ export class EncryptedBlobStore implements BlobStore {
     }
   }
 
+  /** Whether the sealed form of `sha256` is stored (its header is there). */
+  async sealedExists(sha256: string): Promise<boolean> {
+    try {
+      destroy(await this.inner.open(this.keys.nameOf(sha256), { start: 0, end: HEADER_BYTES - 1 }))
+      return true
+    } catch (err) {
+      if (err instanceof BlobNotFoundError) return false
+      throw err
+    }
+  }
+
+  /** The same sealing over another store (`coffer migrate-blobs` seals the target as the source). */
+  over(inner: BlobStore): EncryptedBlobStore {
+    return new EncryptedBlobStore(inner, this.keys, this.records)
+  }
+
   private async openSealed(name: string, sha256: string, range: ByteRange | undefined): Promise<OpenedBlob> {
     const keys = this.keys.dataKeys
     if (!range) {

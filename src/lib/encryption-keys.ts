@@ -33,7 +33,9 @@ export function loadMasterKey(settings: { encryptionKeyFile?: string | undefined
   try {
     text = fs.readFileSync(settings.encryptionKeyFile, 'utf8')
   } catch (err) {
-    throw new Error(`COFFER_ENCRYPTION_KEY_FILE ${settings.encryptionKeyFile} cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`, { cause: err })
+    throw new Error(`COFFER_ENCRYPTION_KEY_FILE ${settings.encryptionKeyFile} cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`, {
+      cause: err,
+    })
   }
   const k = parseMasterKey(text)
   if (!k) throw new Error(`COFFER_ENCRYPTION_KEY_FILE ${settings.encryptionKeyFile} must hold 64 hex digits or the base64 of 32 bytes`)
