@@ -43,6 +43,7 @@ import { BucketConfigsRepo } from './db/repos/bucket-configs'
 import { BucketConfigsService } from './services/bucket-configs'
 import { loadMasterKey } from './lib/encryption-keys'
 import { encryptedStore, openEncryption } from './services/encryption'
+import { BucketEncryptionService } from './services/bucket-encryption'
 
 /**
  * The composition root: every service built from one config, for the fronts (HTTP routes, CLI
@@ -77,6 +78,8 @@ export interface Core {
   readonly reserve: DiskReserve
   /** Buckets' configuration documents (CORS, policy, tags, lifecycle, …), one per family. */
   readonly bucketConfigs: BucketConfigsService
+  /** Buckets' default encryption, and whether the data dir seals every blob (SSE-S3, #27). */
+  readonly bucketEncryption: BucketEncryptionService
   close(): void
 }
 
@@ -195,6 +198,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     multipartTtlMs: config.s3MultipartTtlSeconds * 1000,
     reserve,
   })
+  const bucketConfigs = new BucketConfigsService(new BucketConfigsRepo(db), clock)
   let closed = false
   return {
     config,
@@ -215,7 +219,8 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     s3,
     rateBudget: new RateBudget(),
     reserve,
-    bucketConfigs: new BucketConfigsService(new BucketConfigsRepo(db), clock),
+    bucketConfigs,
+    bucketEncryption: new BucketEncryptionService(bucketConfigs, encryption !== undefined),
     close() {
       if (closed) return
       closed = true
