@@ -24,6 +24,7 @@ import { metadataReads, listing } from './figures/api'
 import { transfers } from './figures/transfers'
 import { s3Figures } from './figures/s3'
 import { s3StoreFigures } from './figures/s3-store'
+import { encryptionFigures } from './figures/encryption'
 import { peakRss } from './figures/memory'
 import { coldStart } from './figures/startup'
 import { diskCosts, type DiskCosts } from './figures/disk'
@@ -38,6 +39,7 @@ const FIGURES: Record<string, (ctx: BenchContext) => Promise<FigureResult | Figu
   transfers,
   s3: s3Figures,
   's3-store': s3StoreFigures,
+  encryption: encryptionFigures,
   rss: peakRss,
   callgrind: callgrindFigure,
   's3-callgrind': s3CallgrindFigure,
@@ -113,7 +115,9 @@ async function main(): Promise<void> {
       readSeconds: values.quick ? 3 : 10,
       datasets: { small, large, empty },
       nginx,
-      wrk: only.some((k) => k === 'transfers' || k === 'metadata-read' || k === 's3' || k === 's3-store') ? ensureWrk(log) : { unavailable: 'not requested' },
+      wrk: only.some((k) => k === 'transfers' || k === 'metadata-read' || k === 's3' || k === 's3-store' || k === 'encryption')
+        ? ensureWrk(log)
+        : { unavailable: 'not requested' },
       shipped: shippedCommand(),
       valgrind: only.includes('callgrind') || only.includes('s3-callgrind') ? ensureValgrind(log) : { unavailable: 'not requested' },
       callgrindRequests: values.quick ? { warmup: 1000, measured: 500 } : { warmup: 3000, measured: 2000 },
