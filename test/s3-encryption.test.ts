@@ -17,7 +17,8 @@ import {
   UploadPartCommand,
 } from '@aws-sdk/client-s3'
 import { completeCommand, makeS3, pattern, s3Error, sendSigned as send } from './s3-helper'
-import { tempDir } from './helper'
+import { createTenant, fileBytes, makeApp, purgeStoredBlobs, tempDir, testStoreEnv, upload } from './helper'
+import { migrateBlobsCommand } from '../src/cli/migrate-blobs'
 import { fixtureEnv } from './s3/fixture'
 import type { Test } from 'tap'
 
@@ -155,3 +156,37 @@ t.test('without an encrypted data dir, SSE-S3 is refused, never claimed (#27)', 
   const plain = await client.send(new PutObjectCommand({ Bucket: 'plain', Key: 'k', Body: 'x' }))
   t.equal(plain.ServerSideEncryption, undefined, 'nothing reports encryption')
 })
+
+t.test('coffer migrate-blobs on an encrypted data dir seals the target too: the bucket holds no plaintext (#27)', { skip: cephSkip() }, async (t) => {
+  const key = keyEnv(t)
+  const disk = await makeApp(t, { ...key, ...testStoreEnv('disk') })
+  const tenant = await createTenant(disk.app)
+  const contents = [fileBytes('image/png', 3000, 21), fileBytes('image/png', 300_000, 22)]
+  const ids: string[] = []
+  for (const bytes of contents) ids.push((await upload(disk.app, tenant.headers, { bytes })).fileId)
+  const s3env = testStoreEnv('s3')
+  const out: string[] = []
+  const sink = (arr: string[]) => ({ write: (s: string) => (arr.push(s), true) }) as unknown as NodeJS.WritableStream
+  const code = await migrateBlobsCommand(['--to', 's3', '--json'], {
+    env: { ...s3env, ...key, COFFER_DATA_DIR: disk.dir },
+    stdout: sink(out),
+    stderr: sink([]),
+  })
+  t.equal(code, 0)
+  t.match(JSON.parse(out.join('')), { checked: 2, copied: 2, corrupt: [] })
+  await disk.app.close()
+  const onS3 = await makeS3(t, key, { dir: disk.dir, storeEnv: s3env, existing: undefined })
+  for (const [i, id] of ids.entries()) {
+    const res = await onS3.app.inject({ url: `/api/v1/files/${id}/download`, headers: tenant.headers })
+    t.ok(res.rawPayload.equals(contents[i]!), `file ${i} reads from the bucket`)
+  }
+  const stored = await storedBytes(onS3)
+  t.equal(stored.length, 2, 'two objects in the bucket')
+  t.equal(stored.filter((s) => contents.some((c) => s.includes(c.subarray(500, 532)))).length, 0, 'none holds plaintext')
+  await purgeStoredBlobs(s3env, disk.dir)
+})
+
+function cephSkip(): string | false {
+  const f = fixtureEnv()
+  return 'unavailable' in f ? `the Ceph fixture is unavailable: ${f.unavailable}` : false
+}
