@@ -106,6 +106,20 @@ for (const store of ['disk', 's3'] as const) {
     const bogus = await send(ctx, { method: 'PUT', path: '/sse/x', headers: { 'x-amz-server-side-encryption': 'AES128' }, payload: 'x' })
     t.equal(bogus.status, 400, 'an unknown algorithm is 400')
     t.match(bogus.body, '<Code>InvalidArgument</Code>')
+    const customer = {
+      'x-amz-server-side-encryption-customer-algorithm': 'AES256',
+      'x-amz-server-side-encryption-customer-key': randomBytes(32).toString('base64'),
+    }
+    const conflicts: Record<string, string>[] = [
+      { 'x-amz-server-side-encryption': 'AES256', ...customer },
+      { 'x-amz-server-side-encryption': 'aws:kms', ...customer },
+      { 'x-amz-server-side-encryption': 'AES256', 'x-amz-server-side-encryption-aws-kms-key-id': 'k1' },
+    ]
+    for (const conflict of conflicts) {
+      const res = await send(ctx, { method: 'PUT', path: '/sse/conflict', headers: conflict, payload: 'x' })
+      t.equal(res.status, 400, `two encryptions at once is 400: ${Object.keys(conflict).join(', ')}`)
+      t.match(res.body, '<Code>InvalidArgument</Code>')
+    }
     // Nothing of any object is in the store in the clear.
     const probes = [body, pattern(5000, 2), p1, p2].map((b) => b.subarray(1000, 1032))
     const stored = await storedBytes(ctx)

@@ -38,6 +38,13 @@ export function checkSseHeader(request: FastifyRequest, operation: OperationName
   if (!SSE_WRITES.has(operation)) return
   // A value that is no canned ACL at all is the client's error (400), whatever else is refused (context.ts).
   checkCannedAcl(header(request, 'x-amz-acl'))
+  // Two encryptions at once is the client's error before anything is refused as not built (AWS: 400).
+  if (Object.keys(request.headers).some((h) => h.startsWith('x-amz-server-side-encryption-customer-'))) {
+    throw new S3Error('InvalidArgument', 'Server Side Encryption with Customer provided key is incompatible with the encryption method specified')
+  }
+  if (value === 'AES256' && header(request, 'x-amz-server-side-encryption-aws-kms-key-id') !== undefined) {
+    throw new S3Error('InvalidArgument', 'Server Side Encryption with AWS KMS managed key requires HTTP header x-amz-server-side-encryption : aws:kms')
+  }
   if (value === 'aws:kms' || value === 'aws:kms:dsse') throw notImplemented('SSE-KMS')
   if (value !== 'AES256') throw new S3Error('InvalidArgument', 'The encryption method specified is not supported')
   if (!atRest) throw notImplemented(NEEDS_KEY)
