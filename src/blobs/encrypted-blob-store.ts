@@ -119,6 +119,11 @@ export class EncryptedBlobStore implements BlobStore {
     }
   }
 
+  /** The name the inner store keeps `sha256`'s sealed content under (`coffer backup` copies it). */
+  storedName(sha256: string): string {
+    return this.keys.nameOf(sha256)
+  }
+
   /** Whether the sealed form of `sha256` is stored (its header is there). */
   async sealedExists(sha256: string): Promise<boolean> {
     try {
