@@ -316,6 +316,22 @@ const OPTIONS = {
     hint: 'true or false',
     help: 'Answer signed-URL downloads with a 302 to a short-lived presigned URL of the store (bytes bypass Coffer; see README)',
   },
+  encryptionKeyFile: {
+    env: 'COFFER_ENCRYPTION_KEY_FILE',
+    flag: 'encryption-key-file',
+    def: undefined,
+    schema: Type.String({ minLength: 1 }),
+    hint: 'a file path',
+    help: 'Encrypt every blob at rest under the master key in this file (64 hex digits or base64 of 32 bytes), kept outside the data dir',
+  },
+  encryptionKey: {
+    env: 'COFFER_ENCRYPTION_KEY',
+    flag: undefined,
+    def: undefined,
+    schema: Type.String({ minLength: 1, maxLength: 256 }),
+    hint: '64 hex digits or the base64 of 32 bytes',
+    help: 'The master key itself instead of a file (env only: flags show in `ps`)',
+  },
 } satisfies Record<string, { env: string; flag: string | undefined; def: string | undefined; schema: TSchema; hint: string; help: string }>
 
 /** Settings whose values are credentials: never echoed in an error message. */
@@ -327,6 +343,7 @@ const SECRET_KEYS: ReadonlySet<string> = new Set([
   'metricsToken',
   'blobS3AccessKeyId',
   'blobS3SecretAccessKey',
+  'encryptionKey',
 ])
 
 type Options = typeof OPTIONS
@@ -381,6 +398,7 @@ export function loadConfig(env: Record<string, string | undefined>, flags: Recor
   if (typeof out.publicUrl === 'string') out.publicUrl = out.publicUrl.replace(/\/+$/, '')
   checkS3(out)
   checkFixtureCredentials(out)
+  checkEncryption(out)
   return Object.freeze(out) as Config
 }
 
@@ -392,6 +410,22 @@ function checkS3(out: Record<string, unknown>): void {
     throw new ConfigError('invalid configuration: set both COFFER_BLOB_S3_ACCESS_KEY_ID and COFFER_BLOB_S3_SECRET_ACCESS_KEY, or neither')
   }
   if (typeof out.blobS3Endpoint === 'string') out.blobS3Endpoint = out.blobS3Endpoint.replace(/\/+$/, '')
+}
+
+/**
+ * One master key (#27), and not a file inside the data dir: a key stored beside what it encrypts
+ * protects nothing from whoever gets a copy of the data dir (a backup, a disk).
+ */
+function checkEncryption(out: Record<string, unknown>): void {
+  if (out.encryptionKeyFile !== undefined && out.encryptionKey !== undefined) {
+    throw new ConfigError('invalid configuration: set COFFER_ENCRYPTION_KEY_FILE or COFFER_ENCRYPTION_KEY, not both')
+  }
+  if (typeof out.encryptionKeyFile !== 'string') return
+  out.encryptionKeyFile = path.resolve(out.encryptionKeyFile)
+  const rel = path.relative(out.dataDir as string, out.encryptionKeyFile as string)
+  if (!rel.startsWith('..') && !path.isAbsolute(rel)) {
+    throw new ConfigError('invalid configuration: COFFER_ENCRYPTION_KEY_FILE must be outside the data dir (a key beside what it encrypts protects nothing)')
+  }
 }
 
 /** A fixed S3 pair (#28) is given whole or not at all. */

@@ -42,6 +42,9 @@ import { DiskReserve } from './lib/disk-reserve'
 import { BucketConfigsRepo } from './db/repos/bucket-configs'
 import { BucketConfigsService } from './services/bucket-configs'
 import { MemoryBudget } from './blobs/memory-budget'
+import { loadMasterKey } from './lib/encryption-keys'
+import { encryptedStore, openEncryption } from './services/encryption'
+import { BucketEncryptionService } from './services/bucket-encryption'
 
 /**
  * The composition root: every service built from one config, for the fronts (HTTP routes, CLI
@@ -76,6 +79,8 @@ export interface Core {
   readonly reserve: DiskReserve
   /** Buckets' configuration documents (CORS, policy, tags, lifecycle, …), one per family. */
   readonly bucketConfigs: BucketConfigsService
+  /** Buckets' default encryption, and whether the data dir seals every blob (SSE-S3, #27). */
+  readonly bucketEncryption: BucketEncryptionService
   close(): void
 }
 
@@ -120,9 +125,12 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   // every staged body in a file, which it uploads from.
   const s3Store = config.blobStore === 's3' ? createS3Store(config, new DiskBlobStore(dataDir.blobs, dataDir.tmp), metrics) : undefined
   const disk = createDiskStore(db, dataDir)
+  const encryption = startEncryption(db, config, clock)
+  // Sealed inside any test wrapper: faults injected into the store see what callers see.
+  const sealed = encryption ? encryptedStore(db, s3Store ?? disk, encryption.keys, encryption.repo) : (s3Store ?? disk)
+  // The in-memory budget counts what is stored, sealed or not (#28).
   const budget = options.memoryBudgetBytes
-  const chosen =
-    budget === undefined ? (s3Store ?? disk) : new MemoryBudget(s3Store ?? disk, budget, () => blobsRepo.stats().bytes, [dataDir.db, `${dataDir.db}-wal`])
+  const chosen = budget === undefined ? sealed : new MemoryBudget(sealed, budget, () => blobsRepo.stats().bytes, [dataDir.db, `${dataDir.db}-wal`])
   const store = options.store ? options.store(chosen) : chosen
 
   const filesRepo = new FilesRepo(db)
@@ -206,6 +214,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     multipartTtlMs: config.s3MultipartTtlSeconds * 1000,
     reserve,
   })
+  const bucketConfigs = new BucketConfigsService(new BucketConfigsRepo(db), clock)
   let closed = false
   return {
     config,
@@ -226,7 +235,8 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     s3,
     rateBudget: new RateBudget(),
     reserve,
-    bucketConfigs: new BucketConfigsService(new BucketConfigsRepo(db), clock),
+    bucketConfigs,
+    bucketEncryption: new BucketEncryptionService(bucketConfigs, encryption !== undefined),
     close() {
       if (closed) return
       closed = true
@@ -234,6 +244,19 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
       commits.close()
       db.close()
     },
+  }
+}
+
+/**
+ * The data dir's encryption at rest (#27), or undefined: a missing or wrong master key is a
+ * ConfigError, printed as one line, and nothing starts (the database is closed again).
+ */
+export function startEncryption(db: DB, config: Config, clock: Clock): ReturnType<typeof openEncryption> {
+  try {
+    return openEncryption(db, loadMasterKey(config), clock.now())
+  } catch (err) {
+    db.close()
+    throw new ConfigError(`encryption: ${(err as Error).message}`, { cause: err })
   }
 }
 

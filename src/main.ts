@@ -6,6 +6,7 @@ import { gcCommand, verifyCommand } from './cli/maintenance'
 import { webhooksCommand } from './cli/webhooks'
 import { backupCommand } from './cli/backup'
 import { migrateBlobsCommand } from './cli/migrate-blobs'
+import { encryptBlobsCommand, rotateKeyCommand } from './cli/encryption'
 import { downloadCommand, lsCommand, rmCommand, uploadCommand } from './cli/files'
 import { OperatorError, println, UsageError, type CliIO } from './cli/io'
 import { selfCommand } from './cli/self-command'
@@ -30,6 +31,9 @@ Commands:
   backup DEST              consistent online copy of the data dir into DEST (coffer backup --help)
   migrate-blobs --to s3|disk
                            copy the content between the data dir and S3 storage (coffer migrate-blobs --help)
+  encrypt-blobs            seal content stored before encryption was turned on (coffer encrypt-blobs --help)
+  rotate-key --new-key-file FILE
+                           wrap the data dir's key under a new master key (coffer rotate-key --help)
   wait URL|ENV_FILE        wait until a coffer answers /health (coffer wait --help)
   version                  print the version (also -v, --version)
 
@@ -76,6 +80,8 @@ const COMMANDS: Record<string, (args: string[], io: CliIO) => Promise<number>> =
   verify: verifyCommand,
   backup: backupCommand,
   'migrate-blobs': migrateBlobsCommand,
+  'encrypt-blobs': encryptBlobsCommand,
+  'rotate-key': rotateKeyCommand,
   upload: uploadCommand,
   download: downloadCommand,
   ls: lsCommand,

@@ -25,6 +25,7 @@ import { transfers } from './figures/transfers'
 import { s3Figures } from './figures/s3'
 import { s3StoreFigures } from './figures/s3-store'
 import { s3WriteFigures } from './figures/s3-writes'
+import { encryptionFigures } from './figures/encryption'
 import { peakRss } from './figures/memory'
 import { coldStart } from './figures/startup'
 import { fixture } from './figures/fixture'
@@ -42,6 +43,7 @@ const FIGURES: Record<string, (ctx: BenchContext) => Promise<FigureResult | Figu
   s3: s3Figures,
   's3-store': s3StoreFigures,
   's3-writes': s3WriteFigures,
+  encryption: encryptionFigures,
   rss: peakRss,
   callgrind: callgrindFigure,
   's3-callgrind': s3CallgrindFigure,
@@ -117,7 +119,7 @@ async function main(): Promise<void> {
       readSeconds: values.quick ? 3 : 10,
       datasets: { small, large, empty },
       nginx,
-      wrk: only.some((k) => k === 'transfers' || k === 'metadata-read' || k === 's3' || k === 's3-store' || k === 's3-writes')
+      wrk: only.some((k) => k === 'transfers' || k === 'metadata-read' || k === 's3' || k === 's3-store' || k === 's3-writes' || k === 'encryption')
         ? ensureWrk(log)
         : { unavailable: 'not requested' },
       shipped: shippedCommand(),

@@ -39,7 +39,7 @@ export const SMALL_READ_BYTES = 64 * 1024
 export const INLINE_MAX_BYTES = 64 * 1024
 
 /** Hashes, counts and inspects bytes on their way to disk. */
-class Inspector extends Transform {
+export class Inspector extends Transform {
   readonly hash = createHash('sha256')
   size = 0
   private head: Buffer[] = []

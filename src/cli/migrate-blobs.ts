@@ -2,6 +2,7 @@ import { createDiskStore, createS3Store } from '../core'
 import { DiskBlobStore } from '../blobs/disk-blob-store'
 import type { BlobStore } from '../blobs/blob-store'
 import { migrateBlobs } from '../services/migrate-blobs'
+import { EncryptedBlobStore } from '../blobs/encrypted-blob-store'
 import { DATA_DIR_OPTION, parse, println, UsageError, withCore, type CliIO } from './io'
 
 export const MIGRATE_HELP = `Usage: coffer migrate-blobs --to s3|disk [--data-dir DIR] [--json]
@@ -24,7 +25,10 @@ export async function migrateBlobsCommand(args: string[], io: CliIO): Promise<nu
     // The disk side keeps small blobs inline in the database; the S3 store stages in plain files.
     const disk = createDiskStore(core.db, core.dataDir)
     const s3 = createS3Store(core.config, new DiskBlobStore(core.dataDir.blobs, core.dataDir.tmp))
-    const [from, target]: [BlobStore, BlobStore] = to === 's3' ? [disk, s3] : [s3, disk]
+    // An encrypted data dir (#27): both sides are sealed as the served store is, so content is
+    // opened from the source and sealed again into the target, never copied in the clear.
+    const seal = (s: BlobStore) => (core.store instanceof EncryptedBlobStore ? core.store.over(s) : s)
+    const [from, target]: [BlobStore, BlobStore] = to === 's3' ? [seal(disk), seal(s3)] : [seal(s3), seal(disk)]
     try {
       const started = Date.now()
       const r = await migrateBlobs({ db: core.db, from, to: target })

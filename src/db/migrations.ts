@@ -426,4 +426,22 @@ CREATE TRIGGER bucket_configs_workspace_deleted AFTER DELETE ON workspaces BEGIN
 END;
 `,
   },
+  {
+    version: 16,
+    name: 'encryption at rest: the wrapped data-dir key',
+    sql: `
+-- An encrypted data dir (#27, lib/encryption-keys.ts): the random data-dir key every blob key
+-- derives from, wrapped (AES-256-GCM) by the master key the operator holds outside the data dir.
+-- Its GCM tag is the key check value: a wrong master key is refused at start. One row, or none
+-- (not encrypted). plain_remaining: blobs written before encryption was turned on may still be
+-- stored in the clear (read as they are) until \`coffer encrypt-blobs\` has sealed them all.
+CREATE TABLE encryption (
+  id              INTEGER PRIMARY KEY CHECK (id = 1),
+  wrapped_key     BLOB NOT NULL,
+  key_id          INTEGER NOT NULL,
+  plain_remaining INTEGER NOT NULL CHECK (plain_remaining IN (0, 1)),
+  created_at      INTEGER NOT NULL
+) STRICT;
+`,
+  },
 ]

@@ -41,6 +41,7 @@ export const S3_ERRORS = {
   PreconditionFailed: 412,
   QuotaExceeded: 403,
   RequestTimeTooSkewed: 403,
+  ServerSideEncryptionConfigurationNotFoundError: 404,
   ServiceUnavailable: 503,
   SignatureDoesNotMatch: 403,
   SlowDown: 503,

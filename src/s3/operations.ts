@@ -70,6 +70,7 @@ export const OPERATIONS = [
   { name: 'GetBucketAcl', method: 'GET', on: 'bucket', action: 's3:GetBucketAcl', sub: 'acl' },
   { name: 'GetBucketLocation', method: 'GET', on: 'bucket', action: 's3:GetBucketLocation', sub: 'location' },
   { name: 'GetBucketVersioning', method: 'GET', on: 'bucket', action: 's3:GetBucketVersioning', sub: 'versioning' },
+  { name: 'GetBucketEncryption', method: 'GET', on: 'bucket', action: 's3:GetEncryptionConfiguration', sub: 'encryption' },
   {
     name: 'ListMultipartUploads',
     method: 'GET',
@@ -82,6 +83,9 @@ export const OPERATIONS = [
   { name: 'ListObjectsV2', method: 'GET', on: 'bucket', action: 's3:ListBucket', sub: 'list-type', params: LIST_PARAMS },
   { name: 'ListObjects', method: 'GET', on: 'bucket', action: 's3:ListBucket', params: LIST_PARAMS },
   { name: 'PutBucketAcl', method: 'PUT', on: 'bucket', action: 's3:PutBucketAcl', sub: 'acl' },
+  { name: 'PutBucketEncryption', method: 'PUT', on: 'bucket', action: 's3:PutEncryptionConfiguration', sub: 'encryption' },
+  // The IAM action of deleting it is the one of putting it (Service Authorization Reference).
+  { name: 'DeleteBucketEncryption', method: 'DELETE', on: 'bucket', action: 's3:PutEncryptionConfiguration', sub: 'encryption' },
   { name: 'CreateBucket', method: 'PUT', on: 'bucket', action: 's3:CreateBucket' },
   { name: 'DeleteBucket', method: 'DELETE', on: 'bucket', action: 's3:DeleteBucket' },
   { name: 'DeleteObjects', method: 'POST', on: 'bucket', action: 's3:DeleteObject', sub: 'delete' },

@@ -14,6 +14,7 @@ import { bucketHandlers } from './ops/buckets'
 import { objectHandlers } from './ops/objects'
 import { multipartHandlers } from './ops/multipart'
 import { aclHandlers } from './ops/acl'
+import { checkSseHeader, encryptionHandlers, reportSse } from './ops/encryption'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -39,6 +40,7 @@ const HANDLERS = {
   ...objectHandlers,
   ...multipartHandlers,
   ...aclHandlers,
+  ...encryptionHandlers,
 } satisfies Record<OperationName, Handler>
 
 function targetOf(request: FastifyRequest, domain: string | undefined): Target {
@@ -130,6 +132,14 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
   })
   await registerS3RateLimit(app, core)
 
+  // Every object of an encrypted data dir is sealed at rest: its answers say so (SSE-S3, #27).
+  if (core.bucketEncryption.atRest) {
+    app.addHook('onSend', async (request, reply) => {
+      const operation = request.s3Operation
+      if (operation && !(operation instanceof S3Error)) reportSse(reply, operation.name)
+    })
+  }
+
   app.route({
     method: ['GET', 'HEAD', 'PUT', 'POST', 'DELETE', 'OPTIONS', 'PATCH'],
     url: '*',
@@ -140,6 +150,7 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
       if (operation instanceof S3Error) throw operation
       const tenant = auth.principal
       authorize(request, tenant, operation)
+      checkSseHeader(request, operation.name, core.bucketEncryption.atRest)
       const context: OpContext = {
         core,
         s3,

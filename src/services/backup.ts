@@ -3,6 +3,8 @@ import { randomBytes } from 'node:crypto'
 import type { DB } from '../db/database'
 import { readCopy, snapshotInto, blobShas } from '../db/backup'
 import { DiskBlobBackup } from '../blobs/disk-backup'
+import { EncryptedBlobStore } from '../blobs/encrypted-blob-store'
+import { InlineBlobsRepo } from '../db/repos/inline-blobs'
 import { dataDirPaths, type DataDir, makeWorkDir, publishWorkDir, discardDir, copySecret } from '../lib/data-dir'
 import { fsyncFile } from '../lib/durable'
 import type { BlobStore } from '../blobs/blob-store'
@@ -57,10 +59,24 @@ export async function backupDataDir(source: { db: DB; dataDir: DataDir; store?: 
   makeWorkDir(staging)
   try {
     const pins = new DiskBlobBackup(dataDir.blobs, staging)
-    for (const sha256 of blobShas(db)) pins.pin(sha256)
+    // An encrypted data dir (#27) keeps a blob under its stored name, a file or an inline row (in
+    // the copied database already); content from before encryption was on, under its SHA-256.
+    const sealed = store instanceof EncryptedBlobStore ? store : undefined
+    const inlineRows = new InlineBlobsRepo(db)
+    const pinnedAs = new Map<string, string>()
+    const pin = (sha256: string): boolean => {
+      if (pinnedAs.has(sha256)) return true
+      const name = sealed?.storedName(sha256)
+      if (name !== undefined && inlineRows.exists(name)) return true
+      for (const key of name !== undefined ? [name, sha256] : [sha256]) {
+        if (pins.pin(key)) return (pinnedAs.set(sha256, key), true)
+      }
+      return false
+    }
+    for (const sha256 of blobShas(db)) pin(sha256)
     const missing: string[] = []
     await snapshotInto(db, dataDir.db, dataDir.root, work.db, (shas) => {
-      for (const sha256 of shas) if (!pins.pin(sha256)) missing.push(sha256)
+      for (const sha256 of shas) if (!pin(sha256)) missing.push(sha256)
     })
     await hooks.afterSnapshot?.()
     const absent = new Set(missing)
@@ -70,8 +86,9 @@ export async function backupDataDir(source: { db: DB; dataDir: DataDir; store?: 
     out.files = readCopy(work.db, dataDir.root, ({ sha256, size, inline }) => {
       if (absent.has(sha256)) return
       // Content kept inline is in the copied database already.
-      if (inline) inlined++
-      else pins.transfer(sha256, work.blobs)
+      const key = pinnedAs.get(sha256)
+      if (inline || key === undefined) inlined++
+      else pins.transfer(key, work.blobs)
       out.blobs++
       out.bytes += size
     }).files

@@ -8,6 +8,7 @@ export class BlobsRepo {
     this.stmts = {
       insert: db.prepare('INSERT INTO blobs (sha256, size_bytes, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING'),
       exists: db.prepare<[string], number>('SELECT 1 FROM blobs WHERE sha256 = ?').pluck(),
+      sizeOf: db.prepare<[string], number>('SELECT size_bytes FROM blobs WHERE sha256 = ?').pluck(),
       sizeIfUnreferenced: db
         .prepare<[string], number>(
           `SELECT b.size_bytes FROM blobs b WHERE b.sha256 = ?
@@ -33,6 +34,11 @@ export class BlobsRepo {
 
   exists(sha256: string): boolean {
     return this.stmts.exists.get(sha256) === 1
+  }
+
+  /** The recorded size, or undefined when there is no such blob. */
+  sizeOf(sha256: string): number | undefined {
+    return this.stmts.sizeOf.get(sha256)
   }
 
   /** The blob's size when it exists and no file row (live, deleted or failed) nor multipart part references it. */
