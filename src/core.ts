@@ -41,6 +41,7 @@ import { RateBudget } from './lib/rate-budget'
 import { DiskReserve } from './lib/disk-reserve'
 import { BucketConfigsRepo } from './db/repos/bucket-configs'
 import { BucketConfigsService } from './services/bucket-configs'
+import { BucketCorsService } from './services/bucket-cors'
 
 /**
  * The composition root: every service built from one config, for the fronts (HTTP routes, CLI
@@ -75,6 +76,8 @@ export interface Core {
   readonly reserve: DiskReserve
   /** Buckets' configuration documents (CORS, policy, tags, lifecycle, …), one per family. */
   readonly bucketConfigs: BucketConfigsService
+  /** Buckets' CORS rules (the 'cors' configuration document) and their matching. */
+  readonly bucketCors: BucketCorsService
   close(): void
 }
 
@@ -171,6 +174,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     writes,
     reserve,
   })
+  const bucketConfigs = new BucketConfigsService(new BucketConfigsRepo(db), clock)
   const s3Credentials = new S3CredentialsService(db, new S3CredentialsRepo(db), tenantsRepo, clock, serverSecret, () => tenants.authChanges())
   const s3 = createS3Services({
     db,
@@ -210,7 +214,8 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     s3,
     rateBudget: new RateBudget(),
     reserve,
-    bucketConfigs: new BucketConfigsService(new BucketConfigsRepo(db), clock),
+    bucketConfigs,
+    bucketCors: new BucketCorsService(bucketConfigs),
     close() {
       if (closed) return
       closed = true

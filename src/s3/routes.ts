@@ -14,6 +14,9 @@ import { bucketHandlers } from './ops/buckets'
 import { objectHandlers } from './ops/objects'
 import { multipartHandlers } from './ops/multipart'
 import { aclHandlers } from './ops/acl'
+import { corsHandlers } from './ops/cors'
+import { postObject } from './ops/post-object'
+import { preflight, registerCorsHeaders } from './cors'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -39,7 +42,9 @@ const HANDLERS = {
   ...objectHandlers,
   ...multipartHandlers,
   ...aclHandlers,
-} satisfies Record<OperationName, Handler>
+  ...corsHandlers,
+  // PostObject is signed by its form, not the request: its handler authenticates it (ops/post-object.ts).
+} satisfies Record<Exclude<OperationName, 'PostObject'>, Handler>
 
 function targetOf(request: FastifyRequest, domain: string | undefined): Target {
   const url = request.raw.url ?? '/'
@@ -91,12 +96,16 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
       const target = targetOf(request, config.s3Domain)
       request.s3Target = target
       request.s3Resource = target.bucket === undefined ? '/' : `/${target.bucket}${target.key !== undefined ? `/${target.key}` : ''}`
+      // A CORS preflight is answered from the bucket's rules, unsigned, as a browser sends it (cors.ts).
+      if (request.method === 'OPTIONS') return done()
       const operation = operationOf(request.method, scopeOf(target), target.query, request.headers)
       request.s3Operation = operation
-      // A method no operation has (OPTIONS, PATCH) is refused before any signature is checked.
+      // A method no operation has (PATCH) is refused before any signature is checked.
       if (operation instanceof S3Error && operation.code === 'NotImplemented' && !['GET', 'HEAD', 'PUT', 'POST', 'DELETE'].includes(request.method)) {
         throw operation
       }
+      // A form upload is signed by its form's fields, which its handler reads and verifies (post-object.ts).
+      if (!(operation instanceof S3Error) && operation.name === 'PostObject') return done()
       const auth = authenticate(
         {
           method: request.method,
@@ -129,15 +138,18 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
     done()
   })
   await registerS3RateLimit(app, core)
+  registerCorsHeaders(app, core)
 
   app.route({
     method: ['GET', 'HEAD', 'PUT', 'POST', 'DELETE', 'OPTIONS', 'PATCH'],
     url: '*',
     handler: async (request, reply) => {
       const target = request.s3Target!
-      const auth = request.s3Auth!
+      if (request.method === 'OPTIONS') return preflight(core, request, reply, target)
       const operation = request.s3Operation!
       if (operation instanceof S3Error) throw operation
+      if (operation.name === 'PostObject') return postObject(core, request, reply, target.bucket!)
+      const auth = request.s3Auth!
       const tenant = auth.principal
       authorize(request, tenant, operation)
       const context: OpContext = {
