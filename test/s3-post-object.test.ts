@@ -2,7 +2,7 @@
 // (SigV4 form fields, or SigV2's when enabled), every field covered by a condition, the file
 // streamed into the same write as PutObject and held to the policy's content-length-range.
 import { execFile } from 'node:child_process'
-import { createHmac } from 'node:crypto'
+import { createHash, createHmac } from 'node:crypto'
 import { promisify } from 'node:util'
 import t from 'tap'
 import { CreateBucketCommand, GetObjectCommand, HeadObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3'
@@ -118,6 +118,26 @@ t.test('a form is refused as AWS refuses it, and nothing is stored', async (t) =
   const plain = await fetch(`${ctx.endpoint}/forms`, { method: 'POST', body: 'x', headers: { 'content-type': 'text/plain' } })
   t.equal(plain.status, 412)
   t.equal(code(await plain.text()), 'PreconditionFailed')
+})
+
+t.test('a checksum field needs no condition and holds the file to its bytes', async (t) => {
+  const ctx = await makeS3(t)
+  await ctx.client.send(new CreateBucketCommand({ Bucket: 'forms' }))
+  const post = await presigned(ctx, 'forms', { Bucket: 'forms', Key: 'c.txt', Expires: 600 })
+  const sha256 = createHash('sha256').update('checked').digest('base64')
+  const bad = await postForm(
+    ctx.endpoint,
+    'forms',
+    [...post.fields, ['x-amz-checksum-sha256', createHash('sha256').update('other').digest('base64')]],
+    'checked',
+  )
+  t.equal(bad.status, 400)
+  t.equal(code(bad.body), 'BadDigest')
+  t.same(await keys(ctx, 'forms'), [])
+  const good = await postForm(ctx.endpoint, 'forms', [...post.fields, ['x-amz-checksum-sha256', sha256]], 'checked')
+  t.equal(good.status, 204, good.body)
+  const head = await ctx.client.send(new HeadObjectCommand({ Bucket: 'forms', Key: 'c.txt', ChecksumMode: 'ENABLED' }))
+  t.equal(head.ChecksumSHA256, sha256)
 })
 
 t.test('a tagging field covered by the policy is 501, as the x-amz-tagging header is', async (t) => {

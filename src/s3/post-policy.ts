@@ -74,9 +74,21 @@ export function parsePostPolicy(base64: string): PostPolicy {
   return { expiration: Date.parse(d.expiration), conditions, ...(size ? { size } : {}) }
 }
 
-/** Form fields every form may carry without a condition (AWS: the signature, the file, the policy, x-ignore-*). */
+/**
+ * Form fields every form may carry without a condition: AWS's (the signature, the file, the
+ * policy, x-ignore-*), and a checksum of the file, which only holds the upload to its bytes (as
+ * Ceph RGW takes it: ceph/s3-tests' test_post_object_upload_checksum).
+ */
 function exempt(name: string): boolean {
-  return name === 'x-amz-signature' || name === 'signature' || name === 'awsaccesskeyid' || name === 'file' || name === 'policy' || name.startsWith('x-ignore-')
+  return (
+    name === 'x-amz-signature' ||
+    name === 'signature' ||
+    name === 'awsaccesskeyid' ||
+    name === 'file' ||
+    name === 'policy' ||
+    name.startsWith('x-ignore-') ||
+    (name.startsWith('x-amz-checksum-') && name !== 'x-amz-checksum-algorithm')
+  )
 }
 
 /**
