@@ -45,6 +45,7 @@ import { MemoryBudget } from './blobs/memory-budget'
 import { loadMasterKey } from './lib/encryption-keys'
 import { encryptedStore, openEncryption } from './services/encryption'
 import { BucketEncryptionService } from './services/bucket-encryption'
+import { BucketCorsService } from './services/bucket-cors'
 
 /**
  * The composition root: every service built from one config, for the fronts (HTTP routes, CLI
@@ -81,6 +82,8 @@ export interface Core {
   readonly bucketConfigs: BucketConfigsService
   /** Buckets' default encryption, and whether the data dir seals every blob (SSE-S3, #27). */
   readonly bucketEncryption: BucketEncryptionService
+  /** Buckets' CORS rules (the 'cors' configuration document) and their matching. */
+  readonly bucketCors: BucketCorsService
   close(): void
 }
 
@@ -195,6 +198,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     writes,
     reserve,
   })
+  const bucketConfigs = new BucketConfigsService(new BucketConfigsRepo(db), clock)
   const s3Credentials = new S3CredentialsService(db, new S3CredentialsRepo(db), tenantsRepo, clock, serverSecret, () => tenants.authChanges())
   const s3 = createS3Services({
     db,
@@ -214,7 +218,6 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     multipartTtlMs: config.s3MultipartTtlSeconds * 1000,
     reserve,
   })
-  const bucketConfigs = new BucketConfigsService(new BucketConfigsRepo(db), clock)
   let closed = false
   return {
     config,
@@ -237,6 +240,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     reserve,
     bucketConfigs,
     bucketEncryption: new BucketEncryptionService(bucketConfigs, encryption !== undefined),
+    bucketCors: new BucketCorsService(bucketConfigs),
     close() {
       if (closed) return
       closed = true

@@ -67,6 +67,7 @@ export const OPERATIONS = [
 
   // Buckets.
   { name: 'HeadBucket', method: 'HEAD', on: 'bucket', action: 's3:ListBucket' },
+  { name: 'GetBucketCors', method: 'GET', on: 'bucket', action: 's3:GetBucketCORS', sub: 'cors' },
   { name: 'GetBucketAcl', method: 'GET', on: 'bucket', action: 's3:GetBucketAcl', sub: 'acl' },
   { name: 'GetBucketLocation', method: 'GET', on: 'bucket', action: 's3:GetBucketLocation', sub: 'location' },
   { name: 'GetBucketVersioning', method: 'GET', on: 'bucket', action: 's3:GetBucketVersioning', sub: 'versioning' },
@@ -82,13 +83,17 @@ export const OPERATIONS = [
   // `list-type` makes a listing V2 (its value must be 2: the handler says so); the IAM action is the same.
   { name: 'ListObjectsV2', method: 'GET', on: 'bucket', action: 's3:ListBucket', sub: 'list-type', params: LIST_PARAMS },
   { name: 'ListObjects', method: 'GET', on: 'bucket', action: 's3:ListBucket', params: LIST_PARAMS },
+  { name: 'PutBucketCors', method: 'PUT', on: 'bucket', action: 's3:PutBucketCORS', sub: 'cors' },
   { name: 'PutBucketAcl', method: 'PUT', on: 'bucket', action: 's3:PutBucketAcl', sub: 'acl' },
   { name: 'PutBucketEncryption', method: 'PUT', on: 'bucket', action: 's3:PutEncryptionConfiguration', sub: 'encryption' },
   // The IAM action of deleting it is the one of putting it (Service Authorization Reference).
   { name: 'DeleteBucketEncryption', method: 'DELETE', on: 'bucket', action: 's3:PutEncryptionConfiguration', sub: 'encryption' },
   { name: 'CreateBucket', method: 'PUT', on: 'bucket', action: 's3:CreateBucket' },
+  { name: 'DeleteBucketCors', method: 'DELETE', on: 'bucket', action: 's3:PutBucketCORS', sub: 'cors' },
   { name: 'DeleteBucket', method: 'DELETE', on: 'bucket', action: 's3:DeleteBucket' },
   { name: 'DeleteObjects', method: 'POST', on: 'bucket', action: 's3:DeleteObject', sub: 'delete' },
+  // A browser's form upload (POST Object): authenticated by its form fields, not by the request (post-object.ts).
+  { name: 'PostObject', method: 'POST', on: 'bucket', action: 's3:PutObject' },
 
   // Objects.
   {

@@ -15,6 +15,9 @@ import { objectHandlers } from './ops/objects'
 import { multipartHandlers } from './ops/multipart'
 import { aclHandlers } from './ops/acl'
 import { checkSseHeader, encryptionHandlers, reportSse } from './ops/encryption'
+import { corsHandlers } from './ops/cors'
+import { postObject } from './ops/post-object'
+import { preflight, registerCorsHeaders } from './cors'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -41,7 +44,9 @@ const HANDLERS = {
   ...multipartHandlers,
   ...aclHandlers,
   ...encryptionHandlers,
-} satisfies Record<OperationName, Handler>
+  ...corsHandlers,
+  // PostObject is signed by its form, not the request: its handler authenticates it (ops/post-object.ts).
+} satisfies Record<Exclude<OperationName, 'PostObject'>, Handler>
 
 function targetOf(request: FastifyRequest, domain: string | undefined): Target {
   const url = request.raw.url ?? '/'
@@ -93,12 +98,16 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
       const target = targetOf(request, config.s3Domain)
       request.s3Target = target
       request.s3Resource = target.bucket === undefined ? '/' : `/${target.bucket}${target.key !== undefined ? `/${target.key}` : ''}`
+      // A CORS preflight is answered from the bucket's rules, unsigned, as a browser sends it (cors.ts).
+      if (request.method === 'OPTIONS') return done()
       const operation = operationOf(request.method, scopeOf(target), target.query, request.headers)
       request.s3Operation = operation
-      // A method no operation has (OPTIONS, PATCH) is refused before any signature is checked.
+      // A method no operation has (PATCH) is refused before any signature is checked.
       if (operation instanceof S3Error && operation.code === 'NotImplemented' && !['GET', 'HEAD', 'PUT', 'POST', 'DELETE'].includes(request.method)) {
         throw operation
       }
+      // A form upload is signed by its form's fields, which its handler reads and verifies (post-object.ts).
+      if (!(operation instanceof S3Error) && operation.name === 'PostObject') return done()
       const auth = authenticate(
         {
           method: request.method,
@@ -131,6 +140,7 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
     done()
   })
   await registerS3RateLimit(app, core)
+  registerCorsHeaders(app, core)
 
   // Every object of an encrypted data dir is sealed at rest: its answers say so (SSE-S3, #27).
   if (core.bucketEncryption.atRest) {
@@ -145,9 +155,11 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
     url: '*',
     handler: async (request, reply) => {
       const target = request.s3Target!
-      const auth = request.s3Auth!
+      if (request.method === 'OPTIONS') return preflight(core, request, reply, target)
       const operation = request.s3Operation!
       if (operation instanceof S3Error) throw operation
+      if (operation.name === 'PostObject') return postObject(core, request, reply, target.bucket!)
+      const auth = request.s3Auth!
       const tenant = auth.principal
       authorize(request, tenant, operation)
       checkSseHeader(request, operation.name, core.bucketEncryption.atRest)

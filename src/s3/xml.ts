@@ -46,6 +46,9 @@ export function xmlDocument(root: string, body: XmlNode, namespace = true): stri
   return `<?xml version="1.0" encoding="UTF-8"?>\n<${root}${namespace ? ` xmlns="${S3_NS}"` : ''}>${renderChildren(body)}</${root}>`
 }
 
+/** Elements that may repeat: always arrays, one occurrence too (a CORS configuration's rules and their lists). */
+const ARRAYS = new Set(['Part', 'Object', 'CORSRule', 'AllowedOrigin', 'AllowedMethod', 'AllowedHeader', 'ExposeHeader'])
+
 const parser = new XMLParser({
   ignoreAttributes: true,
   removeNSPrefix: true,
@@ -59,7 +62,7 @@ const parser = new XMLParser({
   // references SDKs write for control characters and CR in keys (`&#x1;`, `&#x0D;`), so a
   // DeleteObjects named another key than the client's and answered it Deleted (#24).
   processEntities: false,
-  isArray: (name) => name === 'Part' || name === 'Object',
+  isArray: (name) => ARRAYS.has(name),
 })
 
 /**
@@ -113,6 +116,18 @@ export function childOf(node: unknown, name: string): Record<string, unknown> | 
   const v = (node as Record<string, unknown>)[name]
   if (v === '') return {}
   return v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined
+}
+
+/** A repeated text element's values (references decoded), in order. */
+export function textsOf(node: unknown, name: string): string[] {
+  if (node === null || typeof node !== 'object') return []
+  const v = (node as Record<string, unknown>)[name]
+  if (!Array.isArray(v)) return []
+  return (v as unknown[]).map((e) => {
+    const text = textOf({ e }, 'e')
+    if (text === undefined) throw malformed()
+    return text
+  })
 }
 
 /** A repeated child element as an array of objects. */

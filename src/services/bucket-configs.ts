@@ -22,6 +22,17 @@ export class BucketConfigsService {
     this.repo.put(workspaceId, family, JSON.stringify(document), this.clock.now())
   }
 
+  /** The document of a tenant's bucket by name, without resolving the bucket first (one read). */
+  ofBucket<T>(tenantId: string, bucket: string, family: string): T | undefined {
+    const text = this.repo.ofBucket(tenantId, bucket, family)
+    return text === undefined ? undefined : (JSON.parse(text) as T)
+  }
+
+  /** The documents of that family of every tenant's bucket of that name. */
+  byBucketName<T>(bucket: string, family: string): T[] {
+    return this.repo.byBucketName(bucket, family).map((text) => JSON.parse(text) as T)
+  }
+
   /** True when the bucket had a document of that family. */
   delete(workspaceId: string, family: string): boolean {
     return this.repo.delete(workspaceId, family)

@@ -12,6 +12,18 @@ export class BucketConfigsRepo {
          ON CONFLICT (workspace_id, name) DO UPDATE SET document = excluded.document, updated_at = excluded.updated_at`,
       ),
       delete: db.prepare('DELETE FROM bucket_configs WHERE workspace_id = ? AND name = ?'),
+      ofBucket: db
+        .prepare<[string, string, string], string>(
+          `SELECT c.document FROM bucket_configs c JOIN workspaces w ON w.id = c.workspace_id
+           WHERE w.tenant_id = ? AND w.slug = ? AND w.deleted_at IS NULL AND c.name = ?`,
+        )
+        .pluck(),
+      byBucketName: db
+        .prepare<[string, string], string>(
+          `SELECT c.document FROM bucket_configs c JOIN workspaces w ON w.id = c.workspace_id
+           WHERE w.slug = ? AND w.deleted_at IS NULL AND c.name = ?`,
+        )
+        .pluck(),
     }
   }
 
@@ -22,6 +34,16 @@ export class BucketConfigsRepo {
 
   put(workspaceId: string, name: string, document: string, now: number): void {
     this.stmts.put.run({ workspaceId, name, document, now })
+  }
+
+  /** The document of a tenant's live bucket (workspace slug), in one read: no resolve first. */
+  ofBucket(tenantId: string, slug: string, name: string): string | undefined {
+    return this.stmts.ofBucket.get(tenantId, slug, name)
+  }
+
+  /** The documents of every tenant's live bucket of that name (bucket names are per tenant). */
+  byBucketName(slug: string, name: string): string[] {
+    return this.stmts.byBucketName.all(slug, name)
   }
 
   /** True when there was one to delete. */

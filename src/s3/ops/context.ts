@@ -35,7 +35,7 @@ export type Handlers = Partial<Record<OperationName, Handler>>
 
 export const notImplemented = (what: string) => new S3Error('NotImplemented', `${what} is not implemented by Coffer`)
 
-export const header = (request: FastifyRequest, name: string): string | undefined => {
+export const header = (request: Pick<FastifyRequest, 'headers'>, name: string): string | undefined => {
   const v = request.headers[name]
   return Array.isArray(v) ? v.join(',') : v
 }
@@ -78,7 +78,7 @@ export function onlyNullVersion(query: Map<string, string>): void {
  * got one): 501, on every write that could carry them — PutObject, CopyObject whatever its
  * metadata directive, CreateMultipartUpload, UploadPart(Copy), CreateBucket (#24).
  */
-export function refuseUnsupported(request: FastifyRequest): void {
+export function refuseUnsupported(request: Pick<FastifyRequest, 'headers'>): void {
   // A value that is no canned ACL at all is the client's error (400), whatever else is refused.
   checkCannedAcl(header(request, 'x-amz-acl'))
   for (const name of Object.keys(request.headers)) {
@@ -104,7 +104,7 @@ export function refuseUnsupported(request: FastifyRequest): void {
 }
 
 /** The stored attributes of an object written with these request headers (s3.md: user metadata ≤ 2 KB). */
-export function objectInput(request: FastifyRequest): ObjectInput {
+export function objectInput(request: Pick<FastifyRequest, 'headers' | 's3ContentType'>): ObjectInput {
   refuseUnsupported(request)
   const meta: Record<string, string> = {}
   let metaBytes = 0
