@@ -1,6 +1,6 @@
 import type { DB } from '../db/database'
 import type { FilesRepo } from '../db/repos/files'
-import type { VersionRow, VersioningStatus, VersionsRepo } from '../db/repos/versions'
+import type { VersionCursor, VersionedObject, VersionRow, VersioningStatus, VersionsRepo } from '../db/repos/versions'
 import type { FileEvents } from '../webhooks/events'
 import type { Clock } from '../lib/clock'
 import { randomBytes } from 'node:crypto'
@@ -148,6 +148,11 @@ export class ObjectVersions {
   /** True when the bucket holds any version or delete marker. */
   hasAny(workspaceId: string): boolean {
     return this.deps.versions.hasAny(workspaceId)
+  }
+
+  /** Versions in listing order (keys in binary order, each key's newest first): VersionsRepo.page. */
+  page(workspaceId: string, bounds: { after?: VersionCursor; from?: string; below?: string }, limit: number): Iterable<VersionedObject> {
+    return this.deps.versions.page(workspaceId, bounds, limit)
   }
 
   /** The version of a file, when the file is an object version. */
