@@ -147,7 +147,8 @@ export class S3Buckets {
     db.transaction(() => {
       const w = this.resolve(tenant, name)
       // A versioned bucket is empty only without versions and delete markers too, as AWS.
-      if (objects.hasLiveFiles(w.id) || this.deps.versions.hasAny(w.id)) throw new S3Error('BucketNotEmpty', 'The bucket you tried to delete is not empty', { BucketName: name })
+      if (objects.hasLiveFiles(w.id) || this.deps.versions.hasAny(w.id))
+        throw new S3Error('BucketNotEmpty', 'The bucket you tried to delete is not empty', { BucketName: name })
       for (const uploadId of multipart.idsInWorkspace(w.id)) this.dropBlobs(multipart.delete(uploadId))
       workspaces.softDelete(tenant.id, w.id, clock.now())
     }).immediate()

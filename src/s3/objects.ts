@@ -361,12 +361,6 @@ export class S3Objects {
     return outcome
   }
 
-  /** DeleteObjects by keys alone (no versionIds), answering the keys deleted. */
-  deleteMany(tenant: AuthenticatedTenant, bucket: string, keys: string[]): { deleted: string[]; errors: { key: string; code: string; message: string }[] } {
-    const out = this.deleteVersions(tenant, bucket, keys)
-    return { deleted: out.deleted.map((d) => d.key), errors: out.errors }
-  }
-
   /** DeleteObjects: one transaction for the batch; per-key errors are reported, not thrown. */
   deleteVersions(
     tenant: AuthenticatedTenant,
@@ -417,7 +411,7 @@ export class S3Objects {
     check: (source: ObjectRow) => void,
     /** The destination's If-Match / If-None-Match, as PutObject's (AWS's conditional CopyObject). */
     conditions: { ifMatch?: string | undefined; ifNoneMatch?: string | undefined } = {},
-  ): ObjectRow {
+  ): { row: ObjectRow; source: ObjectRow } {
     checkKey(to.key)
     const { db } = this.deps
     return db
@@ -432,7 +426,7 @@ export class S3Objects {
         const row = this.replace(tenant, target, to.key, source.sha256, source.size, finalInfo)
         // The copy keeps the source's parts count, so it keeps the layout that partNumber reads (#24).
         if (finalInfo.parts !== undefined) this.deps.objects.copyParts(source.fileId, row.fileId)
-        return row
+        return { row, source }
       })
       .immediate()
   }

@@ -15,6 +15,7 @@ import { objectHandlers } from './ops/objects'
 import { multipartHandlers } from './ops/multipart'
 import { aclHandlers } from './ops/acl'
 import { checkSseHeader, encryptionHandlers, reportSse } from './ops/encryption'
+import { versionHandlers } from './ops/versions'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -41,6 +42,7 @@ const HANDLERS = {
   ...multipartHandlers,
   ...aclHandlers,
   ...encryptionHandlers,
+  ...versionHandlers,
 } satisfies Record<OperationName, Handler>
 
 function targetOf(request: FastifyRequest, domain: string | undefined): Target {
