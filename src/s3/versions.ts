@@ -31,12 +31,16 @@ export function versioningDocument(status: VersioningStatus): XmlNode {
 }
 
 /**
- * The `x-amz-version-id` an object response carries: in a bucket whose versioning was ever enabled
- * (AWS sends none for an unversioned bucket's objects), the object's versionId, `null` for the null version.
+ * The `x-amz-version-id` an object response carries: in a bucket whose versioning was ever
+ * configured (AWS sends none for an unversioned bucket's objects), the object's versionId. The null
+ * version is named `null` by reads (GetObject, HeadObject); a write that made one (PutObject,
+ * CopyObject, CompleteMultipartUpload in a suspended bucket) answers no version id, as AWS's
+ * PutObject "versioning suspended" example and RGW do (ceph/s3-tests'
+ * test_versioning_bucket_atomic_upload_return_version_id).
  */
-export function versionIdHeader(o: Pick<ObjectRow, 'versionId' | 'versioning'>): string | undefined {
+export function versionIdHeader(o: Pick<ObjectRow, 'versionId' | 'versioning'>, written = false): string | undefined {
   if (o.versionId === undefined) return undefined
-  if (o.versionId === 'null' && (o.versioning === null || o.versioning === undefined)) return undefined
+  if (o.versionId === 'null' && (written || o.versioning === null || o.versioning === undefined)) return undefined
   return o.versionId
 }
 

@@ -47,14 +47,14 @@ export class ObjectVersions {
     return this.deps.versions.versioning(workspaceId)
   }
 
-  /** PutBucketVersioning. Once enabled, a bucket is never unversioned again (only suspended), as AWS. */
+  /**
+   * PutBucketVersioning. A configured bucket is never unversioned again, as AWS. Suspending a bucket
+   * never enabled makes it Suspended (AWS and RGW answer so): its writes are null versions as before,
+   * now named `null` by reads and delete markers.
+   */
   setStatus(workspaceId: string, status: 'Enabled' | 'Suspended'): void {
     const { db, versions } = this.deps
-    db.transaction(() => {
-      // Suspending a bucket that was never enabled leaves it as it was: its objects are null versions either way.
-      if (status === 'Suspended' && versions.versioning(workspaceId) === null) return
-      versions.setVersioning(workspaceId, status)
-    }).immediate()
+    db.transaction(() => versions.setVersioning(workspaceId, status)).immediate()
   }
 
   /**

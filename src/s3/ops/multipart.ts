@@ -106,7 +106,7 @@ export const multipartHandlers = {
     const parts = listed.filter((p, i) => listed[i + 1]?.partNumber !== p.partNumber)
     if (parts.length === 0 || parts.length > MAX_PARTS) throw malformed()
     const row = await s3.multipart.complete(tenant, bucket, key, query.get('uploadId')!, parts, expected)
-    const versionId = versionIdHeader(row)
+    const versionId = versionIdHeader(row, true)
     if (versionId !== undefined) reply.header('x-amz-version-id', versionId)
     const checksum = row.info?.checksum
     return xml(reply, 'CompleteMultipartUploadResult', {

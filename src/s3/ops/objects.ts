@@ -11,9 +11,9 @@ import { decodePath, header, iso, objectInput, refuseUnsupported, xml, type Hand
 import { versionIdHeader } from '../versions'
 import type { FastifyReply } from 'fastify'
 
-/** `x-amz-version-id` of an object just written or read, in a bucket whose versioning was ever enabled (#25). */
-function versionHeader(reply: FastifyReply, o: ObjectRow, name = 'x-amz-version-id'): void {
-  const id = versionIdHeader(o)
+/** `x-amz-version-id` of an object just written or read, in a bucket whose versioning was ever configured (#25). */
+function versionHeader(reply: FastifyReply, o: ObjectRow, name = 'x-amz-version-id', written = false): void {
+  const id = versionIdHeader(o, written)
   if (id !== undefined) reply.header(name, id)
 }
 
@@ -28,7 +28,7 @@ export const objectHandlers = {
       ifNoneMatch: header(request, 'if-none-match'),
     })
     reply.header('etag', etag)
-    versionHeader(reply, row)
+    versionHeader(reply, row, 'x-amz-version-id', true)
     if (checksum) reply.header(`x-amz-checksum-${checksum.algorithm}`, checksum.value)
     return reply.send()
   },
@@ -53,7 +53,7 @@ export const objectHandlers = {
       ifMatch: header(request, 'if-match'),
       ifNoneMatch: header(request, 'if-none-match'),
     })
-    versionHeader(reply, row)
+    versionHeader(reply, row, 'x-amz-version-id', true)
     versionHeader(reply, source, 'x-amz-copy-source-version-id')
     return xml(reply, 'CopyObjectResult', { ETag: etagOf(row), LastModified: iso(row.completedAt) })
   },
