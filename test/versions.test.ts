@@ -94,6 +94,7 @@ t.test('an enabled bucket keeps every version: counted, retained by the collecto
   const two = versions(core, ws, 'k').find((r) => r.size_bytes === 4)!
   core.db.transaction(() => core.s3.versions.deleteVersion(ws, 'k', two.version_id)).immediate()
   t.equal(used(core, tenant.id), 6)
+  t.equal((await core.gc.collect()).filesPurged, 0, 'the retention of a version deleted for good starts then')
   clock.advance(core.config.deletedRetentionSeconds * 1000 + 60_000)
   const gc2 = await core.gc.collect()
   t.equal(gc2.filesPurged, 1)

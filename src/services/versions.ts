@@ -160,11 +160,17 @@ export class ObjectVersions {
     return this.deps.versions.byFile(fileId)
   }
 
-  /** A version removed for good: its row goes, and a current version's file is soft-deleted (its `file.deleted`). */
+  /**
+   * A version removed for good: its row goes, and its file is a deleted file like any other, kept
+   * for the retention from now (a current version's is soft-deleted, with its `file.deleted`).
+   */
   private remove(v: VersionRow): void {
-    const { versions, clock } = this.deps
+    const { versions, files, clock } = this.deps
     // The file first: its event reads the version it was.
-    if (v.noncurrentAt === null && v.fileId !== null) this.softDeleteFile(v.tenantId, v.fileId, clock.now())
+    if (v.fileId !== null) {
+      if (v.noncurrentAt === null) this.softDeleteFile(v.tenantId, v.fileId, clock.now())
+      else files.redelete(v.fileId, clock.now())
+    }
     versions.delete(v.workspaceId, v.key, v.versionId)
   }
 

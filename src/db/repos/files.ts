@@ -129,6 +129,7 @@ export class FilesRepo {
       ),
       // A noncurrent version made current again (services/versions.ts): live again, charged again.
       restore: db.prepare(`UPDATE files SET deleted_at = NULL WHERE id = ? AND deleted_at IS NOT NULL AND status = 'completed'`),
+      redelete: db.prepare('UPDATE files SET deleted_at = ? WHERE id = ? AND deleted_at IS NOT NULL'),
       count: db
         .prepare<[{ tenantId: string; workspaceId: string | null; fileType: string | null; context: string | null }], number>(
           `SELECT coalesce(sum(n), 0) FROM file_counts
@@ -216,6 +217,11 @@ export class FilesRepo {
   /** A completed, soft-deleted file becomes live again (a noncurrent object version made current); the triggers charge it again. */
   restore(id: string): boolean {
     return this.stmts.restore.run(id).changes === 1
+  }
+
+  /** A soft-deleted file's retention starts again at `now` (a noncurrent version deleted for good, services/versions.ts). */
+  redelete(id: string, now: number): void {
+    this.stmts.redelete.run(now, id)
   }
 
   /** Live files matching the filter, from the maintained counts (constant time in the file count). */
