@@ -362,6 +362,57 @@ t.test('webhooks of a versioned bucket carry the versionId', async (t) => {
   )
 })
 
+t.test("conditional deletes: If-Match (and RGW's last-modified-time and size) on DeleteObject and DeleteObjects, per version", async (t) => {
+  const ctx = await makeS3(t)
+  const { client } = ctx
+  const Bucket = 'ver-cond'
+  await client.send(new CreateBucketCommand({ Bucket }))
+  await enable(client, Bucket)
+  const v1 = await client.send(new PutObjectCommand({ Bucket, Key: 'k', Body: 'one' }))
+  const v2 = await client.send(new PutObjectCommand({ Bucket, Key: 'k', Body: 'three' }))
+  t.same(await s3Error(client.send(new DeleteObjectCommand({ Bucket, Key: 'k', VersionId: v1.VersionId, IfMatch: v2.ETag }))), {
+    name: 'PreconditionFailed',
+    status: 412,
+  })
+  t.equal(await body(client, Bucket, 'k', v1.VersionId), 'one', 'a failed condition deletes nothing')
+  const bySize = await sendSigned(ctx, { method: 'DELETE', path: `/${Bucket}/k`, query: { versionId: v1.VersionId! }, headers: { 'x-amz-if-match-size': '4' } })
+  t.equal(bySize.status, 412)
+  const head = await client.send(new HeadObjectCommand({ Bucket, Key: 'k', VersionId: v1.VersionId }))
+  const byTime = await sendSigned(ctx, {
+    method: 'DELETE',
+    path: `/${Bucket}/k`,
+    query: { versionId: v1.VersionId! },
+    headers: { 'x-amz-if-match-last-modified-time': head.LastModified!.toUTCString(), 'x-amz-if-match-size': '3' },
+  })
+  t.equal(byTime.status, 204)
+  t.same(await s3Error(client.send(new GetObjectCommand({ Bucket, Key: 'k', VersionId: v1.VersionId }))), { name: 'NoSuchVersion', status: 404 })
+  // A version that is gone: the delete is a no-op, whatever its condition.
+  t.equal((await client.send(new DeleteObjectCommand({ Bucket, Key: 'k', VersionId: v1.VersionId, IfMatch: '"bad"' }))).$metadata.httpStatusCode, 204)
+  // Without a versionId the condition is on the current version; a current marker matches nothing.
+  t.equal((await s3Error(client.send(new DeleteObjectCommand({ Bucket, Key: 'k', IfMatch: v1.ETag })))).status, 412)
+  t.equal((await client.send(new DeleteObjectCommand({ Bucket, Key: 'k', IfMatch: v2.ETag }))).DeleteMarker, true)
+  t.equal((await s3Error(client.send(new DeleteObjectCommand({ Bucket, Key: 'k', IfMatch: '*' })))).status, 412)
+  const many = await client.send(
+    new DeleteObjectsCommand({
+      Bucket,
+      Delete: {
+        Objects: [
+          { Key: 'k', VersionId: v2.VersionId, ETag: '"bad"' },
+          { Key: 'k', VersionId: v2.VersionId, ETag: v2.ETag, Size: 5 },
+        ],
+      },
+    }),
+  )
+  t.same(
+    (many.Errors ?? []).map((e) => [e.Key, e.VersionId, e.Code]),
+    [['k', v2.VersionId, 'PreconditionFailed']],
+  )
+  t.same(
+    (many.Deleted ?? []).map((d) => [d.Key, d.VersionId]),
+    [['k', v2.VersionId]],
+  )
+})
+
 // Debian's boto3 (or COFFER_TEST_BOTO3_PYTHON), as the other boto3 tests find it.
 const python = [process.env.COFFER_TEST_BOTO3_PYTHON, '/root/.pyenv/versions/3.11.7/bin/python3', 'python3'].find(
   (p) => p !== undefined && (p === 'python3' || fs.existsSync(p)) && spawnSync(p, ['-c', 'import boto3'], { encoding: 'utf8' }).status === 0,

@@ -77,6 +77,17 @@ export function checkVersionId(versionId: string): void {
   }
 }
 
+/**
+ * Conditional deletes (If-Match; RGW's x-amz-if-match-last-modified-time and x-amz-if-match-size,
+ * which AWS has for directory buckets): as headers of DeleteObject, as `<ETag>`,
+ * `<LastModifiedTime>`, `<Size>` of a DeleteObjects entry. Never ignored (s3.md).
+ */
+export interface DeleteConditions {
+  ifMatch?: string | undefined
+  lastModified?: string | undefined
+  size?: string | undefined
+}
+
 /** The ETag of an object: S3 writes record theirs; API uploads are addressed by their SHA-256. */
 export const etagOf = (o: ObjectRow): string => o.info?.etag ?? `"${o.sha256}"`
 
@@ -334,7 +345,7 @@ export class S3Objects {
    * DeleteObject: idempotent (a missing key is not an error), as S3's. Without a versionId, a
    * versioned bucket gets a delete marker; with one, that version goes for good (#25).
    */
-  delete(tenant: AuthenticatedTenant, bucket: string, key: string, versionId?: string): DeleteOutcome {
+  delete(tenant: AuthenticatedTenant, bucket: string, key: string, versionId?: string, conditions: DeleteConditions = {}): DeleteOutcome {
     checkKey(key)
     if (versionId !== undefined) checkVersionId(versionId)
     const { db, clock, reserve } = this.deps
@@ -343,11 +354,42 @@ export class S3Objects {
       db
         .transaction(() => {
           const w = this.buckets.resolve(tenant, bucket)
+          // Checked under the write lock: no write can slip in between the check and the delete.
+          this.checkDeleteConditions(w, key, versionId, conditions)
           outcome = this.deleteOne(tenant, w, key, versionId, clock.now())
         })
         .immediate(),
     )
     return outcome
+  }
+
+  /**
+   * A conditional delete's preconditions against the version it would delete (the one named, or
+   * the current one). A version or key that does not exist is no failure (the delete is a no-op,
+   * as RGW answers); a delete marker has no ETag, size or content to match, so any condition fails.
+   */
+  private checkDeleteConditions(w: Workspace, key: string, versionId: string | undefined, c: DeleteConditions): void {
+    if (c.ifMatch === undefined && c.lastModified === undefined && c.size === undefined) return
+    const { versions, objects } = this.deps
+    const v = versionId !== undefined ? versions.byId(w.id, key, versionId) : versions.latest(w.id, key)
+    if (!v) return
+    const failed = () => new S3Error('PreconditionFailed', 'At least one of the pre-conditions you specified did not hold')
+    const o = v.fileId === null ? undefined : objects.byFile(v.fileId)
+    if (!o) throw failed()
+    if (c.ifMatch !== undefined) {
+      const tags = c.ifMatch.split(',').map(bareTag)
+      if (!tags.includes('*') && !tags.includes(bareTag(etagOf(o)))) throw failed()
+    }
+    if (c.size !== undefined) {
+      if (!/^\d{1,15}$/.test(c.size.trim())) throw new S3Error('InvalidArgument', 'The size precondition must be a non-negative integer')
+      if (Number(c.size) !== o.size) throw failed()
+    }
+    if (c.lastModified !== undefined) {
+      const at = Date.parse(c.lastModified)
+      if (Number.isNaN(at)) throw new S3Error('InvalidArgument', 'The last-modified-time precondition is not a date')
+      // HTTP dates have whole seconds.
+      if (Math.floor(at / 1000) !== Math.floor(o.completedAt / 1000)) throw failed()
+    }
   }
 
   /** Inside a write transaction: one key's (or version's) delete. */
@@ -365,7 +407,7 @@ export class S3Objects {
   deleteVersions(
     tenant: AuthenticatedTenant,
     bucket: string,
-    keys: (string | { key: string; versionId?: string | undefined })[],
+    keys: (string | ({ key: string; versionId?: string | undefined } & DeleteConditions))[],
   ): {
     deleted: { key: string; versionId?: string; deleteMarker: boolean; deleteMarkerVersionId?: string }[]
     errors: { key: string; versionId?: string; code: string; message: string }[]
@@ -380,12 +422,14 @@ export class S3Objects {
       const w = this.buckets.resolve(tenant, bucket)
       const now = clock.now()
       for (const item of keys) {
-        const { key, versionId } = typeof item === 'string' ? { key: item, versionId: undefined } : item
+        const { key, versionId, ...conditions } = typeof item === 'string' ? { key: item, versionId: undefined } : item
         const named = versionId !== undefined ? { versionId } : {}
         try {
           checkKey(key)
           if (versionId !== undefined) checkVersionId(versionId)
+          this.checkDeleteConditions(w, key, versionId, conditions)
         } catch (err) {
+          if (!(err instanceof S3Error)) throw err
           out.errors.push({ key, ...named, code: (err as S3Error).code, message: (err as S3Error).message })
           continue
         }

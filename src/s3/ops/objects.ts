@@ -3,7 +3,7 @@ import type { ObjectInfo, ObjectRow } from '../../db/repos/objects'
 import { S3Error } from '../errors'
 import { readSmallBody } from '../ingest'
 import { MAX_XML_BODY_BYTES, childOf, listOf, malformed, parseXml, textOf } from '../xml'
-import { etagOf } from '../objects'
+import { etagOf, type DeleteConditions } from '../objects'
 import { MAX_PARTS } from '../multipart'
 import { sendObject } from '../render'
 import { copySourceHolds } from '../conditions'
@@ -58,8 +58,12 @@ export const objectHandlers = {
     return xml(reply, 'CopyObjectResult', { ETag: etagOf(row), LastModified: iso(row.completedAt) })
   },
 
-  DeleteObject({ s3, tenant, bucket, key, query, reply }) {
-    const outcome = s3.objects.delete(tenant, bucket, key, query.get('versionId'))
+  DeleteObject({ s3, tenant, bucket, key, query, request, reply }) {
+    const outcome = s3.objects.delete(tenant, bucket, key, query.get('versionId'), {
+      ifMatch: header(request, 'if-match'),
+      lastModified: header(request, 'x-amz-if-match-last-modified-time'),
+      size: header(request, 'x-amz-if-match-size'),
+    })
     // A marker added, or a version deleted (a marker or not): as AWS, x-amz-delete-marker and x-amz-version-id.
     if (outcome.deleteMarker) reply.header('x-amz-delete-marker', 'true')
     if (outcome.versionId !== undefined) reply.header('x-amz-version-id', outcome.versionId)
@@ -81,10 +85,16 @@ export const objectHandlers = {
     if (!del) throw malformed()
     const objects = listOf(del, 'Object')
     if (objects.length === 0 || objects.length > 1000) throw malformed()
-    const items = objects.map((o) => ({ key: textOf(o, 'Key'), versionId: textOf(o, 'VersionId') }))
+    const items = objects.map((o) => ({
+      key: textOf(o, 'Key'),
+      versionId: textOf(o, 'VersionId'),
+      ifMatch: textOf(o, 'ETag'),
+      lastModified: textOf(o, 'LastModifiedTime'),
+      size: textOf(o, 'Size'),
+    }))
     if (items.some((i) => i.key === undefined)) throw malformed()
     const quiet = textOf(del, 'Quiet') === 'true'
-    const result = s3.objects.deleteVersions(tenant, bucket, items as { key: string; versionId?: string }[])
+    const result = s3.objects.deleteVersions(tenant, bucket, items as ({ key: string } & DeleteConditions & { versionId?: string | undefined })[])
     request.log.debug({ deleted: result.deleted.length }, 'objects deleted')
     return xml(reply, 'DeleteResult', {
       Deleted: quiet
