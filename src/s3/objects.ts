@@ -430,7 +430,7 @@ export class S3Objects {
           this.checkDeleteConditions(w, key, versionId, conditions)
         } catch (err) {
           if (!(err instanceof S3Error)) throw err
-          out.errors.push({ key, ...named, code: (err as S3Error).code, message: (err as S3Error).message })
+          out.errors.push({ key, ...named, code: err.code, message: err.message })
           continue
         }
         const o = this.deleteOne(tenant, w, key, versionId, now)
