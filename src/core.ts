@@ -33,6 +33,8 @@ import { WebhookScheduler } from './webhooks/scheduler'
 import { deliver } from './webhooks/deliver'
 import { systemResolver, type Resolver } from './webhooks/ssrf'
 import { ObjectsRepo } from './db/repos/objects'
+import { VersionsRepo } from './db/repos/versions'
+import { ObjectVersions } from './services/versions'
 import { MultipartRepo } from './db/repos/multipart'
 import { S3CredentialsRepo } from './db/repos/s3-credentials'
 import { S3CredentialsService } from './services/s3-credentials'
@@ -146,14 +148,16 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     : undefined
   const writes = new BlobWrites({ db, clock, blobs: blobsRepo, store, ...(remote ? { remote } : {}) })
 
-  const events = new FileEvents(outbox, filesRepo, workspacesRepo, clock)
+  const versionsRepo = new VersionsRepo(db)
+  const events = new FileEvents(outbox, filesRepo, workspacesRepo, clock, versionsRepo)
+  const versions = new ObjectVersions({ db, clock, versions: versionsRepo, files: filesRepo, events })
   // A deleted tenant has no signing generation: it verifies no token (#13).
   const signer = new TokenSigner(serverSecret, (tenantId) => tenantsRepo.signingGeneration(tenantId))
   const tenants = new TenantsService(db, tenantsRepo, clock, { files: filesRepo, workspaces: workspacesRepo, outbox })
   const urls = new SignedUrls(signer, filesRepo, clock)
   const quotas = new Quotas(tenantsRepo, workspacesRepo)
   const workspaces = new WorkspacesService(db, workspacesRepo, filesRepo, clock, events, config.webhookAllowPrivate)
-  const files = new FilesService(db, filesRepo, workspaces, urls, clock, events, reserve)
+  const files = new FilesService(db, filesRepo, workspaces, urls, clock, events, reserve, versions)
   const commits = new GroupCommit(db, options.throwaway ? async () => {} : options.walSync)
   // The tenant, keys and buckets an ephemeral start writes next need no fsync either.
   if (options.throwaway) skipSync(db)
@@ -165,6 +169,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     workspaces: workspacesRepo,
     quotas,
     events,
+    versions,
   })
   const uploads = new UploadsService({
     clock,
@@ -213,6 +218,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     files: filesRepo,
     events,
     quotas,
+    versions,
     region: config.s3Region,
     maxObjectBytes: config.s3MaxObjectBytes,
     multipartTtlMs: config.s3MultipartTtlSeconds * 1000,

@@ -11,8 +11,8 @@ export interface UploadError {
   message: string
 }
 
-/** The JSON body of a `file.uploaded` / `file.failed` webhook (contract: Webhooks). */
-export function fileEventPayload(event: FileEventName, f: FileRecord, now: number, error?: UploadError) {
+/** The JSON body of a `file.uploaded` / `file.failed` / `file.deleted` webhook (contract: Webhooks). */
+export function fileEventPayload(event: FileEventName, f: FileRecord, now: number, error?: UploadError, versionId?: string) {
   return {
     event,
     fileId: f.id,
@@ -20,6 +20,8 @@ export function fileEventPayload(event: FileEventName, f: FileRecord, now: numbe
     workspaceId: f.workspaceId,
     file: fileView(f),
     timestamp: isoTime(now),
+    // Additive (#25): the S3 versionId of the version the event is about, in a versioned bucket.
+    ...(versionId !== undefined ? { versionId } : {}),
     ...(error ? { error: { code: error.code, message: error.message } } : {}),
   }
 }

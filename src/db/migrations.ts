@@ -444,4 +444,86 @@ CREATE TABLE encryption (
 ) STRICT;
 `,
   },
+  {
+    version: 17,
+    name: 's3 versioning: object versions, bucket versioning state',
+    sql: `
+-- A bucket's versioning state (#25): NULL never enabled ("unversioned"), else as S3 names it. Once
+-- enabled it can be suspended, never returned to NULL, as AWS.
+ALTER TABLE workspaces ADD COLUMN versioning TEXT CHECK (versioning IN ('Enabled', 'Suspended'));
+
+-- Every version of every object key, whatever the bucket's state (an unversioned bucket's objects
+-- are each their key's one 'null' version), so ListObjectVersions reads one table in one order.
+-- The current version of a key is the row with noncurrent_at NULL: a content version whose file is
+-- the key's live file (files.deleted_at NULL), or a delete marker (file_id NULL). A noncurrent
+-- version keeps its file row, soft-deleted (hidden from the API, uncounted by file_counts) but
+-- retained: the collector purges no file a version row references, so its content, object_info
+-- and part layout stay, and its blob stays referenced (blobs.sizeIfUnreferenced sees the file row).
+-- Quotas count every stored version (what AWS bills): a current version's bytes through its live
+-- file (migration 1's triggers), a noncurrent one's through the triggers below.
+--   seq: order among the key's versions, newest highest (max + 1 in the writing transaction).
+--   version_id: S3's versionId, 'null' for the null version (at most one per key).
+--   noncurrent_at: when a newer version replaced it (lifecycle's NoncurrentDays counts from here).
+-- Object lock (retention mode/until, legal hold) attaches to a version: columns of this row.
+CREATE TABLE object_versions (
+  workspace_id  TEXT NOT NULL,
+  object_key    TEXT NOT NULL,
+  version_id    TEXT NOT NULL,
+  seq           INTEGER NOT NULL CHECK (seq >= 1),
+  tenant_id     TEXT NOT NULL,
+  file_id       TEXT,
+  size_bytes    INTEGER NOT NULL CHECK (size_bytes >= 0),
+  created_at    INTEGER NOT NULL,
+  noncurrent_at INTEGER,
+  PRIMARY KEY (workspace_id, object_key, version_id),
+  CHECK (file_id IS NOT NULL OR size_bytes = 0)
+) STRICT;
+-- ListObjectVersions' keyset: keys in binary order, each key's versions newest first.
+CREATE UNIQUE INDEX object_versions_order ON object_versions (workspace_id, object_key, seq DESC);
+CREATE UNIQUE INDEX object_versions_file ON object_versions (file_id) WHERE file_id IS NOT NULL;
+-- Lifecycle's noncurrent expiry, oldest first.
+CREATE INDEX object_versions_noncurrent ON object_versions (noncurrent_at) WHERE noncurrent_at IS NOT NULL;
+CREATE INDEX object_versions_by_tenant ON object_versions (tenant_id);
+
+CREATE TRIGGER object_versions_after_insert AFTER INSERT ON object_versions WHEN NEW.noncurrent_at IS NOT NULL BEGIN
+  UPDATE tenants SET used_bytes = used_bytes + NEW.size_bytes WHERE id = NEW.tenant_id;
+  UPDATE workspaces SET used_bytes = used_bytes + NEW.size_bytes WHERE id = NEW.workspace_id;
+END;
+CREATE TRIGGER object_versions_after_update AFTER UPDATE OF noncurrent_at, size_bytes ON object_versions BEGIN
+  UPDATE tenants SET used_bytes = used_bytes
+      - (CASE WHEN OLD.noncurrent_at IS NULL THEN 0 ELSE OLD.size_bytes END)
+      + (CASE WHEN NEW.noncurrent_at IS NULL THEN 0 ELSE NEW.size_bytes END)
+    WHERE id = NEW.tenant_id;
+  UPDATE workspaces SET used_bytes = used_bytes
+      - (CASE WHEN OLD.noncurrent_at IS NULL THEN 0 ELSE OLD.size_bytes END)
+      + (CASE WHEN NEW.noncurrent_at IS NULL THEN 0 ELSE NEW.size_bytes END)
+    WHERE id = NEW.workspace_id;
+END;
+CREATE TRIGGER object_versions_after_delete AFTER DELETE ON object_versions WHEN OLD.noncurrent_at IS NOT NULL BEGIN
+  UPDATE tenants SET used_bytes = used_bytes - OLD.size_bytes WHERE id = OLD.tenant_id;
+  UPDATE workspaces SET used_bytes = used_bytes - OLD.size_bytes WHERE id = OLD.workspace_id;
+END;
+
+-- A noncurrent version made current again (its newer versions deleted) is a live file again: it
+-- counts again (migration 1 only counts files going the other way).
+CREATE TRIGGER files_after_undelete AFTER UPDATE OF deleted_at ON files
+  WHEN OLD.deleted_at IS NOT NULL AND NEW.deleted_at IS NULL BEGIN
+  INSERT INTO file_counts (tenant_id, workspace_id, file_type, context, n)
+    VALUES (NEW.tenant_id, coalesce(NEW.workspace_id, ''), NEW.file_type, NEW.context, 1)
+    ON CONFLICT DO UPDATE SET n = n + 1;
+END;
+
+-- A deleted workspace (API delete, DeleteBucket, tenant deletion) takes its versions with it: their
+-- files are soft-deleted in the same transaction and purged by the collector like any other.
+CREATE TRIGGER workspaces_deleted_versions AFTER UPDATE OF deleted_at ON workspaces
+  WHEN OLD.deleted_at IS NULL AND NEW.deleted_at IS NOT NULL BEGIN
+  DELETE FROM object_versions WHERE workspace_id = NEW.id;
+END;
+
+-- The objects that exist now are their keys' null versions.
+INSERT INTO object_versions (workspace_id, object_key, version_id, seq, tenant_id, file_id, size_bytes, created_at)
+  SELECT workspace_id, object_key, 'null', 1, tenant_id, id, size_bytes, completed_at FROM files
+  WHERE deleted_at IS NULL AND status = 'completed' AND workspace_id IS NOT NULL AND object_key IS NOT NULL;
+`,
+  },
 ]

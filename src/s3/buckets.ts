@@ -14,6 +14,7 @@ import type { FileEvents } from '../webhooks/events'
 import { uuidv7 } from '../lib/ids'
 import { S3Error } from './errors'
 import type { DiskReserve } from '../lib/disk-reserve'
+import type { ObjectVersions } from '../services/versions'
 
 /** Everything the S3 front's operations work with: the same repositories and store as the API. */
 export interface S3Deps {
@@ -32,6 +33,8 @@ export interface S3Deps {
   /** Writes the workspace webhook's file.uploaded / file.deleted in the transaction of the change. */
   events: FileEvents
   quotas: Quotas
+  /** Object versions (#25): what a write or delete of a key does to the versions it holds. */
+  versions: ObjectVersions
   region: string
   maxObjectBytes: number
   multipartTtlMs: number
@@ -143,7 +146,9 @@ export class S3Buckets {
     const { db, clock, workspaces, objects, multipart } = this.deps
     db.transaction(() => {
       const w = this.resolve(tenant, name)
-      if (objects.hasLiveFiles(w.id)) throw new S3Error('BucketNotEmpty', 'The bucket you tried to delete is not empty', { BucketName: name })
+      // A versioned bucket is empty only without versions and delete markers too, as AWS.
+      if (objects.hasLiveFiles(w.id) || this.deps.versions.hasAny(w.id))
+        throw new S3Error('BucketNotEmpty', 'The bucket you tried to delete is not empty', { BucketName: name })
       for (const uploadId of multipart.idsInWorkspace(w.id)) this.dropBlobs(multipart.delete(uploadId))
       workspaces.softDelete(tenant.id, w.id, clock.now())
     }).immediate()

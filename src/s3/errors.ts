@@ -43,6 +43,7 @@ export const S3_ERRORS = {
   NoSuchCORSConfiguration: 404,
   NoSuchKey: 404,
   NoSuchUpload: 404,
+  NoSuchVersion: 404,
   NotImplemented: 501,
   NotModified: 304,
   PreconditionFailed: 412,
@@ -64,6 +65,8 @@ export class S3Error extends Error {
   readonly status: number
   /** Sent as `Retry-After` (the blob store is unavailable: STORE_UNAVAILABLE). */
   retryAfterSeconds?: number
+  /** Response headers the error carries (a delete marker's x-amz-delete-marker and x-amz-version-id, #25). */
+  headers?: Record<string, string>
 
   constructor(
     readonly code: S3ErrorCode,

@@ -10,6 +10,7 @@ import { S3Error, fromAppError } from './errors'
 import { ingest, type BodySpec } from './ingest'
 import { isBucketName, type S3Buckets, type S3Deps } from './buckets'
 import { checksumElement, type ChecksumAlgorithm } from './checksums'
+import type { DeleteOutcome } from '../services/versions'
 import type { XmlNode } from './xml'
 
 /** The attributes GetObjectAttributes can be asked for (x-amz-object-attributes). */
@@ -66,6 +67,27 @@ export function checkWriteConditions(c: { ifMatch?: string | undefined; ifNoneMa
   }
 }
 
+/**
+ * A versionId as S3 accepts it: `null` or an id of at most 1024 bytes of printable ASCII. Anything
+ * else is AWS's 400 InvalidArgument "Invalid version id specified", not a 404.
+ */
+export function checkVersionId(versionId: string): void {
+  if (versionId === '' || versionId.length > 1024 || !/^[\x21-\x7e]+$/.test(versionId)) {
+    throw new S3Error('InvalidArgument', 'Invalid version id specified', { ArgumentName: 'versionId', ArgumentValue: versionId })
+  }
+}
+
+/**
+ * Conditional deletes (If-Match; RGW's x-amz-if-match-last-modified-time and x-amz-if-match-size,
+ * which AWS has for directory buckets): as headers of DeleteObject, as `<ETag>`,
+ * `<LastModifiedTime>`, `<Size>` of a DeleteObjects entry. Never ignored (s3.md).
+ */
+export interface DeleteConditions {
+  ifMatch?: string | undefined
+  lastModified?: string | undefined
+  size?: string | undefined
+}
+
 /** The ETag of an object: S3 writes record theirs; API uploads are addressed by their SHA-256. */
 export const etagOf = (o: ObjectRow): string => o.info?.etag ?? `"${o.sha256}"`
 
@@ -99,14 +121,15 @@ export class S3Objects {
   ) {
     checkKey(key)
     const w = this.buckets.resolve(tenant, bucket)
-    const existing = this.deps.objects.get(w.id, key)
+    // The bytes this write frees when it commits: the null version it replaces, none in a versioned bucket (#25).
+    const replaced = this.deps.versions.replacedBytes(w.id, key)
     // Conditional writes (If-None-Match: * creates only; If-Match replaces only that version):
     // checked now, and again in the commit transaction, where a concurrent writer cannot slip in.
     const check = () => checkWriteConditions(conditions, this.deps.objects.get(w.id, key))
     check()
-    const charge = this.charge(tenant, w, existing?.size ?? 0)
+    const charge = this.charge(tenant, w, replaced)
     try {
-      const ingested = await ingest(this.deps.store, body, this.writeLimit(tenant, w, existing?.size ?? 0, this.deps.maxObjectBytes), charge.onChunk)
+      const ingested = await ingest(this.deps.store, body, this.writeLimit(tenant, w, replaced, this.deps.maxObjectBytes), charge.onChunk)
       const info: ObjectInfo = { ...input, etag: `"${ingested.digests.md5Hex}"`, ...(ingested.checksum ? { checksum: ingested.checksum } : {}) }
       const row = await this.commitStaged(tenant, w, key, ingested.staged, info, () => {
         check()
@@ -175,13 +198,17 @@ export class S3Objects {
   }
 
   /**
-   * Inside a write transaction: the object at `key` becomes this content. The file it replaces is
-   * soft-deleted first, so its bytes are released before the new size must fit the quotas.
+   * Inside a write transaction: the object at `key` becomes this content, a new version of it
+   * (#25). What the key held stops being current first (services/versions.ts retire): a null
+   * version it replaces is released before the new size must fit the quotas; in a versioned bucket
+   * the old version stays stored and counted.
    */
   replace(tenant: AuthenticatedTenant, w: Workspace, key: string, sha256: string, size: number, info: ObjectInfo): ObjectRow {
     const { objects, workspaces, clock } = this.deps
     if (!workspaces.getLive(tenant.id, w.id)) throw new S3Error('NoSuchBucket', 'The specified bucket does not exist', { BucketName: w.slug })
     const now = clock.now()
+    this.deps.versions.retire(w.id, key, now)
+    // A pending API upload holding this very key (`<fileId>/<name>`) is no version yet: it ends.
     const old = objects.liveIdByKey(w.id, key)
     if (old !== undefined) this.softDelete(tenant, old, now)
     try {
@@ -202,6 +229,7 @@ export class S3Objects {
       info,
       now,
     })
+    this.deps.versions.record(tenant.id, w.id, key, id, size, now)
     // In the transaction of the write, like the API's commit: PutObject, CopyObject and
     // CompleteMultipartUpload all end here.
     this.deps.events.settled(id)
@@ -212,14 +240,39 @@ export class S3Objects {
     if (this.deps.files.softDelete(tenant.id, fileId, now)) this.deps.events.deleted(fileId)
   }
 
-  head(tenant: AuthenticatedTenant, bucket: string, key: string): ObjectRow {
+  /**
+   * The object GetObject/HeadObject read: the key's current version, or the version `versionId`
+   * names (#25). A delete marker is no object: without a versionId, NoSuchKey (404); named by its
+   * versionId, MethodNotAllowed (405); either way with x-amz-delete-marker and its version id, as AWS.
+   */
+  head(tenant: AuthenticatedTenant, bucket: string, key: string, versionId?: string): ObjectRow {
     checkKey(key)
+    if (versionId !== undefined) return this.version(tenant, bucket, key, versionId)
     // One statement finds bucket and object together, where a GetObject ran two (#14); only a miss
     // asks which of the two is missing.
     const o = isBucketName(bucket) ? this.deps.objects.getInBucket(tenant.id, bucket, key) : undefined
     if (o) return o
-    this.buckets.resolve(tenant, bucket)
-    throw new S3Error('NoSuchKey', 'The specified key does not exist.', { Key: key })
+    const w = this.buckets.resolve(tenant, bucket)
+    const err = new S3Error('NoSuchKey', 'The specified key does not exist.', { Key: key })
+    const latest = this.deps.versions.latest(w.id, key)
+    if (latest?.fileId === null) err.headers = { 'x-amz-delete-marker': 'true', 'x-amz-version-id': latest.versionId }
+    throw err
+  }
+
+  /** One version of `key` by its id (GET/HEAD/COPY with versionId). */
+  version(tenant: AuthenticatedTenant, bucket: string, key: string, versionId: string): ObjectRow {
+    checkVersionId(versionId)
+    const w = this.buckets.resolve(tenant, bucket)
+    const v = this.deps.versions.byId(w.id, key, versionId)
+    if (!v) throw new S3Error('NoSuchVersion', 'The specified version does not exist.', { Key: key, VersionId: versionId })
+    if (v.fileId === null) {
+      const err = new S3Error('MethodNotAllowed', 'The specified method is not allowed against this resource.', { Method: 'GET', ResourceType: 'DeleteMarker' })
+      err.headers = { 'x-amz-delete-marker': 'true', 'x-amz-version-id': v.versionId }
+      throw err
+    }
+    const o = this.deps.objects.byFile(v.fileId)
+    if (!o) throw new S3Error('NoSuchVersion', 'The specified version does not exist.', { Key: key, VersionId: versionId })
+    return o
   }
 
   /**
@@ -227,8 +280,8 @@ export class S3Objects {
    * not written by multipart is one part (partNumber=1 is all of it). A part number the object
    * does not have is `InvalidPart` (400), as ceph/s3-tests expect of AWS and RGW.
    */
-  headPart(tenant: AuthenticatedTenant, bucket: string, key: string, partNumber: number): { object: ObjectRow; part: ObjectPart } {
-    const object = this.head(tenant, bucket, key)
+  headPart(tenant: AuthenticatedTenant, bucket: string, key: string, partNumber: number, versionId?: string): { object: ObjectRow; part: ObjectPart } {
+    const object = this.head(tenant, bucket, key, versionId)
     const missing = () => new S3Error('InvalidPart', `The object has no part number ${partNumber}`, { PartNumber: String(partNumber) })
     if (object.info?.parts === undefined) {
       if (partNumber !== 1) throw missing()
@@ -253,13 +306,13 @@ export class S3Objects {
     tenant: AuthenticatedTenant,
     bucket: string,
     key: string,
-    q: { attributes: string[]; maxParts: number; partNumberMarker: number },
-  ): { lastModified: number; body: XmlNode } {
+    q: { attributes: string[]; maxParts: number; partNumberMarker: number; versionId?: string | undefined },
+  ): { lastModified: number; body: XmlNode; object: ObjectRow } {
     if (q.attributes.length === 0) {
       throw new S3Error('InvalidArgument', 'The x-amz-object-attributes header specifying the attributes to be retrieved is either missing or empty')
     }
     if (q.attributes.some((a) => !OBJECT_ATTRIBUTES.has(a))) throw new S3Error('InvalidArgument', 'Invalid attribute name specified.')
-    const o = this.head(tenant, bucket, key)
+    const o = this.head(tenant, bucket, key, q.versionId)
     const want = new Set(q.attributes)
     const checksum = o.info?.checksum
     const multipart = o.info?.parts !== undefined
@@ -285,43 +338,108 @@ export class S3Objects {
     }
     if (want.has('StorageClass')) body.StorageClass = 'STANDARD'
     if (want.has('ObjectSize')) body.ObjectSize = o.size
-    return { lastModified: o.completedAt, body }
+    return { lastModified: o.completedAt, body, object: o }
   }
 
-  /** DeleteObject: idempotent (a missing key is not an error), as S3's. */
-  delete(tenant: AuthenticatedTenant, bucket: string, key: string): void {
+  /**
+   * DeleteObject: idempotent (a missing key is not an error), as S3's. Without a versionId, a
+   * versioned bucket gets a delete marker; with one, that version goes for good (#25).
+   */
+  delete(tenant: AuthenticatedTenant, bucket: string, key: string, versionId?: string, conditions: DeleteConditions = {}): DeleteOutcome {
     checkKey(key)
-    const { db, objects, clock, reserve } = this.deps
+    if (versionId !== undefined) checkVersionId(versionId)
+    const { db, clock, reserve } = this.deps
+    let outcome: DeleteOutcome = { deleteMarker: false }
     reserve.freeing(() =>
       db
         .transaction(() => {
           const w = this.buckets.resolve(tenant, bucket)
-          const id = objects.liveIdByKey(w.id, key)
-          if (id !== undefined) this.softDelete(tenant, id, clock.now())
+          // Checked under the write lock: no write can slip in between the check and the delete.
+          this.checkDeleteConditions(w, key, versionId, conditions)
+          outcome = this.deleteOne(tenant, w, key, versionId, clock.now())
         })
         .immediate(),
     )
+    return outcome
+  }
+
+  /**
+   * A conditional delete's preconditions against the version it would delete (the one named, or
+   * the current one). A version or key that does not exist is no failure (the delete is a no-op,
+   * as RGW answers); a delete marker has no ETag, size or content to match, so any condition fails.
+   */
+  private checkDeleteConditions(w: Workspace, key: string, versionId: string | undefined, c: DeleteConditions): void {
+    if (c.ifMatch === undefined && c.lastModified === undefined && c.size === undefined) return
+    const { versions, objects } = this.deps
+    const v = versionId !== undefined ? versions.byId(w.id, key, versionId) : versions.latest(w.id, key)
+    if (!v) return
+    const failed = () => new S3Error('PreconditionFailed', 'At least one of the pre-conditions you specified did not hold')
+    const o = v.fileId === null ? undefined : objects.byFile(v.fileId)
+    if (!o) throw failed()
+    if (c.ifMatch !== undefined) {
+      const tags = c.ifMatch.split(',').map(bareTag)
+      if (!tags.includes('*') && !tags.includes(bareTag(etagOf(o)))) throw failed()
+    }
+    if (c.size !== undefined) {
+      if (!/^\d{1,15}$/.test(c.size.trim())) throw new S3Error('InvalidArgument', 'The size precondition must be a non-negative integer')
+      if (Number(c.size) !== o.size) throw failed()
+    }
+    if (c.lastModified !== undefined) {
+      const at = Date.parse(c.lastModified)
+      if (Number.isNaN(at)) throw new S3Error('InvalidArgument', 'The last-modified-time precondition is not a date')
+      // HTTP dates have whole seconds.
+      if (Math.floor(at / 1000) !== Math.floor(o.completedAt / 1000)) throw failed()
+    }
+  }
+
+  /** Inside a write transaction: one key's (or version's) delete. */
+  private deleteOne(tenant: AuthenticatedTenant, w: Workspace, key: string, versionId: string | undefined, now: number): DeleteOutcome {
+    const { versions, objects } = this.deps
+    if (versionId !== undefined) return versions.deleteVersion(w.id, key, versionId)
+    const outcome = versions.deleteCurrent(tenant.id, w.id, key, now)
+    // A pending API upload holding this very key is no version: the delete ends it, as before versions.
+    const pending = objects.liveIdByKey(w.id, key)
+    if (pending !== undefined) this.softDelete(tenant, pending, now)
+    return outcome
   }
 
   /** DeleteObjects: one transaction for the batch; per-key errors are reported, not thrown. */
-  deleteMany(tenant: AuthenticatedTenant, bucket: string, keys: string[]): { deleted: string[]; errors: { key: string; code: string; message: string }[] } {
-    const { db, objects, clock, reserve } = this.deps
-    const out = { deleted: [] as string[], errors: [] as { key: string; code: string; message: string }[] }
+  deleteVersions(
+    tenant: AuthenticatedTenant,
+    bucket: string,
+    keys: (string | ({ key: string; versionId?: string | undefined } & DeleteConditions))[],
+  ): {
+    deleted: { key: string; versionId?: string; deleteMarker: boolean; deleteMarkerVersionId?: string }[]
+    errors: { key: string; versionId?: string; code: string; message: string }[]
+  } {
+    const { db, clock, reserve } = this.deps
+    type Deleted = { key: string; versionId?: string; deleteMarker: boolean; deleteMarkerVersionId?: string }
+    type Failed = { key: string; versionId?: string; code: string; message: string }
+    const out = { deleted: [] as Deleted[], errors: [] as Failed[] }
     const run = db.transaction(() => {
       // A run the disk reserve repeats (a full disk) reports what its last run did.
       out.deleted.length = out.errors.length = 0
       const w = this.buckets.resolve(tenant, bucket)
       const now = clock.now()
-      for (const key of keys) {
+      for (const item of keys) {
+        const { key, versionId, ...conditions } = typeof item === 'string' ? { key: item, versionId: undefined } : item
+        const named = versionId !== undefined ? { versionId } : {}
         try {
           checkKey(key)
+          if (versionId !== undefined) checkVersionId(versionId)
+          this.checkDeleteConditions(w, key, versionId, conditions)
         } catch (err) {
-          out.errors.push({ key, code: (err as S3Error).code, message: (err as S3Error).message })
+          if (!(err instanceof S3Error)) throw err
+          out.errors.push({ key, ...named, code: err.code, message: err.message })
           continue
         }
-        const id = objects.liveIdByKey(w.id, key)
-        if (id !== undefined) this.softDelete(tenant, id, now)
-        out.deleted.push(key)
+        const o = this.deleteOne(tenant, w, key, versionId, now)
+        // As AWS: a delete naming a version reports it (and whether it was a marker); one adding a
+        // marker reports DeleteMarker and DeleteMarkerVersionId.
+        if (versionId !== undefined)
+          out.deleted.push({ key, versionId, deleteMarker: o.deleteMarker, ...(o.deleteMarker ? { deleteMarkerVersionId: versionId } : {}) })
+        else if (o.deleteMarker) out.deleted.push({ key, deleteMarker: true, deleteMarkerVersionId: o.versionId! })
+        else out.deleted.push({ key, deleteMarker: false })
       }
     })
     reserve.freeing(() => run.immediate())
@@ -331,18 +449,18 @@ export class S3Objects {
   /** CopyObject within the tenant: the content is shared (same blob), not copied. */
   copy(
     tenant: AuthenticatedTenant,
-    from: { bucket: string; key: string },
+    from: { bucket: string; key: string; versionId?: string | undefined },
     to: { bucket: string; key: string },
     info: ObjectInfo | 'copy',
     check: (source: ObjectRow) => void,
     /** The destination's If-Match / If-None-Match, as PutObject's (AWS's conditional CopyObject). */
     conditions: { ifMatch?: string | undefined; ifNoneMatch?: string | undefined } = {},
-  ): ObjectRow {
+  ): { row: ObjectRow; source: ObjectRow } {
     checkKey(to.key)
     const { db } = this.deps
     return db
       .transaction(() => {
-        const source = this.head(tenant, from.bucket, from.key)
+        const source = this.head(tenant, from.bucket, from.key, from.versionId)
         check(source)
         const target = this.buckets.resolve(tenant, to.bucket)
         checkWriteConditions(conditions, this.deps.objects.get(target.id, to.key))
@@ -352,7 +470,7 @@ export class S3Objects {
         const row = this.replace(tenant, target, to.key, source.sha256, source.size, finalInfo)
         // The copy keeps the source's parts count, so it keeps the layout that partNumber reads (#24).
         if (finalInfo.parts !== undefined) this.deps.objects.copyParts(source.fileId, row.fileId)
-        return row
+        return { row, source }
       })
       .immediate()
   }

@@ -73,6 +73,14 @@ export const OPERATIONS = [
   { name: 'GetBucketVersioning', method: 'GET', on: 'bucket', action: 's3:GetBucketVersioning', sub: 'versioning' },
   { name: 'GetBucketEncryption', method: 'GET', on: 'bucket', action: 's3:GetEncryptionConfiguration', sub: 'encryption' },
   {
+    name: 'ListObjectVersions',
+    method: 'GET',
+    on: 'bucket',
+    action: 's3:ListBucketVersions',
+    sub: 'versions',
+    params: ['prefix', 'delimiter', 'key-marker', 'version-id-marker', 'max-keys', 'encoding-type'],
+  },
+  {
     name: 'ListMultipartUploads',
     method: 'GET',
     on: 'bucket',
@@ -88,6 +96,7 @@ export const OPERATIONS = [
   { name: 'PutBucketEncryption', method: 'PUT', on: 'bucket', action: 's3:PutEncryptionConfiguration', sub: 'encryption' },
   // The IAM action of deleting it is the one of putting it (Service Authorization Reference).
   { name: 'DeleteBucketEncryption', method: 'DELETE', on: 'bucket', action: 's3:PutEncryptionConfiguration', sub: 'encryption' },
+  { name: 'PutBucketVersioning', method: 'PUT', on: 'bucket', action: 's3:PutBucketVersioning', sub: 'versioning' },
   { name: 'CreateBucket', method: 'PUT', on: 'bucket', action: 's3:CreateBucket' },
   { name: 'DeleteBucketCors', method: 'DELETE', on: 'bucket', action: 's3:PutBucketCORS', sub: 'cors' },
   { name: 'DeleteBucket', method: 'DELETE', on: 'bucket', action: 's3:DeleteBucket' },

@@ -3,6 +3,7 @@ import type { Core } from '../core'
 import type { ObjectPart, ObjectRow } from '../db/repos/objects'
 import { sendBlob } from '../http/send-blob'
 import { etagOf } from './objects'
+import { versionIdHeader } from './versions'
 
 const OVERRIDES: [string, string][] = [
   ['response-content-language', 'content-language'],
@@ -38,6 +39,9 @@ export async function sendObject(
   // with them only (contentHeaders, #24).
   reply.header('x-content-type-options', 'nosniff')
   reply.header('content-security-policy', 'sandbox')
+  // Which version this is (#25), on a 304 too: it names the representation the validators are of.
+  const versionId = versionIdHeader(o)
+  if (versionId !== undefined) reply.header('x-amz-version-id', versionId)
   if (info?.cacheControl) reply.header('cache-control', info.cacheControl)
   if (info?.expires) reply.header('expires', info.expires)
   const content: Record<string, string | number> = {}

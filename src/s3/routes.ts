@@ -18,6 +18,7 @@ import { checkSseHeader, encryptionHandlers, reportSse } from './ops/encryption'
 import { corsHandlers } from './ops/cors'
 import { postObject } from './ops/post-object'
 import { preflight, registerCorsHeaders } from './cors'
+import { versionHandlers } from './ops/versions'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -45,6 +46,7 @@ const HANDLERS = {
   ...aclHandlers,
   ...encryptionHandlers,
   ...corsHandlers,
+  ...versionHandlers,
   // PostObject is signed by its form, not the request: its handler authenticates it (ops/post-object.ts).
 } satisfies Record<Exclude<OperationName, 'PostObject'>, Handler>
 

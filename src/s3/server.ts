@@ -55,6 +55,7 @@ export function sendS3Error(request: FastifyRequest, reply: FastifyReply, err: S
   }
   reply.code(err.status)
   if (err.retryAfterSeconds !== undefined) reply.header('retry-after', String(err.retryAfterSeconds))
+  for (const [name, value] of Object.entries(err.headers ?? {})) reply.header(name, value)
   if (err.code === 'InvalidRange' && err.extra.ActualObjectSize !== undefined) reply.header('content-range', `bytes */${err.extra.ActualObjectSize}`)
   if (request.method === 'HEAD' || err.status === 304) return reply.send()
   const extra = Object.fromEntries(Object.entries(err.extra).filter(([k]) => k !== 'ActualObjectSize'))

@@ -2,6 +2,7 @@ import type { ObjectsRepo } from '../db/repos/objects'
 import { S3Buckets, type S3Deps } from './buckets'
 import { S3Objects } from './objects'
 import { S3Multipart } from './multipart'
+import type { ObjectVersions } from '../services/versions'
 
 /** The S3 front's operations on the core's repositories, store and quotas. */
 export interface S3Services {
@@ -9,10 +10,12 @@ export interface S3Services {
   objects: S3Objects
   multipart: S3Multipart
   objectsRepo: ObjectsRepo
+  /** Object versions and buckets' versioning state (#25), shared with the API. */
+  versions: ObjectVersions
 }
 
 export function createS3Services(deps: S3Deps): S3Services {
   const buckets = new S3Buckets(deps)
   const objects = new S3Objects(deps, buckets)
-  return { buckets, objects, multipart: new S3Multipart(deps, buckets, objects), objectsRepo: deps.objects }
+  return { buckets, objects, multipart: new S3Multipart(deps, buckets, objects), objectsRepo: deps.objects, versions: deps.versions }
 }

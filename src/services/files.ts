@@ -9,6 +9,7 @@ import type { WorkspacesService } from './workspaces'
 import type { Grant, SignedUrls } from './signed-urls'
 import type { TokenPurpose } from '../lib/tokens'
 import type { DiskReserve } from '../lib/disk-reserve'
+import type { ObjectVersions } from './versions'
 
 export interface ListQuery {
   limit: number
@@ -38,6 +39,8 @@ export class FilesService {
     private readonly clock: Clock,
     private readonly events: FileEvents,
     private readonly reserve: Pick<DiskReserve, 'freeing'>,
+    /** Object versions (#25): a file in a workspace is its key's current version. */
+    private readonly versions?: ObjectVersions,
   ) {}
 
   /** One page of live files, newest first, and the total matching the filter. */
@@ -76,7 +79,14 @@ export class FilesService {
         .transaction(() => {
           // Read under the write lock: the status decides the event, so it must be the one deleted.
           const f = this.get(tenant, fileId)
-          this.files.softDelete(tenant.id, f.id, this.clock.now())
+          const now = this.clock.now()
+          // A completed file in a workspace is its key's current version: deleted as S3 deletes
+          // it (#25), a delete marker in a versioned bucket (the content stays a noncurrent version).
+          if (this.versions && f.status === 'completed' && f.workspaceId !== null && f.objectKey !== null && this.versions.ofFile(f.id)) {
+            this.versions.deleteCurrent(tenant.id, f.workspaceId, f.objectKey, now)
+            return
+          }
+          this.files.softDelete(tenant.id, f.id, now)
           if (f.status === 'pending') this.events.settled(f.id, { code: 'FILE_DELETED', message: 'The file was deleted before its upload completed' })
           else this.events.deleted(f.id)
         })

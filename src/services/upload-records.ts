@@ -7,6 +7,7 @@ import type { StagedBlob } from '../blobs/blob-store'
 import type { Clock } from '../lib/clock'
 import type { FileEvents } from '../webhooks/events'
 import type { Quotas, StreamCharge } from './quotas'
+import type { ObjectVersions } from './versions'
 
 export type NewUpload = Parameters<FilesRepo['insertPending']>[0]
 
@@ -27,6 +28,8 @@ export class UploadRecords {
       workspaces: WorkspacesRepo
       quotas: Quotas
       events: FileEvents
+      /** An upload into a workspace settles as its key's current version (#25). */
+      versions?: ObjectVersions
     },
   ) {}
 
@@ -53,7 +56,7 @@ export class UploadRecords {
    * `settle` records the content in the same transaction (BlobWrites.write).
    */
   commit(fileId: string, staged: StagedBlob, settle: () => void, inFlight?: StreamCharge): Promise<FileRecord> {
-    const { commits, clock, files, quotas, events } = this.deps
+    const { commits, clock, files, quotas, events, versions } = this.deps
     return commits.run(() => {
       // Its bytes stop being in flight here and, if it commits, become usage in the same tick (#12 item 3).
       inFlight?.release()
@@ -63,7 +66,12 @@ export class UploadRecords {
       // Without a declared size nothing was reserved: the real size must fit now, atomically.
       if (current.declaredSize === null) quotas.assertFits(current.tenantId, current.workspaceId, staged.size)
       settle()
-      files.complete(fileId, staged.size, staged.sha256, clock.now())
+      const now = clock.now()
+      files.complete(fileId, staged.size, staged.sha256, now)
+      // Its key (`<fileId>/<name>`) is its own: the first version of it, before its event reads it.
+      if (versions && current.workspaceId !== null && current.objectKey !== null) {
+        versions.record(current.tenantId, current.workspaceId, current.objectKey, fileId, staged.size, now)
+      }
       events.settled(fileId)
       return files.get(fileId)!
     })

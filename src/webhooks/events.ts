@@ -1,6 +1,7 @@
 import type { FileRecord, FilesRepo } from '../db/repos/files'
 import type { FileEventName, OutboxRepo } from '../db/repos/outbox'
 import type { WorkspacesRepo } from '../db/repos/workspaces'
+import type { VersionsRepo } from '../db/repos/versions'
 import { fileEventPayload, type UploadError } from '../contract/webhooks'
 import type { Clock } from '../lib/clock'
 import { uuidv7 } from '../lib/ids'
@@ -22,6 +23,8 @@ export class FileEvents {
     private readonly files: FilesRepo,
     private readonly workspaces: WorkspacesRepo,
     private readonly clock: Clock,
+    /** Object versions: an event of a file in a versioned bucket carries its versionId (#25). */
+    private readonly versions?: VersionsRepo,
   ) {}
 
   /** Enqueues the events of an upload that just completed (no error) or failed, through either front. */
@@ -51,6 +54,16 @@ export class FileEvents {
     this.listeners.push(listener)
   }
 
+  /**
+   * The versionId of the version the file is, in a bucket whose versioning was ever enabled (S3's
+   * own event notifications carry one only there): undefined otherwise, so unversioned events
+   * keep their shape.
+   */
+  private versionIdOf(f: FileRecord): string | undefined {
+    if (!this.versions || f.workspaceId === null || this.versions.versioning(f.workspaceId) === null) return undefined
+    return this.versions.byFile(f.id)?.versionId
+  }
+
   private workspaceUrl(f: FileRecord): string[] {
     if (f.workspaceId === null) return []
     const url = this.workspaces.getLive(f.tenantId, f.workspaceId)?.webhookUrl
@@ -60,7 +73,7 @@ export class FileEvents {
   private enqueue(f: FileRecord, event: FileEventName, urls: Set<string>, error?: UploadError): void {
     if (urls.size === 0) return
     const now = this.clock.now()
-    const payload = JSON.stringify(fileEventPayload(event, f, now, error))
+    const payload = JSON.stringify(fileEventPayload(event, f, now, error, this.versionIdOf(f)))
     for (const url of urls) {
       this.outbox.insert({ id: `msg_${uuidv7(now).replace(/-/g, '')}`, tenantId: f.tenantId, fileId: f.id, event, url, payload, now })
     }

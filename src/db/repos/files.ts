@@ -119,9 +119,17 @@ export class FilesRepo {
          ORDER BY upload_expires_at LIMIT ?`,
       ),
       purgeable: db.prepare<[number, number], { id: string; sha256: string | null }>(
-        'SELECT id, sha256 FROM files WHERE deleted_at IS NOT NULL AND deleted_at < ? ORDER BY deleted_at LIMIT ?',
+        // A noncurrent object version keeps its soft-deleted file (migration 15) until the version goes.
+        `SELECT id, sha256 FROM files WHERE deleted_at IS NOT NULL AND deleted_at < ?
+           AND NOT EXISTS (SELECT 1 FROM object_versions v WHERE v.file_id = files.id)
+         ORDER BY deleted_at LIMIT ?`,
       ),
-      hardDelete: db.prepare('DELETE FROM files WHERE id = ? AND deleted_at IS NOT NULL'),
+      hardDelete: db.prepare(
+        'DELETE FROM files WHERE id = ? AND deleted_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM object_versions v WHERE v.file_id = files.id)',
+      ),
+      // A noncurrent version made current again (services/versions.ts): live again, charged again.
+      restore: db.prepare(`UPDATE files SET deleted_at = NULL WHERE id = ? AND deleted_at IS NOT NULL AND status = 'completed'`),
+      redelete: db.prepare('UPDATE files SET deleted_at = ? WHERE id = ? AND deleted_at IS NOT NULL'),
       count: db
         .prepare<[{ tenantId: string; workspaceId: string | null; fileType: string | null; context: string | null }], number>(
           `SELECT coalesce(sum(n), 0) FROM file_counts
@@ -204,6 +212,16 @@ export class FilesRepo {
 
   hardDelete(id: string): boolean {
     return this.stmts.hardDelete.run(id).changes === 1
+  }
+
+  /** A completed, soft-deleted file becomes live again (a noncurrent object version made current); the triggers charge it again. */
+  restore(id: string): boolean {
+    return this.stmts.restore.run(id).changes === 1
+  }
+
+  /** A soft-deleted file's retention starts again at `now` (a noncurrent version deleted for good, services/versions.ts). */
+  redelete(id: string, now: number): void {
+    this.stmts.redelete.run(now, id)
   }
 
   /** Live files matching the filter, from the maintained counts (constant time in the file count). */

@@ -39,6 +39,12 @@ export interface ObjectRow {
   fileType: string
   originalName: string
   completedAt: number
+  /** Its S3 versionId (#25): 'null' for the null version; undefined where not read (listings). */
+  versionId?: string
+  /** Its bucket's versioning state, where the version id is read: S3 answers x-amz-version-id only in a versioned bucket. */
+  versioning?: 'Enabled' | 'Suspended' | null
+  /** False for a noncurrent version read by its versionId. */
+  isLatest?: boolean
 }
 
 interface Row {
@@ -52,6 +58,9 @@ interface Row {
   file_type: string
   original_name: string
   completed_at: number
+  version_id?: string | null
+  versioning?: 'Enabled' | 'Suspended' | null
+  is_latest?: number
 }
 
 const toObject = (r: Row): ObjectRow => ({
@@ -65,6 +74,9 @@ const toObject = (r: Row): ObjectRow => ({
   fileType: r.file_type,
   originalName: r.original_name,
   completedAt: r.completed_at,
+  ...(r.version_id !== undefined && r.version_id !== null ? { versionId: r.version_id } : {}),
+  ...(r.versioning !== undefined ? { versioning: r.versioning } : {}),
+  ...(r.is_latest !== undefined ? { isLatest: r.is_latest === 1 } : {}),
 })
 
 /** One part of a completed multipart object, as it was uploaded (s3_object_parts). */
@@ -87,6 +99,10 @@ interface PartRow {
 const toPart = (r: PartRow): ObjectPart => ({ partNumber: r.part_number, size: r.size_bytes, checksum: r.checksum, offset: r.offset })
 
 const COLUMNS = 'id, tenant_id, workspace_id, object_key, size_bytes, sha256, object_info, file_type, original_name, completed_at'
+/** With the version the file is and its bucket's versioning state (#25): two primary-key lookups. */
+const VERSIONED = `${COLUMNS},
+  (SELECT v.version_id FROM object_versions v WHERE v.file_id = files.id) AS version_id,
+  (SELECT w.versioning FROM workspaces w WHERE w.id = files.workspace_id) AS versioning`
 
 /** SQL for files seen as S3 objects (files with an object key); no rules here. */
 export class ObjectsRepo {
@@ -95,15 +111,19 @@ export class ObjectsRepo {
   constructor(db: DB) {
     this.stmts = {
       get: db.prepare<[string, string], Row>(
-        `SELECT ${COLUMNS} FROM files WHERE workspace_id = ? AND object_key = ? AND deleted_at IS NULL AND status = 'completed'`,
+        `SELECT ${VERSIONED} FROM files WHERE workspace_id = ? AND object_key = ? AND deleted_at IS NULL AND status = 'completed'`,
       ),
       // One read for a GetObject/HeadObject: the bucket (a live workspace of the tenant, by slug)
       // and the object in it. A subquery, not a join: measured 14 us against 105 us for the
       // join (whose plan reads the same two indexes) and 26 us for two statements.
       inBucket: db.prepare<[string, string, string], Row>(
-        `SELECT ${COLUMNS} FROM files
+        `SELECT ${VERSIONED} FROM files
          WHERE workspace_id = (SELECT id FROM workspaces WHERE tenant_id = ? AND slug = ? AND deleted_at IS NULL)
            AND object_key = ? AND deleted_at IS NULL AND status = 'completed'`,
+      ),
+      // A version's file, live or retained (a noncurrent version's file is soft-deleted).
+      byFile: db.prepare<[string], Row>(
+        `SELECT ${VERSIONED}, (CASE WHEN deleted_at IS NULL THEN 1 ELSE 0 END) AS is_latest FROM files WHERE id = ? AND status = 'completed'`,
       ),
       liveIdByKey: db.prepare<[string, string], string>(`SELECT id FROM files WHERE workspace_id = ? AND object_key = ? AND deleted_at IS NULL`).pluck(),
       insert: db.prepare(
@@ -148,6 +168,12 @@ export class ObjectsRepo {
   /** The completed live object at `key` in the tenant's live bucket (workspace) `slug`, if both exist. */
   getInBucket(tenantId: string, slug: string, key: string): ObjectRow | undefined {
     const r = this.stmts.inBucket.get(tenantId, slug, key)
+    return r && toObject(r)
+  }
+
+  /** The completed file `fileId` as an object, whether it is its key's current version or a noncurrent one. */
+  byFile(fileId: string): ObjectRow | undefined {
+    const r = this.stmts.byFile.get(fileId)
     return r && toObject(r)
   }
 

@@ -1,7 +1,7 @@
 import { readSmallBody } from '../ingest'
 import { MAX_XML_BODY_BYTES } from '../xml'
 import { checkPutAcl, ownerOnlyAcl } from '../acl'
-import { onlyNullVersion, type Handlers, type OpContext } from './context'
+import type { Handlers, OpContext } from './context'
 
 /** The ACL family (the rules are in ../acl.ts): every bucket and object is its tenant's alone. */
 export const aclHandlers = {
@@ -28,8 +28,7 @@ export const aclHandlers = {
   },
 } satisfies Handlers
 
-/** The object a GetObjectAcl / PutObjectAcl names: it must exist (NoSuchKey), in its only version. */
+/** The object a GetObjectAcl / PutObjectAcl names: it must exist (NoSuchKey), or the version named (NoSuchVersion). */
 function objectAclTarget({ s3, tenant, bucket, key, query }: OpContext): void {
-  onlyNullVersion(query)
-  s3.objects.head(tenant, bucket, key)
+  s3.objects.head(tenant, bucket, key, query.get('versionId'))
 }

@@ -23,11 +23,6 @@ export const bucketHandlers = {
       )
   },
 
-  GetBucketVersioning({ s3, tenant, bucket, reply }) {
-    s3.buckets.resolve(tenant, bucket)
-    return xml(reply, 'VersioningConfiguration', {})
-  },
-
   async CreateBucket({ s3, tenant, bucket, request, reply, region, body }) {
     const doc = await readSmallBody(body(), MAX_XML_BODY_BYTES)
     if (doc.length > 0) {

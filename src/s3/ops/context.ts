@@ -66,12 +66,6 @@ export function decodePath(text: string): string {
   }
 }
 
-/** Versions are not built yet: only the `null` version (every object's only one) can be named. */
-export function onlyNullVersion(query: Map<string, string>): void {
-  const version = query.get('versionId')
-  if (version !== undefined && version !== 'null') throw notImplemented('Object versions')
-}
-
 /**
  * Write options Coffer does not implement. Ignoring them would pretend (a client asking for
  * encryption, a public ACL, tags, a retention lock or a colder storage class must not believe it

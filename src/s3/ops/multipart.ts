@@ -7,6 +7,7 @@ import { awsEncode } from '../sigv4'
 import { CHECKSUM_ALGORITHMS, checksumElement, uploadChecksum, type ChecksumAlgorithm } from '../checksums'
 import { header, intParam, iso, objectInput, owner, refuseUnsupported, xml, type Handlers, type OpContext } from './context'
 import { copyConditions, copySource } from './objects'
+import { versionIdHeader } from '../versions'
 
 /** Multipart uploads: create, upload (or copy) parts, complete, abort, list. */
 export const multipartHandlers = {
@@ -33,7 +34,9 @@ export const multipartHandlers = {
     // SSE-C keys on the copy source would be ignored: refused as on the upload's creation.
     refuseUnsupported(request)
     const from = copySource(request)
-    const source = s3.objects.head(tenant, from.bucket, from.key)
+    const source = s3.objects.head(tenant, from.bucket, from.key, from.versionId)
+    const sourceVersion = versionIdHeader(source)
+    if (sourceVersion !== undefined) reply.header('x-amz-copy-source-version-id', sourceVersion)
     copyConditions(request)(source)
     let range: { start: number; end: number } | undefined
     const rangeHeader = header(request, 'x-amz-copy-source-range')
@@ -103,6 +106,8 @@ export const multipartHandlers = {
     const parts = listed.filter((p, i) => listed[i + 1]?.partNumber !== p.partNumber)
     if (parts.length === 0 || parts.length > MAX_PARTS) throw malformed()
     const row = await s3.multipart.complete(tenant, bucket, key, query.get('uploadId')!, parts, expected)
+    const versionId = versionIdHeader(row, true)
+    if (versionId !== undefined) reply.header('x-amz-version-id', versionId)
     const checksum = row.info?.checksum
     return xml(reply, 'CompleteMultipartUploadResult', {
       Location: `/${bucket}/${awsEncode(key, true)}`,

@@ -3,11 +3,19 @@ import type { ObjectInfo, ObjectRow } from '../../db/repos/objects'
 import { S3Error } from '../errors'
 import { readSmallBody } from '../ingest'
 import { MAX_XML_BODY_BYTES, childOf, listOf, malformed, parseXml, textOf } from '../xml'
-import { etagOf } from '../objects'
+import { etagOf, type DeleteConditions } from '../objects'
 import { MAX_PARTS } from '../multipart'
 import { sendObject } from '../render'
 import { copySourceHolds } from '../conditions'
-import { decodePath, header, iso, notImplemented, objectInput, onlyNullVersion, refuseUnsupported, xml, type Handlers, type OpContext } from './context'
+import { decodePath, header, iso, objectInput, refuseUnsupported, xml, type Handlers, type OpContext } from './context'
+import { versionIdHeader } from '../versions'
+import type { FastifyReply } from 'fastify'
+
+/** `x-amz-version-id` of an object just written or read, in a bucket whose versioning was ever configured (#25). */
+function versionHeader(reply: FastifyReply, o: ObjectRow, name = 'x-amz-version-id', written = false): void {
+  const id = versionIdHeader(o, written)
+  if (id !== undefined) reply.header(name, id)
+}
 
 /** Objects: read, write, copy, delete, describe. */
 export const objectHandlers = {
@@ -15,11 +23,12 @@ export const objectHandlers = {
   HeadObject: getOrHead,
 
   async PutObject({ s3, tenant, bucket, key, request, reply, body }) {
-    const { etag, checksum } = await s3.objects.put(tenant, bucket, key, body(), objectInput(request), {
+    const { etag, checksum, row } = await s3.objects.put(tenant, bucket, key, body(), objectInput(request), {
       ifMatch: header(request, 'if-match'),
       ifNoneMatch: header(request, 'if-none-match'),
     })
     reply.header('etag', etag)
+    versionHeader(reply, row, 'x-amz-version-id', true)
     if (checksum) reply.header(`x-amz-checksum-${checksum.algorithm}`, checksum.value)
     return reply.send()
   },
@@ -28,7 +37,8 @@ export const objectHandlers = {
     const from = copySource(request)
     const directive = (header(request, 'x-amz-metadata-directive') ?? 'COPY').toUpperCase()
     if (directive !== 'COPY' && directive !== 'REPLACE') throw new S3Error('InvalidArgument', 'Unknown metadata directive.')
-    if (directive === 'COPY' && from.bucket === bucket && from.key === key) {
+    // Copying a version of the key over it is how a version is restored (AWS allows it).
+    if (directive === 'COPY' && from.bucket === bucket && from.key === key && from.versionId === undefined) {
       throw new S3Error(
         'InvalidRequest',
         "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.",
@@ -39,16 +49,24 @@ export const objectHandlers = {
     refuseUnsupported(request)
     const info: ObjectInfo | 'copy' = directive === 'REPLACE' ? { ...objectInput(request), etag: '' } : 'copy'
     // The destination's own conditions are honoured, as AWS's CopyObject does, never ignored (#24).
-    const row = s3.objects.copy(tenant, from, { bucket, key }, info, copyConditions(request), {
+    const { row, source } = s3.objects.copy(tenant, from, { bucket, key }, info, copyConditions(request), {
       ifMatch: header(request, 'if-match'),
       ifNoneMatch: header(request, 'if-none-match'),
     })
+    versionHeader(reply, row, 'x-amz-version-id', true)
+    versionHeader(reply, source, 'x-amz-copy-source-version-id')
     return xml(reply, 'CopyObjectResult', { ETag: etagOf(row), LastModified: iso(row.completedAt) })
   },
 
-  DeleteObject({ s3, tenant, bucket, key, query, reply }) {
-    onlyNullVersion(query)
-    s3.objects.delete(tenant, bucket, key)
+  DeleteObject({ s3, tenant, bucket, key, query, request, reply }) {
+    const outcome = s3.objects.delete(tenant, bucket, key, query.get('versionId'), {
+      ifMatch: header(request, 'if-match'),
+      lastModified: header(request, 'x-amz-if-match-last-modified-time'),
+      size: header(request, 'x-amz-if-match-size'),
+    })
+    // A marker added, or a version deleted (a marker or not): as AWS, x-amz-delete-marker and x-amz-version-id.
+    if (outcome.deleteMarker) reply.header('x-amz-delete-marker', 'true')
+    if (outcome.versionId !== undefined) reply.header('x-amz-version-id', outcome.versionId)
     return reply.code(204).send()
   },
 
@@ -67,20 +85,32 @@ export const objectHandlers = {
     if (!del) throw malformed()
     const objects = listOf(del, 'Object')
     if (objects.length === 0 || objects.length > 1000) throw malformed()
-    const keys = objects.map((o) => textOf(o, 'Key'))
-    if (keys.some((k) => k === undefined)) throw malformed()
+    const items = objects.map((o) => ({
+      key: textOf(o, 'Key'),
+      versionId: textOf(o, 'VersionId'),
+      ifMatch: textOf(o, 'ETag'),
+      lastModified: textOf(o, 'LastModifiedTime'),
+      size: textOf(o, 'Size'),
+    }))
+    if (items.some((i) => i.key === undefined)) throw malformed()
     const quiet = textOf(del, 'Quiet') === 'true'
-    const result = s3.objects.deleteMany(tenant, bucket, keys as string[])
+    const result = s3.objects.deleteVersions(tenant, bucket, items as ({ key: string } & DeleteConditions & { versionId?: string | undefined })[])
     request.log.debug({ deleted: result.deleted.length }, 'objects deleted')
     return xml(reply, 'DeleteResult', {
-      Deleted: quiet ? [] : result.deleted.map((k) => ({ Key: k })),
-      Error: result.errors.map((e) => ({ Key: e.key, Code: e.code, Message: e.message })),
+      Deleted: quiet
+        ? []
+        : result.deleted.map((d) => ({
+            Key: d.key,
+            ...(d.versionId !== undefined ? { VersionId: d.versionId } : {}),
+            ...(d.deleteMarker ? { DeleteMarker: true } : {}),
+            ...(d.deleteMarkerVersionId !== undefined ? { DeleteMarkerVersionId: d.deleteMarkerVersionId } : {}),
+          })),
+      Error: result.errors.map((e) => ({ Key: e.key, ...(e.versionId !== undefined ? { VersionId: e.versionId } : {}), Code: e.code, Message: e.message })),
     })
   },
 
   /** GetObjectAttributes: what the object is, without its bytes (S3 API reference). */
   GetObjectAttributes({ s3, tenant, bucket, key, query, request, reply }) {
-    onlyNullVersion(query)
     const attributes = (header(request, 'x-amz-object-attributes') ?? '')
       .split(',')
       .map((s) => s.trim())
@@ -91,39 +121,47 @@ export const objectHandlers = {
       if (!/^\d{1,10}$/.test(raw)) throw new S3Error('InvalidArgument', `${name} must be a non-negative integer`)
       return Math.min(Number(raw), max)
     }
-    const { lastModified, body } = s3.objects.attributes(tenant, bucket, key, {
+    const { lastModified, body, object } = s3.objects.attributes(tenant, bucket, key, {
       attributes,
       maxParts: headerInt('x-amz-max-parts', 1000, 1000),
       partNumberMarker: headerInt('x-amz-part-number-marker', 0, MAX_PARTS),
+      versionId: query.get('versionId'),
     })
     reply.header('last-modified', new Date(lastModified).toUTCString())
+    versionHeader(reply, object)
     return xml(reply, 'GetObjectAttributesResponse', body)
   },
 } satisfies Handlers
 
 /** GetObject and HeadObject: the object, or one part of it (`partNumber`). */
 function getOrHead({ core, s3, tenant, bucket, key, query: q, request, reply }: OpContext) {
-  onlyNullVersion(q)
+  const versionId = q.get('versionId')
   const partNumber = q.get('partNumber')
-  if (partNumber === undefined) return sendObject(core, request, reply, s3.objects.head(tenant, bucket, key), q)
+  if (partNumber === undefined) return sendObject(core, request, reply, s3.objects.head(tenant, bucket, key, versionId), q)
   if (!/^\d{1,5}$/.test(partNumber) || Number(partNumber) < 1 || Number(partNumber) > MAX_PARTS) {
     throw new S3Error('InvalidArgument', 'Part number must be an integer between 1 and 10000, inclusive')
   }
   if (request.headers.range !== undefined) throw new S3Error('InvalidRequest', 'Cannot specify both Range header and partNumber query parameter')
-  const { object, part } = s3.objects.headPart(tenant, bucket, key, Number(partNumber))
+  const { object, part } = s3.objects.headPart(tenant, bucket, key, Number(partNumber), versionId)
   return sendObject(core, request, reply, object, q, part)
 }
 
 /** `x-amz-copy-source`: `[/]bucket/key[?versionId=…]`, URL-encoded. */
-export function copySource(request: FastifyRequest): { bucket: string; key: string } {
+export function copySource(request: FastifyRequest): { bucket: string; key: string; versionId?: string } {
   const raw = header(request, 'x-amz-copy-source')!
   const [pathPart, queryPart] = raw.split('?', 2)
-  if (queryPart !== undefined && !/^versionId=null$/.test(queryPart)) throw notImplemented('Copying from an object version')
+  let versionId: string | undefined
+  if (queryPart !== undefined) {
+    // The one parameter a copy source takes (AWS); anything else would be silently ignored.
+    const m = /^versionId=([^&]*)$/.exec(queryPart)
+    if (!m) throw new S3Error('InvalidArgument', 'The x-amz-copy-source query may only name a versionId', { ArgumentName: 'x-amz-copy-source' })
+    versionId = decodePath(m[1]!)
+  }
   const path = decodePath(pathPart!.replace(/^\//, ''))
   const slash = path.indexOf('/')
   if (slash <= 0 || slash === path.length - 1)
     throw new S3Error('InvalidArgument', 'Copy Source must mention the source bucket and key: sourcebucket/sourcekey')
-  return { bucket: path.slice(0, slash), key: path.slice(slash + 1) }
+  return { bucket: path.slice(0, slash), key: path.slice(slash + 1), ...(versionId !== undefined ? { versionId } : {}) }
 }
 
 /** x-amz-copy-source-if-* preconditions, as GetObject's conditionals but answered 412. */

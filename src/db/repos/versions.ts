@@ -1,0 +1,205 @@
+import type { DB } from '../database'
+import type { ObjectInfo } from './objects'
+
+/** A bucket's versioning state as S3 names it; `null` when it was never enabled (unversioned). */
+export type VersioningStatus = 'Enabled' | 'Suspended' | null
+
+/** One version of an object key (migration 15): content (fileId set) or a delete marker. */
+export interface VersionRow {
+  workspaceId: string
+  key: string
+  /** S3's versionId; `'null'` for the null version. */
+  versionId: string
+  /** Order among the key's versions, newest highest. */
+  seq: number
+  tenantId: string
+  /** The files row holding the content; null for a delete marker. */
+  fileId: string | null
+  size: number
+  createdAt: number
+  /** When a newer version replaced it; null for the current version. */
+  noncurrentAt: number | null
+}
+
+/** A version with what its file stores, as listings and reads of one version need it. */
+export interface VersionedObject extends VersionRow {
+  sha256: string | null
+  info: ObjectInfo | null
+  fileType: string | null
+}
+
+interface Row {
+  workspace_id: string
+  object_key: string
+  version_id: string
+  seq: number
+  tenant_id: string
+  file_id: string | null
+  size_bytes: number
+  created_at: number
+  noncurrent_at: number | null
+}
+
+interface JoinedRow extends Row {
+  sha256: string | null
+  object_info: string | null
+  file_type: string | null
+}
+
+const toVersion = (r: Row): VersionRow => ({
+  workspaceId: r.workspace_id,
+  key: r.object_key,
+  versionId: r.version_id,
+  seq: r.seq,
+  tenantId: r.tenant_id,
+  fileId: r.file_id,
+  size: r.size_bytes,
+  createdAt: r.created_at,
+  noncurrentAt: r.noncurrent_at,
+})
+
+const toVersioned = (r: JoinedRow): VersionedObject => ({
+  ...toVersion(r),
+  sha256: r.sha256,
+  info: r.object_info === null ? null : (JSON.parse(r.object_info) as ObjectInfo),
+  fileType: r.file_type,
+})
+
+const COLUMNS = 'workspace_id, object_key, version_id, seq, tenant_id, file_id, size_bytes, created_at, noncurrent_at'
+const JOINED = `SELECT v.workspace_id, v.object_key, v.version_id, v.seq, v.tenant_id, v.file_id, v.size_bytes, v.created_at, v.noncurrent_at,
+  f.sha256, f.object_info, f.file_type FROM object_versions v LEFT JOIN files f ON f.id = v.file_id`
+
+/** The keyset cursor of a version listing: a key, and a version of it (exclusive), or past the whole key. */
+export interface VersionCursor {
+  key: string
+  seq?: number
+}
+
+/** SQL for object versions and buckets' versioning state; no rules here (services/versions.ts has them). */
+export class VersionsRepo {
+  private readonly stmts
+
+  constructor(db: DB) {
+    this.stmts = {
+      versioning: db.prepare<[string], VersioningStatus>('SELECT versioning FROM workspaces WHERE id = ?').pluck(),
+      setVersioning: db.prepare('UPDATE workspaces SET versioning = ? WHERE id = ?'),
+      latest: db.prepare<[string, string], Row>(`SELECT ${COLUMNS} FROM object_versions WHERE workspace_id = ? AND object_key = ? ORDER BY seq DESC LIMIT 1`),
+      byId: db.prepare<[string, string, string], Row>(`SELECT ${COLUMNS} FROM object_versions WHERE workspace_id = ? AND object_key = ? AND version_id = ?`),
+      byIdJoined: db.prepare<[string, string, string], JoinedRow>(`${JOINED} WHERE v.workspace_id = ? AND v.object_key = ? AND v.version_id = ?`),
+      byFile: db.prepare<[string], Row>(`SELECT ${COLUMNS} FROM object_versions WHERE file_id = ?`),
+      previous: db.prepare<[string, string, number], Row>(
+        `SELECT ${COLUMNS} FROM object_versions WHERE workspace_id = ? AND object_key = ? AND seq < ? ORDER BY seq DESC LIMIT 1`,
+      ),
+      insert: db.prepare(
+        `INSERT INTO object_versions (${COLUMNS})
+         VALUES (@workspaceId, @key, @versionId, @seq, @tenantId, @fileId, @size, @createdAt, @noncurrentAt)`,
+      ),
+      setNoncurrent: db.prepare('UPDATE object_versions SET noncurrent_at = ? WHERE workspace_id = ? AND object_key = ? AND version_id = ?'),
+      delete: db.prepare('DELETE FROM object_versions WHERE workspace_id = ? AND object_key = ? AND version_id = ?'),
+      deleteInWorkspace: db.prepare('DELETE FROM object_versions WHERE workspace_id = ?'),
+      deleteOfTenant: db.prepare('DELETE FROM object_versions WHERE tenant_id = ?'),
+      any: db.prepare<[string], number>('SELECT 1 FROM object_versions WHERE workspace_id = ? LIMIT 1').pluck(),
+      fileIdsInWorkspace: db.prepare<[string], string>('SELECT file_id FROM object_versions WHERE workspace_id = ? AND file_id IS NOT NULL').pluck(),
+      // The rest of one key's versions, newest first, below a version.
+      restOfKey: db.prepare<{ workspaceId: string; key: string; seq: number; limit: number }, JoinedRow>(
+        `${JOINED} WHERE v.workspace_id = @workspaceId AND v.object_key = @key AND v.seq < @seq ORDER BY v.seq DESC LIMIT @limit`,
+      ),
+      // Keyset page over object_versions_order: keys in binary order, each key's versions newest first.
+      page: db.prepare<{ workspaceId: string; after: string | null; from: string | null; below: string | null; limit: number }, JoinedRow>(
+        `${JOINED} WHERE v.workspace_id = @workspaceId
+           AND (@after IS NULL OR v.object_key > @after)
+           AND (@from IS NULL OR v.object_key >= @from)
+           AND (@below IS NULL OR v.object_key < @below)
+         ORDER BY v.object_key, v.seq DESC LIMIT @limit`,
+      ),
+    }
+  }
+
+  versioning(workspaceId: string): VersioningStatus {
+    return this.stmts.versioning.get(workspaceId) ?? null
+  }
+
+  setVersioning(workspaceId: string, status: 'Enabled' | 'Suspended'): void {
+    this.stmts.setVersioning.run(status, workspaceId)
+  }
+
+  /** The key's newest version (its current one), if it has any. */
+  latest(workspaceId: string, key: string): VersionRow | undefined {
+    const r = this.stmts.latest.get(workspaceId, key)
+    return r && toVersion(r)
+  }
+
+  byId(workspaceId: string, key: string, versionId: string): VersionRow | undefined {
+    const r = this.stmts.byId.get(workspaceId, key, versionId)
+    return r && toVersion(r)
+  }
+
+  /** One version with what its file stores (for GET/HEAD/COPY of a version). */
+  objectById(workspaceId: string, key: string, versionId: string): VersionedObject | undefined {
+    const r = this.stmts.byIdJoined.get(workspaceId, key, versionId)
+    return r && toVersioned(r)
+  }
+
+  /** The version a file is, if it is one. */
+  byFile(fileId: string): VersionRow | undefined {
+    const r = this.stmts.byFile.get(fileId)
+    return r && toVersion(r)
+  }
+
+  /** The newest version of the key older than `seq`. */
+  previous(workspaceId: string, key: string, seq: number): VersionRow | undefined {
+    const r = this.stmts.previous.get(workspaceId, key, seq)
+    return r && toVersion(r)
+  }
+
+  insert(v: VersionRow): void {
+    this.stmts.insert.run(v)
+  }
+
+  /** Current ↔ noncurrent (`at` null makes it current); the triggers move its bytes between the live file and the version. */
+  setNoncurrent(workspaceId: string, key: string, versionId: string, at: number | null): void {
+    this.stmts.setNoncurrent.run(at, workspaceId, key, versionId)
+  }
+
+  delete(workspaceId: string, key: string, versionId: string): boolean {
+    return this.stmts.delete.run(workspaceId, key, versionId).changes === 1
+  }
+
+  /** Every version of a workspace goes (the workspace is deleted with its files). */
+  deleteInWorkspace(workspaceId: string): void {
+    this.stmts.deleteInWorkspace.run(workspaceId)
+  }
+
+  deleteAllOfTenant(tenantId: string): void {
+    this.stmts.deleteOfTenant.run(tenantId)
+  }
+
+  /** True when the workspace holds any version or delete marker (S3's DeleteBucket refuses then). */
+  hasAny(workspaceId: string): boolean {
+    return this.stmts.any.get(workspaceId) === 1
+  }
+
+  /**
+   * Up to `limit` versions in (key, newest first) order after the cursor, at or after `from`, below
+   * `below`. A cursor inside a key first reads the rest of that key, then the keys after it: two
+   * range scans of the order index, so a page costs the same at any depth.
+   */
+  *page(workspaceId: string, bounds: { after?: VersionCursor; from?: string; below?: string }, limit: number): Generator<VersionedObject> {
+    let left = limit
+    const after = bounds.after
+    if (after?.seq !== undefined && left > 0) {
+      // Binary (UTF-8) comparisons, as the index orders keys.
+      const cmp = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b))
+      const inKey = (bounds.from === undefined || cmp(after.key, bounds.from) >= 0) && (bounds.below === undefined || cmp(after.key, bounds.below) < 0)
+      if (inKey) {
+        for (const r of this.stmts.restOfKey.iterate({ workspaceId, key: after.key, seq: after.seq, limit: left })) {
+          left--
+          yield toVersioned(r)
+        }
+      }
+    }
+    if (left <= 0) return
+    const rows = this.stmts.page.iterate({ workspaceId, after: after?.key ?? null, from: bounds.from ?? null, below: bounds.below ?? null, limit: left })
+    for (const r of rows) yield toVersioned(r)
+  }
+}
