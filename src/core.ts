@@ -41,6 +41,7 @@ import { RateBudget } from './lib/rate-budget'
 import { DiskReserve } from './lib/disk-reserve'
 import { BucketConfigsRepo } from './db/repos/bucket-configs'
 import { BucketConfigsService } from './services/bucket-configs'
+import { PublicAccessService } from './services/public-access'
 
 /**
  * The composition root: every service built from one config, for the fronts (HTTP routes, CLI
@@ -75,6 +76,8 @@ export interface Core {
   readonly reserve: DiskReserve
   /** Buckets' configuration documents (CORS, policy, tags, lifecycle, …), one per family. */
   readonly bucketConfigs: BucketConfigsService
+  /** What buckets make public: canned ACLs, policies, public access blocks (#26). */
+  readonly publicAccess: PublicAccessService
   close(): void
 }
 
@@ -191,6 +194,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     reserve,
   })
   let closed = false
+  const bucketConfigs = new BucketConfigsService(new BucketConfigsRepo(db), clock)
   return {
     config,
     clock,
@@ -210,7 +214,8 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     s3,
     rateBudget: new RateBudget(),
     reserve,
-    bucketConfigs: new BucketConfigsService(new BucketConfigsRepo(db), clock),
+    bucketConfigs,
+    publicAccess: new PublicAccessService(bucketConfigs, config.s3BlockPublicAccess),
     close() {
       if (closed) return
       closed = true

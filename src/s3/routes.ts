@@ -5,7 +5,7 @@ import type { AuthenticatedTenant } from '../db/repos/tenants'
 import { S3Error } from './errors'
 import { parseQuery, type Verified } from './sigv4'
 import { authenticate } from './authenticate'
-import { authorize } from './authorize'
+import { authorize, type Principal } from './authorize'
 import { hoistQueryHeaders } from './hoisted-headers'
 import { operationOf, type Operation, type OperationName, type Scope } from './operations'
 import { decodePath, header, type Handler, type OpContext } from './ops/context'
@@ -14,11 +14,13 @@ import { bucketHandlers } from './ops/buckets'
 import { objectHandlers } from './ops/objects'
 import { multipartHandlers } from './ops/multipart'
 import { aclHandlers } from './ops/acl'
+import { policyHandlers } from './ops/policy'
 
 declare module 'fastify' {
   interface FastifyRequest {
     /** Set by the S3 authentication hook. */
     s3Target?: Target
+    /** Absent for an anonymous request (no signature at all, #26). */
     s3Auth?: Verified<AuthenticatedTenant>
     /** The operation the request is (operations.ts), or why it is none. */
     s3Operation?: Operation | S3Error
@@ -39,6 +41,7 @@ const HANDLERS = {
   ...objectHandlers,
   ...multipartHandlers,
   ...aclHandlers,
+  ...policyHandlers,
 } satisfies Record<OperationName, Handler>
 
 function targetOf(request: FastifyRequest, domain: string | undefined): Target {
@@ -56,6 +59,18 @@ function targetOf(request: FastifyRequest, domain: string | undefined): Target {
   const bucket = decodePath(slash < 0 ? path : path.slice(0, slash))
   const key = slash < 0 ? '' : decodePath(path.slice(slash + 1))
   return { bucket: bucket === '' ? undefined : bucket, key: key === '' ? undefined : key, query }
+}
+
+/**
+ * A request that carries no signature at all, in the header or the query, is anonymous (#26):
+ * authorize() decides what a public ACL or policy grants it. Anything that looks signed is
+ * verified, and a bad signature stays an error (never a fall back to anonymous).
+ */
+function isAnonymous(request: FastifyRequest, query: Map<string, string>): boolean {
+  return (
+    request.headers.authorization === undefined &&
+    !['X-Amz-Algorithm', 'X-Amz-Credential', 'X-Amz-Signature', 'Signature', 'AWSAccessKeyId'].some((p) => query.has(p))
+  )
 }
 
 const scopeOf = (target: Target): Scope => (target.bucket === undefined ? 'service' : target.key === undefined ? 'bucket' : 'object')
@@ -97,6 +112,10 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
       if (operation instanceof S3Error && operation.code === 'NotImplemented' && !['GET', 'HEAD', 'PUT', 'POST', 'DELETE'].includes(request.method)) {
         throw operation
       }
+      if (isAnonymous(request, target.query)) {
+        request.s3Payload = 'anonymous'
+        return done()
+      }
       const auth = authenticate(
         {
           method: request.method,
@@ -135,11 +154,12 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
     url: '*',
     handler: async (request, reply) => {
       const target = request.s3Target!
-      const auth = request.s3Auth!
+      const auth = request.s3Auth
       const operation = request.s3Operation!
       if (operation instanceof S3Error) throw operation
-      const tenant = auth.principal
-      authorize(request, tenant, operation)
+      const principal: Principal = auth ? { kind: 'tenant', tenant: auth.principal } : { kind: 'anonymous' }
+      // The tenant whose bucket it is, and the bucket's name within it (a `<tenant-id>:` qualifier removed).
+      const { tenant, bucket } = authorize(core, request, principal, operation, target)
       const context: OpContext = {
         core,
         s3,
@@ -148,13 +168,13 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
         reply,
         tenant,
         auth,
-        bucket: target.bucket ?? '',
+        bucket,
         key: target.key ?? '',
         query: target.query,
         body: () => ({
           source: request.raw,
-          payload: auth.payload,
-          signing: auth.signing,
+          payload: auth?.payload ?? { kind: 'unsigned' },
+          ...(auth?.signing ? { signing: auth.signing } : {}),
           headers: request.headers,
           proceed: () => {
             // Node's own test for a continue expectation (the server's 'checkContinue'), so every

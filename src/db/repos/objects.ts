@@ -24,6 +24,11 @@ export interface ObjectInfo {
   checksum?: { algorithm: string; value: string; type?: ChecksumType }
   /** Multipart objects: part count (for `x-amz-mp-parts-count`). */
   parts?: number
+  /**
+   * The object's canned ACL (#26; services/public-access.ts), absent for `private`. Kept here, not
+   * in a column, so that it travels with the object's attributes into its versions.
+   */
+  acl?: string
 }
 
 /** A completed, live object of a bucket. */
@@ -105,6 +110,7 @@ export class ObjectsRepo {
          WHERE workspace_id = (SELECT id FROM workspaces WHERE tenant_id = ? AND slug = ? AND deleted_at IS NULL)
            AND object_key = ? AND deleted_at IS NULL AND status = 'completed'`,
       ),
+      setInfo: db.prepare<[string, string]>(`UPDATE files SET object_info = ? WHERE id = ? AND deleted_at IS NULL AND status = 'completed'`),
       liveIdByKey: db.prepare<[string, string], string>(`SELECT id FROM files WHERE workspace_id = ? AND object_key = ? AND deleted_at IS NULL`).pluck(),
       insert: db.prepare(
         `INSERT INTO files (id, tenant_id, workspace_id, original_name, file_type, status, size_bytes, declared_size, sha256,
@@ -149,6 +155,11 @@ export class ObjectsRepo {
   getInBucket(tenantId: string, slug: string, key: string): ObjectRow | undefined {
     const r = this.stmts.inBucket.get(tenantId, slug, key)
     return r && toObject(r)
+  }
+
+  /** Replaces a live object's attributes (PutObjectAcl); false when it is no longer live. */
+  setInfo(fileId: string, info: ObjectInfo): boolean {
+    return this.stmts.setInfo.run(JSON.stringify(info), fileId).changes === 1
   }
 
   /** The id of the live file (any status) holding `key`: the one a write to that key replaces. */
