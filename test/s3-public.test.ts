@@ -122,19 +122,37 @@ t.test('bucket policies: Deny wins over Allow (for the owner too), conditions on
   t.match(JSON.parse((await client.send(new GetBucketPolicyCommand({ Bucket: 'site' }))).Policy!), { Statement: [{ Sid: 'read' }, { Sid: 'hide' }] })
 
   await put([
-    { Effect: 'Allow', Principal: '*', Action: 's3:GetObject', Resource: 'arn:aws:s3:::site/*', Condition: { StringLike: { 'aws:Referer': 'https://example.com/*' } } },
+    {
+      Effect: 'Allow',
+      Principal: '*',
+      Action: 's3:GetObject',
+      Resource: 'arn:aws:s3:::site/*',
+      Condition: { StringLike: { 'aws:Referer': 'https://example.com/*' } },
+    },
   ])
   t.equal((await fetch(url('index.html'))).status, 403, 'no Referer')
   t.equal((await fetch(url('index.html'), { headers: { referer: 'https://evil.example/' } })).status, 403)
   t.equal((await fetch(url('index.html'), { headers: { referer: 'https://example.com/page' } })).status, 200)
 
-  await put([{ Effect: 'Allow', Principal: '*', Action: 's3:GetObject', Resource: 'arn:aws:s3:::site/*', Condition: { IpAddress: { 'aws:SourceIp': '10.0.0.0/8' } } }])
+  await put([
+    { Effect: 'Allow', Principal: '*', Action: 's3:GetObject', Resource: 'arn:aws:s3:::site/*', Condition: { IpAddress: { 'aws:SourceIp': '10.0.0.0/8' } } },
+  ])
   t.equal((await fetch(url('index.html'))).status, 403, '127.0.0.1 is outside 10.0.0.0/8')
   t.equal((await client.send(new GetBucketPolicyStatusCommand({ Bucket: 'site' }))).PolicyStatus?.IsPublic, false, 'limited to fixed addresses: not public')
-  await put([{ Effect: 'Allow', Principal: '*', Action: 's3:GetObject', Resource: 'arn:aws:s3:::site/*', Condition: { IpAddress: { 'aws:SourceIp': ['127.0.0.0/8', '::1/128'] } } }])
+  await put([
+    {
+      Effect: 'Allow',
+      Principal: '*',
+      Action: 's3:GetObject',
+      Resource: 'arn:aws:s3:::site/*',
+      Condition: { IpAddress: { 'aws:SourceIp': ['127.0.0.0/8', '::1/128'] } },
+    },
+  ])
   t.equal((await fetch(url('index.html'))).status, 200)
 
-  await put([{ Effect: 'Allow', Principal: '*', Action: ['s3:ListBucket'], Resource: 'arn:aws:s3:::site', Condition: { StringLike: { 's3:prefix': 'img/*' } } }])
+  await put([
+    { Effect: 'Allow', Principal: '*', Action: ['s3:ListBucket'], Resource: 'arn:aws:s3:::site', Condition: { StringLike: { 's3:prefix': 'img/*' } } },
+  ])
   t.equal((await fetch(`${endpoint}/${tenant.id}:site?list-type=2&prefix=img/`)).status, 200)
   t.equal((await fetch(`${endpoint}/${tenant.id}:site?list-type=2&prefix=private/`)).status, 403)
   t.equal((await fetch(`${endpoint}/${tenant.id}:site?list-type=2`)).status, 403)
@@ -183,8 +201,14 @@ t.test('the public access block: each setting as AWS honours it', async (t) => {
     BlockPublicPolicy: false,
     RestrictPublicBuckets: false,
   })
-  t.same(await s3Error(client.send(new PutObjectCommand({ Bucket: 'guarded', Key: 'new', Body: 'x', ACL: 'public-read' }))), { name: 'AccessDenied', status: 403 })
-  t.same(await s3Error(client.send(new PutObjectAclCommand({ Bucket: 'guarded', Key: 'old', ACL: 'authenticated-read' }))), { name: 'AccessDenied', status: 403 })
+  t.same(await s3Error(client.send(new PutObjectCommand({ Bucket: 'guarded', Key: 'new', Body: 'x', ACL: 'public-read' }))), {
+    name: 'AccessDenied',
+    status: 403,
+  })
+  t.same(await s3Error(client.send(new PutObjectAclCommand({ Bucket: 'guarded', Key: 'old', ACL: 'authenticated-read' }))), {
+    name: 'AccessDenied',
+    status: 403,
+  })
   t.same(await s3Error(client.send(new PutBucketAclCommand({ Bucket: 'guarded', ACL: 'public-read' }))), { name: 'AccessDenied', status: 403 })
   t.equal((await fetch(url)).status, 200, 'BlockPublicAcls refuses new public ACLs; existing ones still count')
 
@@ -227,7 +251,11 @@ t.test('COFFER_S3_BLOCK_PUBLIC_ACCESS=true blocks public access on every bucket'
   await reopened.client.send(new PutObjectAclCommand({ Bucket: 'blk', Key: 'k', ACL: 'public-read' }))
   t.equal((await fetch(`${reopened.endpoint}/${tenant.id}:blk/k`)).status, 200, 'without the setting the same object may be public')
   await reopened.close()
-  const blocked = await makeS3(t, { COFFER_S3_BLOCK_PUBLIC_ACCESS: 'true' }, { dir: ctx.dir, storeEnv: ctx.storeEnv, existing: { ...ctx.tenant, credentials: ctx.credentials } })
+  const blocked = await makeS3(
+    t,
+    { COFFER_S3_BLOCK_PUBLIC_ACCESS: 'true' },
+    { dir: ctx.dir, storeEnv: ctx.storeEnv, existing: { ...ctx.tenant, credentials: ctx.credentials } },
+  )
   t.equal((await fetch(`${blocked.endpoint}/${tenant.id}:blk/k`)).status, 403, 'and with it back, public no more')
 })
 
@@ -261,8 +289,12 @@ out['open_denied'] = err(lambda: anon.get_object(Bucket='boto-public', Key='open
 print(json.dumps(out))
 `
   // Asynchronously: the server answering boto3 runs in this process.
-  const { stdout: out } = await promisify(execFile)('/usr/bin/python3', ['-c', script, ctx.endpoint, ctx.credentials.accessKeyId, ctx.credentials.secretAccessKey], {
-    encoding: 'utf8',
-  })
+  const { stdout: out } = await promisify(execFile)(
+    '/usr/bin/python3',
+    ['-c', script, ctx.endpoint, ctx.credentials.accessKeyId, ctx.credentials.secretAccessKey],
+    {
+      encoding: 'utf8',
+    },
+  )
   t.same(JSON.parse(out), { open: 'hello', closed: 'AccessDenied', closed_by_policy: 'no', open_denied: 'AccessDenied' })
 })

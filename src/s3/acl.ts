@@ -34,7 +34,8 @@ interface Grant {
   permission: string
 }
 
-const notImplemented = (why: string) => new S3Error('NotImplemented', `${why} is not implemented by Coffer: only the grants of a canned ACL to the owner, AllUsers or AuthenticatedUsers`)
+const notImplemented = (why: string) =>
+  new S3Error('NotImplemented', `${why} is not implemented by Coffer: only the grants of a canned ACL to the owner, AllUsers or AuthenticatedUsers`)
 
 /** The canned ACL a set of grants amounts to (the owner always keeps FULL_CONTROL). */
 function cannedOf(grants: Grant[]): CannedAcl {

@@ -85,7 +85,10 @@ const refuse = (why: string): never => {
 
 /** `*` and `?` wildcards (IAM's, in actions, resources and StringLike) as an anchored expression. */
 function wildcard(pattern: string, flags = ''): RegExp {
-  const body = pattern.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')
+  const body = pattern
+    .replace(/[.+^${}()|[\]\\]/g, '\\$&')
+    .replace(/\*/g, '.*')
+    .replace(/\?/g, '.')
   return new RegExp(`^${body}$`, `s${flags}`)
 }
 
@@ -109,7 +112,8 @@ function principalOf(value: unknown, ownerId: string): Principal {
     if (kind !== 'AWS' && kind !== 'CanonicalUser') refuse(`Principal ${kind} is not supported by Coffer`)
     for (const id of strings(ids, 'Principal')) {
       if (id === '*' && kind === 'AWS') any = true
-      else if (id !== ownerId && id !== `arn:aws:iam::${ownerId}:root`) refuse(`Invalid principal in policy: ${id} is not this bucket's owner (Coffer grants no other account)`)
+      else if (id !== ownerId && id !== `arn:aws:iam::${ownerId}:root`)
+        refuse(`Invalid principal in policy: ${id} is not this bucket's owner (Coffer grants no other account)`)
     }
   }
   return any ? 'any' : 'owner'

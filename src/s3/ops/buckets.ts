@@ -44,11 +44,12 @@ export const bucketHandlers = {
       throw new S3Error('InvalidArgument', 'Invalid x-amz-object-ownership header', { ArgumentName: 'x-amz-object-ownership', ArgumentValue: ownership })
     }
     if (ownership === 'BucketOwnerEnforced' && acl !== undefined && acl !== 'private' && acl !== 'bucket-owner-full-control') {
-      throw new S3Error('InvalidBucketAclWithObjectOwnership', 'Bucket cannot have ACLs set with ObjectOwnership\'s BucketOwnerEnforced setting')
+      throw new S3Error('InvalidBucketAclWithObjectOwnership', "Bucket cannot have ACLs set with ObjectOwnership's BucketOwnerEnforced setting")
     }
+    const existed = s3.buckets.find(tenant.id, bucket) !== undefined
     const w = s3.buckets.create(tenant, bucket)
     // A bucket's ACL and ownership as created (#26); a re-create (200 in us-east-1) leaves them as they are.
-    if ((acl !== undefined && acl !== 'private') || ownership !== undefined) {
+    if (!existed && ((acl !== undefined && acl !== 'private') || ownership !== undefined)) {
       const doc = core.publicAccess.bucketAcl(w.id)
       core.publicAccess.putBucketAcl(w.id, { ...doc, ...(acl !== undefined ? { acl } : {}), ...(ownership !== undefined ? { ownership } : {}) })
     }

@@ -39,7 +39,8 @@ export const objectHandlers = {
     refuseUnsupported(request)
     // An ACL is never copied: the copy has the one this request asks for (AWS), private by default.
     const input = objectInput(request, tenant.id)
-    const info: ObjectInfo | { copy: true; acl?: string } = directive === 'REPLACE' ? { ...input, etag: '' } : { copy: true, ...(input.acl ? { acl: input.acl } : {}) }
+    const info: ObjectInfo | { copy: true; acl?: string } =
+      directive === 'REPLACE' ? { ...input, etag: '' } : { copy: true, ...(input.acl ? { acl: input.acl } : {}) }
     // The destination's own conditions are honoured, as AWS's CopyObject does, never ignored (#24).
     const row = s3.objects.copy(tenant, from, { bucket, key }, info, copyConditions(request), {
       ifMatch: header(request, 'if-match'),

@@ -29,7 +29,9 @@ export const policyHandlers = {
     const w = s3.buckets.resolve(tenant, bucket)
     const text = (
       await readSmallBody(body(), MAX_POLICY_BYTES).catch((err: unknown) => {
-        throw err instanceof S3Error && err.code === 'MaxMessageLengthExceeded' ? new S3Error('MalformedPolicy', `Policies must be at most ${MAX_POLICY_BYTES} bytes`) : err
+        throw err instanceof S3Error && err.code === 'MaxMessageLengthExceeded'
+          ? new S3Error('MalformedPolicy', `Policies must be at most ${MAX_POLICY_BYTES} bytes`)
+          : err
       })
     ).toString('utf8')
     let publicPolicy: boolean
