@@ -83,7 +83,8 @@ const scopeOf = (target: Target): Scope => (target.bucket === undefined ? 'servi
 async function registerS3RateLimit(app: FastifyInstance, core: Core): Promise<void> {
   await registerTenantRateLimit(app, core.config, core.rateBudget, {
     // The API's keys (`tenant:<id>`): one budget for a tenant on either front.
-    key: (request) => (request.s3TenantId === undefined ? '' : `tenant:${request.s3TenantId}`),
+    // An anonymous request (#26) is counted by its client address, as the API's unproven requests are.
+    key: (request) => (request.s3TenantId !== undefined ? `tenant:${request.s3TenantId}` : request.s3Payload === 'anonymous' ? `ip:${request.ip}` : ''),
     refusal: (context) =>
       new S3Error(
         'SlowDown',
