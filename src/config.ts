@@ -158,6 +158,22 @@ const OPTIONS = {
     hint: 'on or off',
     help: 'Accept S3 Signature Version 2 (AWS CLI v1 presign, s3cmd signature_v2), header and presigned; off answers it as SigV4-only AWS regions do',
   },
+  s3BlockPublicAccess: {
+    env: 'COFFER_S3_BLOCK_PUBLIC_ACCESS',
+    flag: undefined,
+    def: 'false',
+    schema: Type.Boolean(),
+    hint: 'true or false',
+    help: 'Block public access to every bucket (all four public access block settings on, whatever a bucket says)',
+  },
+  s3AnonymousBucketNames: {
+    env: 'COFFER_S3_ANONYMOUS_BUCKET_NAMES',
+    flag: undefined,
+    def: 'qualified',
+    schema: Type.Union([Type.Literal('qualified'), Type.Literal('unique')]),
+    hint: 'qualified or unique',
+    help: 'How anonymous and cross-tenant S3 requests name a bucket: <tenant-id>:<bucket> only, or also a plain name held by exactly one tenant',
+  },
   s3MaxObjectBytes: {
     env: 'COFFER_S3_MAX_OBJECT_BYTES',
     flag: undefined,

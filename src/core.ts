@@ -48,6 +48,7 @@ import { loadMasterKey } from './lib/encryption-keys'
 import { encryptedStore, openEncryption } from './services/encryption'
 import { BucketEncryptionService } from './services/bucket-encryption'
 import { BucketCorsService } from './services/bucket-cors'
+import { PublicAccessService } from './services/public-access'
 
 /**
  * The composition root: every service built from one config, for the fronts (HTTP routes, CLI
@@ -86,6 +87,8 @@ export interface Core {
   readonly bucketEncryption: BucketEncryptionService
   /** Buckets' CORS rules (the 'cors' configuration document) and their matching. */
   readonly bucketCors: BucketCorsService
+  /** What buckets make public: canned ACLs, policies, public access blocks (#26). */
+  readonly publicAccess: PublicAccessService
   close(): void
 }
 
@@ -247,6 +250,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     bucketConfigs,
     bucketEncryption: new BucketEncryptionService(bucketConfigs, encryption !== undefined),
     bucketCors: new BucketCorsService(bucketConfigs),
+    publicAccess: new PublicAccessService(bucketConfigs, config.s3BlockPublicAccess),
     close() {
       if (closed) return
       closed = true

@@ -1,7 +1,6 @@
-// ACLs (#24, found by ceph/s3-tests): Coffer has no grants, so the ACL operations answer that
-// truth (the owner with FULL_CONTROL) and accept the canned `private` that changes nothing; any
-// grant to someone else is 501, never pretended; an x-amz-acl that names no canned ACL is 400
-// InvalidArgument wherever it is read, as AWS answers it.
+// ACLs (#24, #26): canned ACLs are stored and answered as the grants AWS lists for them; a grant
+// no canned ACL expresses (another tenant, an e-mail, public-read-write) is 501, never pretended;
+// an x-amz-acl that names no canned ACL is 400 InvalidArgument wherever it is read, as AWS answers it.
 import t from 'tap'
 import {
   CreateBucketCommand,
@@ -12,7 +11,6 @@ import {
   PutBucketAclCommand,
   PutObjectAclCommand,
   PutObjectCommand,
-  type BucketCannedACL,
 } from '@aws-sdk/client-s3'
 import { makeS3, s3Error, sendSigned } from './s3-helper'
 
@@ -39,42 +37,63 @@ t.test('GetBucketAcl / GetObjectAcl: the owner with FULL_CONTROL, nothing else',
   t.same(await s3Error(client.send(new GetObjectAclCommand({ Bucket: 'acls', Key: 'missing' }))), { name: 'NoSuchKey', status: 404 })
 })
 
-t.test('PutBucketAcl / PutObjectAcl with the canned private ACL are no-ops; any grant is 501', async (t) => {
+t.test('PutBucketAcl / PutObjectAcl: canned ACLs and the grants they amount to; any other grant is 501 (#26)', async (t) => {
   const ctx = await makeS3(t)
   const { client, tenant } = ctx
   await client.send(new CreateBucketCommand({ Bucket: 'acls' }))
   await client.send(new PutObjectCommand({ Bucket: 'acls', Key: 'k', Body: 'content' }))
-  t.equal((await client.send(new PutBucketAclCommand({ Bucket: 'acls', ACL: 'private' }))).$metadata.httpStatusCode, 200)
-  t.equal((await client.send(new PutObjectAclCommand({ Bucket: 'acls', Key: 'k', ACL: 'private' }))).$metadata.httpStatusCode, 200)
-  t.equal((await client.send(new PutObjectAclCommand({ Bucket: 'acls', Key: 'k', ACL: 'bucket-owner-full-control' }))).$metadata.httpStatusCode, 200)
+  const grants = async (p: Promise<{ Grants?: { Grantee?: { Type?: string; ID?: string; URI?: string }; Permission?: string }[] }>) =>
+    (await p).Grants?.map((g) => `${g.Grantee?.Type}:${g.Grantee?.ID ?? g.Grantee?.URI}:${g.Permission}`)
+  const ownerGrant = `CanonicalUser:${tenant.id}:FULL_CONTROL`
+  const allUsers = 'http://acs.amazonaws.com/groups/global/AllUsers'
+  const authUsers = 'http://acs.amazonaws.com/groups/global/AuthenticatedUsers'
+  const bucketAcl = () => grants(client.send(new GetBucketAclCommand({ Bucket: 'acls' })))
+  const objectAcl = () => grants(client.send(new GetObjectAclCommand({ Bucket: 'acls', Key: 'k' })))
+
+  t.equal((await client.send(new PutBucketAclCommand({ Bucket: 'acls', ACL: 'public-read' }))).$metadata.httpStatusCode, 200)
+  t.same(await bucketAcl(), [`Group:${allUsers}:READ`, ownerGrant])
+  await client.send(new PutBucketAclCommand({ Bucket: 'acls', GrantRead: `uri="${authUsers}"` }))
+  t.same(await bucketAcl(), [`Group:${authUsers}:READ`, ownerGrant], 'a grant header read as the canned ACL it is')
+  await client.send(new PutBucketAclCommand({ Bucket: 'acls', ACL: 'private' }))
+  t.same(await bucketAcl(), [ownerGrant])
+  await client.send(
+    new PutObjectAclCommand({
+      Bucket: 'acls',
+      Key: 'k',
+      AccessControlPolicy: {
+        Owner: { ID: tenant.id },
+        Grants: [
+          { Grantee: { Type: 'CanonicalUser', ID: tenant.id }, Permission: 'FULL_CONTROL' },
+          { Grantee: { Type: 'Group', URI: allUsers }, Permission: 'READ' },
+        ],
+      },
+    }),
+  )
+  t.same(await objectAcl(), [`Group:${allUsers}:READ`, ownerGrant], 'an AccessControlPolicy body')
+  await client.send(new PutObjectAclCommand({ Bucket: 'acls', Key: 'k', ACL: 'bucket-owner-full-control' }))
+  t.same(await objectAcl(), [ownerGrant], 'bucket-owner-full-control is private: the bucket owner owns every object')
   t.equal(await (await client.send(new GetObjectCommand({ Bucket: 'acls', Key: 'k' }))).Body!.transformToString(), 'content', 'the object is untouched')
 
   const refused = [
-    client.send(new PutBucketAclCommand({ Bucket: 'acls', ACL: 'public-read' })),
-    client.send(new PutBucketAclCommand({ Bucket: 'acls', ACL: 'bucket-owner-full-control' as BucketCannedACL })),
-    client.send(new PutBucketAclCommand({ Bucket: 'acls', GrantRead: 'uri="http://acs.amazonaws.com/groups/global/AllUsers"' })),
+    client.send(new PutBucketAclCommand({ Bucket: 'acls', GrantRead: 'id="someone-else"' })),
+    client.send(new PutBucketAclCommand({ Bucket: 'acls', GrantRead: 'emailAddress="a@example.com"' })),
     client.send(new PutObjectAclCommand({ Bucket: 'acls', Key: 'k', ACL: 'public-read-write' })),
-    client.send(new PutObjectAclCommand({ Bucket: 'acls', Key: 'k', ACL: 'private', GrantRead: 'id="someone-else"' })),
-    // A policy body, even one that grants the owner alone, is not read as "private".
+    client.send(new PutObjectAclCommand({ Bucket: 'acls', Key: 'k', GrantWriteACP: `uri="${allUsers}"` })),
+    client.send(new PutObjectAclCommand({ Bucket: 'acls', Key: 'k', GrantRead: `id="${tenant.id}"` })),
     client.send(
       new PutBucketAclCommand({
         Bucket: 'acls',
-        AccessControlPolicy: {
-          Owner: { ID: tenant.id },
-          Grants: [{ Grantee: { Type: 'Group', URI: 'http://acs.amazonaws.com/groups/global/AllUsers' }, Permission: 'READ' }],
-        },
-      }),
-    ),
-    client.send(
-      new PutObjectAclCommand({
-        Bucket: 'acls',
-        Key: 'k',
-        AccessControlPolicy: { Owner: { ID: tenant.id }, Grants: [{ Grantee: { Type: 'CanonicalUser', ID: tenant.id }, Permission: 'FULL_CONTROL' }] },
+        AccessControlPolicy: { Owner: { ID: tenant.id }, Grants: [{ Grantee: { Type: 'CanonicalUser', ID: 'another-tenant' }, Permission: 'READ' }] },
       }),
     ),
   ]
   for (const [i, p] of refused.entries()) t.same(await s3Error(p), { name: 'NotImplemented', status: 501 }, `refused ${i}`)
-  t.equal((await send(ctx, { method: 'PUT', path: '/acls', query: { acl: '' } })).status, 501, 'no ACL at all')
+  t.same(await objectAcl(), [ownerGrant], 'nothing refused was applied')
+  t.same(await s3Error(client.send(new PutObjectAclCommand({ Bucket: 'acls', Key: 'k', ACL: 'private', GrantRead: `uri="${allUsers}"` }))), {
+    name: 'InvalidRequest',
+    status: 400,
+  })
+  t.equal((await send(ctx, { method: 'PUT', path: '/acls', query: { acl: '' } })).status, 400, 'no ACL at all')
   t.same(await s3Error(client.send(new PutObjectAclCommand({ Bucket: 'acls', Key: 'missing', ACL: 'private' }))), { name: 'NoSuchKey', status: 404 })
   t.same(await s3Error(client.send(new PutBucketAclCommand({ Bucket: 'missing', ACL: 'private' }))), { name: 'NoSuchBucket', status: 404 })
 })

@@ -327,7 +327,8 @@ t.test('CopyObject and the other writes refuse options Coffer does not implement
   const refused: Record<string, string>[] = [
     { 'x-amz-server-side-encryption': 'AES256' },
     { 'x-amz-server-side-encryption': 'aws:kms', 'x-amz-server-side-encryption-aws-kms-key-id': 'k' },
-    { 'x-amz-acl': 'public-read' },
+    // Anyone may write: no anonymous writes are built (#26).
+    { 'x-amz-acl': 'public-read-write' },
     { 'x-amz-tagging': 'a=b', 'x-amz-tagging-directive': 'REPLACE' },
     { 'x-amz-tagging-directive': 'REPLACE' },
     { 'x-amz-storage-class': 'GLACIER' },
@@ -378,8 +379,10 @@ t.test('CopyObject and the other writes refuse options Coffer does not implement
   t.equal((await send(ctx, { method: 'PUT', path: '/copy/owned', headers: sourceOwner })).status, 403)
   t.equal((await send(ctx, { method: 'PUT', path: '/copy/owned', headers: { 'x-amz-expected-bucket-owner': ctx.tenant.id }, payload: 'x' })).status, 200)
   t.equal((await client.send(new ListObjectsV2Command({ Bucket: 'copy', ExpectedBucketOwner: ctx.tenant.id }))).KeyCount, 3)
-  t.equal((await send(ctx, { method: 'PUT', path: '/newbucket', headers: { 'x-amz-object-ownership': 'ObjectWriter' } })).status, 501)
-  t.equal((await send(ctx, { method: 'PUT', path: '/newbucket', headers: { 'x-amz-object-ownership': 'BucketOwnerEnforced' } })).status, 200)
+  // Object ownership is stored (#26): all three settings are accepted, nothing else is.
+  t.equal((await send(ctx, { method: 'PUT', path: '/newbucket', headers: { 'x-amz-object-ownership': 'Whoever' } })).status, 400)
+  t.equal((await send(ctx, { method: 'PUT', path: '/newbucket', headers: { 'x-amz-object-ownership': 'ObjectWriter' } })).status, 200)
+  t.equal((await send(ctx, { method: 'PUT', path: '/newbucket2', headers: { 'x-amz-object-ownership': 'BucketOwnerEnforced' } })).status, 200)
 })
 
 t.test('DeleteObjects requires Content-MD5 or a checksum of its body, and verifies it', async (t) => {

@@ -526,4 +526,14 @@ INSERT INTO object_versions (workspace_id, object_key, version_id, seq, tenant_i
   WHERE deleted_at IS NULL AND status = 'completed' AND workspace_id IS NOT NULL AND object_key IS NOT NULL;
 `,
   },
+  {
+    version: 18,
+    name: 's3: live buckets by name across tenants',
+    sql: `
+-- Anonymous S3 requests with COFFER_S3_ANONYMOUS_BUCKET_NAMES=unique name a bucket without its
+-- tenant: it resolves only when exactly one tenant has a live bucket of that name (#26). Read
+-- with LIMIT 2 on every such request, so by index, never by scanning every workspace.
+CREATE INDEX workspaces_live_slug ON workspaces (slug) WHERE deleted_at IS NULL;
+`,
+  },
 ]

@@ -1,68 +1,174 @@
+import type { FastifyRequest } from 'fastify'
+import { CANNED_ACLS, isPublicAcl, type CannedAcl, type PublicAccessService } from '../services/public-access'
 import { S3Error } from './errors'
-import { S3_NS, esc } from './xml'
+import { S3_NS, childOf, esc, parseXml, textOf } from './xml'
 
 /**
- * ACLs (bucket configuration family, architecture.md). Coffer has no grants: every bucket and
- * object is its tenant's alone, which is the canned ACL `private` (and, for an object, whose owner
- * is the bucket's, `bucket-owner-full-control`). So the ACL operations answer that truth and accept
- * what does not change it; anything that would grant someone else is 501, never pretended (#24).
+ * ACLs on the wire (#26; what they mean is services/public-access.ts). Coffer stores a canned ACL
+ * per bucket and per object. A request may say it as `x-amz-acl`, as `x-amz-grant-*` headers or as
+ * an AccessControlPolicy body: grants are read back into the canned ACL they amount to, and a grant
+ * no canned ACL expresses (to another tenant, by e-mail, WRITE_ACP to everyone, …) is 501, never
+ * pretended. `public-read-write` would let anyone write: Coffer builds no anonymous writes, so it
+ * is 501 too.
  */
 
-/** AWS's canned ACLs (S3 User Guide, "Canned ACL"). */
-const CANNED_ACLS = new Set([
-  'private',
-  'public-read',
-  'public-read-write',
-  'aws-exec-read',
-  'authenticated-read',
-  'bucket-owner-read',
-  'bucket-owner-full-control',
-  'log-delivery-write',
-])
+const ALL_USERS = 'http://acs.amazonaws.com/groups/global/AllUsers'
+const AUTHENTICATED_USERS = 'http://acs.amazonaws.com/groups/global/AuthenticatedUsers'
 
-/** The canned ACLs that are exactly what a Coffer bucket or object already is. */
-const NO_OP_ACLS = { bucket: new Set(['private']), object: new Set(['private', 'bucket-owner-full-control']) }
+/** AWS's canned ACLs, including those Coffer does not implement (their names are no client error). */
+const AWS_CANNED = new Set<string>([...CANNED_ACLS, 'aws-exec-read', 'log-delivery-write'])
 
 /**
  * An `x-amz-acl` that names no canned ACL (`public-ready`) is 400 InvalidArgument, as AWS and RGW
  * answer it, checked before any refusal of what Coffer does not implement (which would be 501).
  */
 export function checkCannedAcl(value: string | undefined): void {
-  if (value !== undefined && !CANNED_ACLS.has(value)) {
+  if (value !== undefined && !AWS_CANNED.has(value)) {
     throw new S3Error('InvalidArgument', 'The x-amz-acl header does not name a canned ACL', { ArgumentName: 'x-amz-acl', ArgumentValue: value })
   }
 }
 
-/** Whether the canned ACL a write asks for (if any) is what every Coffer object and bucket has. */
-export function isNoOpAcl(value: string | undefined, kind: 'bucket' | 'object'): boolean {
-  return value === undefined || NO_OP_ACLS[kind].has(value)
+type Grantee = 'owner' | 'all' | 'authenticated'
+interface Grant {
+  grantee: Grantee
+  permission: string
+}
+
+const notImplemented = (why: string) =>
+  new S3Error('NotImplemented', `${why} is not implemented by Coffer: only the grants of a canned ACL to the owner, AllUsers or AuthenticatedUsers`)
+
+/** The canned ACL a set of grants amounts to (the owner always keeps FULL_CONTROL). */
+function cannedOf(grants: Grant[]): CannedAcl {
+  // The owner always has FULL_CONTROL here: an ACL granting it less cannot be honoured.
+  const lesser = grants.find((g) => g.grantee === 'owner' && g.permission !== 'FULL_CONTROL')
+  if (lesser) throw notImplemented(`The owner's ${lesser.permission} alone (the owner always has FULL_CONTROL)`)
+  const rest = new Set(grants.filter((g) => g.grantee !== 'owner').map((g) => `${g.grantee}:${g.permission}`))
+  const is = (...want: string[]) => rest.size === want.length && want.every((w) => rest.has(w))
+  if (is()) return 'private'
+  if (is('all:READ')) return 'public-read'
+  if (is('authenticated:READ')) return 'authenticated-read'
+  throw notImplemented(`The grants ${[...rest].join(', ')}`)
+}
+
+function granteeOf(ownerId: string, kind: 'id' | 'uri' | 'email', value: string): Grantee {
+  if (kind === 'id' && value === ownerId) return 'owner'
+  if (kind === 'uri' && value === ALL_USERS) return 'all'
+  if (kind === 'uri' && value === AUTHENTICATED_USERS) return 'authenticated'
+  if (kind === 'uri') throw new S3Error('InvalidArgument', `Invalid group uri: ${value}`)
+  throw notImplemented(`A grant to ${kind === 'email' ? 'an e-mail address' : `the canonical user ${value}`} (another account)`)
+}
+
+const GRANT_HEADERS: Record<string, string> = {
+  'x-amz-grant-read': 'READ',
+  'x-amz-grant-write': 'WRITE',
+  'x-amz-grant-read-acp': 'READ_ACP',
+  'x-amz-grant-write-acp': 'WRITE_ACP',
+  'x-amz-grant-full-control': 'FULL_CONTROL',
+}
+
+/** `x-amz-grant-read: uri="http://…/AllUsers", id="…"`. */
+function headerGrants(request: Pick<FastifyRequest, 'headers'>, ownerId: string): Grant[] | undefined {
+  const grants: Grant[] = []
+  let any = false
+  for (const [name, permission] of Object.entries(GRANT_HEADERS)) {
+    const raw = request.headers[name]
+    if (raw === undefined) continue
+    any = true
+    for (const item of (Array.isArray(raw) ? raw.join(',') : raw).split(',')) {
+      const m = /^\s*(id|uri|emailAddress)\s*=\s*"?([^"]*)"?\s*$/i.exec(item)
+      if (!m) throw new S3Error('InvalidArgument', `Invalid ${name} value`)
+      const kind = m[1]!.toLowerCase() === 'emailaddress' ? 'email' : (m[1]!.toLowerCase() as 'id' | 'uri')
+      grants.push({ grantee: granteeOf(ownerId, kind, m[2]!), permission })
+    }
+  }
+  return any ? grants : undefined
 }
 
 /**
- * PutBucketAcl / PutObjectAcl: the header form with a canned ACL that is Coffer's state is a
- * no-op (200). Grants (`x-amz-grant-*`), an `AccessControlPolicy` body, another canned ACL, or no
- * ACL at all are 501: Coffer cannot grant, and an ACL body is not read to find out that it grants
- * nothing.
+ * The canned ACL a write's headers ask for (x-amz-acl or x-amz-grant-*), or undefined when they
+ * ask for none. Both at once is InvalidRequest, as AWS answers it.
  */
-export function checkPutAcl(headers: Record<string, string | string[] | undefined>, bodyBytes: number, kind: 'bucket' | 'object'): void {
-  const canned = headers['x-amz-acl']
-  const value = Array.isArray(canned) ? canned.join(',') : canned
-  checkCannedAcl(value)
-  const grants = Object.keys(headers).filter((h) => h.startsWith('x-amz-grant-'))
-  if (value === undefined || !isNoOpAcl(value, kind) || grants.length > 0 || bodyBytes > 0) {
-    throw new S3Error(
-      'NotImplemented',
-      `Coffer implements no ACL grants: only the canned ACL ${[...NO_OP_ACLS[kind]].join(' or ')} (the x-amz-acl header, no body), which every ${kind} already has`,
-    )
+export function requestedAcl(request: Pick<FastifyRequest, 'headers'>, ownerId: string): CannedAcl | undefined {
+  const raw = request.headers['x-amz-acl']
+  const canned = Array.isArray(raw) ? raw.join(',') : raw
+  checkCannedAcl(canned)
+  const grants = headerGrants(request, ownerId)
+  if (canned !== undefined && grants !== undefined) {
+    throw new S3Error('InvalidRequest', 'Specifying both Canned ACLs and Header Grants is not allowed')
   }
+  if (grants !== undefined) return cannedOf(grants)
+  if (canned === undefined) return undefined
+  if (!(CANNED_ACLS as readonly string[]).includes(canned) || canned === 'public-read-write') {
+    throw new S3Error('NotImplemented', `The canned ACL ${canned} is not implemented by Coffer (it would let anyone write, or deliver logs)`)
+  }
+  return canned as CannedAcl
 }
 
-/** GetBucketAcl / GetObjectAcl: the owner (the tenant) with FULL_CONTROL, and no other grant. */
-export function ownerOnlyAcl(owner: { ID: string; DisplayName: string }): string {
+/** An AccessControlPolicy body (PutBucketAcl / PutObjectAcl) as the canned ACL it amounts to. */
+export function aclOfBody(body: Buffer, ownerId: string): CannedAcl {
+  const doc = childOf(parseXml(body), 'AccessControlPolicy')
+  const malformedAcl = () => new S3Error('MalformedACLError', 'The XML you provided was not well-formed or did not validate against our published schema')
+  if (!doc) throw malformedAcl()
+  const ownerIdGiven = textOf(childOf(doc, 'Owner'), 'ID')
+  if (ownerIdGiven !== undefined && ownerIdGiven !== ownerId) throw new S3Error('AccessDenied', 'Access Denied')
+  const list = childOf(doc, 'AccessControlList')
+  if (!list) throw malformedAcl()
+  const raw = list.Grant
+  const items = (Array.isArray(raw) ? raw : raw === undefined ? [] : [raw]) as unknown[]
+  const grants = items.map((g): Grant => {
+    const grantee = childOf(g, 'Grantee')
+    const permission = textOf(g, 'Permission')
+    if (!grantee || !permission || !['READ', 'WRITE', 'READ_ACP', 'WRITE_ACP', 'FULL_CONTROL'].includes(permission)) throw malformedAcl()
+    const id = textOf(grantee, 'ID')
+    const uri = textOf(grantee, 'URI')
+    const email = textOf(grantee, 'EmailAddress')
+    const who =
+      id !== undefined
+        ? granteeOf(ownerId, 'id', id)
+        : uri !== undefined
+          ? granteeOf(ownerId, 'uri', uri)
+          : email !== undefined
+            ? granteeOf(ownerId, 'email', email)
+            : (() => {
+                throw malformedAcl()
+              })()
+    return { grantee: who, permission }
+  })
+  return cannedOf(grants)
+}
+
+/** GetBucketAcl / GetObjectAcl: the grants AWS lists for that canned ACL. */
+export function aclXml(owner: { ID: string; DisplayName: string }, acl: CannedAcl): string {
   const who = `<ID>${esc(owner.ID)}</ID><DisplayName>${esc(owner.DisplayName)}</DisplayName>`
+  const grant = (grantee: string, type: string, permission: string) =>
+    `<Grant><Grantee xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:type="${type}">${grantee}</Grantee><Permission>${permission}</Permission></Grant>`
+  const group = (uri: string, permission: string) => grant(`<URI>${uri}</URI>`, 'Group', permission)
+  const extra =
+    acl === 'public-read'
+      ? group(ALL_USERS, 'READ')
+      : acl === 'public-read-write'
+        ? group(ALL_USERS, 'READ') + group(ALL_USERS, 'WRITE')
+        : acl === 'authenticated-read'
+          ? group(AUTHENTICATED_USERS, 'READ')
+          : ''
   return (
-    `<?xml version="1.0" encoding="UTF-8"?>\n<AccessControlPolicy xmlns="${S3_NS}"><Owner>${who}</Owner><AccessControlList><Grant>` +
-    `<Grantee xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:type="CanonicalUser">${who}</Grantee>` +
-    `<Permission>FULL_CONTROL</Permission></Grant></AccessControlList></AccessControlPolicy>`
+    `<?xml version="1.0" encoding="UTF-8"?>\n<AccessControlPolicy xmlns="${S3_NS}"><Owner>${who}</Owner><AccessControlList>` +
+    // Group grants first, as RGW lists them (ceph/s3-tests' check_grants relies on that order).
+    extra +
+    grant(who, 'CanonicalUser', 'FULL_CONTROL') +
+    `</AccessControlList></AccessControlPolicy>`
   )
+}
+
+/**
+ * Whether a bucket takes this ACL (#26): a public one is AccessDenied under BlockPublicAcls (the
+ * bucket's or the server's), and with ACLs disabled (BucketOwnerEnforced) any but the owner's full
+ * control is AccessControlListNotSupported, as AWS answers both.
+ */
+export function checkAclWrite(publicAccess: PublicAccessService, workspaceId: string | undefined, acl: CannedAcl | undefined): void {
+  if (acl === undefined) return
+  if (isPublicAcl(acl) && publicAccess.block(workspaceId).blockPublicAcls) throw new S3Error('AccessDenied', 'Access Denied')
+  if (workspaceId !== undefined && publicAccess.aclsDisabled(workspaceId) && acl !== 'private' && acl !== 'bucket-owner-full-control') {
+    throw new S3Error('AccessControlListNotSupported', 'The bucket does not allow ACLs')
+  }
 }

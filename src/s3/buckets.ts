@@ -109,6 +109,16 @@ export class S3Buckets {
       .sort((a, b) => (a.slug < b.slug ? -1 : 1))
   }
 
+  /** The tenant's live bucket of that name, if any. */
+  find(tenantId: string, name: string): Workspace | undefined {
+    return isBucketName(name) ? this.deps.workspaces.getBySlug(tenantId, name) : undefined
+  }
+
+  /** Up to two live buckets of that name, of any tenant (anonymous plain names, #26). */
+  findAnyTenant(name: string): Workspace[] {
+    return isBucketName(name) ? this.deps.workspaces.bySlugAnyTenant(name) : []
+  }
+
   resolve(tenant: AuthenticatedTenant, name: string): Workspace {
     const w = isBucketName(name) ? this.deps.workspaces.getBySlug(tenant.id, name) : undefined
     if (!w) throw new S3Error('NoSuchBucket', 'The specified bucket does not exist', { BucketName: name })

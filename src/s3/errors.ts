@@ -5,6 +5,7 @@ import { AppError, STORE_RETRY_AFTER_SECONDS } from '../errors'
  * "Error responses"). The one table for the S3 front, as http/error-handler.ts is for the API.
  */
 export const S3_ERRORS = {
+  AccessControlListNotSupported: 400,
   AccessDenied: 403,
   // A preflight no CORS rule allows (AWS's code for it).
   AccessForbidden: 403,
@@ -22,6 +23,7 @@ export const S3_ERRORS = {
   InternalError: 500,
   InvalidAccessKeyId: 403,
   InvalidArgument: 400,
+  InvalidBucketAclWithObjectOwnership: 400,
   InvalidBucketName: 400,
   InvalidDigest: 400,
   InvalidLocationConstraint: 400,
@@ -31,6 +33,8 @@ export const S3_ERRORS = {
   InvalidRange: 416,
   InvalidRequest: 400,
   KeyTooLongError: 400,
+  MalformedACLError: 400,
+  MalformedPolicy: 400,
   MalformedXML: 400,
   MalformedPOSTRequest: 400,
   MaxMessageLengthExceeded: 400,
@@ -41,6 +45,8 @@ export const S3_ERRORS = {
   MissingSecurityHeader: 400,
   NoSuchBucket: 404,
   NoSuchCORSConfiguration: 404,
+  NoSuchBucketPolicy: 404,
+  NoSuchPublicAccessBlockConfiguration: 404,
   NoSuchKey: 404,
   NoSuchUpload: 404,
   NoSuchVersion: 404,
@@ -53,6 +59,7 @@ export const S3_ERRORS = {
   ServiceUnavailable: 503,
   SignatureDoesNotMatch: 403,
   SlowDown: 503,
+  UnexpectedContent: 400,
   XAmzContentSHA256Mismatch: 400,
   InsufficientStorage: 507,
 } as const satisfies Record<string, number>

@@ -451,7 +451,8 @@ export class S3Objects {
     tenant: AuthenticatedTenant,
     from: { bucket: string; key: string; versionId?: string | undefined },
     to: { bucket: string; key: string },
-    info: ObjectInfo | 'copy',
+    /** The destination's attributes, or the source's (the COPY directive) with the request's ACL. */
+    info: ObjectInfo | { copy: true; acl?: string },
     check: (source: ObjectRow) => void,
     /** The destination's If-Match / If-None-Match, as PutObject's (AWS's conditional CopyObject). */
     conditions: { ifMatch?: string | undefined; ifNoneMatch?: string | undefined } = {},
@@ -464,9 +465,11 @@ export class S3Objects {
         check(source)
         const target = this.buckets.resolve(tenant, to.bucket)
         checkWriteConditions(conditions, this.deps.objects.get(target.id, to.key))
-        const sourceInfo: ObjectInfo = source.info ?? { etag: etagOf(source), contentType: source.fileType, meta: {} }
+        const { acl: _sourceAcl, ...sourceInfo }: ObjectInfo = source.info ?? { etag: etagOf(source), contentType: source.fileType, meta: {} }
         const finalInfo: ObjectInfo =
-          info === 'copy' ? sourceInfo : { ...info, etag: sourceInfo.etag, ...(sourceInfo.parts ? { parts: sourceInfo.parts } : {}) }
+          'copy' in info
+            ? { ...sourceInfo, ...(info.acl ? { acl: info.acl } : {}) }
+            : { ...info, etag: sourceInfo.etag, ...(sourceInfo.parts ? { parts: sourceInfo.parts } : {}) }
         const row = this.replace(tenant, target, to.key, source.sha256, source.size, finalInfo)
         // The copy keeps the source's parts count, so it keeps the layout that partNumber reads (#24).
         if (finalInfo.parts !== undefined) this.deps.objects.copyParts(source.fileId, row.fileId)

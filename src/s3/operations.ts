@@ -88,6 +88,9 @@ export const OPERATIONS = [
     sub: 'uploads',
     params: ['prefix', 'delimiter', 'max-uploads', 'key-marker', 'upload-id-marker', 'encoding-type'],
   },
+  { name: 'GetBucketPolicy', method: 'GET', on: 'bucket', action: 's3:GetBucketPolicy', sub: 'policy' },
+  { name: 'GetBucketPolicyStatus', method: 'GET', on: 'bucket', action: 's3:GetBucketPolicyStatus', sub: 'policyStatus' },
+  { name: 'GetPublicAccessBlock', method: 'GET', on: 'bucket', action: 's3:GetBucketPublicAccessBlock', sub: 'publicAccessBlock' },
   // `list-type` makes a listing V2 (its value must be 2: the handler says so); the IAM action is the same.
   { name: 'ListObjectsV2', method: 'GET', on: 'bucket', action: 's3:ListBucket', sub: 'list-type', params: LIST_PARAMS },
   { name: 'ListObjects', method: 'GET', on: 'bucket', action: 's3:ListBucket', params: LIST_PARAMS },
@@ -97,8 +100,13 @@ export const OPERATIONS = [
   // The IAM action of deleting it is the one of putting it (Service Authorization Reference).
   { name: 'DeleteBucketEncryption', method: 'DELETE', on: 'bucket', action: 's3:PutEncryptionConfiguration', sub: 'encryption' },
   { name: 'PutBucketVersioning', method: 'PUT', on: 'bucket', action: 's3:PutBucketVersioning', sub: 'versioning' },
+  { name: 'PutBucketPolicy', method: 'PUT', on: 'bucket', action: 's3:PutBucketPolicy', sub: 'policy' },
+  { name: 'PutPublicAccessBlock', method: 'PUT', on: 'bucket', action: 's3:PutBucketPublicAccessBlock', sub: 'publicAccessBlock' },
   { name: 'CreateBucket', method: 'PUT', on: 'bucket', action: 's3:CreateBucket' },
   { name: 'DeleteBucketCors', method: 'DELETE', on: 'bucket', action: 's3:PutBucketCORS', sub: 'cors' },
+  { name: 'DeleteBucketPolicy', method: 'DELETE', on: 'bucket', action: 's3:DeleteBucketPolicy', sub: 'policy' },
+  // AWS authorizes DeletePublicAccessBlock with the action that puts one.
+  { name: 'DeletePublicAccessBlock', method: 'DELETE', on: 'bucket', action: 's3:PutBucketPublicAccessBlock', sub: 'publicAccessBlock' },
   { name: 'DeleteBucket', method: 'DELETE', on: 'bucket', action: 's3:DeleteBucket' },
   { name: 'DeleteObjects', method: 'POST', on: 'bucket', action: 's3:DeleteObject', sub: 'delete' },
   // A browser's form upload (POST Object): authenticated by its form fields, not by the request (post-object.ts).
@@ -131,6 +139,9 @@ export const OPERATIONS = [
 ] as const satisfies readonly OperationRow[]
 
 export type OperationName = (typeof OPERATIONS)[number]['name']
+
+/** Every IAM action an operation has: what a bucket policy's actions are checked against (#26). */
+export const ACTIONS: readonly string[] = [...new Set(OPERATIONS.map((o) => o.action as string))]
 
 /** Query parameters that never select an operation: signing (SigV4's, and SigV2's presigned three), the SDK's operation hint. */
 const NEUTRAL_PARAM = /^(X-Amz-|x-amz-|x-id$|AWSAccessKeyId$|Signature$|Expires$)/

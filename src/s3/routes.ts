@@ -5,7 +5,7 @@ import type { AuthenticatedTenant } from '../db/repos/tenants'
 import { S3Error } from './errors'
 import { parseQuery, type Verified } from './sigv4'
 import { authenticate } from './authenticate'
-import { authorize } from './authorize'
+import { authorize, type Principal } from './authorize'
 import { hoistQueryHeaders } from './hoisted-headers'
 import { operationOf, type Operation, type OperationName, type Scope } from './operations'
 import { decodePath, header, type Handler, type OpContext } from './ops/context'
@@ -19,11 +19,13 @@ import { corsHandlers } from './ops/cors'
 import { postObject } from './ops/post-object'
 import { preflight, registerCorsHeaders } from './cors'
 import { versionHandlers } from './ops/versions'
+import { policyHandlers } from './ops/policy'
 
 declare module 'fastify' {
   interface FastifyRequest {
     /** Set by the S3 authentication hook. */
     s3Target?: Target
+    /** Absent for an anonymous request (no signature at all, #26). */
     s3Auth?: Verified<AuthenticatedTenant>
     /** The operation the request is (operations.ts), or why it is none. */
     s3Operation?: Operation | S3Error
@@ -47,6 +49,7 @@ const HANDLERS = {
   ...encryptionHandlers,
   ...corsHandlers,
   ...versionHandlers,
+  ...policyHandlers,
   // PostObject is signed by its form, not the request: its handler authenticates it (ops/post-object.ts).
 } satisfies Record<Exclude<OperationName, 'PostObject'>, Handler>
 
@@ -67,6 +70,18 @@ function targetOf(request: FastifyRequest, domain: string | undefined): Target {
   return { bucket: bucket === '' ? undefined : bucket, key: key === '' ? undefined : key, query }
 }
 
+/**
+ * A request that carries no signature at all, in the header or the query, is anonymous (#26):
+ * authorize() decides what a public ACL or policy grants it. Anything that looks signed is
+ * verified, and a bad signature stays an error (never a fall back to anonymous).
+ */
+function isAnonymous(request: FastifyRequest, query: Map<string, string>): boolean {
+  return (
+    request.headers.authorization === undefined &&
+    !['X-Amz-Algorithm', 'X-Amz-Credential', 'X-Amz-Signature', 'Signature', 'AWSAccessKeyId'].some((p) => query.has(p))
+  )
+}
+
 const scopeOf = (target: Target): Scope => (target.bucket === undefined ? 'service' : target.key === undefined ? 'bucket' : 'object')
 
 /**
@@ -77,7 +92,8 @@ const scopeOf = (target: Target): Scope => (target.bucket === undefined ? 'servi
 async function registerS3RateLimit(app: FastifyInstance, core: Core): Promise<void> {
   await registerTenantRateLimit(app, core.config, core.rateBudget, {
     // The API's keys (`tenant:<id>`): one budget for a tenant on either front.
-    key: (request) => (request.s3TenantId === undefined ? '' : `tenant:${request.s3TenantId}`),
+    // An anonymous request (#26) is counted by its client address, as the API's unproven requests are.
+    key: (request) => (request.s3TenantId !== undefined ? `tenant:${request.s3TenantId}` : request.s3Payload === 'anonymous' ? `ip:${request.ip}` : ''),
     refusal: (context) =>
       new S3Error(
         'SlowDown',
@@ -110,6 +126,10 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
       }
       // A form upload is signed by its form's fields, which its handler reads and verifies (post-object.ts).
       if (!(operation instanceof S3Error) && operation.name === 'PostObject') return done()
+      if (isAnonymous(request, target.query)) {
+        request.s3Payload = 'anonymous'
+        return done()
+      }
       const auth = authenticate(
         {
           method: request.method,
@@ -158,12 +178,13 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
     handler: async (request, reply) => {
       const target = request.s3Target!
       if (request.method === 'OPTIONS') return preflight(core, request, reply, target)
+      const auth = request.s3Auth
       const operation = request.s3Operation!
       if (operation instanceof S3Error) throw operation
       if (operation.name === 'PostObject') return postObject(core, request, reply, target.bucket!)
-      const auth = request.s3Auth!
-      const tenant = auth.principal
-      authorize(request, tenant, operation)
+      const principal: Principal = auth ? { kind: 'tenant', tenant: auth.principal } : { kind: 'anonymous' }
+      // The tenant whose bucket it is, and the bucket's name within it (a `<tenant-id>:` qualifier removed).
+      const { tenant, bucket } = authorize(core, request, principal, operation, target)
       checkSseHeader(request, operation.name, core.bucketEncryption.atRest)
       const context: OpContext = {
         core,
@@ -173,13 +194,13 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
         reply,
         tenant,
         auth,
-        bucket: target.bucket ?? '',
+        bucket,
         key: target.key ?? '',
         query: target.query,
         body: () => ({
           source: request.raw,
-          payload: auth.payload,
-          signing: auth.signing,
+          payload: auth?.payload ?? { kind: 'unsigned' },
+          ...(auth?.signing ? { signing: auth.signing } : {}),
           headers: request.headers,
           proceed: () => {
             // Node's own test for a continue expectation (the server's 'checkContinue'), so every

@@ -24,6 +24,11 @@ export interface ObjectInfo {
   checksum?: { algorithm: string; value: string; type?: ChecksumType }
   /** Multipart objects: part count (for `x-amz-mp-parts-count`). */
   parts?: number
+  /**
+   * The object's canned ACL (#26; services/public-access.ts), absent for `private`. Kept here, not
+   * in a column, so that it travels with the object's attributes into its versions.
+   */
+  acl?: string
 }
 
 /** A completed, live object of a bucket. */
@@ -125,6 +130,7 @@ export class ObjectsRepo {
       byFile: db.prepare<[string], Row>(
         `SELECT ${VERSIONED}, (CASE WHEN deleted_at IS NULL THEN 1 ELSE 0 END) AS is_latest FROM files WHERE id = ? AND status = 'completed'`,
       ),
+      setInfo: db.prepare<[string, string]>(`UPDATE files SET object_info = ? WHERE id = ? AND status = 'completed'`),
       liveIdByKey: db.prepare<[string, string], string>(`SELECT id FROM files WHERE workspace_id = ? AND object_key = ? AND deleted_at IS NULL`).pluck(),
       insert: db.prepare(
         `INSERT INTO files (id, tenant_id, workspace_id, original_name, file_type, status, size_bytes, declared_size, sha256,
@@ -175,6 +181,14 @@ export class ObjectsRepo {
   byFile(fileId: string): ObjectRow | undefined {
     const r = this.stmts.byFile.get(fileId)
     return r && toObject(r)
+  }
+
+  /**
+   * Replaces an object version's attributes (PutObjectAcl); false when its file is gone. A
+   * noncurrent version's file is soft-deleted but retained (object_versions), so it is not required live.
+   */
+  setInfo(fileId: string, info: ObjectInfo): boolean {
+    return this.stmts.setInfo.run(JSON.stringify(info), fileId).changes === 1
   }
 
   /** The id of the live file (any status) holding `key`: the one a write to that key replaces. */

@@ -51,6 +51,7 @@ export class WorkspacesRepo {
     this.stmts = {
       getLive: db.prepare<[string, string], Row>(`SELECT ${COLUMNS} FROM workspaces WHERE id = ? AND tenant_id = ? AND deleted_at IS NULL`),
       bySlug: db.prepare<[string, string], Row>(`SELECT ${COLUMNS} FROM workspaces WHERE tenant_id = ? AND slug = ? AND deleted_at IS NULL`),
+      bySlugAnyTenant: db.prepare<[string], Row>(`SELECT ${COLUMNS} FROM workspaces WHERE slug = ? AND deleted_at IS NULL LIMIT 2`),
       list: db.prepare<[string], Row>(`SELECT ${COLUMNS} FROM workspaces WHERE tenant_id = ? AND deleted_at IS NULL ORDER BY created_at, id`),
       insert: db.prepare(
         `INSERT INTO workspaces (id, tenant_id, name, slug, quota_bytes, metadata, webhook_url, created_at, updated_at)
@@ -74,6 +75,11 @@ export class WorkspacesRepo {
   getBySlug(tenantId: string, slug: string): Workspace | undefined {
     const r = this.stmts.bySlug.get(tenantId, slug)
     return r && toWorkspace(r)
+  }
+
+  /** Up to two live workspaces of any tenant with this slug: one is the only one, two means several. */
+  bySlugAnyTenant(slug: string): Workspace[] {
+    return this.stmts.bySlugAnyTenant.all(slug).map(toWorkspace)
   }
 
   list(tenantId: string): Workspace[] {

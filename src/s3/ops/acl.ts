@@ -1,34 +1,58 @@
 import { readSmallBody } from '../ingest'
 import { MAX_XML_BODY_BYTES } from '../xml'
-import { checkPutAcl, ownerOnlyAcl } from '../acl'
+import { S3Error } from '../errors'
+import { aclOfBody, aclXml, checkAclWrite, requestedAcl } from '../acl'
+import type { CannedAcl } from '../../services/public-access'
 import type { Handlers, OpContext } from './context'
 
-/** The ACL family (the rules are in ../acl.ts): every bucket and object is its tenant's alone. */
+/** The ACL family (the wire rules are in ../acl.ts, what they grant in services/public-access.ts). */
 export const aclHandlers = {
-  GetBucketAcl({ s3, tenant, bucket, reply }) {
-    s3.buckets.resolve(tenant, bucket)
-    return reply.type('application/xml').send(ownerOnlyAcl({ ID: tenant.id, DisplayName: tenant.name }))
+  GetBucketAcl({ s3, core, tenant, bucket, reply }) {
+    const w = s3.buckets.resolve(tenant, bucket)
+    return reply.type('application/xml').send(aclXml({ ID: tenant.id, DisplayName: tenant.name }, core.publicAccess.bucketAcl(w.id).acl))
   },
 
-  async PutBucketAcl({ s3, tenant, bucket, request, reply, body }) {
-    s3.buckets.resolve(tenant, bucket)
-    checkPutAcl(request.headers, (await readSmallBody(body(), MAX_XML_BODY_BYTES)).length, 'bucket')
-    return reply.send()
+  async PutBucketAcl(c) {
+    const w = c.s3.buckets.resolve(c.tenant, c.bucket)
+    const acl = await aclOfRequest(c, w.id)
+    const doc = c.core.publicAccess.bucketAcl(w.id)
+    c.core.publicAccess.putBucketAcl(w.id, { ...doc, acl })
+    return c.reply.send()
   },
 
   GetObjectAcl(c) {
-    objectAclTarget(c)
-    return c.reply.type('application/xml').send(ownerOnlyAcl({ ID: c.tenant.id, DisplayName: c.tenant.name }))
+    const o = objectAclTarget(c)
+    const acl = (o.info?.acl ?? 'private') as CannedAcl
+    return c.reply.type('application/xml').send(aclXml({ ID: c.tenant.id, DisplayName: c.tenant.name }, acl))
   },
 
   async PutObjectAcl(c) {
-    objectAclTarget(c)
-    checkPutAcl(c.request.headers, (await readSmallBody(c.body(), MAX_XML_BODY_BYTES)).length, 'object')
+    const o = objectAclTarget(c)
+    const acl = await aclOfRequest(c, o.workspaceId)
+    const { acl: _old, ...rest } = o.info ?? { etag: `"${o.sha256}"`, contentType: o.fileType, meta: {} }
+    const stored = acl === 'private' || acl === 'bucket-owner-full-control' || acl === 'bucket-owner-read' ? rest : { ...rest, acl }
+    // The object replaced or deleted meanwhile: it is no longer the one named.
+    if (!c.s3.objectsRepo.setInfo(o.fileId, stored)) throw new S3Error('NoSuchKey', 'The specified key does not exist.')
     return c.reply.send()
   },
 } satisfies Handlers
 
+/**
+ * The canned ACL a Put*Acl sets: from its headers (x-amz-acl, x-amz-grant-*) or its
+ * AccessControlPolicy body, not both (AWS); one of them is required.
+ */
+async function aclOfRequest(c: OpContext, workspaceId: string): Promise<CannedAcl> {
+  const body = await readSmallBody(c.body(), MAX_XML_BODY_BYTES)
+  const fromHeaders = requestedAcl(c.request, c.tenant.id)
+  if (fromHeaders !== undefined && body.length > 0) throw new S3Error('UnexpectedContent', 'This request does not support content')
+  const acl = fromHeaders ?? (body.length > 0 ? aclOfBody(body, c.tenant.id) : undefined)
+  if (acl === undefined) throw new S3Error('MissingSecurityHeader', 'Your request was missing a required header', { MissingHeaderName: 'x-amz-acl' })
+  // The headers were checked by authorize(); a body's ACL is checked here, as it is only now known.
+  checkAclWrite(c.core.publicAccess, workspaceId, acl)
+  return acl
+}
+
 /** The object a GetObjectAcl / PutObjectAcl names: it must exist (NoSuchKey), or the version named (NoSuchVersion). */
-function objectAclTarget({ s3, tenant, bucket, key, query }: OpContext): void {
-  s3.objects.head(tenant, bucket, key, query.get('versionId'))
+function objectAclTarget({ s3, tenant, bucket, key, query }: OpContext) {
+  return s3.objects.head(tenant, bucket, key, query.get('versionId'))
 }

@@ -5,7 +5,8 @@ import { etagOf } from '../objects'
 import { listPage } from '../listing'
 import { checkLocationConstraint } from '../buckets'
 import { awsEncode } from '../sigv4'
-import { intParam, iso, owner, refuseUnsupported, xml, type Handlers, type OpContext } from './context'
+import { requestedAcl } from '../acl'
+import { header, intParam, iso, owner, refuseUnsupported, xml, type Handlers, type OpContext } from './context'
 
 /** Buckets themselves: create, delete, head, where they are, and their listings. */
 export const bucketHandlers = {
@@ -23,7 +24,7 @@ export const bucketHandlers = {
       )
   },
 
-  async CreateBucket({ s3, tenant, bucket, request, reply, region, body }) {
+  async CreateBucket({ core, s3, tenant, bucket, request, reply, region, body }) {
     const doc = await readSmallBody(body(), MAX_XML_BODY_BYTES)
     if (doc.length > 0) {
       const parsed = parseXml(doc)
@@ -32,7 +33,21 @@ export const bucketHandlers = {
       checkLocationConstraint(textOf(cfg, 'LocationConstraint'), region)
     }
     refuseUnsupported(request)
-    s3.buckets.create(tenant, bucket)
+    const acl = requestedAcl(request, tenant.id)
+    const ownership = header(request, 'x-amz-object-ownership')
+    if (ownership !== undefined && ownership !== 'BucketOwnerEnforced' && ownership !== 'BucketOwnerPreferred' && ownership !== 'ObjectWriter') {
+      throw new S3Error('InvalidArgument', 'Invalid x-amz-object-ownership header', { ArgumentName: 'x-amz-object-ownership', ArgumentValue: ownership })
+    }
+    if (ownership === 'BucketOwnerEnforced' && acl !== undefined && acl !== 'private' && acl !== 'bucket-owner-full-control') {
+      throw new S3Error('InvalidBucketAclWithObjectOwnership', "Bucket cannot have ACLs set with ObjectOwnership's BucketOwnerEnforced setting")
+    }
+    const existed = s3.buckets.find(tenant.id, bucket) !== undefined
+    const w = s3.buckets.create(tenant, bucket)
+    // A bucket's ACL and ownership as created (#26); a re-create (200 in us-east-1) leaves them as they are.
+    if (!existed && ((acl !== undefined && acl !== 'private') || ownership !== undefined)) {
+      const doc = core.publicAccess.bucketAcl(w.id)
+      core.publicAccess.putBucketAcl(w.id, { ...doc, ...(acl !== undefined ? { acl } : {}), ...(ownership !== undefined ? { ownership } : {}) })
+    }
     return reply.header('location', `/${bucket}`).send()
   },
 

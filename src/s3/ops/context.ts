@@ -7,7 +7,7 @@ import type { BodySpec } from '../ingest'
 import type { ObjectInput } from '../objects'
 import type { OperationName } from '../operations'
 import { S3Error } from '../errors'
-import { checkCannedAcl } from '../acl'
+import { checkCannedAcl, requestedAcl } from '../acl'
 import { xmlDocument, type XmlNode } from '../xml'
 
 /** What every operation's handler gets: the request, its verified tenant, what it addresses. */
@@ -17,8 +17,10 @@ export interface OpContext {
   readonly region: string
   readonly request: FastifyRequest
   readonly reply: FastifyReply
+  /** The tenant whose bucket the request addresses (authorize.ts): the signer, or the owner of what it may read. */
   readonly tenant: AuthenticatedTenant
-  readonly auth: Verified<AuthenticatedTenant>
+  /** The request's verified signature; absent for an anonymous request. */
+  readonly auth: Verified<AuthenticatedTenant> | undefined
   /** The bucket (empty for the service's operations). */
   readonly bucket: string
   /** The key (empty for the service's and buckets' operations). */
@@ -68,9 +70,10 @@ export function decodePath(text: string): string {
 
 /**
  * Write options Coffer does not implement. Ignoring them would pretend (a client asking for
- * encryption, a public ACL, tags, a retention lock or a colder storage class must not believe it
- * got one): 501, on every write that could carry them — PutObject, CopyObject whatever its
- * metadata directive, CreateMultipartUpload, UploadPart(Copy), CreateBucket (#24).
+ * encryption, tags, a retention lock or a colder storage class must not believe it got one): 501,
+ * on every write that could carry them — PutObject, CopyObject whatever its metadata directive,
+ * CreateMultipartUpload, UploadPart(Copy), CreateBucket (#24). ACLs (x-amz-acl, x-amz-grant-*) and
+ * object ownership are read by the operations that take them (../acl.ts, #26).
  */
 export function refuseUnsupported(request: Pick<FastifyRequest, 'headers'>): void {
   // A value that is no canned ACL at all is the client's error (400), whatever else is refused.
@@ -86,20 +89,20 @@ export function refuseUnsupported(request: Pick<FastifyRequest, 'headers'>): voi
       name === 'x-amz-tagging' ||
       (name === 'x-amz-tagging-directive' && value?.toUpperCase() !== 'COPY') ||
       name === 'x-amz-website-redirect-location' ||
-      name.startsWith('x-amz-grant-') ||
-      (name === 'x-amz-acl' && value !== 'private' && value !== 'bucket-owner-full-control') ||
-      (name === 'x-amz-storage-class' && value !== 'STANDARD') ||
-      // ACLs disabled is what every Coffer bucket is; the other two settings are about ACLs.
-      (name === 'x-amz-object-ownership' && value !== 'BucketOwnerEnforced')
+      (name === 'x-amz-storage-class' && value !== 'STANDARD')
     ) {
       throw notImplemented(`The ${name} header`)
     }
   }
 }
 
-/** The stored attributes of an object written with these request headers (s3.md: user metadata ≤ 2 KB). */
-export function objectInput(request: Pick<FastifyRequest, 'headers' | 's3ContentType'>): ObjectInput {
+/**
+ * The stored attributes of an object written with these request headers (s3.md: user metadata ≤ 2
+ * KB), its canned ACL included (`ownerId` is the bucket owner's, whom grants may name).
+ */
+export function objectInput(request: Pick<FastifyRequest, 'headers' | 's3ContentType'>, ownerId: string): ObjectInput {
   refuseUnsupported(request)
+  const acl = requestedAcl(request, ownerId)
   const meta: Record<string, string> = {}
   let metaBytes = 0
   for (const [name, value] of Object.entries(request.headers)) {
@@ -132,5 +135,7 @@ export function objectInput(request: Pick<FastifyRequest, 'headers' | 's3Content
   if (contentEncoding) out.contentEncoding = contentEncoding
   if (contentLanguage) out.contentLanguage = contentLanguage
   if (expires) out.expires = expires
+  // `private` is every object's default: not stored (#26).
+  if (acl !== undefined && acl !== 'private' && acl !== 'bucket-owner-full-control' && acl !== 'bucket-owner-read') out.acl = acl
   return out
 }

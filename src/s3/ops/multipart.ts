@@ -13,7 +13,7 @@ import { versionIdHeader } from '../versions'
 export const multipartHandlers = {
   CreateMultipartUpload({ s3, tenant, bucket, key, request, reply }) {
     const checksum = uploadChecksum(header(request, 'x-amz-checksum-algorithm'), header(request, 'x-amz-checksum-type'))
-    const upload = s3.multipart.create(tenant, bucket, key, objectInput(request), checksum)
+    const upload = s3.multipart.create(tenant, bucket, key, objectInput(request, tenant.id), checksum)
     if (checksum) reply.header('x-amz-checksum-algorithm', checksum.algorithm.toUpperCase()).header('x-amz-checksum-type', checksum.type)
     return xml(reply, 'InitiateMultipartUploadResult', { Bucket: bucket, Key: key, UploadId: upload.id })
   },

@@ -23,7 +23,7 @@ export const objectHandlers = {
   HeadObject: getOrHead,
 
   async PutObject({ s3, tenant, bucket, key, request, reply, body }) {
-    const { etag, checksum, row } = await s3.objects.put(tenant, bucket, key, body(), objectInput(request), {
+    const { etag, checksum, row } = await s3.objects.put(tenant, bucket, key, body(), objectInput(request, tenant.id), {
       ifMatch: header(request, 'if-match'),
       ifNoneMatch: header(request, 'if-none-match'),
     })
@@ -47,7 +47,10 @@ export const objectHandlers = {
     // The COPY directive keeps the source's metadata, not the request's options: those are refused
     // as under REPLACE, never silently dropped (#24).
     refuseUnsupported(request)
-    const info: ObjectInfo | 'copy' = directive === 'REPLACE' ? { ...objectInput(request), etag: '' } : 'copy'
+    // An ACL is never copied: the copy has the one this request asks for (AWS), private by default.
+    const input = objectInput(request, tenant.id)
+    const info: ObjectInfo | { copy: true; acl?: string } =
+      directive === 'REPLACE' ? { ...input, etag: '' } : { copy: true, ...(input.acl ? { acl: input.acl } : {}) }
     // The destination's own conditions are honoured, as AWS's CopyObject does, never ignored (#24).
     const { row, source } = s3.objects.copy(tenant, from, { bucket, key }, info, copyConditions(request), {
       ifMatch: header(request, 'if-match'),

@@ -121,7 +121,7 @@ async function store(core: Core, request: FastifyRequest, bucket: string, fields
     if (name === 'key' || name === 'policy' || name === 'file' || name === 'bucket' || name.startsWith('x-ignore-')) continue
     headers[AS_HEADER[name] ?? name] = value
   }
-  const input = objectInput({ headers, s3ContentType: fields.get('content-type') })
+  const input = objectInput({ headers, s3ContentType: fields.get('content-type') }, tenant.id)
   const digests: Record<string, string> = {}
   for (const [name, value] of Object.entries(headers)) if (name === 'content-md5' || name.startsWith('x-amz-checksum-')) digests[name] = value
   const guarded = file.pipe(sizeGuard(policy.size))
