@@ -39,6 +39,8 @@ import { S3CredentialsService } from './services/s3-credentials'
 import { createS3Services, type S3Services } from './s3/services'
 import { RateBudget } from './lib/rate-budget'
 import { DiskReserve } from './lib/disk-reserve'
+import { LeasesRepo } from './db/repos/leases'
+import { Leases } from './services/leases'
 
 /**
  * The composition root: every service built from one config, for the fronts (HTTP routes, CLI
@@ -71,6 +73,8 @@ export interface Core {
   readonly rateBudget: RateBudget
   /** The space kept for deletes on a full disk (`<data-dir>/reserve`). */
   readonly reserve: DiskReserve
+  /** Named leases in the database: which worker runs a background job, who completes an upload (#29). */
+  readonly leases: Leases
   close(): void
 }
 
@@ -126,6 +130,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const workspaces = new WorkspacesService(db, workspacesRepo, filesRepo, clock, events, config.webhookAllowPrivate)
   const files = new FilesService(db, filesRepo, workspaces, urls, clock, events, reserve)
   const commits = new GroupCommit(db, options.walSync)
+  const leases = new Leases(new LeasesRepo(db), commits, clock, process.pid)
   const records = new UploadRecords({
     db,
     commits,
@@ -185,6 +190,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     maxObjectBytes: config.s3MaxObjectBytes,
     multipartTtlMs: config.s3MultipartTtlSeconds * 1000,
     reserve,
+    leases,
   })
   let closed = false
   return {
@@ -206,6 +212,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     s3,
     rateBudget: new RateBudget(),
     reserve,
+    leases,
     close() {
       if (closed) return
       closed = true

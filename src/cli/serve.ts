@@ -1,11 +1,12 @@
 import type { Logger } from 'pino'
-import { loadConfig } from '../config'
+import { loadConfig, type Config } from '../config'
 import { createLogger } from '../lib/logger'
 import { ListenError, startServer, type Server } from '../server'
 import { explainDataDir, explainListen } from './startup-errors'
-import { announceEphemeral, prepareEphemeral } from './ephemeral'
+import { announceEphemeral, prepareAnnouncement, prepareEphemeral, publishAnnouncement } from './ephemeral'
+import { awaitPrimaryStop, awaitStart, defaultWorkers, isWorker, leaveCluster, reportReady, runPrimary, workerId, type WorkerStart } from './workers'
 import { parse, println, UsageError, type CliIO } from './io'
-import { createBuckets, fixtureSettings, hasFixture, persistentTenant } from './fixture'
+import { createBuckets, fixtureSettings, hasFixture, persistentTenant, type FixtureSettings } from './fixture'
 
 export const SERVE_HELP = `Usage: coffer serve [--port PORT] [--s3-port PORT|off] [--s3-sigv2 on|off] [--host HOST] [--data-dir DIR] [--log-level LEVEL]
        coffer serve --ephemeral [--port PORT] [--s3-port PORT|off] [--host HOST] [--log-level LEVEL]
@@ -71,12 +72,15 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
     // (nodejs/node#54232), and exits when the file is not there yet.
     'write-env': { type: 'string' },
     'json-file': { type: 'string' },
+    workers: { type: 'string' },
   })
   const { help, ephemeral, bucket, 'write-env': envFile, 'json-file': jsonFile, ...flags } = values
   if (help) {
     println(io.stdout, SERVE_HELP)
     return 0
   }
+  // A worker of `--workers N` (#29): the primary parsed all this already and sends the result.
+  if (isWorker()) return serveWorker(io, proc)
   if (!ephemeral && (envFile !== undefined || jsonFile !== undefined)) throw new UsageError('--write-env and --json-file go with --ephemeral')
   const eph = ephemeral ? prepareEphemeral(io.env, flags, { buckets: bucket, envFile, jsonFile }) : undefined
   // However the process ends (clean exit, a crash, a forced exit), the temporary data dir goes too.
@@ -88,19 +92,19 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
   // Listening for signals from the start: one that arrives while starting still shuts down cleanly.
   const stopSignal = proc.waitForStop(logger)
   if (eph && eph.staleRemoved.length > 0) logger.info({ removed: eph.staleRemoved }, 'removed the temporary data dirs of ephemeral instances that are gone')
-  let server: Server
-  try {
-    server = await startServer(config, logger, {
-      selfCommand: proc.selfCommand(),
-      // A persistent data dir's fixture tenant and buckets exist before it listens (#28).
-      ...(fixture && hasFixture(fixture)
-        ? { beforeListen: async (core) => void (await createBuckets(core, persistentTenant(core, fixture).tenant, fixture.buckets)) }
-        : {}),
+  const workers = config.workers ?? defaultWorkers(eph !== undefined)
+  if (workers > 1) {
+    return runPrimary({
+      workers,
+      config,
+      logger,
+      stopSignal,
+      primaryPid: process.pid,
+      ...(fixture && hasFixture(fixture) ? { fixture } : {}),
+      ...(eph ? { ephemeral: { adminApiKey: eph.adminApiKey, fixture: eph.fixture }, announce: (a) => publishAnnouncement(a, eph, io.stdout) } : {}),
     })
-  } catch (err) {
-    // One line a person can act on (#13): a port in use, a data dir that cannot be written, …
-    throw err instanceof ListenError ? explainListen(err, config.host) : explainDataDir(err, config.dataDir)
   }
+  const server = await start(config, logger, { selfCommand: proc.selfCommand(), ...(fixture ? { fixture } : {}) })
   if (eph) {
     try {
       await announceEphemeral(server, eph, io.stdout)
@@ -111,6 +115,62 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
   }
   const signal = await stopSignal
   logger.info({ signal }, 'signal received')
+  try {
+    await server.close()
+    return 0
+  } catch (err) {
+    logger.error({ err }, 'shutdown failed')
+    return 1
+  }
+}
+
+/** startServer, and its failure as one line a person can act on (#13): a port in use, a data dir that cannot be written, … */
+async function start(config: Config, logger: Logger, o: { selfCommand: string; fixture?: FixtureSettings; startup?: boolean }): Promise<Server> {
+  const { fixture } = o
+  try {
+    return await startServer(config, logger, {
+      selfCommand: o.selfCommand,
+      ...(o.startup !== undefined ? { startup: o.startup } : {}),
+      // A persistent data dir's fixture tenant and buckets exist before it listens (#28).
+      ...(fixture && hasFixture(fixture)
+        ? { beforeListen: async (core) => void (await createBuckets(core, persistentTenant(core, fixture).tenant, fixture.buckets)) }
+        : {}),
+    })
+  } catch (err) {
+    throw err instanceof ListenError ? explainListen(err, config.host) : explainDataDir(err, config.dataDir)
+  }
+}
+
+/**
+ * One worker of `--workers N` (#29): the primary's config, the server, `ready` to the primary
+ * (with the announcement, for the first worker of an ephemeral instance), then a graceful
+ * shutdown when the primary asks for it or a signal reaches this process (Ctrl-C signals the
+ * whole process group).
+ */
+async function serveWorker(io: CliIO, proc: ServeProcess): Promise<number> {
+  const job = await awaitStart()
+  try {
+    return await runWorker(job, io, proc)
+  } finally {
+    // Out of the cluster, so that the process exits; the primary then knows it meant to.
+    leaveCluster()
+  }
+}
+
+async function runWorker(job: WorkerStart, io: CliIO, proc: ServeProcess): Promise<number> {
+  const { config } = job
+  const logger = createLogger(config.logLevel, job.stderrLogs ? io.stderr : io.stdout).child({ worker: workerId() })
+  const stopSignal = Promise.race([proc.waitForStop(logger), awaitPrimaryStop()])
+  const server = await start(config, logger, { selfCommand: proc.selfCommand(), startup: job.startup, ...(job.fixture ? { fixture: job.fixture } : {}) })
+  try {
+    const announcement = job.ephemeral ? await prepareAnnouncement(server, job.ephemeral, job.primaryPid) : undefined
+    reportReady({ url: server.url, ...(server.s3 ? { s3Url: server.s3.url } : {}), ...(announcement ? { announcement } : {}) })
+  } catch (err) {
+    await server.close()
+    throw err
+  }
+  const signal = await stopSignal
+  logger.info({ signal }, 'stopping')
   try {
     await server.close()
     return 0
