@@ -4,7 +4,7 @@
  * markdown table and writes JSON (default dist/bench/results.json).
  *
  * Options: --runs N (pairs per figure, default 5), --only KEY,… (cold-start, metadata-read,
- * listing, transfers, s3, s3-store, rss, callgrind, s3-callgrind), --against-bundle PATH[,PATH…] (callgrind and s3-callgrind also count other builds of
+ * listing, transfers, s3, s3-store, workers, rss, callgrind, s3-callgrind), --against-bundle PATH[,PATH…] (callgrind and s3-callgrind also count other builds of
  * Coffer, e.g. an old dist/coffer.cjs), --quick (3 runs, short load runs, 10k/100k files: a smoke test, not
  * the figures), --files N and --large-files N (dataset sizes), --out FILE, --keep (keep the temp dir),
  * --cpu-prof (every Coffer process writes a V8 CPU profile into dist/bench/profiles/).
@@ -24,6 +24,7 @@ import { metadataReads, listing } from './figures/api'
 import { transfers } from './figures/transfers'
 import { s3Figures } from './figures/s3'
 import { s3StoreFigures } from './figures/s3-store'
+import { workersFigures } from './figures/workers'
 import { peakRss } from './figures/memory'
 import { coldStart } from './figures/startup'
 import { diskCosts, type DiskCosts } from './figures/disk'
@@ -38,6 +39,7 @@ const FIGURES: Record<string, (ctx: BenchContext) => Promise<FigureResult | Figu
   transfers,
   s3: s3Figures,
   's3-store': s3StoreFigures,
+  workers: workersFigures,
   rss: peakRss,
   callgrind: callgrindFigure,
   's3-callgrind': s3CallgrindFigure,
@@ -113,7 +115,7 @@ async function main(): Promise<void> {
       readSeconds: values.quick ? 3 : 10,
       datasets: { small, large, empty },
       nginx,
-      wrk: only.some((k) => k === 'transfers' || k === 'metadata-read' || k === 's3' || k === 's3-store') ? ensureWrk(log) : { unavailable: 'not requested' },
+      wrk: only.some((k) => k === 'transfers' || k === 'metadata-read' || k === 's3' || k === 's3-store' || k === 'workers') ? ensureWrk(log) : { unavailable: 'not requested' },
       shipped: shippedCommand(),
       valgrind: only.includes('callgrind') || only.includes('s3-callgrind') ? ensureValgrind(log) : { unavailable: 'not requested' },
       callgrindRequests: values.quick ? { warmup: 1000, measured: 500 } : { warmup: 3000, measured: 2000 },

@@ -1,6 +1,9 @@
 import type { DB } from './database'
 import { datasyncFile } from '../lib/durable'
 
+/** The connection's busy timeout (database.ts): how long a write waits for another process's lock. */
+const BUSY_WAIT_MS = 5000
+
 /** Makes a file's written data durable (fdatasync), off the event loop. */
 export type SyncFile = (file: string) => Promise<void>
 
@@ -27,6 +30,8 @@ export type SyncFile = (file: string) => Promise<void>
 export class GroupCommit {
   private readonly normal
   private readonly full
+  private readonly noWait
+  private readonly wait
   private readonly wal: string
   /** The flush in progress, covering every commit made before it started. */
   private running: Promise<void> | undefined
@@ -40,6 +45,8 @@ export class GroupCommit {
   ) {
     this.normal = db.prepare('PRAGMA synchronous = NORMAL')
     this.full = db.prepare('PRAGMA synchronous = FULL')
+    this.noWait = db.prepare('PRAGMA busy_timeout = 0')
+    this.wait = db.prepare(`PRAGMA busy_timeout = ${BUSY_WAIT_MS}`)
     this.wal = `${db.name}-wal`
   }
 
@@ -48,9 +55,36 @@ export class GroupCommit {
    * durable; rejects, with the transaction possibly committed, when it could not be made so.
    */
   async run<T>(fn: () => T): Promise<T> {
-    const result = this.commitNormal(fn)
+    const result = await this.commitYielding(fn)
     await this.flush()
     return result
+  }
+
+  /**
+   * commitNormal without blocking the event loop on another process's write lock (#29: with
+   * `coffer serve --workers N` the workers' hot commits meet at SQLite's one writer). SQLite's
+   * busy handler sleeps in the calling thread, 1, 2, 5, 10 ms…, and this thread serves every other
+   * request of the worker; so BEGIN IMMEDIATE is tried with no busy timeout, and while another
+   * process holds the lock it is tried again on a later turn of the event loop, for as long as the
+   * connection's own busy timeout. Only a BEGIN that failed is tried again: `fn` has not run then.
+   */
+  private async commitYielding<T>(fn: () => T): Promise<T> {
+    const deadline = Date.now() + BUSY_WAIT_MS
+    for (let attempt = 0; ; attempt++) {
+      let entered = false
+      this.noWait.get()
+      try {
+        return this.commitNormal(() => {
+          entered = true
+          return fn()
+        })
+      } catch (err) {
+        if (entered || (err as { code?: string }).code !== 'SQLITE_BUSY' || Date.now() > deadline) throw err
+      } finally {
+        this.wait.get()
+      }
+      await new Promise<void>((resolve) => (attempt < 4 ? setImmediate(resolve) : setTimeout(resolve, 1)))
+    }
   }
 
   /**
