@@ -245,7 +245,7 @@ function crashLoop(workers: number): void {
     for (let round = 0; round < KILLS_HERE; round++) {
       const stop = { now: false }
       const clients = Array.from({ length: CLIENTS }, () => work(server.url, stop))
-      await sleep(ON_S3 ? 600 + rand(1400) : 150 + rand(600))
+      await sleep(ON_S3 || workers > 1 ? 600 + rand(1400) : 150 + rand(600))
       await killAll(server)
       t.equal(await server.exited, 'SIGKILL')
       kills++

@@ -115,7 +115,9 @@ async function main(): Promise<void> {
       readSeconds: values.quick ? 3 : 10,
       datasets: { small, large, empty },
       nginx,
-      wrk: only.some((k) => k === 'transfers' || k === 'metadata-read' || k === 's3' || k === 's3-store' || k === 'workers') ? ensureWrk(log) : { unavailable: 'not requested' },
+      wrk: only.some((k) => k === 'transfers' || k === 'metadata-read' || k === 's3' || k === 's3-store' || k === 'workers')
+        ? ensureWrk(log)
+        : { unavailable: 'not requested' },
       shipped: shippedCommand(),
       valgrind: only.includes('callgrind') || only.includes('s3-callgrind') ? ensureValgrind(log) : { unavailable: 'not requested' },
       callgrindRequests: values.quick ? { warmup: 1000, measured: 500 } : { warmup: 3000, measured: 2000 },

@@ -8,7 +8,7 @@ import { awaitPrimaryStop, awaitStart, defaultWorkers, isWorker, leaveCluster, r
 import { parse, println, UsageError, type CliIO } from './io'
 import { createBuckets, fixtureSettings, hasFixture, persistentTenant, type FixtureSettings } from './fixture'
 
-export const SERVE_HELP = `Usage: coffer serve [--port PORT] [--s3-port PORT|off] [--s3-sigv2 on|off] [--host HOST] [--data-dir DIR] [--log-level LEVEL]
+export const SERVE_HELP = `Usage: coffer serve [--port PORT] [--s3-port PORT|off] [--s3-sigv2 on|off] [--host HOST] [--data-dir DIR] [--log-level LEVEL] [--workers N]
        coffer serve --ephemeral [--port PORT] [--s3-port PORT|off] [--host HOST] [--log-level LEVEL]
                     [--write-env PATH] [--json-file PATH] [--bucket NAME[=DIR]]... [fixed keys]
 
@@ -34,6 +34,10 @@ start must give the same keys, or it refuses to start; buckets it lacks are crea
                              AWS_DEFAULT_REGION, AWS_ENDPOINT_URL(_S3), COFFER_URL, COFFER_API_KEY,
                              COFFER_PID as NAME=value lines, written atomically (0600) once ready
 --json-file PATH             (--ephemeral) the JSON line, written atomically (0600) once ready
+
+--workers N  N processes serving the same ports and data dir (COFFER_WORKERS; default: one per
+             core, 1 with --ephemeral); writes meet in SQLite, background jobs run in the one
+             worker holding their lease, a worker that dies is replaced (README, Workers).
 
 SIGTERM or SIGINT shuts down gracefully: no new requests, in-flight ones get up to
 COFFER_SHUTDOWN_TIMEOUT_SECONDS to finish, then the database closes and the exit code is 0.`

@@ -47,6 +47,15 @@ export class GroupCommit {
     this.full = db.prepare('PRAGMA synchronous = FULL')
     this.noWait = db.prepare('PRAGMA busy_timeout = 0')
     this.wait = db.prepare(`PRAGMA busy_timeout = ${BUSY_WAIT_MS}`)
+    // SQLite applies a PRAGMA when it compiles it: at prepare, and at each later step, which
+    // compiles it again (it expires after running), but not at the first step after prepare. Each
+    // is stepped once here, in an order that leaves the connection as it was (FULL, the busy
+    // timeout), so that every later call takes effect (the first NORMAL commit was FULL, and the
+    // first wait for another worker's lock slept in SQLite's busy handler: test/group-commit.test.ts).
+    this.normal.run()
+    this.full.run()
+    this.noWait.get()
+    this.wait.get()
     this.wal = `${db.name}-wal`
   }
 

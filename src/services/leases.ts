@@ -166,7 +166,9 @@ export class LeasedBackground implements Background {
     } else if (!held && this.running) {
       this.running = false
       this.log.warn({ job: this.name }, 'background lease lost: another worker runs the job now')
-      this.switching = this.switching.then(() => this.inner.stop()).catch((err: unknown) => this.log.error({ err, job: this.name }, 'a background component failed to stop'))
+      this.switching = this.switching
+        .then(() => this.inner.stop())
+        .catch((err: unknown) => this.log.error({ err, job: this.name }, 'a background component failed to stop'))
     }
     this.timer = setTimeout(() => this.tick(), this.ttlMs / 3)
   }

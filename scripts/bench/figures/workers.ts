@@ -26,13 +26,25 @@ const PUTS_PER_SECOND_CAP = 8000
 
 const SPECS = {
   get: { key: 'workers-get-4kib', figure: '--workers 2: 4 KiB GetObject/s (c=16)', baselineLabel: '--workers 1, same run', unit: 'req/s', target: '≥ 1.4×' },
-  put: { key: 'workers-put-4kib', figure: '--workers 2: 4 KiB PutObject/s (c=16)', baselineLabel: '--workers 1, same run', unit: 'objects/s', target: '≥ 1.0×' },
+  put: {
+    key: 'workers-put-4kib',
+    figure: '--workers 2: 4 KiB PutObject/s (c=16)',
+    baselineLabel: '--workers 1, same run',
+    unit: 'objects/s',
+    target: '≥ 1.0×',
+  },
 } as const
 
 /** The pids of a server: the primary and, with --workers N, its workers. */
 function tree(pid: number): number[] {
   try {
-    return [pid, ...execFileSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' }).split('\n').filter(Boolean).map(Number)]
+    return [
+      pid,
+      ...execFileSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' })
+        .split('\n')
+        .filter(Boolean)
+        .map(Number),
+    ]
   } catch {
     return [pid]
   }
@@ -100,7 +112,12 @@ export async function workersFigures(ctx: BenchContext): Promise<FigureResult[]>
         met: invalid ? null : r.ratio >= min,
         ...(invalid ? { invalid } : {}),
         note: `${note}; CPU ms per request: --workers 1 ${cpu[0]!.join(', ')}; --workers 2 ${cpu[1]!.join(', ')}`,
-        details: { runs: r, cpuMsPerRequest: { workers1: cpu[0], workers2: cpu[1] }, seconds: ctx.loadSeconds, generatorCpuShare: runs.map((s) => s.map((w) => w.generatorCpuShare)) },
+        details: {
+          runs: r,
+          cpuMsPerRequest: { workers1: cpu[0], workers2: cpu[1] },
+          seconds: ctx.loadSeconds,
+          generatorCpuShare: runs.map((s) => s.map((w) => w.generatorCpuShare)),
+        },
       }
     }
 
@@ -110,7 +127,11 @@ export async function workersFigures(ctx: BenchContext): Promise<FigureResult[]>
       for (let i = 0; i < 256; i++) {
         const p = encodePath(`/bench/get/${i}.bin`)
         const body = pngBytes(SMALL)
-        const res = await request(`${servers[side]!.s3Url}${p}`, { method: 'PUT', headers: signHeaders(creds[side]!, 'PUT', hosts[side]!, p, sha256Hex(body)), body })
+        const res = await request(`${servers[side]!.s3Url}${p}`, {
+          method: 'PUT',
+          headers: signHeaders(creds[side]!, 'PUT', hosts[side]!, p, sha256Hex(body)),
+          body,
+        })
         if (res.status !== 200) throw new Error(`PutObject: ${res.status} ${res.body.toString().slice(0, 200)}`)
         keys[side]!.push(p)
       }
@@ -123,7 +144,11 @@ export async function workersFigures(ctx: BenchContext): Promise<FigureResult[]>
     await get(0)(1)
     await get(1)(1)
     measuring = true
-    const gets = await paired(ctx.runs, () => get(0)(ctx.loadSeconds), () => get(1)(ctx.loadSeconds))
+    const gets = await paired(
+      ctx.runs,
+      () => get(0)(ctx.loadSeconds),
+      () => get(1)(ctx.loadSeconds),
+    )
     out.push(report(SPECS.get, gets, 1.4, 'reads on any worker'))
 
     ctx.log('  workers: 4 KiB PutObject, --workers 2 vs --workers 1, c=16 (wrk)')
@@ -144,7 +169,11 @@ export async function workersFigures(ctx: BenchContext): Promise<FigureResult[]>
     await put(0)(1)
     await put(1)(1)
     measuring = true
-    const puts = await paired(ctx.runs, () => put(0)(ctx.loadSeconds), () => put(1)(ctx.loadSeconds))
+    const puts = await paired(
+      ctx.runs,
+      () => put(0)(ctx.loadSeconds),
+      () => put(1)(ctx.loadSeconds),
+    )
     out.push(report(SPECS.put, puts, 1.0, 'durable writes, serialized by SQLite across workers, each worker with its own group commit'))
     return out
   } finally {
