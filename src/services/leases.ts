@@ -1,9 +1,15 @@
 import { randomBytes } from 'node:crypto'
-import type { FastifyBaseLogger } from 'fastify'
 import type { GroupCommit } from '../db/group-commit'
 import type { LeasesRepo } from '../db/repos/leases'
 import type { Background } from '../lib/background'
 import type { Clock } from '../lib/clock'
+
+/** Where a leased job says it was taken, lost or could not be renewed (the server's pino logger). */
+export interface LeaseLog {
+  info(fields: object, message: string): void
+  warn(fields: object, message: string): void
+  error(fields: object, message: string): void
+}
 
 /** How long a background job's lease lasts unrenewed; its holder renews it every third of that. */
 export const DEFAULT_LEASE_MS = 15_000
@@ -105,7 +111,7 @@ export class LeasedBackground implements Background {
     private readonly inner: Background,
     private readonly leases: Leases,
     private readonly clock: Clock,
-    private readonly log: FastifyBaseLogger,
+    private readonly log: LeaseLog,
     private readonly ttlMs = DEFAULT_LEASE_MS,
   ) {
     this.name = inner.name
