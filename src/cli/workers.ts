@@ -79,7 +79,7 @@ export function reportReady(ready: Omit<WorkerReady, 'type'>): void {
 
 /** In a worker that has shut down: leaves the cluster, so the process can exit. */
 export function leaveCluster(): void {
-  cluster.worker?.disconnect()
+  if (cluster.worker?.isConnected()) cluster.worker.disconnect()
 }
 
 /** The id of this worker (1, 2, … in the order the primary started them, restarts included). */
