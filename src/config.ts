@@ -126,6 +126,22 @@ const OPTIONS = {
     hint: 'an integer from 1 to 3600',
     help: 'How long shutdown lets in-flight requests finish before cutting them off',
   },
+  workers: {
+    env: 'COFFER_WORKERS',
+    flag: 'workers',
+    def: undefined,
+    schema: Type.Integer({ minimum: 1, maximum: 256 }),
+    hint: 'an integer from 1 to 256',
+    help: 'Processes serving the same ports and data dir (coffer serve; unset: one per core, 1 with --ephemeral)',
+  },
+  leaseSeconds: {
+    env: 'COFFER_LEASE_SECONDS',
+    flag: undefined,
+    def: '15',
+    schema: Type.Integer({ minimum: 1, maximum: 3600 }),
+    hint: 'an integer from 1 to 3600',
+    help: "How long a worker's hold on a background job lasts unrenewed: another worker takes the job over after it",
+  },
   s3Port: {
     env: 'COFFER_S3_PORT',
     flag: 's3-port',

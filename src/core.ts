@@ -49,6 +49,8 @@ import { encryptedStore, openEncryption } from './services/encryption'
 import { BucketEncryptionService } from './services/bucket-encryption'
 import { BucketCorsService } from './services/bucket-cors'
 import { PublicAccessService } from './services/public-access'
+import { LeasesRepo } from './db/repos/leases'
+import { Leases } from './services/leases'
 
 /**
  * The composition root: every service built from one config, for the fronts (HTTP routes, CLI
@@ -89,6 +91,8 @@ export interface Core {
   readonly bucketCors: BucketCorsService
   /** What buckets make public: canned ACLs, policies, public access blocks (#26). */
   readonly publicAccess: PublicAccessService
+  /** Named leases in the database: which worker runs a background job, who completes an upload (#29). */
+  readonly leases: Leases
   close(): void
 }
 
@@ -164,6 +168,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const commits = new GroupCommit(db, options.throwaway ? async () => {} : options.walSync)
   // The tenant, keys and buckets an ephemeral start writes next need no fsync either.
   if (options.throwaway) skipSync(db)
+  const leases = new Leases(new LeasesRepo(db), commits, clock, process.pid)
   const records = new UploadRecords({
     db,
     commits,
@@ -226,6 +231,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     maxObjectBytes: config.s3MaxObjectBytes,
     multipartTtlMs: config.s3MultipartTtlSeconds * 1000,
     reserve,
+    leases,
   })
   let closed = false
   return {
@@ -251,6 +257,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     bucketEncryption: new BucketEncryptionService(bucketConfigs, encryption !== undefined),
     bucketCors: new BucketCorsService(bucketConfigs),
     publicAccess: new PublicAccessService(bucketConfigs, config.s3BlockPublicAccess),
+    leases,
     close() {
       if (closed) return
       closed = true

@@ -12,6 +12,7 @@ import { OperatorError, println, UsageError, type CliIO } from './cli/io'
 import { selfCommand } from './cli/self-command'
 import { settingsTable } from './cli/settings-table'
 import { waitCommand } from './cli/wait'
+import { isWorker, leaveCluster } from './cli/workers'
 import { createLogger } from './lib/logger'
 import { armCrashPoint } from './lib/crash-points'
 import { isSea } from 'node:sea'
@@ -137,26 +138,33 @@ function debugging(argv: string[]): boolean {
 // Crash tests only: the process kills itself at the named moment (lib/crash-points.ts).
 if (process.env.COFFER_TEST_CRASH_AT) armCrashPoint(process.env.COFFER_TEST_CRASH_AT, () => process.kill(process.pid, 'SIGKILL'))
 
-const argv = process.argv.slice(2)
-main(argv).then(
-  (code) => {
-    process.exitCode = code
-  },
-  (err: unknown) => {
-    // One line for a person; the stack only in the debug log (#13).
-    if (debugging(argv)) createLogger('debug', process.stderr).debug({ err: (err as Error)?.cause ?? err }, 'command failed')
-    if (err instanceof UsageError || err instanceof ConfigError) {
-      process.stderr.write(`coffer: ${err.message} (see coffer --help)\n`)
-      process.exitCode = 2
-      return
-    }
-    if (err instanceof OperatorError) {
-      process.stderr.write(`coffer: ${err.message}\n`)
-      process.exitCode = 2
-      return
-    }
-    const message = (err as Error)?.message ?? String(err)
-    process.stderr.write(`coffer: unexpected error: ${message.split('\n')[0]} (COFFER_LOG_LEVEL=debug logs the stack trace)\n`)
-    process.exitCode = 1
-  },
-)
+// A worker of `serve --workers N` run by the single executable finds the executable's path once
+// more before its arguments: node:cluster passes the script to run first, and the executable,
+// which has none to run, keeps it as an argument (#29).
+const argv = process.argv.slice(isSea() && isWorker() ? 3 : 2)
+main(argv)
+  // A cluster worker whose command ended (a start-up failure included) leaves the cluster, or its
+  // IPC channel would keep it alive and the primary waiting.
+  .finally(() => leaveCluster())
+  .then(
+    (code) => {
+      process.exitCode = code
+    },
+    (err: unknown) => {
+      // One line for a person; the stack only in the debug log (#13).
+      if (debugging(argv)) createLogger('debug', process.stderr).debug({ err: (err as Error)?.cause ?? err }, 'command failed')
+      if (err instanceof UsageError || err instanceof ConfigError) {
+        process.stderr.write(`coffer: ${err.message} (see coffer --help)\n`)
+        process.exitCode = 2
+        return
+      }
+      if (err instanceof OperatorError) {
+        process.stderr.write(`coffer: ${err.message}\n`)
+        process.exitCode = 2
+        return
+      }
+      const message = (err as Error)?.message ?? String(err)
+      process.stderr.write(`coffer: unexpected error: ${message.split('\n')[0]} (COFFER_LOG_LEVEL=debug logs the stack trace)\n`)
+      process.exitCode = 1
+    },
+  )

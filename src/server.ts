@@ -8,6 +8,7 @@ import type { App } from './http/types'
 import { closeGracefully } from './http/request-lifecycle'
 import type { Background } from './lib/background'
 import { Periodic } from './lib/periodic'
+import { LeasedBackground } from './services/leases'
 import { buildS3App, type S3App } from './s3/server'
 
 /**
@@ -33,6 +34,11 @@ export interface Server {
  * stopped on shutdown, before the database closes.
  */
 export function backgroundComponents(core: Core, logger: Logger): Background[] {
+  // Each runs in the one process holding its lease (#29: coffer serve --workers N).
+  return jobs(core, logger).map((job) => new LeasedBackground(job, core.leases, core.clock, logger, core.config.leaseSeconds * 1000))
+}
+
+function jobs(core: Core, logger: Logger): Background[] {
   return [
     core.webhooks,
     new Periodic(
@@ -94,6 +100,13 @@ export interface StartOptions {
   memoryBudgetBytes?: number
   /** `--ephemeral`: a data dir removed on exit, whose database needs no fsync (CoreOptions). */
   throwaway?: boolean
+  /**
+   * Whether this process does the start-up clean-up of the data dir (default true): partial
+   * uploads a previous run left in tmp/, content released before it stopped, and its leases. With
+   * --workers N only the first worker does, before the others start: a worker restarted while
+   * the others serve must not remove their uploads' temp files (#29).
+   */
+  startup?: boolean
 }
 
 export async function startServer(config: Config, logger: Logger, opts: StartOptions = {}): Promise<Server> {
@@ -102,9 +115,14 @@ export async function startServer(config: Config, logger: Logger, opts: StartOpt
     ...(opts.memoryBudgetBytes !== undefined ? { memoryBudgetBytes: opts.memoryBudgetBytes } : {}),
     ...(opts.throwaway ? { throwaway: true } : {}),
   })
-  let leftovers: number
+  const startup = opts.startup ?? true
+  let leftovers = 0
   try {
-    leftovers = emptyTmp(core.dataDir)
+    if (startup) {
+      leftovers = emptyTmp(core.dataDir)
+      // Their holders are gone with the previous run: its jobs start here at once, not after their leases expire.
+      core.leases.clear()
+    }
   } catch (err) {
     core.close()
     throw err
@@ -126,7 +144,7 @@ export async function startServer(config: Config, logger: Logger, opts: StartOpt
   }
   // Content a crash left between a CompleteMultipartUpload's commit and the removal of its parts
   // goes now, not at the first collection ten minutes on (#24).
-  const deferred = await core.gc.releaseDeferred()
+  const deferred = startup ? await core.gc.releaseDeferred() : { blobs: 0, bytes: 0 }
   if (deferred.blobs > 0) logger.info({ removed: deferred.blobs, bytes: deferred.bytes }, 'removed content released before the previous run stopped')
   const app = await buildApp(core, { logger })
   const s3App = config.s3Port === 'off' ? undefined : await buildS3App(core, { logger })

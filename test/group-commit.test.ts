@@ -44,7 +44,7 @@ function openTestDb(t: Test) {
   t.teardown(() => db.close())
   const insert = db.prepare('INSERT INTO rows (n) VALUES (?)')
   const count = () => (db.prepare('SELECT count(*) AS c FROM rows').get() as { c: number }).c
-  return { db, insert, count }
+  return { db, insert, count, dir }
 }
 
 t.test('concurrent commits are one transaction and one WAL flush, and none resolves before the flush that covers it', async (t) => {
@@ -248,4 +248,26 @@ t.test('HTTP: the PUT answers only after the WAL flush, the handshake starts one
   mode = 'real'
   const after = await handshake(app, tenant.headers, { fileType: 'image/png', fileName: 'c.png' })
   t.equal(after.statusCode, 500, 'uploads are refused until a restart, even once fdatasync works again')
+})
+
+t.test("a commit waits for another connection's write lock without blocking the event loop (#29)", async (t) => {
+  const { db, dir, insert } = openTestDb(t)
+  // Another worker (another process in production; a second connection here) holds the write lock.
+  const other = openDatabase(path.join(dir, 'test.db'), dir, [{ version: 1, name: 'rows', sql: 'CREATE TABLE rows (n INTEGER NOT NULL) STRICT' }])
+  t.teardown(() => other.close())
+  other.prepare('BEGIN IMMEDIATE').run()
+  other.prepare('INSERT INTO rows (n) VALUES (1)').run()
+  const commits = new GroupCommit(db, datasyncFile)
+  const started = Date.now()
+  const mine = tracked(commits.run(() => insert.run(2).changes))
+  // SQLite's busy handler would sleep in this thread up to the busy timeout: no timer could fire.
+  await tick()
+  t.equal(mine.state.settled, false, 'still waiting for the lock')
+  t.ok(Date.now() - started < 1000, 'and the event loop ran meanwhile')
+  other.prepare('COMMIT').run()
+  await mine.done
+  t.equal(mine.state.value, 1, 'committed once the lock was free')
+  t.same(db.prepare('SELECT n FROM rows ORDER BY n').pluck().all(), [1, 2])
+  // The connection's own busy timeout is back for every other statement.
+  t.equal(db.pragma('busy_timeout', { simple: true }), 5000)
 })

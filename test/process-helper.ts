@@ -45,7 +45,8 @@ export function startCoffer(
   const fullArgs = opts.command ? args : [BUNDLE, ...args]
   const child = spawn(command, fullArgs, {
     cwd: opts.cwd,
-    env: { PATH: process.env.PATH ?? '', COFFER_S3_PORT: '0', ...opts.env },
+    // One process, as before --workers (#29): a test of several sets COFFER_WORKERS or --workers itself.
+    env: { PATH: process.env.PATH ?? '', COFFER_S3_PORT: '0', COFFER_WORKERS: '1', ...opts.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   const lines: string[] = []
@@ -88,7 +89,8 @@ export function runCoffer(args: string[], opts: { cwd: string; env?: Record<stri
   const fullArgs = opts.command ? args : [BUNDLE, ...args]
   return spawnSync(command, fullArgs, {
     cwd: opts.cwd,
-    env: { PATH: process.env.PATH ?? '', COFFER_S3_PORT: '0', ...opts.env },
+    // One process, as before --workers (#29): a test of several sets COFFER_WORKERS or --workers itself.
+    env: { PATH: process.env.PATH ?? '', COFFER_S3_PORT: '0', COFFER_WORKERS: '1', ...opts.env },
     encoding: 'utf8',
     timeout: 30000,
   })

@@ -50,7 +50,10 @@ export function profileInto(dir: string): void {
 export async function startCoffer(dataDir: string, cmd: CofferCommand = bundleCommand(), extraEnv: Record<string, string> = {}): Promise<Coffer> {
   const port = await freePort()
   const s3Port = await freePort()
-  const env = profileDir ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${profileDir}`, ...extraEnv } : extraEnv
+  // One process unless a figure asks for more (#29: the workers figure): the other figures compare
+  // one Coffer process with one nginx worker, and the default (one worker per core) would not.
+  const base = { COFFER_WORKERS: '1', ...extraEnv }
+  const env = profileDir ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${profileDir}`, ...base } : base
   const logFile = path.join(path.dirname(dataDir), `${path.basename(dataDir)}.log`)
   const proc = await startProc(cmd.command, [...cmd.args, 'serve', '--port', String(port), '--s3-port', String(s3Port), '--data-dir', dataDir], {
     port,

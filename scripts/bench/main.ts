@@ -4,7 +4,7 @@
  * markdown table and writes JSON (default dist/bench/results.json).
  *
  * Options: --runs N (pairs per figure, default 5), --only KEY,… (cold-start, fixture, metadata-read,
- * listing, transfers, s3, s3-store, s3-writes, rss, callgrind, s3-callgrind), --against-bundle PATH[,PATH…] (callgrind, s3-callgrind and fixture (which also takes an executable) also count other builds of
+ * listing, transfers, s3, s3-store, s3-writes, encryption, workers, rss, callgrind, s3-callgrind), --against-bundle PATH[,PATH…] (callgrind, s3-callgrind and fixture (which also takes an executable) also count other builds of
  * Coffer, e.g. an old dist/coffer.cjs), --quick (3 runs, short load runs, 10k/100k files: a smoke test, not
  * the figures), --files N and --large-files N (dataset sizes), --out FILE, --keep (keep the temp dir),
  * --cpu-prof (every Coffer process writes a V8 CPU profile into dist/bench/profiles/).
@@ -26,6 +26,7 @@ import { s3Figures } from './figures/s3'
 import { s3StoreFigures } from './figures/s3-store'
 import { s3WriteFigures } from './figures/s3-writes'
 import { encryptionFigures } from './figures/encryption'
+import { workersFigures } from './figures/workers'
 import { peakRss } from './figures/memory'
 import { coldStart } from './figures/startup'
 import { fixture } from './figures/fixture'
@@ -44,6 +45,7 @@ const FIGURES: Record<string, (ctx: BenchContext) => Promise<FigureResult | Figu
   's3-store': s3StoreFigures,
   's3-writes': s3WriteFigures,
   encryption: encryptionFigures,
+  workers: workersFigures,
   rss: peakRss,
   callgrind: callgrindFigure,
   's3-callgrind': s3CallgrindFigure,
@@ -119,7 +121,9 @@ async function main(): Promise<void> {
       readSeconds: values.quick ? 3 : 10,
       datasets: { small, large, empty },
       nginx,
-      wrk: only.some((k) => k === 'transfers' || k === 'metadata-read' || k === 's3' || k === 's3-store' || k === 's3-writes' || k === 'encryption')
+      wrk: only.some(
+        (k) => k === 'transfers' || k === 'metadata-read' || k === 's3' || k === 's3-store' || k === 's3-writes' || k === 'encryption' || k === 'workers',
+      )
         ? ensureWrk(log)
         : { unavailable: 'not requested' },
       shipped: shippedCommand(),

@@ -121,12 +121,32 @@ export function prepareEphemeral(
   }
 }
 
+/** What a ready ephemeral instance announces: its JSON line, and the variables of --write-env. */
+export interface Announcement {
+  json: string
+  env: Record<string, string | number | undefined>
+}
+
 /**
  * Creates the instance's tenant and buckets, then writes the JSON line (and the files asked for)
  * a CI script waits for. They are written only now, once the server listens and everything they
  * name exists, so whoever reads one can use it at once: "ready" means ready.
  */
 export async function announceEphemeral(server: Server, eph: Ephemeral, stdout: NodeJS.WritableStream, extra: { pid?: number } = {}): Promise<void> {
+  publishAnnouncement(await prepareAnnouncement(server, eph, process.pid, extra), eph, stdout)
+}
+
+/**
+ * The tenant and buckets made, and what announces them. `pid` is the process to signal (COFFER_PID):
+ * with --workers N the primary, which publishes the announcement once every worker is ready (#29).
+ * `extra.pid`: the server's process in the JSON line, when --detach started it in the background.
+ */
+export async function prepareAnnouncement(
+  server: Server,
+  eph: Pick<Ephemeral, 'adminApiKey' | 'fixture'>,
+  pid: number,
+  extra: { pid?: number } = {},
+): Promise<Announcement> {
   const { tenant, apiKey, s3 } = createEphemeralTenant(server.core, eph.fixture, server.s3 !== undefined)
   await createBuckets(server.core, tenant, eph.fixture.buckets)
   const region = server.core.config.s3Region
@@ -138,23 +158,25 @@ export async function announceEphemeral(server: Server, eph: Ephemeral, stdout: 
     // The server's process, when --detach started it in the background (src/cli/detach.ts).
     ...extra,
   }
-  const json = JSON.stringify(line)
-  if (eph.jsonFile !== undefined) writeAtomic('--json-file', eph.jsonFile, `${json}\n`)
-  if (eph.envFile !== undefined) {
-    const aws =
-      server.s3 && s3
-        ? {
-            AWS_ACCESS_KEY_ID: s3.accessKeyId,
-            AWS_SECRET_ACCESS_KEY: s3.secretAccessKey,
-            // AWS_REGION for the SDKs, AWS_DEFAULT_REGION for botocore (the AWS CLI, boto3).
-            AWS_REGION: region,
-            AWS_DEFAULT_REGION: region,
-            AWS_ENDPOINT_URL: server.s3.url,
-            AWS_ENDPOINT_URL_S3: server.s3.url,
-          }
-        : {}
-    // COFFER_PID: `coffer wait FILE --pid PID` knows the file is this process's, not an earlier run's.
-    writeAtomic('--write-env', eph.envFile, envLines({ ...aws, COFFER_URL: server.url, COFFER_API_KEY: apiKey, COFFER_PID: process.pid }))
-  }
-  println(stdout, json)
+  const aws =
+    server.s3 && s3
+      ? {
+          AWS_ACCESS_KEY_ID: s3.accessKeyId,
+          AWS_SECRET_ACCESS_KEY: s3.secretAccessKey,
+          // AWS_REGION for the SDKs, AWS_DEFAULT_REGION for botocore (the AWS CLI, boto3).
+          AWS_REGION: region,
+          AWS_DEFAULT_REGION: region,
+          AWS_ENDPOINT_URL: server.s3.url,
+          AWS_ENDPOINT_URL_S3: server.s3.url,
+        }
+      : {}
+  // COFFER_PID: `coffer wait FILE --pid PID` knows the file is this process's, not an earlier run's.
+  return { json: JSON.stringify(line), env: { ...aws, COFFER_URL: server.url, COFFER_API_KEY: apiKey, COFFER_PID: pid } }
+}
+
+/** Writes the files asked for, then the JSON line on stdout. */
+export function publishAnnouncement(a: Announcement, eph: Pick<Ephemeral, 'jsonFile' | 'envFile'>, stdout: NodeJS.WritableStream): void {
+  if (eph.jsonFile !== undefined) writeAtomic('--json-file', eph.jsonFile, `${a.json}\n`)
+  if (eph.envFile !== undefined) writeAtomic('--write-env', eph.envFile, envLines(a.env))
+  println(stdout, a.json)
 }

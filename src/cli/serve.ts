@@ -1,15 +1,16 @@
 import type { Logger } from 'pino'
-import { loadConfig } from '../config'
+import { loadConfig, type Config } from '../config'
 import { createLogger } from '../lib/logger'
 import { ListenError, startServer, type Server } from '../server'
 import { explainDataDir, explainListen } from './startup-errors'
-import { announceEphemeral, prepareEphemeral } from './ephemeral'
+import { announceEphemeral, prepareAnnouncement, prepareEphemeral, publishAnnouncement } from './ephemeral'
+import { awaitPrimaryStop, awaitStart, defaultWorkers, isWorker, leaveCluster, reportReady, runPrimary, workerId, type WorkerStart } from './workers'
 import { parse, println, UsageError, type CliIO } from './io'
-import { createBuckets, fixtureSettings, hasFixture, persistentTenant } from './fixture'
+import { createBuckets, fixtureSettings, hasFixture, persistentTenant, type FixtureSettings } from './fixture'
 import { detach, DETACHED_CHILD_ENV } from './detach'
 import { SETTLE_AFTER_MS, settleHeap } from '../lib/settle-heap'
 
-export const SERVE_HELP = `Usage: coffer serve [--detach] [--port PORT] [--s3-port PORT|off] [--s3-sigv2 on|off] [--host HOST] [--data-dir DIR] [--log-level LEVEL]
+export const SERVE_HELP = `Usage: coffer serve [--detach] [--port PORT] [--s3-port PORT|off] [--s3-sigv2 on|off] [--host HOST] [--data-dir DIR] [--log-level LEVEL] [--workers N]
        coffer serve --ephemeral [--detach] [--in-memory [--in-memory-max-bytes N]] [--port PORT] [--s3-port PORT|off] [--host HOST] [--log-level LEVEL]
                     [--write-env PATH] [--json-file PATH] [--bucket NAME[=DIR]]... [fixed keys]
 
@@ -46,8 +47,13 @@ start must give the same keys, or it refuses to start; buckets it lacks are crea
              "region"},"pid"}); its logs go to stderr. Stop it with kill PID. If it fails to
              start, its error is printed and the exit code is not 0; nothing is left running.
 
+--workers N  N processes serving the same ports and data dir (COFFER_WORKERS; default: one per
+             core, 1 with --ephemeral); writes meet in SQLite, background jobs run in the one
+             worker holding their lease, a worker that dies is replaced (README, Workers).
+
 SIGTERM or SIGINT shuts down gracefully: no new requests, in-flight ones get up to
 COFFER_SHUTDOWN_TIMEOUT_SECONDS to finish, then the database closes and the exit code is 0.`
+
 /** What the serve command needs from the process (main.ts owns signals and exit handlers). */
 export interface ServeProcess {
   /** Starts listening for stop signals and resolves with the first; `logger` reports a second. */
@@ -89,12 +95,15 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
     // Everything in RAM (#28; src/cli/ephemeral.ts, src/blobs/memory-budget.ts).
     'in-memory': { type: 'boolean' },
     'in-memory-max-bytes': { type: 'string' },
+    workers: { type: 'string' },
   })
   const { help, ephemeral, bucket, 'write-env': envFile, 'json-file': jsonFile, detach: detachFlag, 'in-memory': inMemory, ...flags } = values
   if (help) {
     println(io.stdout, SERVE_HELP)
     return 0
   }
+  // A worker of `--workers N` (#29): the primary parsed all this already and sends the result.
+  if (isWorker()) return serveWorker(io, proc)
   // The child started by --detach (src/cli/detach.ts): its logs go to stderr, and it says it is
   // ready with one JSON line on stdout that carries its pid.
   const detachedChild = io.env[DETACHED_CHILD_ENV] === '1'
@@ -124,21 +133,24 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
   if (eph?.memoryBudgetBytes !== undefined)
     logger.info({ dataDir: config.dataDir, maxBytes: eph.memoryBudgetBytes }, 'in memory: data dir on a tmpfs, writes past maxBytes refused')
   if (eph && eph.staleRemoved.length > 0) logger.info({ removed: eph.staleRemoved }, 'removed the temporary data dirs of ephemeral instances that are gone')
-  let server: Server
-  try {
-    server = await startServer(config, logger, {
-      selfCommand: proc.selfCommand(),
-      ...(eph?.memoryBudgetBytes !== undefined ? { memoryBudgetBytes: eph.memoryBudgetBytes } : {}),
-      ...(eph ? { throwaway: true } : {}),
-      // A persistent data dir's fixture tenant and buckets exist before it listens (#28).
-      ...(fixture && hasFixture(fixture)
-        ? { beforeListen: async (core) => void (await createBuckets(core, persistentTenant(core, fixture).tenant, fixture.buckets)) }
-        : {}),
+  const workers = config.workers ?? defaultWorkers(eph !== undefined)
+  if (workers > 1) {
+    return runPrimary({
+      workers,
+      config,
+      logger,
+      stopSignal,
+      primaryPid: process.pid,
+      ...(fixture && hasFixture(fixture) ? { fixture } : {}),
+      ...(eph ? { ephemeral: { adminApiKey: eph.adminApiKey, fixture: eph.fixture }, announce: (a) => publishAnnouncement(a, eph, io.stdout) } : {}),
     })
-  } catch (err) {
-    // One line a person can act on (#13): a port in use, a data dir that cannot be written, …
-    throw err instanceof ListenError ? explainListen(err, config.host) : explainDataDir(err, config.dataDir)
   }
+  const server = await start(config, logger, {
+    selfCommand: proc.selfCommand(),
+    ...(fixture ? { fixture } : {}),
+    ...(eph?.memoryBudgetBytes !== undefined ? { memoryBudgetBytes: eph.memoryBudgetBytes } : {}),
+    ...(eph ? { throwaway: true } : {}),
+  })
   const pid = detachedChild ? { pid: process.pid } : {}
   if (eph) {
     try {
@@ -156,6 +168,68 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
   const signal = await stopSignal
   clearTimeout(settle)
   logger.info({ signal }, 'signal received')
+  try {
+    await server.close()
+    return 0
+  } catch (err) {
+    logger.error({ err }, 'shutdown failed')
+    return 1
+  }
+}
+
+/** startServer, and its failure as one line a person can act on (#13): a port in use, a data dir that cannot be written, … */
+async function start(
+  config: Config,
+  logger: Logger,
+  o: { selfCommand: string; fixture?: FixtureSettings; startup?: boolean; memoryBudgetBytes?: number; throwaway?: boolean },
+): Promise<Server> {
+  const { fixture } = o
+  try {
+    return await startServer(config, logger, {
+      selfCommand: o.selfCommand,
+      ...(o.startup !== undefined ? { startup: o.startup } : {}),
+      ...(o.memoryBudgetBytes !== undefined ? { memoryBudgetBytes: o.memoryBudgetBytes } : {}),
+      ...(o.throwaway ? { throwaway: true } : {}),
+      // A persistent data dir's fixture tenant and buckets exist before it listens (#28).
+      ...(fixture && hasFixture(fixture)
+        ? { beforeListen: async (core) => void (await createBuckets(core, persistentTenant(core, fixture).tenant, fixture.buckets)) }
+        : {}),
+    })
+  } catch (err) {
+    throw err instanceof ListenError ? explainListen(err, config.host) : explainDataDir(err, config.dataDir)
+  }
+}
+
+/**
+ * One worker of `--workers N` (#29): the primary's config, the server, `ready` to the primary
+ * (with the announcement, for the first worker of an ephemeral instance), then a graceful
+ * shutdown when the primary asks for it or a signal reaches this process (Ctrl-C signals the
+ * whole process group).
+ */
+async function serveWorker(io: CliIO, proc: ServeProcess): Promise<number> {
+  const job = await awaitStart()
+  try {
+    return await runWorker(job, io, proc)
+  } finally {
+    // Out of the cluster, so that the process exits; the primary then knows it meant to.
+    leaveCluster()
+  }
+}
+
+async function runWorker(job: WorkerStart, io: CliIO, proc: ServeProcess): Promise<number> {
+  const { config } = job
+  const logger = createLogger(config.logLevel, job.stderrLogs ? io.stderr : io.stdout).child({ worker: workerId() })
+  const stopSignal = Promise.race([proc.waitForStop(logger), awaitPrimaryStop()])
+  const server = await start(config, logger, { selfCommand: proc.selfCommand(), startup: job.startup, ...(job.fixture ? { fixture: job.fixture } : {}) })
+  try {
+    const announcement = job.ephemeral ? await prepareAnnouncement(server, job.ephemeral, job.primaryPid) : undefined
+    reportReady({ url: server.url, ...(server.s3 ? { s3Url: server.s3.url } : {}), ...(announcement ? { announcement } : {}) })
+  } catch (err) {
+    await server.close()
+    throw err
+  }
+  const signal = await stopSignal
+  logger.info({ signal }, 'stopping')
   try {
     await server.close()
     return 0

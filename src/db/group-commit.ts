@@ -1,6 +1,9 @@
 import type { DB } from './database'
 import { datasyncFile, KeptOpenSync } from '../lib/durable'
 
+/** The connection's busy timeout (database.ts): how long a write waits for another process's lock. */
+const BUSY_WAIT_MS = 5000
+
 /** Makes a file's written data durable (fdatasync), off the event loop. */
 export type SyncFile = (file: string) => Promise<void>
 
@@ -39,7 +42,12 @@ export type SyncFile = (file: string) => Promise<void>
 export class GroupCommit {
   private readonly normal
   private readonly full
+  private readonly noWait
+  private readonly wait
   private readonly wal: string
+  /** Since when another process (a worker of `--workers N`) has held the write lock the batch needs. */
+  private busySince: number | undefined
+  private retry: NodeJS.Timeout | undefined
   /** Transactions waiting for their batch. */
   private pending: Job[] = []
   /** The flush in progress, covering every batch committed before it started. */
@@ -61,12 +69,24 @@ export class GroupCommit {
   ) {
     this.normal = db.prepare('PRAGMA synchronous = NORMAL')
     this.full = db.prepare('PRAGMA synchronous = FULL')
+    this.noWait = db.prepare('PRAGMA busy_timeout = 0')
+    this.wait = db.prepare(`PRAGMA busy_timeout = ${BUSY_WAIT_MS}`)
+    // SQLite applies a PRAGMA when it compiles it: at prepare, and at each later step, which
+    // compiles it again (it expires after running), but not at the first step after prepare. Each
+    // is stepped once here, in an order that leaves the connection as it was (FULL, the busy
+    // timeout), so that every later call takes effect (the first NORMAL commit was FULL, and the
+    // first wait for another worker's lock slept in SQLite's busy handler: test/group-commit.test.ts).
+    this.normal.run()
+    this.full.run()
+    this.noWait.get()
+    this.wait.get()
     this.wal = `${db.name}-wal`
     if (!sync) this.walFile = new KeptOpenSync(this.wal)
   }
 
   /** Closes the WAL's descriptor (once a flush in flight ends); before the database closes. */
   close(): void {
+    if (this.retry) clearTimeout(this.retry)
     this.walFile?.close()
   }
 
@@ -134,7 +154,16 @@ export class GroupCommit {
     if (this.failed) return this.refuseWaiting(this.failed)
     const jobs = this.pending
     this.pending = []
-    const committed = jobs.length > 0 ? this.commitBatch(jobs) : []
+    const { committed, busy } = jobs.length > 0 ? this.commitBatch(jobs) : { committed: [], busy: [] }
+    if (busy.length > 0) {
+      // Another worker holds SQLite's one write lock: these wait for a later turn of the event
+      // loop rather than in SQLite's busy handler, which sleeps in this thread (#29).
+      this.pending = busy.concat(this.pending)
+      this.retry ??= setTimeout(() => {
+        this.retry = undefined
+        this.cycle()
+      }, 1)
+    }
     const waiters = this.waiters
     this.waiters = []
     if (committed.length === 0 && waiters.length === 0 && !this.dirty) return
@@ -169,18 +198,24 @@ export class GroupCommit {
 
   /**
    * Runs `jobs` in one immediate transaction (with `synchronous = NORMAL`), each in a savepoint of
-   * its own; rejects those that failed and returns those committed, with their results.
+   * its own; rejects those that failed and returns those committed, with their results, and those
+   * not begun because another process holds the write lock (`busy`, for up to the busy timeout;
+   * after that the BEGIN waits in SQLite's busy handler as any other write does).
    */
-  private commitBatch(jobs: Job[]): Job[] {
+  private commitBatch(jobs: Job[]): { committed: Job[]; busy: Job[] } {
     const committed: Job[] = []
     let next = 0
     while (next < jobs.length) {
       const batch: Job[] = []
+      let entered = false
+      const yielding = this.busySince === undefined || Date.now() - this.busySince < BUSY_WAIT_MS
       try {
         // Throws when the connection was closed meanwhile (a shutdown): every job then fails.
         this.normal.run()
+        if (yielding) this.noWait.get()
         this.db
           .transaction(() => {
+            entered = true
             for (; next < jobs.length; next++) {
               const job = jobs[next]!
               try {
@@ -200,16 +235,24 @@ export class GroupCommit {
           })
           .immediate()
         committed.push(...batch)
+        this.busySince = undefined
       } catch (err) {
+        if (!entered && yielding && (err as { code?: string }).code === 'SQLITE_BUSY') {
+          this.busySince ??= Date.now()
+          return { committed, busy: jobs.slice(next) }
+        }
         const cause = err instanceof BatchLost ? err.cause : err
         for (const job of batch) job.reject(cause)
         // BEGIN or COMMIT failed: nothing of what is left was run, or all of it was rolled back.
         if (!(err instanceof BatchLost)) for (; next < jobs.length; next++) jobs[next]!.reject(cause)
       } finally {
-        if (this.db.open) this.full.run()
+        if (this.db.open) {
+          if (yielding) this.wait.get()
+          this.full.run()
+        }
       }
     }
-    return committed
+    return { committed, busy: [] }
   }
 
   private async syncWal(): Promise<void> {

@@ -536,4 +536,22 @@ INSERT INTO object_versions (workspace_id, object_key, version_id, seq, tenant_i
 CREATE INDEX workspaces_live_slug ON workspaces (slug) WHERE deleted_at IS NULL;
 `,
   },
+  {
+    version: 19,
+    name: 'leases: one holder at a time for background jobs and claims',
+    sql: `
+-- A named lease held by one process until expires_at (epoch ms), renewed by its holder while it
+-- works (#29): the background jobs of coffer serve --workers N (GC, webhook delivery, the sweeps)
+-- run in the one worker holding their lease, and another worker takes a lease over once it has
+-- expired because its holder died. A CompleteMultipartUpload claims its upload with one too, so
+-- that two workers completing it behave as one process does. A row, not a file lock, so that the
+-- same lease serves several nodes on PostgreSQL (#30): the take-over is one
+-- INSERT … ON CONFLICT … DO UPDATE … WHERE, which both databases run as written.
+CREATE TABLE leases (
+  name       TEXT PRIMARY KEY,
+  holder     TEXT NOT NULL,
+  expires_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+`,
+  },
 ]

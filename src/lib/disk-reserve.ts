@@ -97,11 +97,13 @@ export class DiskReserve {
   }
 
   private write(from: number): void {
-    const fd = fs.openSync(this.file, 'a', 0o600)
+    // At explicit offsets, not appended: with --workers N two workers may write it at once (one
+    // starting, one after a GC), and appends would make it twice as large (#29).
+    const fd = fs.openSync(this.file, fs.constants.O_WRONLY | fs.constants.O_CREAT, 0o600)
     try {
       for (let at = from; at < this.bytes;) {
         const n = Math.min(this.chunk.length, this.bytes - at)
-        at += fs.writeSync(fd, this.chunk, 0, n)
+        at += fs.writeSync(fd, this.chunk, 0, n, at)
       }
       fs.fsyncSync(fd)
     } finally {

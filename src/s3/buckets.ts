@@ -1,3 +1,4 @@
+import type { Leases } from '../services/leases'
 import type { DB } from '../db/database'
 import type { GroupCommit } from '../db/group-commit'
 import type { AuthenticatedTenant } from '../db/repos/tenants'
@@ -40,6 +41,8 @@ export interface S3Deps {
   multipartTtlMs: number
   /** Deletes and aborts free space: on a full disk their transaction may use the disk reserve. */
   reserve: Pick<DiskReserve, 'freeing'>
+  /** CompleteMultipartUpload claims its upload with one, so that two workers complete it once (#29). */
+  leases: Pick<Leases, 'claim'>
 }
 
 /** S3's bucket naming rules (general purpose buckets): 3–63 of a-z 0-9 . -, alphanumeric at both ends. */

@@ -242,12 +242,27 @@ export class S3Multipart {
     for (let running = this.completions.get(slot); running; running = this.completions.get(slot)) {
       await running.catch(() => undefined)
     }
-    const completion = this.completeNow(tenant, bucket, key, uploadId, declared, expected)
+    const completion = this.claimed(uploadId, () => this.completeNow(tenant, bucket, key, uploadId, declared, expected))
     this.completions.set(slot, completion)
     try {
       return await completion
     } finally {
       if (this.completions.get(slot) === completion) this.completions.delete(slot)
+    }
+  }
+
+  /**
+   * Runs `fn` holding the upload's completion lease (migration 15): with `coffer serve --workers N`
+   * a Complete of the same upload on another worker waits for this one as one in this process does
+   * (the map above), then finds it completed. A worker that dies completing leaves the lease to
+   * expire (30 s, renewed while the assembly runs), and a waiting Complete goes on.
+   */
+  private async claimed<T>(uploadId: string, fn: () => Promise<T>): Promise<T> {
+    const claim = await this.deps.leases.claim(`s3-complete:${uploadId}`)
+    try {
+      return await fn()
+    } finally {
+      claim.release()
     }
   }
 
@@ -401,6 +416,8 @@ export class S3Multipart {
   async abort(tenant: AuthenticatedTenant, bucket: string, key: string, uploadId: string): Promise<void> {
     // Not under a completion assembling the parts: after it, the upload is completed (NoSuchUpload).
     await this.completions.get(`${tenant.id}:${uploadId}`)?.catch(() => undefined)
+    // One on another worker is not waited for (that would take a lease, a write a full disk may
+    // refuse): its commit finds the upload gone and answers NoSuchUpload, as after any abort.
     this.deps.reserve.freeing(() =>
       this.deps.db
         .transaction(() => {
