@@ -35,6 +35,8 @@ import { systemResolver, type Resolver } from './webhooks/ssrf'
 import { ObjectsRepo } from './db/repos/objects'
 import { VersionsRepo } from './db/repos/versions'
 import { ObjectVersions } from './services/versions'
+import { ObjectLock } from './services/object-lock'
+import { ObjectLocksRepo } from './db/repos/object-locks'
 import { MultipartRepo } from './db/repos/multipart'
 import { S3CredentialsRepo } from './db/repos/s3-credentials'
 import { S3CredentialsService } from './services/s3-credentials'
@@ -83,6 +85,8 @@ export interface Core {
   readonly bucketConfigs: BucketConfigsService
   /** Buckets' default encryption, and whether the data dir seals every blob (SSE-S3, #27). */
   readonly bucketEncryption: BucketEncryptionService
+  /** S3 object lock (#25): buckets' lock configuration, versions' retention and legal hold. */
+  readonly objectLock: ObjectLock
   close(): void
 }
 
@@ -148,12 +152,14 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const versionsRepo = new VersionsRepo(db)
   const events = new FileEvents(outbox, filesRepo, workspacesRepo, clock, versionsRepo)
   const versions = new ObjectVersions({ db, clock, versions: versionsRepo, files: filesRepo, events })
+  const bucketConfigs = new BucketConfigsService(new BucketConfigsRepo(db), clock)
+  const objectLock = new ObjectLock({ db, clock, locks: new ObjectLocksRepo(db), versions: versionsRepo, configs: bucketConfigs })
   // A deleted tenant has no signing generation: it verifies no token (#13).
   const signer = new TokenSigner(serverSecret, (tenantId) => tenantsRepo.signingGeneration(tenantId))
-  const tenants = new TenantsService(db, tenantsRepo, clock, { files: filesRepo, workspaces: workspacesRepo, outbox })
+  const tenants = new TenantsService(db, tenantsRepo, clock, { files: filesRepo, workspaces: workspacesRepo, outbox, objectLock })
   const urls = new SignedUrls(signer, filesRepo, clock)
   const quotas = new Quotas(tenantsRepo, workspacesRepo)
-  const workspaces = new WorkspacesService(db, workspacesRepo, filesRepo, clock, events, config.webhookAllowPrivate)
+  const workspaces = new WorkspacesService(db, workspacesRepo, filesRepo, clock, events, config.webhookAllowPrivate, objectLock)
   const files = new FilesService(db, filesRepo, workspaces, urls, clock, events, reserve, versions)
   const commits = new GroupCommit(db, options.throwaway ? async () => {} : options.walSync)
   // The tenant, keys and buckets an ephemeral start writes next need no fsync either.
@@ -215,12 +221,12 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     events,
     quotas,
     versions,
+    objectLock,
     region: config.s3Region,
     maxObjectBytes: config.s3MaxObjectBytes,
     multipartTtlMs: config.s3MultipartTtlSeconds * 1000,
     reserve,
   })
-  const bucketConfigs = new BucketConfigsService(new BucketConfigsRepo(db), clock)
   let closed = false
   return {
     config,
@@ -243,6 +249,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     reserve,
     bucketConfigs,
     bucketEncryption: new BucketEncryptionService(bucketConfigs, encryption !== undefined),
+    objectLock,
     close() {
       if (closed) return
       closed = true

@@ -20,6 +20,7 @@ export const S3_ERRORS = {
   InvalidAccessKeyId: 403,
   InvalidArgument: 400,
   InvalidBucketName: 400,
+  InvalidBucketState: 409,
   InvalidDigest: 400,
   InvalidLocationConstraint: 400,
   InvalidPart: 400,
@@ -34,6 +35,8 @@ export const S3_ERRORS = {
   MissingContentLength: 411,
   MissingSecurityHeader: 400,
   NoSuchBucket: 404,
+  NoSuchObjectLockConfiguration: 404,
+  ObjectLockConfigurationNotFoundError: 404,
   NoSuchKey: 404,
   NoSuchUpload: 404,
   NoSuchVersion: 404,
@@ -95,6 +98,8 @@ export function fromAppError(err: AppError): S3Error {
     case 'INSUFFICIENT_STORAGE':
       return new S3Error('InsufficientStorage', err.message)
     case 'UNAUTHORIZED':
+      return new S3Error('AccessDenied', err.message)
+    case 'OBJECT_LOCKED':
       return new S3Error('AccessDenied', err.message)
     case 'CONFLICT':
       return new S3Error('InvalidRequest', err.message)

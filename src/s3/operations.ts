@@ -70,7 +70,11 @@ export const OPERATIONS = [
   { name: 'GetBucketAcl', method: 'GET', on: 'bucket', action: 's3:GetBucketAcl', sub: 'acl' },
   { name: 'GetBucketLocation', method: 'GET', on: 'bucket', action: 's3:GetBucketLocation', sub: 'location' },
   { name: 'GetBucketVersioning', method: 'GET', on: 'bucket', action: 's3:GetBucketVersioning', sub: 'versioning' },
+<<<<<<< HEAD
   { name: 'GetBucketEncryption', method: 'GET', on: 'bucket', action: 's3:GetEncryptionConfiguration', sub: 'encryption' },
+=======
+  { name: 'GetObjectLockConfiguration', method: 'GET', on: 'bucket', action: 's3:GetBucketObjectLockConfiguration', sub: 'object-lock' },
+>>>>>>> 70e3c94 (S3 object lock: Put/GetObjectLockConfiguration, Put/GetObjectRetention, Put/GetObjectLegalHold, lock headers on PutObject, CopyObject and CreateMultipartUpload, bucket default retention, locked versions not deleted by S3, API workspace or tenant deletion (#25))
   {
     name: 'ListObjectVersions',
     method: 'GET',
@@ -95,6 +99,7 @@ export const OPERATIONS = [
   // The IAM action of deleting it is the one of putting it (Service Authorization Reference).
   { name: 'DeleteBucketEncryption', method: 'DELETE', on: 'bucket', action: 's3:PutEncryptionConfiguration', sub: 'encryption' },
   { name: 'PutBucketVersioning', method: 'PUT', on: 'bucket', action: 's3:PutBucketVersioning', sub: 'versioning' },
+  { name: 'PutObjectLockConfiguration', method: 'PUT', on: 'bucket', action: 's3:PutBucketObjectLockConfiguration', sub: 'object-lock' },
   { name: 'CreateBucket', method: 'PUT', on: 'bucket', action: 's3:CreateBucket' },
   { name: 'DeleteBucket', method: 'DELETE', on: 'bucket', action: 's3:DeleteBucket' },
   { name: 'DeleteObjects', method: 'POST', on: 'bucket', action: 's3:DeleteObject', sub: 'delete' },
@@ -108,6 +113,10 @@ export const OPERATIONS = [
     sub: 'uploadId',
     params: ['max-parts', 'part-number-marker', 'encoding-type'],
   },
+  { name: 'GetObjectRetention', method: 'GET', on: 'object', action: 's3:GetObjectRetention', sub: 'retention', params: ['versionId'] },
+  { name: 'GetObjectLegalHold', method: 'GET', on: 'object', action: 's3:GetObjectLegalHold', sub: 'legal-hold', params: ['versionId'] },
+  { name: 'PutObjectRetention', method: 'PUT', on: 'object', action: 's3:PutObjectRetention', sub: 'retention', params: ['versionId'] },
+  { name: 'PutObjectLegalHold', method: 'PUT', on: 'object', action: 's3:PutObjectLegalHold', sub: 'legal-hold', params: ['versionId'] },
   { name: 'GetObjectAcl', method: 'GET', on: 'object', action: 's3:GetObjectAcl', sub: 'acl', params: ['versionId'] },
   { name: 'GetObjectAttributes', method: 'GET', on: 'object', action: 's3:GetObjectAttributes', sub: 'attributes', params: ['versionId'] },
   { name: 'GetObject', method: 'GET', on: 'object', action: 's3:GetObject', params: GET_OBJECT_PARAMS },

@@ -24,6 +24,12 @@ export interface ObjectInfo {
   checksum?: { algorithm: string; value: string; type?: ChecksumType }
   /** Multipart objects: part count (for `x-amz-mp-parts-count`). */
   parts?: number
+  /**
+   * The object lock a write asked for (x-amz-object-lock-*, #25), carried from the request (or a
+   * multipart upload's creation) to the commit, which moves it onto the new version's row and
+   * never stores it here.
+   */
+  lock?: { mode?: 'GOVERNANCE' | 'COMPLIANCE'; until?: number; legalHold?: boolean }
 }
 
 /** A completed, live object of a bucket. */

@@ -5,7 +5,7 @@ import { etagOf } from '../objects'
 import { listPage } from '../listing'
 import { checkLocationConstraint } from '../buckets'
 import { awsEncode } from '../sigv4'
-import { intParam, iso, owner, refuseUnsupported, xml, type Handlers, type OpContext } from './context'
+import { header, intParam, iso, owner, refuseUnsupported, xml, type Handlers, type OpContext } from './context'
 
 /** Buckets themselves: create, delete, head, where they are, and their listings. */
 export const bucketHandlers = {
@@ -32,7 +32,11 @@ export const bucketHandlers = {
       checkLocationConstraint(textOf(cfg, 'LocationConstraint'), region)
     }
     refuseUnsupported(request)
-    s3.buckets.create(tenant, bucket)
+    const lock = header(request, 'x-amz-bucket-object-lock-enabled')
+    if (lock !== undefined && !/^(true|false)$/i.test(lock.trim())) throw new S3Error('InvalidArgument', 'x-amz-bucket-object-lock-enabled must be true or false')
+    const w = s3.buckets.create(tenant, bucket)
+    // Object lock (#25): versioning Enabled for good, decided at creation as AWS does.
+    if (lock?.trim().toLowerCase() === 'true') s3.objectLock.enableOnNewBucket(w.id)
     return reply.header('location', `/${bucket}`).send()
   },
 

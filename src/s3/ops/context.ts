@@ -8,6 +8,7 @@ import type { ObjectInput } from '../objects'
 import type { OperationName } from '../operations'
 import { S3Error } from '../errors'
 import { checkCannedAcl } from '../acl'
+import { lockHeaders } from '../object-lock'
 import { xmlDocument, type XmlNode } from '../xml'
 
 /** What every operation's handler gets: the request, its verified tenant, what it addresses. */
@@ -81,8 +82,6 @@ export function refuseUnsupported(request: FastifyRequest): void {
       // x-amz-server-side-encryption itself is checkSseHeader's (ops/encryption.ts); SSE-C's and SSE-KMS's are not built.
       (name.startsWith('x-amz-server-side-encryption') && name !== 'x-amz-server-side-encryption') ||
       name.startsWith('x-amz-copy-source-server-side-encryption') ||
-      name.startsWith('x-amz-object-lock') ||
-      name === 'x-amz-bucket-object-lock-enabled' ||
       name === 'x-amz-tagging' ||
       (name === 'x-amz-tagging-directive' && value?.toUpperCase() !== 'COPY') ||
       name === 'x-amz-website-redirect-location' ||
@@ -132,5 +131,17 @@ export function objectInput(request: FastifyRequest): ObjectInput {
   if (contentEncoding) out.contentEncoding = contentEncoding
   if (contentLanguage) out.contentLanguage = contentLanguage
   if (expires) out.expires = expires
+  const lock = lockHeaders(request)
+  if (lock) out.lock = lock
   return out
+}
+
+/**
+ * A write asking for an object lock (x-amz-object-lock-*) of a bucket without one: InvalidRequest
+ * before any byte is read or an upload begins, as AWS (the commit checks again, under its lock, #25).
+ */
+export function checkLockRequest({ s3, tenant, bucket }: OpContext, input: ObjectInput): void {
+  if (input.lock === undefined) return
+  const w = s3.buckets.resolve(tenant, bucket)
+  if (!s3.objectLock.enabled(w.id)) throw new S3Error('InvalidRequest', 'Bucket is missing Object Lock Configuration')
 }
