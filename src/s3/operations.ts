@@ -70,11 +70,8 @@ export const OPERATIONS = [
   { name: 'GetBucketAcl', method: 'GET', on: 'bucket', action: 's3:GetBucketAcl', sub: 'acl' },
   { name: 'GetBucketLocation', method: 'GET', on: 'bucket', action: 's3:GetBucketLocation', sub: 'location' },
   { name: 'GetBucketVersioning', method: 'GET', on: 'bucket', action: 's3:GetBucketVersioning', sub: 'versioning' },
-<<<<<<< HEAD
   { name: 'GetBucketEncryption', method: 'GET', on: 'bucket', action: 's3:GetEncryptionConfiguration', sub: 'encryption' },
-=======
   { name: 'GetObjectLockConfiguration', method: 'GET', on: 'bucket', action: 's3:GetBucketObjectLockConfiguration', sub: 'object-lock' },
->>>>>>> 70e3c94 (S3 object lock: Put/GetObjectLockConfiguration, Put/GetObjectRetention, Put/GetObjectLegalHold, lock headers on PutObject, CopyObject and CreateMultipartUpload, bucket default retention, locked versions not deleted by S3, API workspace or tenant deletion (#25))
   {
     name: 'ListObjectVersions',
     method: 'GET',
