@@ -51,7 +51,13 @@ t.test('a bucket with object lock: configuration, versioning for good; without l
   // Days and Years together, or neither: MalformedXML.
   for (const DefaultRetention of [{ Mode: 'COMPLIANCE' as const, Days: 1, Years: 1 }, { Mode: 'COMPLIANCE' as const }]) {
     t.equal(
-      (await s3Error(client.send(new PutObjectLockConfigurationCommand({ Bucket: 'locked', ObjectLockConfiguration: { ObjectLockEnabled: 'Enabled', Rule: { DefaultRetention } } })))).name,
+      (
+        await s3Error(
+          client.send(
+            new PutObjectLockConfigurationCommand({ Bucket: 'locked', ObjectLockConfiguration: { ObjectLockEnabled: 'Enabled', Rule: { DefaultRetention } } }),
+          ),
+        )
+      ).name,
       'MalformedXML',
     )
   }
@@ -63,10 +69,13 @@ t.test('a bucket with object lock: configuration, versioning for good; without l
     status: 409,
   })
   const until = new Date(Date.now() + DAY)
-  t.same(await s3Error(client.send(new PutObjectCommand({ Bucket: 'plain', Key: 'k', Body: 'x', ObjectLockMode: 'GOVERNANCE', ObjectLockRetainUntilDate: until }))), {
-    name: 'InvalidRequest',
-    status: 400,
-  })
+  t.same(
+    await s3Error(client.send(new PutObjectCommand({ Bucket: 'plain', Key: 'k', Body: 'x', ObjectLockMode: 'GOVERNANCE', ObjectLockRetainUntilDate: until }))),
+    {
+      name: 'InvalidRequest',
+      status: 400,
+    },
+  )
   t.same(await s3Error(client.send(new CreateMultipartUploadCommand({ Bucket: 'plain', Key: 'k', ObjectLockLegalHoldStatus: 'ON' }))), {
     name: 'InvalidRequest',
     status: 400,
@@ -102,7 +111,15 @@ t.test('retention and legal hold of versions: headers on writes and reads, defau
   })
   t.same(
     await s3Error(
-      client.send(new PutObjectRetentionCommand({ Bucket, Key: 'c', VersionId: v1, BypassGovernanceRetention: true, Retention: { Mode: 'COMPLIANCE', RetainUntilDate: new Date(until.getTime() - MIN) } })),
+      client.send(
+        new PutObjectRetentionCommand({
+          Bucket,
+          Key: 'c',
+          VersionId: v1,
+          BypassGovernanceRetention: true,
+          Retention: { Mode: 'COMPLIANCE', RetainUntilDate: new Date(until.getTime() - MIN) },
+        }),
+      ),
     ),
     { name: 'AccessDenied', status: 403 },
   )
@@ -110,7 +127,10 @@ t.test('retention and legal hold of versions: headers on writes and reads, defau
   await client.send(new PutObjectRetentionCommand({ Bucket, Key: 'c', VersionId: v1, Retention: { Mode: 'COMPLIANCE', RetainUntilDate: later } }))
   // DeleteObjects reports the locked version as an error, and deletes nothing of it.
   const batch = await client.send(new DeleteObjectsCommand({ Bucket, Delete: { Objects: [{ Key: 'c', VersionId: v1 }] } }))
-  t.same(batch.Errors?.map((e) => e.Code), ['AccessDenied'])
+  t.same(
+    batch.Errors?.map((e) => e.Code),
+    ['AccessDenied'],
+  )
   // A DELETE without a versionId only adds a marker: allowed, and the version stays.
   t.equal((await client.send(new DeleteObjectCommand({ Bucket, Key: 'c' }))).DeleteMarker, true)
   t.equal((await client.send(new HeadObjectCommand({ Bucket, Key: 'c', VersionId: v1 }))).ContentLength, 3)
@@ -142,7 +162,10 @@ t.test('retention and legal hold of versions: headers on writes and reads, defau
 
   // The bucket's default retention applies to new versions, PutObject, CopyObject and multipart alike.
   await client.send(
-    new PutObjectLockConfigurationCommand({ Bucket, ObjectLockConfiguration: { ObjectLockEnabled: 'Enabled', Rule: { DefaultRetention: { Mode: 'GOVERNANCE', Days: 2 } } } }),
+    new PutObjectLockConfigurationCommand({
+      Bucket,
+      ObjectLockConfiguration: { ObjectLockEnabled: 'Enabled', Rule: { DefaultRetention: { Mode: 'GOVERNANCE', Days: 2 } } },
+    }),
   )
   const d = (await client.send(new PutObjectCommand({ Bucket, Key: 'd', Body: 'dflt' }))).VersionId!
   const r = (await client.send(new GetObjectRetentionCommand({ Bucket, Key: 'd', VersionId: d }))).Retention!
@@ -160,7 +183,9 @@ t.test('retention and legal hold of versions: headers on writes and reads, defau
   t.equal((await client.send(new HeadObjectCommand({ Bucket, Key: 'm', VersionId: done.VersionId! }))).ObjectLockMode, 'COMPLIANCE')
   // A retain-until date in the past (by the server clock) is refused.
   t.same(
-    await s3Error(client.send(new PutObjectCommand({ Bucket, Key: 'p', Body: 'x', ObjectLockMode: 'GOVERNANCE', ObjectLockRetainUntilDate: new Date(clock.now() - 1000) }))),
+    await s3Error(
+      client.send(new PutObjectCommand({ Bucket, Key: 'p', Body: 'x', ObjectLockMode: 'GOVERNANCE', ObjectLockRetainUntilDate: new Date(clock.now() - 1000) })),
+    ),
     { name: 'InvalidArgument', status: 400 },
   )
 })
@@ -184,15 +209,23 @@ t.test('locked versions survive the API workspace delete, tenant deletion and th
   // Long after any retention of deleted files, the collector keeps the locked version's bytes.
   clock.advance(400 * DAY)
   await core.gc.collect()
-  t.equal(await (await client.send(new (await import('@aws-sdk/client-s3')).GetObjectCommand({ Bucket: 'keep', Key: 'doc', VersionId: v }))).Body!.transformToString(), 'kept')
+  t.equal(
+    await (
+      await client.send(new (await import('@aws-sdk/client-s3')).GetObjectCommand({ Bucket: 'keep', Key: 'doc', VersionId: v }))
+    ).Body!.transformToString(),
+    'kept',
+  )
   // Lifted, the tenant can go.
   await client.send(new PutObjectLegalHoldCommand({ Bucket: 'keep', Key: 'doc', VersionId: v, LegalHold: { Status: 'OFF' } }))
   t.equal((await app.inject({ method: 'DELETE', url: `/api/v1/admin/tenants/${ctx.tenant.id}`, headers: admin })).statusCode, 204)
 })
 
-t.test('boto3: every object lock operation', { skip: spawnSync('python3', ['-c', 'import boto3']).status !== 0 && 'python3-boto3 is not installed' }, async (t) => {
-  const ctx = await makeS3(t)
-  const script = `
+t.test(
+  'boto3: every object lock operation',
+  { skip: spawnSync('python3', ['-c', 'import boto3']).status !== 0 && 'python3-boto3 is not installed' },
+  async (t) => {
+    const ctx = await makeS3(t)
+    const script = `
 import boto3, datetime, sys
 from botocore.config import Config
 s3 = boto3.client('s3', endpoint_url=sys.argv[1], aws_access_key_id=sys.argv[2], aws_secret_access_key=sys.argv[3], region_name='us-east-1', config=Config(s3={'addressing_style': 'path'}))
@@ -222,7 +255,10 @@ s3.put_object_legal_hold(Bucket='boto-lock', Key='k', VersionId=v, LegalHold={'S
 s3.delete_object(Bucket='boto-lock', Key='k', VersionId=v, BypassGovernanceRetention=True)
 print('ok')
 `
-  // Asynchronously: the server answering the script runs in this process.
-  const r = await promisify(execFile)('python3', ['-c', script, ctx.endpoint, ctx.credentials.accessKeyId, ctx.credentials.secretAccessKey], { timeout: 60_000 })
-  t.equal(r.stdout.trim(), 'ok')
-})
+    // Asynchronously: the server answering the script runs in this process.
+    const r = await promisify(execFile)('python3', ['-c', script, ctx.endpoint, ctx.credentials.accessKeyId, ctx.credentials.secretAccessKey], {
+      timeout: 60_000,
+    })
+    t.equal(r.stdout.trim(), 'ok')
+  },
+)

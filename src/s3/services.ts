@@ -20,5 +20,12 @@ export interface S3Services {
 export function createS3Services(deps: S3Deps): S3Services {
   const buckets = new S3Buckets(deps)
   const objects = new S3Objects(deps, buckets)
-  return { buckets, objects, multipart: new S3Multipart(deps, buckets, objects), objectsRepo: deps.objects, versions: deps.versions, objectLock: deps.objectLock }
+  return {
+    buckets,
+    objects,
+    multipart: new S3Multipart(deps, buckets, objects),
+    objectsRepo: deps.objects,
+    versions: deps.versions,
+    objectLock: deps.objectLock,
+  }
 }

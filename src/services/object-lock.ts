@@ -31,9 +31,7 @@ export class LockRefusal extends Error {
  * the collector only purges files no version row references).
  */
 export class ObjectLock {
-  constructor(
-    private readonly deps: { db: DB; clock: Clock; locks: ObjectLocksRepo; versions: VersionsRepo; configs: BucketConfigsService },
-  ) {}
+  constructor(private readonly deps: { db: DB; clock: Clock; locks: ObjectLocksRepo; versions: VersionsRepo; configs: BucketConfigsService }) {}
 
   config(workspaceId: string): ObjectLockConfig | undefined {
     return this.deps.configs.get<ObjectLockConfig>(workspaceId, OBJECT_LOCK_FAMILY)
@@ -58,13 +56,6 @@ export class ObjectLock {
     this.deps.configs.put(workspaceId, OBJECT_LOCK_FAMILY, config)
   }
 
-  /** A bucket with lock can never be suspended (AWS: InvalidBucketState). */
-  checkVersioningChange(workspaceId: string, status: 'Enabled' | 'Suspended'): void {
-    if (status === 'Suspended' && this.enabled(workspaceId)) {
-      throw new LockRefusal('InvalidBucketState', 'An Object Lock configuration is present on this bucket, so the versioning state cannot be changed.')
-    }
-  }
-
   /** The retention a new version gets: the request's, else the bucket's default rule, else none. */
   retentionFor(workspaceId: string, requested: { mode: LockMode; until: number } | undefined, now: number): { mode: LockMode; until: number } | undefined {
     const cfg = this.config(workspaceId)
@@ -79,7 +70,13 @@ export class ObjectLock {
   }
 
   /** In the write transaction that made the version: its initial lock (headers or bucket default). */
-  applyToNew(workspaceId: string, key: string, versionId: string, retention: { mode: LockMode; until: number } | undefined, legalHold: boolean | undefined): void {
+  applyToNew(
+    workspaceId: string,
+    key: string,
+    versionId: string,
+    retention: { mode: LockMode; until: number } | undefined,
+    legalHold: boolean | undefined,
+  ): void {
     if (retention) this.deps.locks.setRetention(workspaceId, key, versionId, retention.mode, retention.until)
     if (legalHold) this.deps.locks.setLegalHold(workspaceId, key, versionId, true)
   }

@@ -33,7 +33,8 @@ export const bucketHandlers = {
     }
     refuseUnsupported(request)
     const lock = header(request, 'x-amz-bucket-object-lock-enabled')
-    if (lock !== undefined && !/^(true|false)$/i.test(lock.trim())) throw new S3Error('InvalidArgument', 'x-amz-bucket-object-lock-enabled must be true or false')
+    if (lock !== undefined && !/^(true|false)$/i.test(lock.trim()))
+      throw new S3Error('InvalidArgument', 'x-amz-bucket-object-lock-enabled must be true or false')
     const w = s3.buckets.create(tenant, bucket)
     // Object lock (#25): versioning Enabled for good, decided at creation as AWS does.
     if (lock?.trim().toLowerCase() === 'true') s3.objectLock.enableOnNewBucket(w.id)

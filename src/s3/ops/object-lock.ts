@@ -49,7 +49,8 @@ export const objectLockHandlers = {
     const w = c.s3.buckets.resolve(c.tenant, c.bucket)
     if (!c.s3.objectLock.enabled(w.id)) throw new S3Error('InvalidRequest', 'Bucket is missing Object Lock Configuration')
     const lock = c.s3.objectLock.get(w.id, c.key, targetVersion(c, w))
-    if (!lock || lock.mode === null || lock.until === null) throw new S3Error('NoSuchObjectLockConfiguration', 'The specified object does not have a ObjectLock configuration')
+    if (!lock || lock.mode === null || lock.until === null)
+      throw new S3Error('NoSuchObjectLockConfiguration', 'The specified object does not have a ObjectLock configuration')
     return xml(c.reply, 'Retention', { Mode: lock.mode, RetainUntilDate: iso(lock.until) })
   },
 
