@@ -27,6 +27,7 @@ export const S3_ERRORS = {
   InvalidPartOrder: 400,
   InvalidRange: 416,
   InvalidRequest: 400,
+  InvalidRetentionPeriod: 400,
   KeyTooLongError: 400,
   MalformedXML: 400,
   MaxMessageLengthExceeded: 400,

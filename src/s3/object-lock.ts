@@ -22,7 +22,8 @@ function parseDate(text: string | undefined, what: string): number {
 
 const positive = (text: string | undefined): number | undefined => {
   if (text === undefined) return undefined
-  if (!/^\d{1,9}$/.test(text.trim()) || Number(text) < 1) throw new S3Error('InvalidArgument', 'Default retention period must be a positive integer value')
+  if (!/^\d{1,9}$/.test(text.trim()) || Number(text) < 1)
+    throw new S3Error('InvalidRetentionPeriod', 'Default retention period must be a positive integer value')
   return Number(text)
 }
 

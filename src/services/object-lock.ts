@@ -52,7 +52,11 @@ export class ObjectLock {
 
   /** PutObjectLockConfiguration: only on a bucket created with lock (AWS: InvalidBucketState otherwise). */
   putConfig(workspaceId: string, config: ObjectLockConfig): void {
-    if (!this.enabled(workspaceId)) throw new LockRefusal('InvalidBucketState', 'Object Lock configuration cannot be enabled on existing buckets')
+    // A versioning-Enabled bucket may turn lock on afterwards (AWS since 2023; ceph/s3-tests'
+    // put_obj_lock_enable_after_create); any other bucket first needs versioning.
+    if (!this.enabled(workspaceId) && this.deps.versions.versioning(workspaceId) !== 'Enabled') {
+      throw new LockRefusal('InvalidBucketState', 'Versioning must be Enabled on the bucket to apply an Object Lock configuration')
+    }
     this.deps.configs.put(workspaceId, OBJECT_LOCK_FAMILY, config)
   }
 
@@ -98,7 +102,8 @@ export class ObjectLock {
       const now = clock.now()
       const active = cur.mode !== null && cur.until !== null && cur.until > now
       if (active) {
-        const weaker = next === null || next.until < cur.until! || (cur.mode === 'COMPLIANCE' && next.mode !== 'COMPLIANCE')
+        // Any change of mode counts as weakening (ceph/s3-tests' changing_mode_from_governance_without_bypass).
+        const weaker = next === null || next.until < cur.until! || next.mode !== cur.mode
         if (weaker && (cur.mode === 'COMPLIANCE' || !bypass)) throw new LockRefusal('AccessDenied', 'Access Denied because object protected by object lock.')
       }
       locks.setRetention(workspaceId, key, versionId, next?.mode ?? null, next?.until ?? null)
