@@ -35,6 +35,8 @@ import { systemResolver, type Resolver } from './webhooks/ssrf'
 import { ObjectsRepo } from './db/repos/objects'
 import { VersionsRepo } from './db/repos/versions'
 import { ObjectVersions } from './services/versions'
+import { ObjectLock } from './services/object-lock'
+import { ObjectLocksRepo } from './db/repos/object-locks'
 import { MultipartRepo } from './db/repos/multipart'
 import { S3CredentialsRepo } from './db/repos/s3-credentials'
 import { S3CredentialsService } from './services/s3-credentials'
@@ -93,6 +95,8 @@ export interface Core {
   readonly publicAccess: PublicAccessService
   /** Named leases in the database: which worker runs a background job, who completes an upload (#29). */
   readonly leases: Leases
+  /** S3 object lock (#25): buckets' lock configuration, versions' retention and legal hold. */
+  readonly objectLock: ObjectLock
   close(): void
 }
 
@@ -158,12 +162,14 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const versionsRepo = new VersionsRepo(db)
   const events = new FileEvents(outbox, filesRepo, workspacesRepo, clock, versionsRepo)
   const versions = new ObjectVersions({ db, clock, versions: versionsRepo, files: filesRepo, events })
+  const bucketConfigs = new BucketConfigsService(new BucketConfigsRepo(db), clock)
+  const objectLock = new ObjectLock({ db, clock, locks: new ObjectLocksRepo(db), versions: versionsRepo, configs: bucketConfigs })
   // A deleted tenant has no signing generation: it verifies no token (#13).
   const signer = new TokenSigner(serverSecret, (tenantId) => tenantsRepo.signingGeneration(tenantId))
-  const tenants = new TenantsService(db, tenantsRepo, clock, { files: filesRepo, workspaces: workspacesRepo, outbox })
+  const tenants = new TenantsService(db, tenantsRepo, clock, { files: filesRepo, workspaces: workspacesRepo, outbox, objectLock })
   const urls = new SignedUrls(signer, filesRepo, clock)
   const quotas = new Quotas(tenantsRepo, workspacesRepo)
-  const workspaces = new WorkspacesService(db, workspacesRepo, filesRepo, clock, events, config.webhookAllowPrivate)
+  const workspaces = new WorkspacesService(db, workspacesRepo, filesRepo, clock, events, config.webhookAllowPrivate, objectLock)
   const files = new FilesService(db, filesRepo, workspaces, urls, clock, events, reserve, versions)
   const commits = new GroupCommit(db, options.throwaway ? async () => {} : options.walSync)
   // The tenant, keys and buckets an ephemeral start writes next need no fsync either.
@@ -211,7 +217,6 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     writes,
     reserve,
   })
-  const bucketConfigs = new BucketConfigsService(new BucketConfigsRepo(db), clock)
   const s3Credentials = new S3CredentialsService(db, new S3CredentialsRepo(db), tenantsRepo, clock, serverSecret, () => tenants.authChanges())
   const s3 = createS3Services({
     db,
@@ -227,6 +232,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     events,
     quotas,
     versions,
+    objectLock,
     region: config.s3Region,
     maxObjectBytes: config.s3MaxObjectBytes,
     multipartTtlMs: config.s3MultipartTtlSeconds * 1000,
@@ -258,6 +264,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     bucketCors: new BucketCorsService(bucketConfigs),
     publicAccess: new PublicAccessService(bucketConfigs, config.s3BlockPublicAccess),
     leases,
+    objectLock,
     close() {
       if (closed) return
       closed = true

@@ -554,4 +554,17 @@ CREATE TABLE leases (
 ) STRICT, WITHOUT ROWID;
 `,
   },
+  {
+    version: 20,
+    name: 's3 object lock: retention and legal hold of versions',
+    sql: `
+-- Object lock (#25): a retention and a legal hold belong to one VERSION (S3 API reference,
+-- "Object Lock"), so they are columns of its row and go nowhere else. lock_until is epoch ms,
+-- compared with the server clock; legal_hold 1 is ON.
+ALTER TABLE object_versions ADD COLUMN lock_mode TEXT CHECK (lock_mode IN ('GOVERNANCE', 'COMPLIANCE'));
+ALTER TABLE object_versions ADD COLUMN lock_until INTEGER;
+ALTER TABLE object_versions ADD COLUMN legal_hold INTEGER NOT NULL DEFAULT 0 CHECK (legal_hold IN (0, 1));
+CREATE INDEX object_versions_locked ON object_versions (workspace_id) WHERE lock_until IS NOT NULL OR legal_hold = 1;
+`,
+  },
 ]

@@ -15,6 +15,8 @@ export const STATUS: Record<ErrorCode, number> = {
   TENANT_NOT_FOUND: 404,
   DELIVERY_NOT_FOUND: 404,
   CONFLICT: 409,
+  // A version under retention or legal hold (S3 object lock, #25) blocks the delete.
+  OBJECT_LOCKED: 409,
   PAYLOAD_TOO_LARGE: 413,
   RATE_LIMITED: 429,
   RANGE_NOT_SATISFIABLE: 416,

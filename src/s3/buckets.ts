@@ -1,4 +1,5 @@
 import type { Leases } from '../services/leases'
+import type { ObjectLock } from '../services/object-lock'
 import type { DB } from '../db/database'
 import type { GroupCommit } from '../db/group-commit'
 import type { AuthenticatedTenant } from '../db/repos/tenants'
@@ -36,6 +37,8 @@ export interface S3Deps {
   quotas: Quotas
   /** Object versions (#25): what a write or delete of a key does to the versions it holds. */
   versions: ObjectVersions
+  /** Object lock (#25): versions' retention and legal hold, buckets' lock configuration. */
+  objectLock: ObjectLock
   region: string
   maxObjectBytes: number
   multipartTtlMs: number

@@ -25,6 +25,7 @@ export const S3_ERRORS = {
   InvalidArgument: 400,
   InvalidBucketAclWithObjectOwnership: 400,
   InvalidBucketName: 400,
+  InvalidBucketState: 409,
   InvalidDigest: 400,
   InvalidLocationConstraint: 400,
   InvalidPart: 400,
@@ -32,6 +33,7 @@ export const S3_ERRORS = {
   InvalidPartOrder: 400,
   InvalidRange: 416,
   InvalidRequest: 400,
+  InvalidRetentionPeriod: 400,
   KeyTooLongError: 400,
   MalformedACLError: 400,
   MalformedPolicy: 400,
@@ -47,6 +49,8 @@ export const S3_ERRORS = {
   NoSuchCORSConfiguration: 404,
   NoSuchBucketPolicy: 404,
   NoSuchPublicAccessBlockConfiguration: 404,
+  NoSuchObjectLockConfiguration: 404,
+  ObjectLockConfigurationNotFoundError: 404,
   NoSuchKey: 404,
   NoSuchUpload: 404,
   NoSuchVersion: 404,
@@ -109,6 +113,8 @@ export function fromAppError(err: AppError): S3Error {
     case 'INSUFFICIENT_STORAGE':
       return new S3Error('InsufficientStorage', err.message)
     case 'UNAUTHORIZED':
+      return new S3Error('AccessDenied', err.message)
+    case 'OBJECT_LOCKED':
       return new S3Error('AccessDenied', err.message)
     case 'CONFLICT':
       return new S3Error('InvalidRequest', err.message)

@@ -6,6 +6,7 @@ import { uuidv7 } from '../lib/ids'
 import { toFileName } from '../lib/text'
 import { AppError } from '../errors'
 import { BlobWrites } from '../services/blob-writes'
+import { lockError } from './object-lock'
 import { S3Error, fromAppError } from './errors'
 import { ingest, type BodySpec } from './ingest'
 import { isBucketName, type S3Buckets, type S3Deps } from './buckets'
@@ -86,6 +87,8 @@ export interface DeleteConditions {
   ifMatch?: string | undefined
   lastModified?: string | undefined
   size?: string | undefined
+  /** x-amz-bypass-governance-retention: true (object lock, #25): a GOVERNANCE retention yields. */
+  bypassGovernance?: boolean | undefined
 }
 
 /** The ETag of an object: S3 writes record theirs; API uploads are addressed by their SHA-256. */
@@ -203,8 +206,10 @@ export class S3Objects {
    * version it replaces is released before the new size must fit the quotas; in a versioned bucket
    * the old version stays stored and counted.
    */
-  replace(tenant: AuthenticatedTenant, w: Workspace, key: string, sha256: string, size: number, info: ObjectInfo): ObjectRow {
+  replace(tenant: AuthenticatedTenant, w: Workspace, key: string, sha256: string, size: number, requested: ObjectInfo): ObjectRow {
     const { objects, workspaces, clock } = this.deps
+    // The lock asked for goes onto the version's row (lockNewVersion), not into the stored info.
+    const { lock, ...info } = requested
     if (!workspaces.getLive(tenant.id, w.id)) throw new S3Error('NoSuchBucket', 'The specified bucket does not exist', { BucketName: w.slug })
     const now = clock.now()
     this.deps.versions.retire(w.id, key, now)
@@ -229,11 +234,25 @@ export class S3Objects {
       info,
       now,
     })
-    this.deps.versions.record(tenant.id, w.id, key, id, size, now)
+    const versionId = this.deps.versions.record(tenant.id, w.id, key, id, size, now)
+    this.lockNewVersion(w, key, versionId, lock, now)
     // In the transaction of the write, like the API's commit: PutObject, CopyObject and
     // CompleteMultipartUpload all end here.
     this.deps.events.settled(id)
     return objects.get(w.id, key)!
+  }
+
+  /**
+   * In the write's transaction: the new version's object lock (#25), the request's or else the
+   * bucket's default retention. A lock asked of a bucket without object lock is InvalidRequest,
+   * and a retain-until date not ahead of the server clock InvalidArgument, as AWS.
+   */
+  private lockNewVersion(w: Workspace, key: string, versionId: string, lock: ObjectInfo['lock'], now: number): void {
+    const { objectLock } = this.deps
+    if (lock !== undefined && !objectLock.enabled(w.id)) throw new S3Error('InvalidRequest', 'Bucket is missing Object Lock Configuration')
+    if (lock?.until !== undefined && lock.until <= now) throw new S3Error('InvalidArgument', 'The retain until date must be in the future!')
+    const requested = lock?.mode !== undefined && lock.until !== undefined ? { mode: lock.mode, until: lock.until } : undefined
+    objectLock.applyToNew(w.id, key, versionId, objectLock.retentionFor(w.id, requested, now), lock?.legalHold)
   }
 
   private softDelete(tenant: AuthenticatedTenant, fileId: string, now: number): void {
@@ -369,6 +388,14 @@ export class S3Objects {
    * as RGW answers); a delete marker has no ETag, size or content to match, so any condition fails.
    */
   private checkDeleteConditions(w: Workspace, key: string, versionId: string | undefined, c: DeleteConditions): void {
+    // A locked version is never deleted for good (object lock, #25); a delete marker over it is allowed.
+    if (versionId !== undefined) {
+      try {
+        this.deps.objectLock.checkDeletable(w.id, key, versionId, c.bypassGovernance === true)
+      } catch (err) {
+        throw lockError(err)
+      }
+    }
     if (c.ifMatch === undefined && c.lastModified === undefined && c.size === undefined) return
     const { versions, objects } = this.deps
     const v = versionId !== undefined ? versions.byId(w.id, key, versionId) : versions.latest(w.id, key)
@@ -456,6 +483,8 @@ export class S3Objects {
     check: (source: ObjectRow) => void,
     /** The destination's If-Match / If-None-Match, as PutObject's (AWS's conditional CopyObject). */
     conditions: { ifMatch?: string | undefined; ifNoneMatch?: string | undefined } = {},
+    /** The copy's own x-amz-object-lock-* (#25): never the source's. */
+    lock?: ObjectInfo['lock'],
   ): { row: ObjectRow; source: ObjectRow } {
     checkKey(to.key)
     const { db } = this.deps
@@ -470,7 +499,8 @@ export class S3Objects {
           'copy' in info
             ? { ...sourceInfo, ...(info.acl ? { acl: info.acl } : {}) }
             : { ...info, etag: sourceInfo.etag, ...(sourceInfo.parts ? { parts: sourceInfo.parts } : {}) }
-        const row = this.replace(tenant, target, to.key, source.sha256, source.size, finalInfo)
+        const { lock: _sourceLock, ...copied } = finalInfo
+        const row = this.replace(tenant, target, to.key, source.sha256, source.size, { ...copied, ...(lock ? { lock } : {}) })
         // The copy keeps the source's parts count, so it keeps the layout that partNumber reads (#24).
         if (finalInfo.parts !== undefined) this.deps.objects.copyParts(source.fileId, row.fileId)
         return { row, source }

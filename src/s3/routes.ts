@@ -20,6 +20,7 @@ import { postObject } from './ops/post-object'
 import { preflight, registerCorsHeaders } from './cors'
 import { versionHandlers } from './ops/versions'
 import { policyHandlers } from './ops/policy'
+import { objectLockHandlers } from './ops/object-lock'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -50,6 +51,7 @@ const HANDLERS = {
   ...corsHandlers,
   ...versionHandlers,
   ...policyHandlers,
+  ...objectLockHandlers,
   // PostObject is signed by its form, not the request: its handler authenticates it (ops/post-object.ts).
 } satisfies Record<Exclude<OperationName, 'PostObject'>, Handler>
 

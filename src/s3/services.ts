@@ -1,3 +1,4 @@
+import type { ObjectLock } from '../services/object-lock'
 import type { ObjectsRepo } from '../db/repos/objects'
 import { S3Buckets, type S3Deps } from './buckets'
 import { S3Objects } from './objects'
@@ -12,10 +13,19 @@ export interface S3Services {
   objectsRepo: ObjectsRepo
   /** Object versions and buckets' versioning state (#25), shared with the API. */
   versions: ObjectVersions
+  /** Object lock (#25), shared with the API. */
+  objectLock: ObjectLock
 }
 
 export function createS3Services(deps: S3Deps): S3Services {
   const buckets = new S3Buckets(deps)
   const objects = new S3Objects(deps, buckets)
-  return { buckets, objects, multipart: new S3Multipart(deps, buckets, objects), objectsRepo: deps.objects, versions: deps.versions }
+  return {
+    buckets,
+    objects,
+    multipart: new S3Multipart(deps, buckets, objects),
+    objectsRepo: deps.objects,
+    versions: deps.versions,
+    objectLock: deps.objectLock,
+  }
 }

@@ -36,6 +36,8 @@ export interface TenantOwnedRepos {
   files: FilesRepo
   workspaces: WorkspacesRepo
   outbox: OutboxRepo
+  /** Object lock (#25): a tenant holding locked versions cannot be deleted. */
+  objectLock?: { checkTenantDeletable(tenantId: string): void }
 }
 
 /** The contract's rule for names (no control, bidi or invisible characters, no lone surrogates), as the API schema applies it. */
@@ -239,6 +241,8 @@ export class TenantsService {
     this.db
       .transaction(() => {
         const t = this.get(tenantId)
+        // A locked version must outlive its tenant's deletion too: refused, naming them (#25).
+        this.owned.objectLock?.checkTenantDeletable(t.id)
         this.owned.files.softDeleteAllOfTenant(t.id, now)
         this.owned.workspaces.softDeleteAllOfTenant(t.id, now)
         this.owned.outbox.dropPending(t.id)

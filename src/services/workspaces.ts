@@ -43,6 +43,8 @@ export class WorkspacesService {
     private readonly clock: Clock,
     private readonly events: FileEvents,
     private readonly webhookAllowPrivate: boolean,
+    /** Object lock (#25): a workspace holding locked versions cannot be deleted. */
+    private readonly objectLock?: { checkWorkspaceDeletable(workspaceId: string): void },
   ) {}
 
   /** The same rules as the handshake's webhookUrl (absolute http(s), SSRF literal checks). */
@@ -129,6 +131,7 @@ export class WorkspacesService {
     this.db
       .transaction(() => {
         const w = this.get(tenant, id)
+        this.objectLock?.checkWorkspaceDeletable(w.id)
         const now = this.clock.now()
         const pending = this.files.pendingInWorkspace(w.id)
         this.files.softDeleteInWorkspace(w.id, now)

@@ -29,6 +29,12 @@ export interface ObjectInfo {
    * in a column, so that it travels with the object's attributes into its versions.
    */
   acl?: string
+  /**
+   * The object lock a write asked for (x-amz-object-lock-*, #25), carried from the request (or a
+   * multipart upload's creation) to the commit, which moves it onto the new version's row and
+   * never stores it here.
+   */
+  lock?: { mode?: 'GOVERNANCE' | 'COMPLIANCE'; until?: number; legalHold?: boolean }
 }
 
 /** A completed, live object of a bucket. */

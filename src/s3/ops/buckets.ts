@@ -41,6 +41,9 @@ export const bucketHandlers = {
     if (ownership === 'BucketOwnerEnforced' && acl !== undefined && acl !== 'private' && acl !== 'bucket-owner-full-control') {
       throw new S3Error('InvalidBucketAclWithObjectOwnership', "Bucket cannot have ACLs set with ObjectOwnership's BucketOwnerEnforced setting")
     }
+    const lock = header(request, 'x-amz-bucket-object-lock-enabled')
+    if (lock !== undefined && !/^(true|false)$/i.test(lock.trim()))
+      throw new S3Error('InvalidArgument', 'x-amz-bucket-object-lock-enabled must be true or false')
     const existed = s3.buckets.find(tenant.id, bucket) !== undefined
     const w = s3.buckets.create(tenant, bucket)
     // A bucket's ACL and ownership as created (#26); a re-create (200 in us-east-1) leaves them as they are.
@@ -48,6 +51,8 @@ export const bucketHandlers = {
       const doc = core.publicAccess.bucketAcl(w.id)
       core.publicAccess.putBucketAcl(w.id, { ...doc, ...(acl !== undefined ? { acl } : {}), ...(ownership !== undefined ? { ownership } : {}) })
     }
+    // Object lock (#25): versioning Enabled for good, decided at creation as AWS does (not by a re-create).
+    if (!existed && lock?.trim().toLowerCase() === 'true') s3.objectLock.enableOnNewBucket(w.id)
     return reply.header('location', `/${bucket}`).send()
   },
 

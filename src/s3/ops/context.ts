@@ -8,6 +8,7 @@ import type { ObjectInput } from '../objects'
 import type { OperationName } from '../operations'
 import { S3Error } from '../errors'
 import { checkCannedAcl, requestedAcl } from '../acl'
+import { lockHeaders } from '../object-lock'
 import { xmlDocument, type XmlNode } from '../xml'
 
 /** What every operation's handler gets: the request, its verified tenant, what it addresses. */
@@ -84,8 +85,6 @@ export function refuseUnsupported(request: Pick<FastifyRequest, 'headers'>): voi
       // x-amz-server-side-encryption itself is checkSseHeader's (ops/encryption.ts); SSE-C's and SSE-KMS's are not built.
       (name.startsWith('x-amz-server-side-encryption') && name !== 'x-amz-server-side-encryption') ||
       name.startsWith('x-amz-copy-source-server-side-encryption') ||
-      name.startsWith('x-amz-object-lock') ||
-      name === 'x-amz-bucket-object-lock-enabled' ||
       name === 'x-amz-tagging' ||
       (name === 'x-amz-tagging-directive' && value?.toUpperCase() !== 'COPY') ||
       name === 'x-amz-website-redirect-location' ||
@@ -137,5 +136,17 @@ export function objectInput(request: Pick<FastifyRequest, 'headers' | 's3Content
   if (expires) out.expires = expires
   // `private` is every object's default: not stored (#26).
   if (acl !== undefined && acl !== 'private' && acl !== 'bucket-owner-full-control' && acl !== 'bucket-owner-read') out.acl = acl
+  const lock = lockHeaders(request)
+  if (lock) out.lock = lock
   return out
+}
+
+/**
+ * A write asking for an object lock (x-amz-object-lock-*) of a bucket without one: InvalidRequest
+ * before any byte is read or an upload begins, as AWS (the commit checks again, under its lock, #25).
+ */
+export function checkLockRequest({ s3, tenant, bucket }: OpContext, input: ObjectInput): void {
+  if (input.lock === undefined) return
+  const w = s3.buckets.resolve(tenant, bucket)
+  if (!s3.objectLock.enabled(w.id)) throw new S3Error('InvalidRequest', 'Bucket is missing Object Lock Configuration')
 }

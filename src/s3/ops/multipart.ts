@@ -5,15 +5,18 @@ import { etagOf } from '../objects'
 import { MAX_PARTS } from '../multipart'
 import { awsEncode } from '../sigv4'
 import { CHECKSUM_ALGORITHMS, checksumElement, uploadChecksum, type ChecksumAlgorithm } from '../checksums'
-import { header, intParam, iso, objectInput, owner, refuseUnsupported, xml, type Handlers, type OpContext } from './context'
+import { checkLockRequest, header, intParam, iso, objectInput, owner, refuseUnsupported, xml, type Handlers, type OpContext } from './context'
 import { copyConditions, copySource } from './objects'
 import { versionIdHeader } from '../versions'
 
 /** Multipart uploads: create, upload (or copy) parts, complete, abort, list. */
 export const multipartHandlers = {
-  CreateMultipartUpload({ s3, tenant, bucket, key, request, reply }) {
+  CreateMultipartUpload(c) {
+    const { s3, tenant, bucket, key, request, reply } = c
     const checksum = uploadChecksum(header(request, 'x-amz-checksum-algorithm'), header(request, 'x-amz-checksum-type'))
-    const upload = s3.multipart.create(tenant, bucket, key, objectInput(request, tenant.id), checksum)
+    const input = objectInput(request, tenant.id)
+    checkLockRequest(c, input)
+    const upload = s3.multipart.create(tenant, bucket, key, input, checksum)
     if (checksum) reply.header('x-amz-checksum-algorithm', checksum.algorithm.toUpperCase()).header('x-amz-checksum-type', checksum.type)
     return xml(reply, 'InitiateMultipartUploadResult', { Bucket: bucket, Key: key, UploadId: upload.id })
   },

@@ -7,8 +7,9 @@ import { etagOf, type DeleteConditions } from '../objects'
 import { MAX_PARTS } from '../multipart'
 import { sendObject } from '../render'
 import { copySourceHolds } from '../conditions'
-import { decodePath, header, iso, objectInput, refuseUnsupported, xml, type Handlers, type OpContext } from './context'
+import { checkLockRequest, decodePath, header, iso, objectInput, refuseUnsupported, xml, type Handlers, type OpContext } from './context'
 import { versionIdHeader } from '../versions'
+import { lockHeaders, lockResponseHeaders } from '../object-lock'
 import type { FastifyReply } from 'fastify'
 
 /** `x-amz-version-id` of an object just written or read, in a bucket whose versioning was ever configured (#25). */
@@ -22,8 +23,11 @@ export const objectHandlers = {
   GetObject: getOrHead,
   HeadObject: getOrHead,
 
-  async PutObject({ s3, tenant, bucket, key, request, reply, body }) {
-    const { etag, checksum, row } = await s3.objects.put(tenant, bucket, key, body(), objectInput(request, tenant.id), {
+  async PutObject(c) {
+    const { s3, tenant, bucket, key, request, reply, body } = c
+    const input = objectInput(request, tenant.id)
+    checkLockRequest(c, input)
+    const { etag, checksum, row } = await s3.objects.put(tenant, bucket, key, body(), input, {
       ifMatch: header(request, 'if-match'),
       ifNoneMatch: header(request, 'if-none-match'),
     })
@@ -33,7 +37,8 @@ export const objectHandlers = {
     return reply.send()
   },
 
-  CopyObject({ s3, tenant, bucket, key, request, reply }) {
+  CopyObject(c) {
+    const { s3, tenant, bucket, key, request, reply } = c
     const from = copySource(request)
     const directive = (header(request, 'x-amz-metadata-directive') ?? 'COPY').toUpperCase()
     if (directive !== 'COPY' && directive !== 'REPLACE') throw new S3Error('InvalidArgument', 'Unknown metadata directive.')
@@ -51,11 +56,18 @@ export const objectHandlers = {
     const input = objectInput(request, tenant.id)
     const info: ObjectInfo | { copy: true; acl?: string } =
       directive === 'REPLACE' ? { ...input, etag: '' } : { copy: true, ...(input.acl ? { acl: input.acl } : {}) }
+    const lock = lockHeaders(request)
+    checkLockRequest(c, lock ? { contentType: '', meta: {}, lock } : { contentType: '', meta: {} })
     // The destination's own conditions are honoured, as AWS's CopyObject does, never ignored (#24).
-    const { row, source } = s3.objects.copy(tenant, from, { bucket, key }, info, copyConditions(request), {
-      ifMatch: header(request, 'if-match'),
-      ifNoneMatch: header(request, 'if-none-match'),
-    })
+    const { row, source } = s3.objects.copy(
+      tenant,
+      from,
+      { bucket, key },
+      info,
+      copyConditions(request),
+      { ifMatch: header(request, 'if-match'), ifNoneMatch: header(request, 'if-none-match') },
+      lock,
+    )
     versionHeader(reply, row, 'x-amz-version-id', true)
     versionHeader(reply, source, 'x-amz-copy-source-version-id')
     return xml(reply, 'CopyObjectResult', { ETag: etagOf(row), LastModified: iso(row.completedAt) })
@@ -66,6 +78,7 @@ export const objectHandlers = {
       ifMatch: header(request, 'if-match'),
       lastModified: header(request, 'x-amz-if-match-last-modified-time'),
       size: header(request, 'x-amz-if-match-size'),
+      bypassGovernance: header(request, 'x-amz-bypass-governance-retention')?.toLowerCase() === 'true',
     })
     // A marker added, or a version deleted (a marker or not): as AWS, x-amz-delete-marker and x-amz-version-id.
     if (outcome.deleteMarker) reply.header('x-amz-delete-marker', 'true')
@@ -97,6 +110,8 @@ export const objectHandlers = {
     }))
     if (items.some((i) => i.key === undefined)) throw malformed()
     const quiet = textOf(del, 'Quiet') === 'true'
+    const bypassGovernance = header(request, 'x-amz-bypass-governance-retention')?.toLowerCase() === 'true'
+    for (const i of items) (i as DeleteConditions).bypassGovernance = bypassGovernance
     const result = s3.objects.deleteVersions(tenant, bucket, items as ({ key: string } & DeleteConditions & { versionId?: string | undefined })[])
     request.log.debug({ deleted: result.deleted.length }, 'objects deleted')
     return xml(reply, 'DeleteResult', {
@@ -137,15 +152,21 @@ export const objectHandlers = {
 } satisfies Handlers
 
 /** GetObject and HeadObject: the object, or one part of it (`partNumber`). */
-function getOrHead({ core, s3, tenant, bucket, key, query: q, request, reply }: OpContext) {
+function getOrHead(c: OpContext) {
+  const { core, s3, tenant, bucket, key, query: q, request, reply } = c
   const versionId = q.get('versionId')
   const partNumber = q.get('partNumber')
-  if (partNumber === undefined) return sendObject(core, request, reply, s3.objects.head(tenant, bucket, key, versionId), q)
+  if (partNumber === undefined) {
+    const object = s3.objects.head(tenant, bucket, key, versionId)
+    lockHeadersOf(c, object)
+    return sendObject(core, request, reply, object, q)
+  }
   if (!/^\d{1,5}$/.test(partNumber) || Number(partNumber) < 1 || Number(partNumber) > MAX_PARTS) {
     throw new S3Error('InvalidArgument', 'Part number must be an integer between 1 and 10000, inclusive')
   }
   if (request.headers.range !== undefined) throw new S3Error('InvalidRequest', 'Cannot specify both Range header and partNumber query parameter')
   const { object, part } = s3.objects.headPart(tenant, bucket, key, Number(partNumber), versionId)
+  lockHeadersOf(c, object)
   return sendObject(core, request, reply, object, q, part)
 }
 
@@ -182,4 +203,10 @@ export function copyConditions(request: FastifyRequest) {
     )
     if (!holds) throw new S3Error('PreconditionFailed', 'At least one of the pre-conditions you specified did not hold')
   }
+}
+
+/** GET/HEAD of a version report its object lock (#25): x-amz-object-lock-mode, -retain-until-date, -legal-hold. */
+function lockHeadersOf({ s3, reply }: OpContext, o: ObjectRow): void {
+  if (o.versionId === undefined || !s3.objectLock.enabled(o.workspaceId)) return
+  reply.headers(lockResponseHeaders(s3.objectLock.get(o.workspaceId, o.key, o.versionId)))
 }

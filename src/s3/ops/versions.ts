@@ -15,6 +15,10 @@ export const versionHandlers = {
   async PutBucketVersioning({ s3, tenant, bucket, request, reply, body }) {
     const w = s3.buckets.resolve(tenant, bucket)
     const status = parseVersioningConfiguration(await readSmallBody(body(), MAX_XML_BODY_BYTES), header(request, 'x-amz-mfa'))
+    // A bucket with object lock stays Enabled (AWS: InvalidBucketState, #25).
+    if (status === 'Suspended' && s3.objectLock.enabled(w.id)) {
+      throw new S3Error('InvalidBucketState', 'An Object Lock configuration is present on this bucket, so the versioning state cannot be changed.')
+    }
     s3.versions.setStatus(w.id, status)
     return reply.send()
   },
