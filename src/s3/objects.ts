@@ -328,12 +328,31 @@ export class S3Objects {
     return out
   }
 
+  /**
+   * PutObjectTagging / DeleteObjectTagging: the live object's tags become `tags` (none: removed),
+   * its info rewritten in one transaction so that a concurrent write replaces the object whole.
+   * An object uploaded through the API (no S3 info) gets the info its GET already answers with.
+   */
+  setTags(tenant: AuthenticatedTenant, bucket: string, key: string, tags: Record<string, string>): ObjectRow {
+    return this.deps.db
+      .transaction(() => {
+        const o = this.head(tenant, bucket, key)
+        const { tags: _old, ...rest } = o.info ?? { etag: etagOf(o), contentType: o.fileType, meta: {} }
+        const info: ObjectInfo = Object.keys(tags).length > 0 ? { ...rest, tags } : rest
+        this.deps.objects.setInfo(o.fileId, info)
+        return { ...o, info }
+      })
+      .immediate()
+  }
+
   /** CopyObject within the tenant: the content is shared (same blob), not copied. */
   copy(
     tenant: AuthenticatedTenant,
     from: { bucket: string; key: string },
     to: { bucket: string; key: string },
     info: ObjectInfo | 'copy',
+    /** The copy's tags: the source's (`x-amz-tagging-directive: COPY`, the default) or these (REPLACE). */
+    tags: Record<string, string> | 'copy',
     check: (source: ObjectRow) => void,
     /** The destination's If-Match / If-None-Match, as PutObject's (AWS's conditional CopyObject). */
     conditions: { ifMatch?: string | undefined; ifNoneMatch?: string | undefined } = {},
@@ -347,8 +366,14 @@ export class S3Objects {
         const target = this.buckets.resolve(tenant, to.bucket)
         checkWriteConditions(conditions, this.deps.objects.get(target.id, to.key))
         const sourceInfo: ObjectInfo = source.info ?? { etag: etagOf(source), contentType: source.fileType, meta: {} }
-        const finalInfo: ObjectInfo =
-          info === 'copy' ? sourceInfo : { ...info, etag: sourceInfo.etag, ...(sourceInfo.parts ? { parts: sourceInfo.parts } : {}) }
+        const { tags: sourceTags, ...kept } = sourceInfo
+        const { tags: _requestTags, ...given }: ObjectInfo = info === 'copy' ? kept : info
+        // Tags follow their own directive, whatever the metadata's (AWS CopyObject).
+        const copyTags = tags === 'copy' ? sourceTags : tags
+        const finalInfo: ObjectInfo = {
+          ...(info === 'copy' ? given : { ...given, etag: sourceInfo.etag, ...(sourceInfo.parts ? { parts: sourceInfo.parts } : {}) }),
+          ...(copyTags && Object.keys(copyTags).length > 0 ? { tags: copyTags } : {}),
+        }
         const row = this.replace(tenant, target, to.key, source.sha256, source.size, finalInfo)
         // The copy keeps the source's parts count, so it keeps the layout that partNumber reads (#24).
         if (finalInfo.parts !== undefined) this.deps.objects.copyParts(source.fileId, row.fileId)

@@ -14,6 +14,7 @@ import { bucketHandlers } from './ops/buckets'
 import { objectHandlers } from './ops/objects'
 import { multipartHandlers } from './ops/multipart'
 import { aclHandlers } from './ops/acl'
+import { taggingHandlers } from './ops/tagging'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -39,6 +40,7 @@ const HANDLERS = {
   ...objectHandlers,
   ...multipartHandlers,
   ...aclHandlers,
+  ...taggingHandlers,
 } satisfies Record<OperationName, Handler>
 
 function targetOf(request: FastifyRequest, domain: string | undefined): Target {

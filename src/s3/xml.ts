@@ -59,12 +59,12 @@ const parser = new XMLParser({
   // references SDKs write for control characters and CR in keys (`&#x1;`, `&#x0D;`), so a
   // DeleteObjects named another key than the client's and answered it Deleted (#24).
   processEntities: false,
-  isArray: (name) => name === 'Part' || name === 'Object',
+  isArray: (name) => name === 'Part' || name === 'Object' || name === 'Tag',
 })
 
 /**
- * Parses a small XML request body into plain objects (elements → properties, repeated `Part` and
- * `Object` → arrays). Anything that is not well-formed XML, or declares a DOCTYPE (entity
+ * Parses a small XML request body into plain objects (elements → properties, repeated `Part`,
+ * `Object` and `Tag` → arrays). Anything that is not well-formed XML, or declares a DOCTYPE (entity
  * expansion), is `MalformedXML`.
  */
 export function parseXml(body: Buffer): Record<string, unknown> {

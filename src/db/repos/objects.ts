@@ -24,6 +24,8 @@ export interface ObjectInfo {
   checksum?: { algorithm: string; value: string; type?: ChecksumType }
   /** Multipart objects: part count (for `x-amz-mp-parts-count`). */
   parts?: number
+  /** S3 object tags (services/tagging.ts), kept with the object so that they travel with it. */
+  tags?: Record<string, string>
 }
 
 /** A completed, live object of a bucket. */
@@ -122,6 +124,7 @@ export class ObjectsRepo {
            AND status = 'completed'
          ORDER BY object_key LIMIT @limit`,
       ),
+      setInfo: db.prepare<[string, string]>(`UPDATE files SET object_info = ? WHERE id = ? AND deleted_at IS NULL`),
       insertPart: db.prepare('INSERT INTO s3_object_parts (file_id, part_number, size_bytes, checksum) VALUES (?, ?, ?, ?)'),
       copyParts: db.prepare(
         'INSERT INTO s3_object_parts (file_id, part_number, size_bytes, checksum) SELECT ?, part_number, size_bytes, checksum FROM s3_object_parts WHERE file_id = ?',
@@ -179,6 +182,11 @@ export class ObjectsRepo {
   *page(workspaceId: string, bounds: { after?: string; from?: string; below?: string }, limit: number): Generator<ObjectRow> {
     const rows = this.stmts.page.iterate({ workspaceId, after: bounds.after ?? null, from: bounds.from ?? null, below: bounds.below ?? null, limit })
     for (const r of rows) yield toObject(r)
+  }
+
+  /** Rewrites a live object's info (PutObjectTagging, DeleteObjectTagging). */
+  setInfo(fileId: string, info: ObjectInfo): void {
+    this.stmts.setInfo.run(JSON.stringify(info), fileId)
   }
 
   /** Records the part layout of a multipart object just inserted (in the transaction that inserts it). */

@@ -9,6 +9,7 @@ import type { OperationName } from '../operations'
 import { S3Error } from '../errors'
 import { checkCannedAcl } from '../acl'
 import { xmlDocument, type XmlNode } from '../xml'
+import { TagError, parseTagQuery, type Tags } from '../../services/tagging'
 
 /** What every operation's handler gets: the request, its verified tenant, what it addresses. */
 export interface OpContext {
@@ -74,7 +75,7 @@ export function onlyNullVersion(query: Map<string, string>): void {
 
 /**
  * Write options Coffer does not implement. Ignoring them would pretend (a client asking for
- * encryption, a public ACL, tags, a retention lock or a colder storage class must not believe it
+ * encryption, a public ACL, a retention lock or a colder storage class must not believe it
  * got one): 501, on every write that could carry them — PutObject, CopyObject whatever its
  * metadata directive, CreateMultipartUpload, UploadPart(Copy), CreateBucket (#24).
  */
@@ -88,8 +89,6 @@ export function refuseUnsupported(request: FastifyRequest): void {
       name.startsWith('x-amz-copy-source-server-side-encryption') ||
       name.startsWith('x-amz-object-lock') ||
       name === 'x-amz-bucket-object-lock-enabled' ||
-      name === 'x-amz-tagging' ||
-      (name === 'x-amz-tagging-directive' && value?.toUpperCase() !== 'COPY') ||
       name === 'x-amz-website-redirect-location' ||
       name.startsWith('x-amz-grant-') ||
       (name === 'x-amz-acl' && value !== 'private' && value !== 'bucket-owner-full-control') ||
@@ -137,5 +136,20 @@ export function objectInput(request: FastifyRequest): ObjectInput {
   if (contentEncoding) out.contentEncoding = contentEncoding
   if (contentLanguage) out.contentLanguage = contentLanguage
   if (expires) out.expires = expires
+  const tagging = header(request, 'x-amz-tagging')
+  if (tagging !== undefined) {
+    const tags = tagsOrError(() => parseTagQuery(tagging))
+    if (Object.keys(tags).length > 0) out.tags = tags
+  }
   return out
+}
+
+/** A tag set built by services/tagging.ts, its TagError answered as the S3 error of that code. */
+export function tagsOrError(build: () => Tags): Tags {
+  try {
+    return build()
+  } catch (err) {
+    if (err instanceof TagError) throw new S3Error(err.code, err.message)
+    throw err
+  }
 }

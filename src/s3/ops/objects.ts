@@ -7,7 +7,20 @@ import { etagOf } from '../objects'
 import { MAX_PARTS } from '../multipart'
 import { sendObject } from '../render'
 import { copySourceHolds } from '../conditions'
-import { decodePath, header, iso, notImplemented, objectInput, onlyNullVersion, refuseUnsupported, xml, type Handlers, type OpContext } from './context'
+import { parseTagQuery } from '../../services/tagging'
+import {
+  decodePath,
+  header,
+  iso,
+  notImplemented,
+  objectInput,
+  onlyNullVersion,
+  refuseUnsupported,
+  tagsOrError,
+  xml,
+  type Handlers,
+  type OpContext,
+} from './context'
 
 /** Objects: read, write, copy, delete, describe. */
 export const objectHandlers = {
@@ -38,8 +51,12 @@ export const objectHandlers = {
     // as under REPLACE, never silently dropped (#24).
     refuseUnsupported(request)
     const info: ObjectInfo | 'copy' = directive === 'REPLACE' ? { ...objectInput(request), etag: '' } : 'copy'
+    const tagging = (header(request, 'x-amz-tagging-directive') ?? 'COPY').toUpperCase()
+    if (tagging !== 'COPY' && tagging !== 'REPLACE') throw new S3Error('InvalidArgument', 'Unknown tagging directive.')
+    // REPLACE: the request's x-amz-tagging (none: no tags), read whatever the metadata directive.
+    const tags = tagging === 'COPY' ? 'copy' : tagsOrError(() => parseTagQuery(header(request, 'x-amz-tagging') ?? ''))
     // The destination's own conditions are honoured, as AWS's CopyObject does, never ignored (#24).
-    const row = s3.objects.copy(tenant, from, { bucket, key }, info, copyConditions(request), {
+    const row = s3.objects.copy(tenant, from, { bucket, key }, info, tags, copyConditions(request), {
       ifMatch: header(request, 'if-match'),
       ifNoneMatch: header(request, 'if-none-match'),
     })
