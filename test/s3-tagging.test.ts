@@ -1,5 +1,8 @@
 // Object and bucket tagging (#26) through the AWS SDK v3: round trips, AWS's limits, x-amz-tagging
 // on PutObject / CopyObject / CreateMultipartUpload, x-amz-tagging-count, and the lifecycle matcher.
+import { execFile, spawnSync } from 'node:child_process'
+import fs from 'node:fs'
+import { promisify } from 'node:util'
 import t from 'tap'
 import {
   CompleteMultipartUploadCommand,
@@ -198,4 +201,71 @@ t.test('the matcher lifecycle filters use', async (t) => {
   t.notOk(hasTags(info, { env: 'prod', other: '' }))
   t.notOk(hasTags(null, { env: 'prod' }))
   t.notOk(hasTags({ tags: {} }, { toString: '' }), 'no inherited property is a tag')
+})
+
+// boto3 (the pyenv Python's, else Debian's python3-boto3): the same round trips as a Python client sends them.
+const python = [process.env.COFFER_TEST_BOTO3_PYTHON, '/root/.pyenv/versions/3.11.7/bin/python3', 'python3'].find(
+  (p) => p !== undefined && (p === 'python3' || fs.existsSync(p)) && spawnSync(p, ['-c', 'import boto3'], { encoding: 'utf8' }).status === 0,
+)
+
+t.test('boto3: object and bucket tagging, the header forms, limits', { skip: python === undefined && 'no python3 with boto3' }, async (t) => {
+  const ctx = await makeS3(t)
+  const script = `
+import sys, boto3, botocore
+from botocore.config import Config
+endpoint, key, secret = sys.argv[1:4]
+c = boto3.client('s3', endpoint_url=endpoint, aws_access_key_id=key, aws_secret_access_key=secret, region_name='us-east-1',
+                 config=Config(s3={'addressing_style': 'path'}, retries={'max_attempts': 1}))
+def err(f, **kw):
+    try:
+        f(**kw)
+        return 'no error'
+    except botocore.exceptions.ClientError as e:
+        return '%s %s' % (e.response['Error']['Code'], e.response['ResponseMetadata']['HTTPStatusCode'])
+def tags(k):
+    return sorted((t['Key'], t['Value']) for t in c.get_object_tagging(Bucket='boto', Key=k)['TagSet'])
+c.create_bucket(Bucket='boto')
+c.put_object(Bucket='boto', Key='a', Body=b'x', Tagging='k1=v1&k2=v%202')
+print(tags('a'), c.head_object(Bucket='boto', Key='a')['ResponseMetadata']['HTTPHeaders'].get('x-amz-tagging-count'))
+c.put_object_tagging(Bucket='boto', Key='a', Tagging={'TagSet': [{'Key': 'x', 'Value': 'y'}]})
+print(tags('a'), c.get_object(Bucket='boto', Key='a').get('TagCount'))
+c.copy_object(Bucket='boto', Key='b', CopySource={'Bucket': 'boto', 'Key': 'a'})
+c.copy_object(Bucket='boto', Key='c', CopySource={'Bucket': 'boto', 'Key': 'a'}, TaggingDirective='REPLACE', Tagging='r=1')
+print(tags('b'), tags('c'))
+u = c.create_multipart_upload(Bucket='boto', Key='m', Tagging='mp=yes')['UploadId']
+p = c.upload_part(Bucket='boto', Key='m', UploadId=u, PartNumber=1, Body=b'part')
+c.complete_multipart_upload(Bucket='boto', Key='m', UploadId=u, MultipartUpload={'Parts': [{'PartNumber': 1, 'ETag': p['ETag']}]})
+print(tags('m'))
+print(err(c.put_object_tagging, Bucket='boto', Key='a', Tagging={'TagSet': [{'Key': 'k%d' % i, 'Value': ''} for i in range(11)]}))
+print(err(c.put_object_tagging, Bucket='boto', Key='a', Tagging={'TagSet': [{'Key': 'k' * 129, 'Value': ''}]}))
+c.delete_object_tagging(Bucket='boto', Key='a')
+print(tags('a'))
+print(err(c.get_bucket_tagging, Bucket='boto'))
+c.put_bucket_tagging(Bucket='boto', Tagging={'TagSet': [{'Key': 'team', 'Value': 'web'}]})
+print(c.get_bucket_tagging(Bucket='boto')['TagSet'])
+c.delete_bucket_tagging(Bucket='boto')
+print(err(c.get_bucket_tagging, Bucket='boto'))
+print(boto3.__version__, file=sys.stderr)
+`
+  const run = await promisify(execFile)(python!, ['-c', script, ctx.endpoint, ctx.credentials.accessKeyId, ctx.credentials.secretAccessKey], {
+    encoding: 'utf8',
+    timeout: 60_000,
+  }).catch((e: { stdout: string; stderr: string }) => e)
+  t.equal(
+    run.stdout,
+    [
+      "[('k1', 'v1'), ('k2', 'v 2')] 2",
+      "[('x', 'y')] 1",
+      "[('x', 'y')] [('r', '1')]",
+      "[('mp', 'yes')]",
+      'BadRequest 400',
+      'InvalidTag 400',
+      '[]',
+      'NoSuchTagSet 404',
+      "[{'Key': 'team', 'Value': 'web'}]",
+      'NoSuchTagSet 404',
+      '',
+    ].join('\n'),
+    `boto3 ${run.stderr.trim().split('\n').at(-1)}`,
+  )
 })
