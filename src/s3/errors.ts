@@ -9,7 +9,6 @@ export const S3_ERRORS = {
   AuthorizationHeaderMalformed: 400,
   AuthorizationQueryParametersError: 400,
   BadDigest: 400,
-  BadRequest: 400,
   BucketAlreadyExists: 409,
   BucketAlreadyOwnedByYou: 409,
   BucketNotEmpty: 409,

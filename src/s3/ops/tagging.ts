@@ -50,7 +50,14 @@ export const taggingHandlers = {
   },
 } satisfies Handlers
 
-const tagSetXml = (tags: Tags) => ({ TagSet: { Tag: Object.entries(tags).map(([Key, Value]) => ({ Key, Value })) } })
+/** In key order (UTF-8 binary, as listings), as Ceph RGW answers and ceph/s3-tests expect (test_put_obj_with_tags). */
+const tagSetXml = (tags: Tags) => ({
+  TagSet: {
+    Tag: Object.entries(tags)
+      .sort(([a], [b]) => Buffer.compare(Buffer.from(a), Buffer.from(b)))
+      .map(([Key, Value]) => ({ Key, Value })),
+  },
+})
 
 /** `<Tagging><TagSet><Tag><Key/><Value/></Tag>…</TagSet></Tagging>`: the pairs, in order. */
 async function pairsOfBody({ body }: OpContext): Promise<[string, string][]> {
