@@ -329,8 +329,6 @@ t.test('CopyObject and the other writes refuse options Coffer does not implement
     { 'x-amz-server-side-encryption': 'aws:kms', 'x-amz-server-side-encryption-aws-kms-key-id': 'k' },
     // Anyone may write: no anonymous writes are built (#26).
     { 'x-amz-acl': 'public-read-write' },
-    { 'x-amz-tagging': 'a=b', 'x-amz-tagging-directive': 'REPLACE' },
-    { 'x-amz-tagging-directive': 'REPLACE' },
     { 'x-amz-storage-class': 'GLACIER' },
     { 'x-amz-copy-source-server-side-encryption-customer-algorithm': 'AES256' },
   ]

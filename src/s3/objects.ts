@@ -473,6 +473,23 @@ export class S3Objects {
     return out
   }
 
+  /**
+   * PutObjectTagging / DeleteObjectTagging: the live object's tags become `tags` (none: removed),
+   * its info rewritten in one transaction so that a concurrent write replaces the object whole.
+   * An object uploaded through the API (no S3 info) gets the info its GET already answers with.
+   */
+  setTags(tenant: AuthenticatedTenant, bucket: string, key: string, tags: Record<string, string>, versionId?: string): ObjectRow {
+    return this.deps.db
+      .transaction(() => {
+        const o = this.head(tenant, bucket, key, versionId)
+        const { tags: _old, ...rest } = o.info ?? { etag: etagOf(o), contentType: o.fileType, meta: {} }
+        const info: ObjectInfo = Object.keys(tags).length > 0 ? { ...rest, tags } : rest
+        this.deps.objects.setInfo(o.fileId, info)
+        return { ...o, info }
+      })
+      .immediate()
+  }
+
   /** CopyObject within the tenant: the content is shared (same blob), not copied. */
   copy(
     tenant: AuthenticatedTenant,
@@ -480,6 +497,8 @@ export class S3Objects {
     to: { bucket: string; key: string },
     /** The destination's attributes, or the source's (the COPY directive) with the request's ACL. */
     info: ObjectInfo | { copy: true; acl?: string },
+    /** The copy's tags: the source's (`x-amz-tagging-directive: COPY`, the default) or these (REPLACE). */
+    tags: Record<string, string> | 'copy',
     check: (source: ObjectRow) => void,
     /** The destination's If-Match / If-None-Match, as PutObject's (AWS's conditional CopyObject). */
     conditions: { ifMatch?: string | undefined; ifNoneMatch?: string | undefined } = {},
@@ -494,11 +513,14 @@ export class S3Objects {
         check(source)
         const target = this.buckets.resolve(tenant, to.bucket)
         checkWriteConditions(conditions, this.deps.objects.get(target.id, to.key))
-        const { acl: _sourceAcl, ...sourceInfo }: ObjectInfo = source.info ?? { etag: etagOf(source), contentType: source.fileType, meta: {} }
-        const finalInfo: ObjectInfo =
-          'copy' in info
-            ? { ...sourceInfo, ...(info.acl ? { acl: info.acl } : {}) }
-            : { ...info, etag: sourceInfo.etag, ...(sourceInfo.parts ? { parts: sourceInfo.parts } : {}) }
+        const { acl: _sourceAcl, tags: sourceTags, ...kept }: ObjectInfo = source.info ?? { etag: etagOf(source), contentType: source.fileType, meta: {} }
+        const { tags: _requestTags, ...given }: ObjectInfo = 'copy' in info ? { ...kept, ...(info.acl ? { acl: info.acl } : {}) } : info
+        // Tags follow their own directive, whatever the metadata's (AWS CopyObject).
+        const copyTags = tags === 'copy' ? sourceTags : tags
+        const finalInfo: ObjectInfo = {
+          ...('copy' in info ? given : { ...given, etag: kept.etag, ...(kept.parts ? { parts: kept.parts } : {}) }),
+          ...(copyTags && Object.keys(copyTags).length > 0 ? { tags: copyTags } : {}),
+        }
         const { lock: _sourceLock, ...copied } = finalInfo
         const row = this.replace(tenant, target, to.key, source.sha256, source.size, { ...copied, ...(lock ? { lock } : {}) })
         // The copy keeps the source's parts count, so it keeps the layout that partNumber reads (#24).

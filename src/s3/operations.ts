@@ -70,6 +70,7 @@ export const OPERATIONS = [
   { name: 'GetBucketCors', method: 'GET', on: 'bucket', action: 's3:GetBucketCORS', sub: 'cors' },
   { name: 'GetBucketAcl', method: 'GET', on: 'bucket', action: 's3:GetBucketAcl', sub: 'acl' },
   { name: 'GetBucketLocation', method: 'GET', on: 'bucket', action: 's3:GetBucketLocation', sub: 'location' },
+  { name: 'GetBucketTagging', method: 'GET', on: 'bucket', action: 's3:GetBucketTagging', sub: 'tagging' },
   { name: 'GetBucketVersioning', method: 'GET', on: 'bucket', action: 's3:GetBucketVersioning', sub: 'versioning' },
   { name: 'GetBucketEncryption', method: 'GET', on: 'bucket', action: 's3:GetEncryptionConfiguration', sub: 'encryption' },
   { name: 'GetObjectLockConfiguration', method: 'GET', on: 'bucket', action: 's3:GetBucketObjectLockConfiguration', sub: 'object-lock' },
@@ -96,6 +97,9 @@ export const OPERATIONS = [
   { name: 'ListObjectsV2', method: 'GET', on: 'bucket', action: 's3:ListBucket', sub: 'list-type', params: LIST_PARAMS },
   { name: 'ListObjects', method: 'GET', on: 'bucket', action: 's3:ListBucket', params: LIST_PARAMS },
   { name: 'PutBucketCors', method: 'PUT', on: 'bucket', action: 's3:PutBucketCORS', sub: 'cors' },
+  { name: 'PutBucketTagging', method: 'PUT', on: 'bucket', action: 's3:PutBucketTagging', sub: 'tagging' },
+  // AWS's DeleteBucketTagging is authorized as s3:PutBucketTagging (Service Authorization Reference).
+  { name: 'DeleteBucketTagging', method: 'DELETE', on: 'bucket', action: 's3:PutBucketTagging', sub: 'tagging' },
   { name: 'PutBucketAcl', method: 'PUT', on: 'bucket', action: 's3:PutBucketAcl', sub: 'acl' },
   { name: 'PutBucketEncryption', method: 'PUT', on: 'bucket', action: 's3:PutEncryptionConfiguration', sub: 'encryption' },
   // The IAM action of deleting it is the one of putting it (Service Authorization Reference).
@@ -129,9 +133,11 @@ export const OPERATIONS = [
   { name: 'PutObjectLegalHold', method: 'PUT', on: 'object', action: 's3:PutObjectLegalHold', sub: 'legal-hold', params: ['versionId'] },
   { name: 'GetObjectAcl', method: 'GET', on: 'object', action: 's3:GetObjectAcl', sub: 'acl', params: ['versionId'] },
   { name: 'GetObjectAttributes', method: 'GET', on: 'object', action: 's3:GetObjectAttributes', sub: 'attributes', params: ['versionId'] },
+  { name: 'GetObjectTagging', method: 'GET', on: 'object', action: 's3:GetObjectTagging', sub: 'tagging', params: ['versionId'] },
   { name: 'GetObject', method: 'GET', on: 'object', action: 's3:GetObject', params: GET_OBJECT_PARAMS },
   { name: 'HeadObject', method: 'HEAD', on: 'object', action: 's3:GetObject', params: GET_OBJECT_PARAMS },
   { name: 'PutObjectAcl', method: 'PUT', on: 'object', action: 's3:PutObjectAcl', sub: 'acl', params: ['versionId'] },
+  { name: 'PutObjectTagging', method: 'PUT', on: 'object', action: 's3:PutObjectTagging', sub: 'tagging', params: ['versionId'] },
   { name: 'UploadPartCopy', method: 'PUT', on: 'object', action: 's3:PutObject', sub: 'uploadId', header: 'x-amz-copy-source', params: ['partNumber'] },
   { name: 'UploadPart', method: 'PUT', on: 'object', action: 's3:PutObject', sub: 'uploadId', params: ['partNumber'] },
   // A partNumber without an uploadId is UploadPart's error (InvalidArgument), not an unknown sub-resource.
@@ -141,6 +147,7 @@ export const OPERATIONS = [
   { name: 'CreateMultipartUpload', method: 'POST', on: 'object', action: 's3:PutObject', sub: 'uploads' },
   { name: 'CompleteMultipartUpload', method: 'POST', on: 'object', action: 's3:PutObject', sub: 'uploadId' },
   { name: 'AbortMultipartUpload', method: 'DELETE', on: 'object', action: 's3:AbortMultipartUpload', sub: 'uploadId' },
+  { name: 'DeleteObjectTagging', method: 'DELETE', on: 'object', action: 's3:DeleteObjectTagging', sub: 'tagging', params: ['versionId'] },
   { name: 'DeleteObject', method: 'DELETE', on: 'object', action: 's3:DeleteObject', params: ['versionId'] },
 ] as const satisfies readonly OperationRow[]
 

@@ -49,6 +49,9 @@ export async function sendObject(
   if (info?.contentEncoding) content['content-encoding'] = info.contentEncoding
   if (info?.contentLanguage) content['content-language'] = info.contentLanguage
   if (info?.parts !== undefined && part) content['x-amz-mp-parts-count'] = info.parts
+  // GetObject's TagCount (AWS): present when the object has tags.
+  const tagCount = Object.keys(info?.tags ?? {}).length
+  if (tagCount > 0) content['x-amz-tagging-count'] = tagCount
   for (const [param, name] of OVERRIDES) {
     const v = query.get(param)
     if (v === undefined) continue

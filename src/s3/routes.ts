@@ -21,6 +21,7 @@ import { preflight, registerCorsHeaders } from './cors'
 import { versionHandlers } from './ops/versions'
 import { policyHandlers } from './ops/policy'
 import { objectLockHandlers } from './ops/object-lock'
+import { taggingHandlers } from './ops/tagging'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -52,6 +53,7 @@ const HANDLERS = {
   ...versionHandlers,
   ...policyHandlers,
   ...objectLockHandlers,
+  ...taggingHandlers,
   // PostObject is signed by its form, not the request: its handler authenticates it (ops/post-object.ts).
 } satisfies Record<Exclude<OperationName, 'PostObject'>, Handler>
 

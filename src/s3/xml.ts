@@ -47,7 +47,7 @@ export function xmlDocument(root: string, body: XmlNode, namespace = true): stri
 }
 
 /** Elements that may repeat: always arrays, one occurrence too (a CORS configuration's rules and their lists). */
-const ARRAYS = new Set(['Part', 'Object', 'CORSRule', 'AllowedOrigin', 'AllowedMethod', 'AllowedHeader', 'ExposeHeader'])
+const ARRAYS = new Set(['Part', 'Object', 'Tag', 'CORSRule', 'AllowedOrigin', 'AllowedMethod', 'AllowedHeader', 'ExposeHeader'])
 
 const parser = new XMLParser({
   ignoreAttributes: true,
@@ -66,8 +66,8 @@ const parser = new XMLParser({
 })
 
 /**
- * Parses a small XML request body into plain objects (elements → properties, repeated `Part` and
- * `Object` → arrays). Anything that is not well-formed XML, or declares a DOCTYPE (entity
+ * Parses a small XML request body into plain objects (elements → properties, repeated `Part`,
+ * `Object` and `Tag` → arrays). Anything that is not well-formed XML, or declares a DOCTYPE (entity
  * expansion), is `MalformedXML`.
  */
 export function parseXml(body: Buffer): Record<string, unknown> {

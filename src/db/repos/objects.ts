@@ -35,6 +35,8 @@ export interface ObjectInfo {
    * never stores it here.
    */
   lock?: { mode?: 'GOVERNANCE' | 'COMPLIANCE'; until?: number; legalHold?: boolean }
+  /** S3 object tags (services/tagging.ts), kept with the object so that they travel with it. */
+  tags?: Record<string, string>
 }
 
 /** A completed, live object of a bucket. */

@@ -10,6 +10,7 @@ import { S3Error } from '../errors'
 import { checkCannedAcl, requestedAcl } from '../acl'
 import { lockHeaders } from '../object-lock'
 import { xmlDocument, type XmlNode } from '../xml'
+import { TagError, parseTagQuery, type Tags } from '../../services/tagging'
 
 /** What every operation's handler gets: the request, its verified tenant, what it addresses. */
 export interface OpContext {
@@ -71,10 +72,11 @@ export function decodePath(text: string): string {
 
 /**
  * Write options Coffer does not implement. Ignoring them would pretend (a client asking for
- * encryption, tags, a retention lock or a colder storage class must not believe it got one): 501,
- * on every write that could carry them — PutObject, CopyObject whatever its metadata directive,
- * CreateMultipartUpload, UploadPart(Copy), CreateBucket (#24). ACLs (x-amz-acl, x-amz-grant-*) and
- * object ownership are read by the operations that take them (../acl.ts, #26).
+ * encryption, a retention lock of a bucket without one or a colder storage class must not believe
+ * it got one): 501, on every write that could carry them — PutObject, CopyObject whatever its
+ * metadata directive, CreateMultipartUpload, UploadPart(Copy), CreateBucket (#24). ACLs
+ * (x-amz-acl, x-amz-grant-*), object ownership, tags and object lock are read by the operations
+ * that take them (../acl.ts, #26; services/tagging.ts; ../object-lock.ts, #25).
  */
 export function refuseUnsupported(request: Pick<FastifyRequest, 'headers'>): void {
   // A value that is no canned ACL at all is the client's error (400), whatever else is refused.
@@ -85,8 +87,6 @@ export function refuseUnsupported(request: Pick<FastifyRequest, 'headers'>): voi
       // x-amz-server-side-encryption itself is checkSseHeader's (ops/encryption.ts); SSE-C's and SSE-KMS's are not built.
       (name.startsWith('x-amz-server-side-encryption') && name !== 'x-amz-server-side-encryption') ||
       name.startsWith('x-amz-copy-source-server-side-encryption') ||
-      name === 'x-amz-tagging' ||
-      (name === 'x-amz-tagging-directive' && value?.toUpperCase() !== 'COPY') ||
       name === 'x-amz-website-redirect-location' ||
       (name === 'x-amz-storage-class' && value !== 'STANDARD')
     ) {
@@ -138,6 +138,11 @@ export function objectInput(request: Pick<FastifyRequest, 'headers' | 's3Content
   if (acl !== undefined && acl !== 'private' && acl !== 'bucket-owner-full-control' && acl !== 'bucket-owner-read') out.acl = acl
   const lock = lockHeaders(request)
   if (lock) out.lock = lock
+  const tagging = header(request, 'x-amz-tagging')
+  if (tagging !== undefined) {
+    const tags = tagsOrError(() => parseTagQuery(tagging))
+    if (Object.keys(tags).length > 0) out.tags = tags
+  }
   return out
 }
 
@@ -149,4 +154,14 @@ export function checkLockRequest({ s3, tenant, bucket }: OpContext, input: Objec
   if (input.lock === undefined) return
   const w = s3.buckets.resolve(tenant, bucket)
   if (!s3.objectLock.enabled(w.id)) throw new S3Error('InvalidRequest', 'Bucket is missing Object Lock Configuration')
+}
+
+/** A tag set built by services/tagging.ts, its TagError answered as the S3 error of that code. */
+export function tagsOrError(build: () => Tags): Tags {
+  try {
+    return build()
+  } catch (err) {
+    if (err instanceof TagError) throw new S3Error(err.code, err.message)
+    throw err
+  }
 }

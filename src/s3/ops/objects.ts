@@ -17,6 +17,8 @@ function versionHeader(reply: FastifyReply, o: ObjectRow, name = 'x-amz-version-
   const id = versionIdHeader(o, written)
   if (id !== undefined) reply.header(name, id)
 }
+import { parseTagQuery } from '../../services/tagging'
+import { tagsOrError } from './context'
 
 /** Objects: read, write, copy, delete, describe. */
 export const objectHandlers = {
@@ -58,12 +60,17 @@ export const objectHandlers = {
       directive === 'REPLACE' ? { ...input, etag: '' } : { copy: true, ...(input.acl ? { acl: input.acl } : {}) }
     const lock = lockHeaders(request)
     checkLockRequest(c, lock ? { contentType: '', meta: {}, lock } : { contentType: '', meta: {} })
+    const tagging = (header(request, 'x-amz-tagging-directive') ?? 'COPY').toUpperCase()
+    if (tagging !== 'COPY' && tagging !== 'REPLACE') throw new S3Error('InvalidArgument', 'Unknown tagging directive.')
+    // REPLACE: the request's x-amz-tagging (none: no tags), read whatever the metadata directive.
+    const tags = tagging === 'COPY' ? 'copy' : tagsOrError(() => parseTagQuery(header(request, 'x-amz-tagging') ?? ''))
     // The destination's own conditions are honoured, as AWS's CopyObject does, never ignored (#24).
     const { row, source } = s3.objects.copy(
       tenant,
       from,
       { bucket, key },
       info,
+      tags,
       copyConditions(request),
       { ifMatch: header(request, 'if-match'), ifNoneMatch: header(request, 'if-none-match') },
       lock,
