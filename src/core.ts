@@ -47,6 +47,8 @@ import { MemoryBudget } from './blobs/memory-budget'
 import { loadMasterKey } from './lib/encryption-keys'
 import { encryptedStore, openEncryption } from './services/encryption'
 import { BucketEncryptionService } from './services/bucket-encryption'
+import { LifecycleService } from './services/lifecycle'
+import { LifecycleRepo } from './db/repos/lifecycle'
 
 /**
  * The composition root: every service built from one config, for the fronts (HTTP routes, CLI
@@ -83,6 +85,8 @@ export interface Core {
   readonly bucketConfigs: BucketConfigsService
   /** Buckets' default encryption, and whether the data dir seals every blob (SSE-S3, #27). */
   readonly bucketEncryption: BucketEncryptionService
+  /** Buckets' lifecycle rules and the pass that applies them (#25). */
+  readonly lifecycle: LifecycleService
   close(): void
 }
 
@@ -221,6 +225,16 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     reserve,
   })
   const bucketConfigs = new BucketConfigsService(new BucketConfigsRepo(db), clock)
+  const lifecycle = new LifecycleService({
+    db,
+    clock,
+    configs: bucketConfigs,
+    repo: new LifecycleRepo(db),
+    versions,
+    reserve,
+    abortUpload: (id) => s3.multipart.abortInTx(id),
+    dayMs: config.s3LifecycleDaySeconds * 1000,
+  })
   let closed = false
   return {
     config,
@@ -243,6 +257,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     reserve,
     bucketConfigs,
     bucketEncryption: new BucketEncryptionService(bucketConfigs, encryption !== undefined),
+    lifecycle,
     close() {
       if (closed) return
       closed = true

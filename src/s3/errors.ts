@@ -35,6 +35,7 @@ export const S3_ERRORS = {
   MissingSecurityHeader: 400,
   NoSuchBucket: 404,
   NoSuchKey: 404,
+  NoSuchLifecycleConfiguration: 404,
   NoSuchUpload: 404,
   NoSuchVersion: 404,
   NotImplemented: 501,

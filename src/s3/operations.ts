@@ -69,6 +69,7 @@ export const OPERATIONS = [
   { name: 'HeadBucket', method: 'HEAD', on: 'bucket', action: 's3:ListBucket' },
   { name: 'GetBucketAcl', method: 'GET', on: 'bucket', action: 's3:GetBucketAcl', sub: 'acl' },
   { name: 'GetBucketLocation', method: 'GET', on: 'bucket', action: 's3:GetBucketLocation', sub: 'location' },
+  { name: 'GetBucketLifecycleConfiguration', method: 'GET', on: 'bucket', action: 's3:GetLifecycleConfiguration', sub: 'lifecycle' },
   { name: 'GetBucketVersioning', method: 'GET', on: 'bucket', action: 's3:GetBucketVersioning', sub: 'versioning' },
   { name: 'GetBucketEncryption', method: 'GET', on: 'bucket', action: 's3:GetEncryptionConfiguration', sub: 'encryption' },
   {
@@ -94,8 +95,11 @@ export const OPERATIONS = [
   { name: 'PutBucketEncryption', method: 'PUT', on: 'bucket', action: 's3:PutEncryptionConfiguration', sub: 'encryption' },
   // The IAM action of deleting it is the one of putting it (Service Authorization Reference).
   { name: 'DeleteBucketEncryption', method: 'DELETE', on: 'bucket', action: 's3:PutEncryptionConfiguration', sub: 'encryption' },
+  { name: 'PutBucketLifecycleConfiguration', method: 'PUT', on: 'bucket', action: 's3:PutLifecycleConfiguration', sub: 'lifecycle' },
   { name: 'PutBucketVersioning', method: 'PUT', on: 'bucket', action: 's3:PutBucketVersioning', sub: 'versioning' },
   { name: 'CreateBucket', method: 'PUT', on: 'bucket', action: 's3:CreateBucket' },
+  // IAM has no action of its own for the delete: it is s3:PutLifecycleConfiguration (Service Authorization Reference).
+  { name: 'DeleteBucketLifecycle', method: 'DELETE', on: 'bucket', action: 's3:PutLifecycleConfiguration', sub: 'lifecycle' },
   { name: 'DeleteBucket', method: 'DELETE', on: 'bucket', action: 's3:DeleteBucket' },
   { name: 'DeleteObjects', method: 'POST', on: 'bucket', action: 's3:DeleteObject', sub: 'delete' },
 

@@ -16,6 +16,7 @@ import { multipartHandlers } from './ops/multipart'
 import { aclHandlers } from './ops/acl'
 import { checkSseHeader, encryptionHandlers, reportSse } from './ops/encryption'
 import { versionHandlers } from './ops/versions'
+import { lifecycleHandlers } from './ops/lifecycle'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -43,6 +44,7 @@ const HANDLERS = {
   ...aclHandlers,
   ...encryptionHandlers,
   ...versionHandlers,
+  ...lifecycleHandlers,
 } satisfies Record<OperationName, Handler>
 
 function targetOf(request: FastifyRequest, domain: string | undefined): Target {

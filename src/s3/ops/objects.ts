@@ -9,6 +9,7 @@ import { sendObject } from '../render'
 import { copySourceHolds } from '../conditions'
 import { decodePath, header, iso, objectInput, refuseUnsupported, xml, type Handlers, type OpContext } from './context'
 import { versionIdHeader } from '../versions'
+import { sendExpiration } from '../lifecycle'
 import type { FastifyReply } from 'fastify'
 
 /** `x-amz-version-id` of an object just written or read, in a bucket whose versioning was ever configured (#25). */
@@ -22,13 +23,14 @@ export const objectHandlers = {
   GetObject: getOrHead,
   HeadObject: getOrHead,
 
-  async PutObject({ s3, tenant, bucket, key, request, reply, body }) {
+  async PutObject({ core, s3, tenant, bucket, key, request, reply, body }) {
     const { etag, checksum, row } = await s3.objects.put(tenant, bucket, key, body(), objectInput(request), {
       ifMatch: header(request, 'if-match'),
       ifNoneMatch: header(request, 'if-none-match'),
     })
     reply.header('etag', etag)
     versionHeader(reply, row, 'x-amz-version-id', true)
+    sendExpiration(core.lifecycle, reply, row)
     if (checksum) reply.header(`x-amz-checksum-${checksum.algorithm}`, checksum.value)
     return reply.send()
   },
