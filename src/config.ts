@@ -188,7 +188,7 @@ const OPTIONS = {
     def: '3600',
     schema: Type.Integer({ minimum: 1 }),
     hint: 'a positive integer',
-    help: 'How often the lifecycle pass applies buckets\' lifecycle rules',
+    help: "How often the lifecycle pass applies buckets' lifecycle rules",
   },
   metricsToken: {
     env: 'COFFER_METRICS_TOKEN',

@@ -60,7 +60,13 @@ t.test('Put/Get/DeleteBucketLifecycleConfiguration: the rules as put; none is 40
       Status: 'Enabled',
       NoncurrentVersionExpiration: { NoncurrentDays: 3, NewerNoncurrentVersions: 2 },
     },
-    { ID: 'marker', Filter: {}, Status: 'Enabled', Expiration: { ExpiredObjectDeleteMarker: true }, AbortIncompleteMultipartUpload: { DaysAfterInitiation: 7 } },
+    {
+      ID: 'marker',
+      Filter: {},
+      Status: 'Enabled',
+      Expiration: { ExpiredObjectDeleteMarker: true },
+      AbortIncompleteMultipartUpload: { DaysAfterInitiation: 7 },
+    },
     { ID: 'size', Filter: { ObjectSizeGreaterThan: 5 }, Status: 'Enabled', Expiration: { Days: 1 } },
   ]
   await putRules(client, Bucket, rules)
@@ -116,7 +122,10 @@ t.test('PutBucketLifecycleConfiguration validates as AWS: MalformedXML, InvalidA
   }
   const tooMany = Array.from({ length: 1001 }, (_, i) => ({ ID: `r${i}`, Prefix: `${i}/`, Status: 'Enabled' as const, Expiration: { Days: 1 } }))
   t.equal((await s3Error(putRules(client, Bucket, tooMany))).name, 'InvalidArgument', '1001 rules')
-  const notXml = await sendSigned({ endpoint, credentials }, { method: 'PUT', path: `/${Bucket}`, query: { lifecycle: '' }, payload: '<LifecycleConfiguration><Rule>' })
+  const notXml = await sendSigned(
+    { endpoint, credentials },
+    { method: 'PUT', path: `/${Bucket}`, query: { lifecycle: '' }, payload: '<LifecycleConfiguration><Rule>' },
+  )
   t.equal(notXml.status, 400)
   t.match(notXml.body, /MalformedXML/)
   t.same(await s3Error(client.send(new GetBucketLifecycleConfigurationCommand({ Bucket }))), { name: 'NoSuchLifecycleConfiguration', status: 404 })
@@ -133,7 +142,8 @@ t.test('an expiry rule frees disk and quota by what it expires; a blob another k
   await client.send(new PutObjectCommand({ Bucket, Key: 'old/own', Body: own }))
   await client.send(new CopyObjectCommand({ Bucket, Key: 'keep/copy', CopySource: `${Bucket}/old/own` }))
   await client.send(new PutObjectCommand({ Bucket, Key: 'old/alone', Body: pattern(100_000, 3) }))
-  const usage = async () => (await app.inject({ method: 'GET', url: `/api/v1/admin/tenants/${tenant.id}`, headers: admin })).json<{ usedBytes: number }>().usedBytes
+  const usage = async () =>
+    (await app.inject({ method: 'GET', url: `/api/v1/admin/tenants/${tenant.id}`, headers: admin })).json<{ usedBytes: number }>().usedBytes
   const blobsDir = path.join(config.dataDir, 'blobs')
   const usedBefore = await usage()
   const diskBefore = diskBytes(blobsDir)
@@ -206,7 +216,11 @@ t.test('versioned: expiry adds a delete marker; noncurrent expiry keeps NewerNon
   t.same(markers, [['cur/one', true]], 'the expired current version is hidden by a marker; the lone marker is gone')
   t.equal(await (await client.send(new GetObjectCommand({ Bucket, Key: 'many' }))).Body!.transformToString(), 'version 5')
   const usedAfter = (await app.inject({ method: 'GET', url: `/api/v1/admin/tenants/${tenant.id}`, headers: admin })).json<{ usedBytes: number }>().usedBytes
-  t.equal(usedBefore - usedAfter, 3 * 'version 0'.length + 'soon a lone marker'.length, 'deleted versions leave the usage; the marked one is still stored and counted')
+  t.equal(
+    usedBefore - usedAfter,
+    3 * 'version 0'.length + 'soon a lone marker'.length,
+    'deleted versions leave the usage; the marked one is still stored and counted',
+  )
 })
 
 t.test('AbortIncompleteMultipartUpload: uploads under the prefix older than the days are aborted and their parts released', async (t) => {
@@ -217,7 +231,8 @@ t.test('AbortIncompleteMultipartUpload: uploads under the prefix older than the 
   await client.send(new UploadPartCommand({ Bucket, Key: 'tmp/a', UploadId: old.UploadId, PartNumber: 1, Body: pattern(70_000, 4) }))
   await client.send(new CreateMultipartUploadCommand({ Bucket, Key: 'keep/b' }))
   await putRules(client, Bucket, [{ ID: 'mpu', Filter: { Prefix: 'tmp/' }, Status: 'Enabled', AbortIncompleteMultipartUpload: { DaysAfterInitiation: 1 } }])
-  const used = async () => (await app.inject({ method: 'GET', url: `/api/v1/admin/tenants/${tenant.id}`, headers: admin })).json<{ usedBytes: number }>().usedBytes
+  const used = async () =>
+    (await app.inject({ method: 'GET', url: `/api/v1/admin/tenants/${tenant.id}`, headers: admin })).json<{ usedBytes: number }>().usedBytes
   t.equal(await used(), 70_000)
   t.match(await core.lifecycle.pass(), { uploadsAborted: 0 })
   clock.advance(120_000)

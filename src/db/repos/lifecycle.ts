@@ -51,7 +51,19 @@ export class LifecycleRepo {
            WHERE workspace_id = @workspaceId AND object_key > @after AND object_key >= @from ORDER BY object_key LIMIT @limit`,
         )
         .pluck(),
-      versions: db.prepare<[string, string], { version_id: string; seq: number; file_id: string | null; size_bytes: number; created_at: number; noncurrent_at: number | null; object_info: string | null; expirable: number }>(
+      versions: db.prepare<
+        [string, string],
+        {
+          version_id: string
+          seq: number
+          file_id: string | null
+          size_bytes: number
+          created_at: number
+          noncurrent_at: number | null
+          object_info: string | null
+          expirable: number
+        }
+      >(
         `SELECT v.version_id, v.seq, v.file_id, v.size_bytes, v.created_at, v.noncurrent_at, f.object_info, (${EXPIRABLE}) AS expirable
          FROM object_versions v LEFT JOIN files f ON f.id = v.file_id
          WHERE v.workspace_id = ? AND v.object_key = ? ORDER BY v.seq DESC`,
