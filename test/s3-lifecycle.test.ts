@@ -266,3 +266,20 @@ t.test('a pass is bounded: a small budget stops and the next pass resumes where 
   t.equal(expired, 14)
   t.ok(passes >= 5)
 })
+
+t.test('a Filter of a Prefix and size bounds side by side (as RGW takes it) selects by both', async (t) => {
+  const { client, core, clock } = await makeS3(t, ENV)
+  const Bucket = 'lc-size'
+  await client.send(new CreateBucketCommand({ Bucket }))
+  await client.send(new PutObjectCommand({ Bucket, Key: 'small', Body: pattern(1000) }))
+  await client.send(new PutObjectCommand({ Bucket, Key: 'big', Body: pattern(3000) }))
+  await client.send(new PutObjectCommand({ Bucket, Key: 'other/big', Body: pattern(3000) }))
+  const Rules: LifecycleRule[] = [{ ID: 'gt', Filter: { Prefix: 'b', ObjectSizeGreaterThan: 2000 }, Status: 'Enabled', Expiration: { Days: 1 } }]
+  await putRules(client, Bucket, Rules)
+  t.same((await client.send(new GetBucketLifecycleConfigurationCommand({ Bucket }))).Rules, Rules)
+  clock.advance(120_000)
+  t.match(await core.lifecycle.pass(), { expired: 1 })
+  t.same(await s3Error(client.send(new HeadObjectCommand({ Bucket, Key: 'big' }))), { name: 'NotFound', status: 404 })
+  t.equal((await client.send(new HeadObjectCommand({ Bucket, Key: 'small' }))).ContentLength, 1000)
+  t.equal((await client.send(new HeadObjectCommand({ Bucket, Key: 'other/big' }))).ContentLength, 3000)
+})

@@ -79,24 +79,24 @@ function sizeBounds(node: Record<string, unknown>): { sizeGreaterThan?: number; 
 
 function filterOf(node: Record<string, unknown>): LifecycleFilter {
   const predicates = ['Prefix', 'Tag', 'And', 'ObjectSizeGreaterThan', 'ObjectSizeLessThan'].filter((n) => has(node, n))
-  // A Filter holds one predicate; several are combined with And.
-  if (predicates.length > 1) throw malformed()
-  if (has(node, 'Prefix')) return { prefix: textOf(node, 'Prefix') ?? '' }
-  if (has(node, 'Tag')) {
+  // AWS's schema has one predicate per Filter, several combined with And. Ceph RGW also takes a
+  // Prefix, a Tag and size bounds side by side as all required (ceph/s3-tests'
+  // test_lifecycle_expiration_size_gt puts Prefix and ObjectSizeGreaterThan so): Coffer does too,
+  // and answers them as put. And beside another predicate stays MalformedXML.
+  if (has(node, 'And') && predicates.length > 1) throw malformed()
+  if (!has(node, 'And')) {
     const tags = many(node, 'Tag')
-    if (tags.length !== 1) throw malformed()
-    return { tag: tagOf(tags[0]!) }
+    if (tags.length > 1) throw malformed()
+    const prefix = textOf(node, 'Prefix')
+    return { ...(prefix !== undefined ? { prefix } : {}), ...(tags[0] ? { tag: tagOf(tags[0]) } : {}), ...sizeBounds(node) }
   }
-  if (has(node, 'And')) {
-    const and = childOf(node, 'And')
-    if (and === undefined) throw malformed()
-    const tags = many(and, 'Tag').map(tagOf)
-    const keys = new Set(tags.map((t) => t.key))
-    if (keys.size !== tags.length) throw invalid('Duplicate Tag Keys are not allowed', 'Tag')
-    const prefix = textOf(and, 'Prefix')
-    return { and: { ...(prefix !== undefined ? { prefix } : {}), tags, ...sizeBounds(and) } }
-  }
-  return sizeBounds(node)
+  const and = childOf(node, 'And')
+  if (and === undefined) throw malformed()
+  const tags = many(and, 'Tag').map(tagOf)
+  const keys = new Set(tags.map((t) => t.key))
+  if (keys.size !== tags.length) throw invalid('Duplicate Tag Keys are not allowed', 'Tag')
+  const prefix = textOf(and, 'Prefix')
+  return { and: { ...(prefix !== undefined ? { prefix } : {}), tags, ...sizeBounds(and) } }
 }
 
 function ruleOf(node: Record<string, unknown>): LifecycleRule {
