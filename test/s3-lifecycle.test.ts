@@ -111,6 +111,11 @@ t.test('PutBucketLifecycleConfiguration validates as AWS: MalformedXML, InvalidA
     ],
     ['a transition', [{ ID: 'r', Prefix: '', Status: 'Enabled', Transitions: [{ Days: 1, StorageClass: 'GLACIER' }] }], 'NotImplemented'],
     [
+      'a transition at a date not at midnight',
+      [{ ID: 'r', Prefix: '', Status: 'Enabled', Transitions: [{ Date: new Date('2030-01-01T12:00:00Z'), StorageClass: 'GLACIER' }] }],
+      'InvalidArgument',
+    ],
+    [
       'a noncurrent transition',
       [{ ID: 'r', Prefix: '', Status: 'Enabled', NoncurrentVersionTransitions: [{ NoncurrentDays: 1, StorageClass: 'GLACIER' }] }],
       'NotImplemented',

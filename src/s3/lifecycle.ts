@@ -100,7 +100,15 @@ function filterOf(node: Record<string, unknown>): LifecycleFilter {
 }
 
 function ruleOf(node: Record<string, unknown>): LifecycleRule {
-  if (has(node, 'Transition') || has(node, 'Transitions') || has(node, 'NoncurrentVersionTransition') || has(node, 'NoncurrentVersionTransitions')) {
+  const transitions = ['Transition', 'Transitions', 'NoncurrentVersionTransition', 'NoncurrentVersionTransitions'].flatMap((n) => many(node, n))
+  if (transitions.length > 0) {
+    // What is invalid is the client's error first (400, as AWS and RGW: test_lifecycle_transition_set_invalid_date);
+    // a valid transition is refused as a feature.
+    for (const tr of transitions) {
+      if (has(tr, 'Date')) midnight(textOf(tr, 'Date') ?? '')
+      nonNegative(tr, 'Days')
+      nonNegative(tr, 'NoncurrentDays')
+    }
     throw new S3Error('NotImplemented', 'Lifecycle transitions to other storage classes are not implemented by Coffer (every object is STANDARD)')
   }
   const rawId = textOf(node, 'ID')
