@@ -3,7 +3,9 @@
 // disk and quota (and nothing a live version still references), noncurrent expiry with
 // NewerNoncurrentVersions, expired object delete markers, incomplete multipart uploads. A lifecycle
 // day is a minute here (COFFER_S3_LIFECYCLE_DAY_SECONDS) and the manual clock moves two ahead (within SigV4's skew).
+import { execFile, spawnSync } from 'node:child_process'
 import fs from 'node:fs'
+import { promisify } from 'node:util'
 import path from 'node:path'
 import t from 'tap'
 import {
@@ -288,3 +290,58 @@ t.test('a Filter of a Prefix and size bounds side by side (as RGW takes it) sele
   t.equal((await client.send(new HeadObjectCommand({ Bucket, Key: 'small' }))).ContentLength, 1000)
   t.equal((await client.send(new HeadObjectCommand({ Bucket, Key: 'other/big' }))).ContentLength, 3000)
 })
+
+// Debian's boto3 (or COFFER_TEST_BOTO3_PYTHON), as the other boto3 tests find it.
+const python = [process.env.COFFER_TEST_BOTO3_PYTHON, '/root/.pyenv/versions/3.11.7/bin/python3', 'python3'].find(
+  (p) => p !== undefined && (p === 'python3' || fs.existsSync(p)) && spawnSync(p, ['-c', 'import boto3'], { encoding: 'utf8' }).status === 0,
+)
+
+t.test(
+  'boto3: Put/Get/DeleteBucketLifecycleConfiguration, its errors, and x-amz-expiration',
+  { skip: python === undefined && 'no python3 with boto3' },
+  async (t) => {
+    const ctx = await makeS3(t, ENV)
+    const script = `
+import sys, boto3, botocore
+from botocore.config import Config
+endpoint, key, secret = sys.argv[1:4]
+c = boto3.client('s3', endpoint_url=endpoint, aws_access_key_id=key, aws_secret_access_key=secret, region_name='us-east-1',
+                 config=Config(s3={'addressing_style': 'path'}, retries={'max_attempts': 1}))
+B = 'lc-boto'
+c.create_bucket(Bucket=B)
+def code(f, **kw):
+    try:
+        f(Bucket=B, **kw)
+        return 'ok'
+    except botocore.exceptions.ClientError as e:
+        return e.response['Error']['Code']
+print('none', code(c.get_bucket_lifecycle_configuration))
+rules = [{'ID': 'r1', 'Expiration': {'Days': 3}, 'Prefix': 'logs/', 'Status': 'Enabled'},
+         {'ID': 'r2', 'NoncurrentVersionExpiration': {'NoncurrentDays': 2, 'NewerNoncurrentVersions': 1}, 'Filter': {'Prefix': ''}, 'Status': 'Disabled'}]
+c.put_bucket_lifecycle_configuration(Bucket=B, LifecycleConfiguration={'Rules': rules})
+print('same', c.get_bucket_lifecycle_configuration(Bucket=B)['Rules'] == rules)
+print('expiration', 'rule-id="r1"' in c.put_object(Bucket=B, Key='logs/a', Body=b'x').get('Expiration', ''),
+      'Expiration' in c.head_object(Bucket=B, Key='logs/a'), 'Expiration' in c.put_object(Bucket=B, Key='other', Body=b'x'))
+print('status', code(c.put_bucket_lifecycle_configuration, LifecycleConfiguration={'Rules': [{'ID': 'x', 'Expiration': {'Days': 1}, 'Prefix': '', 'Status': 'enabled'}]}))
+print('days0', code(c.put_bucket_lifecycle_configuration, LifecycleConfiguration={'Rules': [{'ID': 'x', 'Expiration': {'Days': 0}, 'Prefix': '', 'Status': 'Enabled'}]}))
+print('delete', c.delete_bucket_lifecycle(Bucket=B)['ResponseMetadata']['HTTPStatusCode'], code(c.get_bucket_lifecycle_configuration))
+`
+    const run = await promisify(execFile)(python!, ['-c', script, ctx.endpoint, ctx.credentials.accessKeyId, ctx.credentials.secretAccessKey], {
+      encoding: 'utf8',
+      timeout: 120_000,
+    }).catch((e: { stdout: string; stderr: string }) => e)
+    t.equal(
+      run.stdout,
+      [
+        'none NoSuchLifecycleConfiguration',
+        'same True',
+        'expiration True True False',
+        'status MalformedXML',
+        'days0 InvalidArgument',
+        'delete 204 NoSuchLifecycleConfiguration',
+        '',
+      ].join('\n'),
+      run.stderr,
+    )
+  },
+)
