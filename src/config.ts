@@ -206,6 +206,22 @@ const OPTIONS = {
     hint: 'an integer of at least 60',
     help: 'S3 multipart uploads neither completed nor aborted are reclaimed after this long',
   },
+  s3LifecycleDaySeconds: {
+    env: 'COFFER_S3_LIFECYCLE_DAY_SECONDS',
+    flag: undefined,
+    def: '86400',
+    schema: Type.Integer({ minimum: 1, maximum: 86400 }),
+    hint: 'an integer from 1 to 86400',
+    help: "How long a lifecycle rule's day is (shorter to try rules, as RGW's rgw_lc_debug_interval)",
+  },
+  s3LifecycleIntervalSeconds: {
+    env: 'COFFER_S3_LIFECYCLE_INTERVAL_SECONDS',
+    flag: undefined,
+    def: '3600',
+    schema: Type.Integer({ minimum: 1 }),
+    hint: 'a positive integer',
+    help: "How often the lifecycle pass applies buckets' lifecycle rules",
+  },
   metricsToken: {
     env: 'COFFER_METRICS_TOKEN',
     flag: undefined,

@@ -53,6 +53,8 @@ import { BucketCorsService } from './services/bucket-cors'
 import { PublicAccessService } from './services/public-access'
 import { LeasesRepo } from './db/repos/leases'
 import { Leases } from './services/leases'
+import { LifecycleService } from './services/lifecycle'
+import { LifecycleRepo } from './db/repos/lifecycle'
 
 /**
  * The composition root: every service built from one config, for the fronts (HTTP routes, CLI
@@ -97,6 +99,8 @@ export interface Core {
   readonly leases: Leases
   /** S3 object lock (#25): buckets' lock configuration, versions' retention and legal hold. */
   readonly objectLock: ObjectLock
+  /** Buckets' lifecycle rules and the pass that applies them (#25). */
+  readonly lifecycle: LifecycleService
   close(): void
 }
 
@@ -239,6 +243,16 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     reserve,
     leases,
   })
+  const lifecycle = new LifecycleService({
+    db,
+    clock,
+    configs: bucketConfigs,
+    repo: new LifecycleRepo(db),
+    versions,
+    reserve,
+    abortUpload: (id) => s3.multipart.abortInTx(id),
+    dayMs: config.s3LifecycleDaySeconds * 1000,
+  })
   let closed = false
   return {
     config,
@@ -265,6 +279,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     publicAccess: new PublicAccessService(bucketConfigs, config.s3BlockPublicAccess),
     leases,
     objectLock,
+    lifecycle,
     close() {
       if (closed) return
       closed = true

@@ -60,6 +60,15 @@ function jobs(core: Core, logger: Logger): Background[] {
       logger,
     ),
     new Periodic(
+      'lifecycle',
+      core.config.s3LifecycleIntervalSeconds * 1000,
+      async () => {
+        const r = await core.lifecycle.pass()
+        if (r.expired + r.noncurrentDeleted + r.markersRemoved + r.uploadsAborted > 0) logger.info(r, 'lifecycle rules applied')
+      },
+      logger,
+    ),
+    new Periodic(
       'gc',
       10 * 60_000,
       async () => {

@@ -54,6 +54,7 @@ export const S3_ERRORS = {
   ObjectLockConfigurationNotFoundError: 404,
   NoSuchKey: 404,
   NoSuchTagSet: 404,
+  NoSuchLifecycleConfiguration: 404,
   NoSuchUpload: 404,
   NoSuchVersion: 404,
   NotImplemented: 501,

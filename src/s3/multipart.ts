@@ -458,6 +458,14 @@ export class S3Multipart {
   }
 
   /**
+   * Inside the caller's write transaction: the upload goes and its parts' content is released, as
+   * an AbortMultipartUpload's (lifecycle's AbortIncompleteMultipartUpload, #25).
+   */
+  abortInTx(uploadId: string): void {
+    this.buckets.dropBlobs(this.deps.multipart.delete(uploadId))
+  }
+
+  /**
    * Uploads past their TTL, or whose workspace was deleted, are aborted: their parts' bytes are
    * released (on a remote store tombstoned, and deleted by the next GC run's drain).
    */

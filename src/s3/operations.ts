@@ -71,6 +71,7 @@ export const OPERATIONS = [
   { name: 'GetBucketAcl', method: 'GET', on: 'bucket', action: 's3:GetBucketAcl', sub: 'acl' },
   { name: 'GetBucketLocation', method: 'GET', on: 'bucket', action: 's3:GetBucketLocation', sub: 'location' },
   { name: 'GetBucketTagging', method: 'GET', on: 'bucket', action: 's3:GetBucketTagging', sub: 'tagging' },
+  { name: 'GetBucketLifecycleConfiguration', method: 'GET', on: 'bucket', action: 's3:GetLifecycleConfiguration', sub: 'lifecycle' },
   { name: 'GetBucketVersioning', method: 'GET', on: 'bucket', action: 's3:GetBucketVersioning', sub: 'versioning' },
   { name: 'GetBucketEncryption', method: 'GET', on: 'bucket', action: 's3:GetEncryptionConfiguration', sub: 'encryption' },
   { name: 'GetObjectLockConfiguration', method: 'GET', on: 'bucket', action: 's3:GetBucketObjectLockConfiguration', sub: 'object-lock' },
@@ -104,6 +105,7 @@ export const OPERATIONS = [
   { name: 'PutBucketEncryption', method: 'PUT', on: 'bucket', action: 's3:PutEncryptionConfiguration', sub: 'encryption' },
   // The IAM action of deleting it is the one of putting it (Service Authorization Reference).
   { name: 'DeleteBucketEncryption', method: 'DELETE', on: 'bucket', action: 's3:PutEncryptionConfiguration', sub: 'encryption' },
+  { name: 'PutBucketLifecycleConfiguration', method: 'PUT', on: 'bucket', action: 's3:PutLifecycleConfiguration', sub: 'lifecycle' },
   { name: 'PutBucketVersioning', method: 'PUT', on: 'bucket', action: 's3:PutBucketVersioning', sub: 'versioning' },
   { name: 'PutBucketPolicy', method: 'PUT', on: 'bucket', action: 's3:PutBucketPolicy', sub: 'policy' },
   { name: 'PutPublicAccessBlock', method: 'PUT', on: 'bucket', action: 's3:PutBucketPublicAccessBlock', sub: 'publicAccessBlock' },
@@ -113,6 +115,8 @@ export const OPERATIONS = [
   { name: 'DeleteBucketPolicy', method: 'DELETE', on: 'bucket', action: 's3:DeleteBucketPolicy', sub: 'policy' },
   // AWS authorizes DeletePublicAccessBlock with the action that puts one.
   { name: 'DeletePublicAccessBlock', method: 'DELETE', on: 'bucket', action: 's3:PutBucketPublicAccessBlock', sub: 'publicAccessBlock' },
+  // IAM has no action of its own for the delete: it is s3:PutLifecycleConfiguration (Service Authorization Reference).
+  { name: 'DeleteBucketLifecycle', method: 'DELETE', on: 'bucket', action: 's3:PutLifecycleConfiguration', sub: 'lifecycle' },
   { name: 'DeleteBucket', method: 'DELETE', on: 'bucket', action: 's3:DeleteBucket' },
   { name: 'DeleteObjects', method: 'POST', on: 'bucket', action: 's3:DeleteObject', sub: 'delete' },
   // A browser's form upload (POST Object): authenticated by its form fields, not by the request (post-object.ts).

@@ -4,6 +4,7 @@ import type { ObjectPart, ObjectRow } from '../db/repos/objects'
 import { sendBlob } from '../http/send-blob'
 import { etagOf } from './objects'
 import { versionIdHeader } from './versions'
+import { sendExpiration } from './lifecycle'
 
 const OVERRIDES: [string, string][] = [
   ['response-content-language', 'content-language'],
@@ -42,6 +43,8 @@ export async function sendObject(
   // Which version this is (#25), on a 304 too: it names the representation the validators are of.
   const versionId = versionIdHeader(o)
   if (versionId !== undefined) reply.header('x-amz-version-id', versionId)
+  // When a lifecycle rule will expire it (#25): for the current object, which rules expire.
+  if (!query.has('versionId')) sendExpiration(core.lifecycle, reply, o)
   if (info?.cacheControl) reply.header('cache-control', info.cacheControl)
   if (info?.expires) reply.header('expires', info.expires)
   const content: Record<string, string | number> = {}

@@ -22,6 +22,7 @@ import { versionHandlers } from './ops/versions'
 import { policyHandlers } from './ops/policy'
 import { objectLockHandlers } from './ops/object-lock'
 import { taggingHandlers } from './ops/tagging'
+import { lifecycleHandlers } from './ops/lifecycle'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -54,6 +55,7 @@ const HANDLERS = {
   ...policyHandlers,
   ...objectLockHandlers,
   ...taggingHandlers,
+  ...lifecycleHandlers,
   // PostObject is signed by its form, not the request: its handler authenticates it (ops/post-object.ts).
 } satisfies Record<Exclude<OperationName, 'PostObject'>, Handler>
 

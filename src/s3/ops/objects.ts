@@ -10,6 +10,7 @@ import { copySourceHolds } from '../conditions'
 import { checkLockRequest, decodePath, header, iso, objectInput, refuseUnsupported, xml, type Handlers, type OpContext } from './context'
 import { versionIdHeader } from '../versions'
 import { lockHeaders, lockResponseHeaders } from '../object-lock'
+import { sendExpiration } from '../lifecycle'
 import type { FastifyReply } from 'fastify'
 
 /** `x-amz-version-id` of an object just written or read, in a bucket whose versioning was ever configured (#25). */
@@ -26,7 +27,7 @@ export const objectHandlers = {
   HeadObject: getOrHead,
 
   async PutObject(c) {
-    const { s3, tenant, bucket, key, request, reply, body } = c
+    const { core, s3, tenant, bucket, key, request, reply, body } = c
     const input = objectInput(request, tenant.id)
     checkLockRequest(c, input)
     const { etag, checksum, row } = await s3.objects.put(tenant, bucket, key, body(), input, {
@@ -35,6 +36,7 @@ export const objectHandlers = {
     })
     reply.header('etag', etag)
     versionHeader(reply, row, 'x-amz-version-id', true)
+    sendExpiration(core.lifecycle, reply, row)
     if (checksum) reply.header(`x-amz-checksum-${checksum.algorithm}`, checksum.value)
     return reply.send()
   },
