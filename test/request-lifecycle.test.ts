@@ -134,7 +134,16 @@ t.test('each front logs one line per request with the request id its client saw,
   t.match(putId, /^[0-9A-F]{16}$/, 'the SDK reads the S3 request id')
   t.match(
     logs.find((l) => l.reqId === putId),
-    { msg: 'request completed', front: 's3', method: 'PUT', url: '/logs/a.txt?x-id=PutObject', statusCode: 200, tenantId: tenant.id, payload: String },
+    {
+      msg: 'request completed',
+      front: 's3',
+      method: 'PUT',
+      url: '/logs/a.txt?x-id=PutObject',
+      statusCode: 200,
+      operation: 'PutObject',
+      tenantId: tenant.id,
+      payload: String,
+    },
   )
 
   // A presigned GET: its signature is a credential in the URL.
@@ -162,8 +171,9 @@ t.test('each front logs one line per request with the request id its client saw,
   t.notOk(all.includes(tenant.apiKey), 'the API key is in no log line')
 
   const metrics = await ctx.core.metrics.registry.metrics()
-  t.match(metrics, /coffer_http_requests_total\{method="PUT",route="s3:\/\{bucket\}\/\{key\}",status_code="200"\} 1\n/, 'S3 requests counted by address')
-  t.match(metrics, /coffer_http_requests_total\{method="GET",route="s3:\/\{bucket\}\/\{key\}",status_code="403"\} 1\n/)
-  t.match(metrics, /coffer_http_requests_total\{method="PUT",route="s3:\/\{bucket\}",status_code="200"\} 1\n/)
+  // S3 requests are counted by operation (src/s3/operations.ts), also one refused before its signature was accepted.
+  t.match(metrics, /coffer_http_requests_total\{method="PUT",route="s3:PutObject",status_code="200"\} 1\n/, 'S3 requests counted by operation')
+  t.match(metrics, /coffer_http_requests_total\{method="GET",route="s3:GetObject",status_code="403"\} 1\n/)
+  t.match(metrics, /coffer_http_requests_total\{method="PUT",route="s3:CreateBucket",status_code="200"\} 1\n/)
   t.match(metrics, /coffer_http_requests_total\{method="GET",route="\/api\/v1\/files",status_code="200"\} 1\n/, 'API requests by template')
 })
