@@ -24,7 +24,14 @@ async function appServer(t: Test, page: () => string) {
     res.end(page())
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())))
+  // The browser may still hold kept-alive connections to it: they go too, or close() would wait for them.
+  t.teardown(
+    () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve())
+        server.closeAllConnections()
+      }),
+  )
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`
 }
 
@@ -125,10 +132,34 @@ ${Object.entries(post.fields)
   t.equal(posted.ContentType, 'text/plain')
 })
 
-// (d) of the issue's "Must show": anonymous reads of public objects are the colleague "public"'s
-// work (canned ACLs, bucket policies), not on main when this was written.
-t.test(
-  'a page of another origin reads a public object with <img>',
-  { skip: 'public objects (anonymous GET of a public-read object) are not built on this branch; added where they land (#26)' },
-  () => {},
-)
+// (d) of the issue's "Must show": a public object read by an <img> of another origin, anonymously (no
+// key, no signature), beside a private neighbour the same page cannot read. A bucket of another tenant's
+// is named `<tenant-id>:<bucket>` in an anonymous URL (README, "Public objects").
+const PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==', 'base64')
+
+t.test('a page of another origin reads a public object with <img>, and not its private neighbour', async (t) => {
+  // The server first, so that the browser (torn down first) has let go of its connections when it closes.
+  const ctx = await makeS3(t)
+  const browser = await launchBrowser(t)
+  if (browser === null) return
+  const { client } = ctx
+  await client.send(new CreateBucketCommand({ Bucket: 'pics' }))
+  await client.send(new PutObjectCommand({ Bucket: 'pics', Key: 'public.png', Body: PNG, ContentType: 'image/png', ACL: 'public-read' }))
+  await client.send(new PutObjectCommand({ Bucket: 'pics', Key: 'private.png', Body: PNG, ContentType: 'image/png' }))
+  const base = `${ctx.endpoint}/${ctx.tenant.id}:pics`
+  const origin = await appServer(
+    t,
+    () => `<!doctype html><title>gallery</title>
+<img id="public" src="${esc(`${base}/public.png`)}"><img id="private" src="${esc(`${base}/private.png`)}">`,
+  )
+  const page = await browser.newPage()
+  await page.goto(`${origin}/`)
+  const loaded = await page.evaluate(async () => {
+    const settle = (img: HTMLImageElement) =>
+      img.complete ? Promise.resolve() : new Promise<void>((resolve) => ((img.onload = () => resolve()), (img.onerror = () => resolve())))
+    const imgs = [...document.querySelectorAll('img')]
+    await Promise.all(imgs.map(settle))
+    return Object.fromEntries(imgs.map((img) => [img.id, img.naturalWidth]))
+  })
+  t.same(loaded, { public: 1, private: 0 }, 'the public image is drawn (1×1 px), the private one is not')
+})
