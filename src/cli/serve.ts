@@ -142,7 +142,28 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
       stopSignal,
       primaryPid: process.pid,
       ...(fixture && hasFixture(fixture) ? { fixture } : {}),
-      ...(eph ? { ephemeral: { adminApiKey: eph.adminApiKey, fixture: eph.fixture }, announce: (a) => publishAnnouncement(a, eph, io.stdout) } : {}),
+      ...(eph
+        ? {
+            ephemeral: { adminApiKey: eph.adminApiKey, fixture: eph.fixture },
+            // With --detach the line carries the primary's pid, as a single process's does.
+            announce: (a) =>
+              publishAnnouncement(detachedChild ? { ...a, json: JSON.stringify({ ...JSON.parse(a.json), pid: process.pid }) } : a, eph, io.stdout),
+          }
+        : {}),
+      ...(detachedChild
+        ? {
+            stderrLogs: true,
+            ...(eph
+              ? {}
+              : {
+                  onReady: (r: { url: string; s3Url?: string }) =>
+                    println(
+                      io.stdout,
+                      JSON.stringify({ url: r.url, ...(r.s3Url ? { s3: { endpoint: r.s3Url, region: config.s3Region } } : {}), pid: process.pid }),
+                    ),
+                }),
+          }
+        : {}),
     })
   }
   const server = await start(config, logger, {

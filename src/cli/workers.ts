@@ -97,6 +97,10 @@ export interface PrimaryOptions {
   ephemeral?: { adminApiKey: string; fixture: FixtureSettings }
   /** Publishes an ephemeral instance's announcement once every worker is ready. */
   announce?: (a: Announcement) => void
+  /** Called once every worker is ready (`--detach` prints its JSON line then). */
+  onReady?: (r: { url: string; s3Url?: string }) => void
+  /** Workers log to stderr (ephemeral instances, and --detach, whose stdout carries the ready line). */
+  stderrLogs?: boolean
   primaryPid: number
 }
 
@@ -117,7 +121,14 @@ export async function runPrimary(o: PrimaryOptions): Promise<number> {
     const worker = cluster.fork()
     live.add(worker)
     const startedAt = Date.now()
-    const message: WorkerStart = { type: 'coffer:start', config: o.config, startup, primaryPid: o.primaryPid, stderrLogs: o.ephemeral !== undefined, ...extra }
+    const message: WorkerStart = {
+      type: 'coffer:start',
+      config: o.config,
+      startup,
+      primaryPid: o.primaryPid,
+      stderrLogs: o.stderrLogs ?? o.ephemeral !== undefined,
+      ...extra,
+    }
     worker.once('online', () => worker.send(message))
     const ready = new Promise<WorkerReady>((resolve, reject) => {
       worker.on('message', (m: unknown) => {
@@ -193,6 +204,7 @@ export async function runPrimary(o: PrimaryOptions): Promise<number> {
     `coffer ready: ${o.workers} workers listening on ${first.url}`,
   )
   if (first.announcement) o.announce?.(first.announcement)
+  o.onReady?.({ url: first.url, ...(first.s3Url ? { s3Url: first.s3Url } : {}) })
   await stopped
   const code = await stopAll()
   logger.info({ code }, 'shutdown complete')

@@ -8,6 +8,7 @@ import { S3Error } from '../errors'
 import { ALGORITHM, signingKey } from '../sigv4'
 import { checkPostPolicy, parsePostPolicy } from '../post-policy'
 import { xmlDocument } from '../xml'
+import { tagsOfXml } from './tagging'
 import { objectInput } from './context'
 
 /**
@@ -27,7 +28,7 @@ const MAX_FIELDS = 200
 const SUCCESS_STATUSES = new Set(['200', '201', '204'])
 
 /** Fields that are a request header of PutObject under another name. */
-const AS_HEADER: Record<string, string> = { acl: 'x-amz-acl', tagging: 'x-amz-tagging' }
+const AS_HEADER: Record<string, string> = { acl: 'x-amz-acl' }
 
 /** Verifies the form's signature of its policy and returns the tenant it proves. */
 function authenticateForm(core: Core, fields: ReadonlyMap<string, string>, policy: string): AuthenticatedTenant {
@@ -118,10 +119,16 @@ async function store(core: Core, request: FastifyRequest, bucket: string, fields
   // and the options Coffer refuses where it does not implement them (501, as the headers are).
   const headers: Record<string, string> = {}
   for (const [name, value] of fields) {
-    if (name === 'key' || name === 'policy' || name === 'file' || name === 'bucket' || name.startsWith('x-ignore-')) continue
+    if (name === 'key' || name === 'policy' || name === 'file' || name === 'bucket' || name === 'tagging' || name.startsWith('x-ignore-')) continue
     headers[AS_HEADER[name] ?? name] = value
   }
   const input = objectInput({ headers, s3ContentType: fields.get('content-type') }, tenant.id)
+  // The `tagging` field is a Tagging document (S3's POST Object), not the header's query form.
+  const tagging = fields.get('tagging')
+  if (tagging !== undefined) {
+    const tags = tagsOfXml(tagging)
+    if (Object.keys(tags).length > 0) input.tags = tags
+  }
   const digests: Record<string, string> = {}
   for (const [name, value] of Object.entries(headers)) if (name === 'content-md5' || name.startsWith('x-amz-checksum-')) digests[name] = value
   const guarded = file.pipe(sizeGuard(policy.size))

@@ -66,7 +66,11 @@ const tagSetXml = (tags: Tags) => ({
 
 /** `<Tagging><TagSet><Tag><Key/><Value/></Tag>…</TagSet></Tagging>`: the pairs, in order. */
 async function pairsOfBody({ body }: OpContext): Promise<[string, string][]> {
-  const doc = parseXml(await readSmallBody(body(), MAX_XML_BODY_BYTES))
+  return pairsOfXml(await readSmallBody(body(), MAX_XML_BODY_BYTES))
+}
+
+function pairsOfXml(xmlText: Buffer): [string, string][] {
+  const doc = parseXml(xmlText)
   const set = childOf(childOf(doc, 'Tagging'), 'TagSet')
   if (!set) throw malformed()
   return listOf(set, 'Tag').map((t) => {
@@ -75,6 +79,12 @@ async function pairsOfBody({ body }: OpContext): Promise<[string, string][]> {
     if (key === undefined) throw malformed()
     return [key, textOf(t, 'Value') ?? '']
   })
+}
+
+/** A POST form's `tagging` field: the same Tagging document as PutObjectTagging's body (#26). */
+export function tagsOfXml(text: string): Tags {
+  const pairs = pairsOfXml(Buffer.from(text, 'utf8'))
+  return tagsOrError(() => tagSet(pairs, MAX_OBJECT_TAGS))
 }
 
 async function tagsOfBody(c: OpContext, max: number): Promise<Tags> {
