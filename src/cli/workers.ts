@@ -69,6 +69,9 @@ export function awaitPrimaryStop(): Promise<string> {
       resolve('primary')
     }
     process.on('message', on)
+    // A primary that is gone (killed, or exited while this worker was starting) cannot stop it:
+    // a worker never outlives it.
+    process.once('disconnect', () => resolve('primary gone'))
   })
 }
 
@@ -142,7 +145,10 @@ export async function runPrimary(o: PrimaryOptions): Promise<number> {
       if (stopping || !serving) return
       const young = Date.now() - startedAt < YOUNG_MS
       failures = young ? failures + 1 : 0
-      const delayMs = failures <= 1 ? 0 : Math.min(30_000, 500 * 2 ** (failures - 2))
+      // A worker that exited cleanly was stopped by a signal of its own, which a stop of the whole
+      // service (Ctrl-C, `pkill coffer`) also sends the primary: a moment for that signal to arrive
+      // before it is replaced, so that a stopping service does not start new workers.
+      const delayMs = Math.max(code === 0 && signal === null ? 1000 : 0, failures <= 1 ? 0 : Math.min(30_000, 500 * 2 ** (failures - 2)))
       // Nothing acknowledged is lost with it (every acknowledged write was durable first); its
       // requests in flight failed, its background jobs move to another worker when its leases expire.
       logger.error({ worker: worker.id, pid: worker.process.pid, code, signal, restartInMs: delayMs }, 'worker died: starting another')
