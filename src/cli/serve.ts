@@ -186,9 +186,15 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
   }
   // Start-up's garbage collected once, a moment after the first requests (lib/settle-heap.ts, #29).
   const settle = setTimeout(settleHeap, SETTLE_AFTER_MS)
-  const signal = await stopSignal
+  const code = await closeOnStop(server, stopSignal, logger, 'signal received')
   clearTimeout(settle)
-  logger.info({ signal }, 'signal received')
+  return code
+}
+
+/** Serves until the stop signal, then closes gracefully: the exit code (1 when the close failed). */
+async function closeOnStop(server: Server, stopSignal: Promise<string>, logger: Logger, message: string): Promise<number> {
+  const signal = await stopSignal
+  logger.info({ signal }, message)
   try {
     await server.close()
     return 0
@@ -249,13 +255,5 @@ async function runWorker(job: WorkerStart, io: CliIO, proc: ServeProcess): Promi
     await server.close()
     throw err
   }
-  const signal = await stopSignal
-  logger.info({ signal }, 'stopping')
-  try {
-    await server.close()
-    return 0
-  } catch (err) {
-    logger.error({ err }, 'shutdown failed')
-    return 1
-  }
+  return closeOnStop(server, stopSignal, logger, 'stopping')
 }
