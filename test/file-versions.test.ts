@@ -3,7 +3,15 @@
 // The versions are made through S3 (the AWS SDK), as users make them; the API reads and restores.
 import { createHash } from 'node:crypto'
 import t from 'tap'
-import { CreateBucketCommand, DeleteObjectCommand, GetObjectCommand, PutBucketVersioningCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3'
+import {
+  CreateBucketCommand,
+  DeleteObjectCommand,
+  DeleteObjectsCommand,
+  GetObjectCommand,
+  PutBucketVersioningCommand,
+  PutObjectCommand,
+  type S3Client,
+} from '@aws-sdk/client-s3'
 import { makeS3, type S3Context } from './s3-helper'
 import { bearer, createTenant, putContent, handshake } from './helper'
 
@@ -220,6 +228,24 @@ t.test('a deleted key is listed with its versions and restored through them', as
     'and no longer deleted',
   )
   t.equal((await app.inject({ url: `/api/v1/files/${back.id}/versions`, headers })).json().total, 4, 'the marker stays a version')
+
+  // Keys deleted in one DeleteObjects share their deletion time: pages of 2 still visit each once.
+  const names = ['k/one', 'k/two', 'k/three', 'k/four']
+  for (const n of names) await put(client, 'trash', n, n)
+  await client.send(new DeleteObjectsCommand({ Bucket: 'trash', Delete: { Objects: names.map((Key) => ({ Key })) } }))
+  for (const scope of ['', `&workspaceId=${ws}`]) {
+    const seen: string[] = []
+    let cursor = ''
+    for (let i = 0; i < 10; i++) {
+      const page = (await app.inject({ url: `/api/v1/files/deleted?limit=2${scope}${cursor}`, headers })).json()
+      t.equal(page.total, 5)
+      seen.push(...page.files.map((f: { originalName: string }) => f.originalName))
+      if (page.nextCursor === null) break
+      cursor = `&cursor=${page.nextCursor}`
+    }
+    t.same(seen.slice(0, 4).sort(), ['four', 'one', 'three', 'two'], `the batch first, each once${scope ? ' (one workspace)' : ''}`)
+    t.same(seen.slice(4), ['b.txt'], 'then the older deletion')
+  }
 })
 
 t.test('unversioned workspaces and files without one: a single null version, restoring it changes nothing', async (t) => {

@@ -117,7 +117,10 @@ const DELETED_KEYS = `SELECT m.workspace_id, m.object_key, m.version_id AS marke
                    AND x.file_id IS NOT NULL ORDER BY x.seq DESC LIMIT 1)
   JOIN files f ON f.id = c.file_id
   WHERE m.file_id IS NULL AND m.noncurrent_at IS NULL`
-const DELETED_AFTER = `(@at IS NULL OR m.created_at < @at OR (m.created_at = @at AND (m.workspace_id < @ws OR (m.workspace_id = @ws AND m.object_key < @key))))`
+// A row value: one range on the index, so a page seeks to its cursor (the first page starts past any time).
+const DELETED_AFTER = `(m.created_at, m.workspace_id, m.object_key) < (@at, @ws, @key)`
+// Within one workspace (its index has no workspace column after the first).
+const DELETED_AFTER_IN = `(m.created_at, m.object_key) < (@at, @key)`
 const DELETED_ORDER = 'ORDER BY m.created_at DESC, m.workspace_id DESC, m.object_key DESC LIMIT @limit'
 const HAS_CONTENT = `EXISTS (SELECT 1 FROM object_versions x WHERE x.workspace_id = m.workspace_id AND x.object_key = m.object_key AND x.file_id IS NOT NULL)`
 
@@ -169,11 +172,11 @@ export class VersionsRepo {
         `${JOINED} WHERE v.workspace_id = @workspaceId AND v.object_key = @key AND v.seq < @seq ORDER BY v.seq DESC LIMIT @limit`,
       ),
       countOfKey: db.prepare<[string, string], number>('SELECT count(*) FROM object_versions WHERE workspace_id = ? AND object_key = ?').pluck(),
-      deletedKeys: db.prepare<{ tenantId: string; at: number | null; ws: string | null; key: string | null; limit: number }, DeletedKeyRow>(
+      deletedKeys: db.prepare<{ tenantId: string; at: number; ws: string; key: string; limit: number }, DeletedKeyRow>(
         `${DELETED_KEYS} AND m.tenant_id = @tenantId AND ${DELETED_AFTER} ${DELETED_ORDER}`,
       ),
-      deletedKeysIn: db.prepare<{ workspaceId: string; at: number | null; ws: string | null; key: string | null; limit: number }, DeletedKeyRow>(
-        `${DELETED_KEYS} AND m.workspace_id = @workspaceId AND ${DELETED_AFTER} ${DELETED_ORDER}`,
+      deletedKeysIn: db.prepare<{ workspaceId: string; at: number; key: string; limit: number }, DeletedKeyRow>(
+        `${DELETED_KEYS} AND m.workspace_id = @workspaceId AND ${DELETED_AFTER_IN} ${DELETED_ORDER}`,
       ),
       countDeletedKeys: db
         .prepare<[string], number>(
@@ -299,8 +302,11 @@ export class VersionsRepo {
    * delete marker and which have a version with content, newest deletion first, after `after`.
    */
   deletedKeys(tenantId: string, workspaceId: string | undefined, after: DeletedKeyCursor | undefined, limit: number): DeletedKey[] {
-    const bounds = { at: after?.deletedAt ?? null, ws: after?.workspaceId ?? null, key: after?.key ?? null, limit }
-    const rows = workspaceId === undefined ? this.stmts.deletedKeys.all({ tenantId, ...bounds }) : this.stmts.deletedKeysIn.all({ workspaceId, ...bounds })
+    const bounds = after ? { at: after.deletedAt, ws: after.workspaceId, key: after.key, limit } : { at: Number.MAX_SAFE_INTEGER, ws: '', key: '', limit }
+    const rows =
+      workspaceId === undefined
+        ? this.stmts.deletedKeys.all({ tenantId, ...bounds })
+        : this.stmts.deletedKeysIn.all({ workspaceId, at: bounds.at, key: bounds.key, limit })
     return rows.map(toDeletedKey)
   }
 
