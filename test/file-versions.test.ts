@@ -5,14 +5,19 @@ import { createHash } from 'node:crypto'
 import t from 'tap'
 import {
   CreateBucketCommand,
+  CreateMultipartUploadCommand,
   DeleteObjectCommand,
   DeleteObjectsCommand,
+  GetObjectAclCommand,
   GetObjectCommand,
+  HeadObjectCommand,
   PutBucketVersioningCommand,
   PutObjectCommand,
+  PutObjectLockConfigurationCommand,
+  UploadPartCommand,
   type S3Client,
 } from '@aws-sdk/client-s3'
-import { makeS3, type S3Context } from './s3-helper'
+import { completeCommand, makeS3, pattern, type S3Context } from './s3-helper'
 import { bearer, createTenant, putContent, handshake } from './helper'
 
 const sha = (s: string) => createHash('sha256').update(s).digest('hex')
@@ -277,4 +282,54 @@ t.test('unversioned workspaces and files without one: a single null version, res
   // A pending upload has no version yet.
   const pending = await handshake(app, headers, { fileType: 'image/png', fileName: 'later.png' })
   t.match((await app.inject({ url: `/api/v1/files/${pending.json().fileId}/versions`, headers })).json(), { versions: [], total: 0 })
+})
+
+t.test('a restored multipart version keeps its ETag, parts and metadata; it takes the bucket default lock, not the ACL', async (t) => {
+  const ctx = await makeS3(t)
+  const { app, client } = ctx
+  const headers = ctx.tenant.headers
+  await client.send(new CreateBucketCommand({ Bucket: 'held', ObjectLockEnabledForBucket: true }))
+  const ws = (await app.inject({ url: '/api/v1/workspaces', headers })).json().workspaces.find((w: { slug: string }) => w.slug === 'held').id as string
+  const part1 = pattern(5 * 1024 * 1024, 3)
+  const part2 = pattern(1000, 4)
+  const mp = await client.send(
+    new CreateMultipartUploadCommand({ Bucket: 'held', Key: 'big.bin', ContentType: 'application/x-test', Metadata: { origin: 'camera' }, ACL: 'public-read' }),
+  )
+  const etags: [number, string | undefined][] = []
+  for (const [n, Body] of [part1, part2].entries()) {
+    etags.push([n + 1, (await client.send(new UploadPartCommand({ Bucket: 'held', Key: 'big.bin', UploadId: mp.UploadId, PartNumber: n + 1, Body }))).ETag])
+  }
+  const done = await client.send(completeCommand('held', 'big.bin', mp.UploadId, etags))
+  await put(client, 'held', 'big.bin', 'small now')
+  // The default retention starts applying to versions written from now on.
+  await client.send(
+    new PutObjectLockConfigurationCommand({
+      Bucket: 'held',
+      ObjectLockConfiguration: { ObjectLockEnabled: 'Enabled', Rule: { DefaultRetention: { Mode: 'GOVERNANCE', Days: 1 } } },
+    }),
+  )
+  const current = await currentFile(ctx, ws, 'big.bin')
+  const restored = await app.inject({ method: 'POST', url: `/api/v1/files/${current.id}/versions/${done.VersionId}/restore`, headers })
+  t.equal(restored.statusCode, 201, restored.body)
+  t.match(restored.json(), { sizeBytes: part1.length + part2.length, fileType: 'application/x-test' })
+
+  const head = await client.send(new HeadObjectCommand({ Bucket: 'held', Key: 'big.bin' }))
+  t.equal(head.ETag, done.ETag, 'the multipart ETag')
+  t.same(head.Metadata, { origin: 'camera' }, 'its metadata')
+  t.equal(head.ContentType, 'application/x-test')
+  t.not(head.VersionId, done.VersionId, 'a new version')
+  t.equal(head.ObjectLockMode, 'GOVERNANCE', "the bucket's default retention")
+  const second = await client.send(new GetObjectCommand({ Bucket: 'held', Key: 'big.bin', PartNumber: 2 }))
+  t.equal(second.PartsCount, 2, 'its part layout')
+  t.ok(Buffer.from(await second.Body!.transformToByteArray()).equals(part2), 'part 2 reads as uploaded')
+  const acl = await client.send(new GetObjectAclCommand({ Bucket: 'held', Key: 'big.bin' }))
+  t.notOk(
+    acl.Grants?.some((g) => g.Grantee?.URI?.endsWith('/AllUsers')),
+    'the old public-read ACL is not copied (a copy is private unless asked)',
+  )
+  const old = await client.send(new GetObjectAclCommand({ Bucket: 'held', Key: 'big.bin', VersionId: done.VersionId }))
+  t.ok(
+    old.Grants?.some((g) => g.Grantee?.URI?.endsWith('/AllUsers')),
+    'the version restored keeps its own',
+  )
 })
