@@ -14,6 +14,7 @@ import { adminRoutes } from './http/routes/admin'
 import { tenantRoutes } from './http/routes/tenant'
 import { uploadContentRoutes, uploadRequestRoutes } from './http/routes/upload'
 import { downloadRoutes, filesRoutes } from './http/routes/files'
+import { fileVersionsRoutes } from './http/routes/file-versions'
 import { workspacesRoutes } from './http/routes/workspaces'
 import { webhooksRoutes } from './http/routes/webhooks'
 import { registerRateLimit } from './http/rate-limit'
@@ -136,6 +137,7 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
     await tenantRoutes(scope, core)
     await uploadRequestRoutes(scope, core)
     await filesRoutes(scope, core)
+    await fileVersionsRoutes(scope, core)
     await workspacesRoutes(scope, core)
     await webhooksRoutes(scope, core)
   })

@@ -55,6 +55,7 @@ import { LeasesRepo } from './db/repos/leases'
 import { Leases } from './services/leases'
 import { LifecycleService } from './services/lifecycle'
 import { LifecycleRepo } from './db/repos/lifecycle'
+import { FileVersions } from './services/file-versions'
 
 /**
  * The composition root: every service built from one config, for the fronts (HTTP routes, CLI
@@ -101,6 +102,8 @@ export interface Core {
   readonly objectLock: ObjectLock
   /** Buckets' lifecycle rules and the pass that applies them (#25). */
   readonly lifecycle: LifecycleService
+  /** A file's versions through the API and the console: list, restore, deleted keys (#25). */
+  readonly fileVersions: FileVersions
   close(): void
 }
 
@@ -221,6 +224,20 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     writes,
     reserve,
   })
+  const objectsRepo = new ObjectsRepo(db)
+  const fileVersions = new FileVersions({
+    db,
+    clock,
+    files: filesRepo,
+    objects: objectsRepo,
+    versions: versionsRepo,
+    objectVersions: versions,
+    workspaces: workspacesRepo,
+    workspacesService: workspaces,
+    quotas,
+    objectLock,
+    events,
+  })
   const s3Credentials = new S3CredentialsService(db, new S3CredentialsRepo(db), tenantsRepo, clock, serverSecret, () => tenants.authChanges())
   const s3 = createS3Services({
     db,
@@ -229,7 +246,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     store,
     writes,
     workspaces: workspacesRepo,
-    objects: new ObjectsRepo(db),
+    objects: objectsRepo,
     multipart: new MultipartRepo(db),
     blobs: blobsRepo,
     files: filesRepo,
@@ -280,6 +297,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     leases,
     objectLock,
     lifecycle,
+    fileVersions,
     close() {
       if (closed) return
       closed = true

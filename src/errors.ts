@@ -13,6 +13,7 @@ export const ERROR_CODES = [
   'WORKSPACE_NOT_FOUND',
   'TENANT_NOT_FOUND',
   'DELIVERY_NOT_FOUND',
+  'VERSION_NOT_FOUND',
   'CONFLICT',
   'OBJECT_LOCKED',
   'PAYLOAD_TOO_LARGE',
@@ -59,6 +60,7 @@ export const notFound = {
   workspace: () => new AppError('WORKSPACE_NOT_FOUND', 'Workspace not found'),
   tenant: () => new AppError('TENANT_NOT_FOUND', 'Tenant not found'),
   delivery: () => new AppError('DELIVERY_NOT_FOUND', 'Webhook delivery not found'),
+  version: () => new AppError('VERSION_NOT_FOUND', 'Version not found'),
 }
 
 /**

@@ -230,7 +230,7 @@ t.test('tenant: sign in, upload two files, preview, copy a link and open it, del
   const { workspaces } = await (await api(srv.url, key, '/api/v1/workspaces')).json()
   t.match(workspaces, [{ name: 'Client archive', slug: 'client-photos', quotaBytes: 2 ** 30 }])
 
-  await page.getByRole('region', { name: 'Files' }).scrollIntoViewIfNeeded()
+  await page.getByRole('region', { name: 'Files', exact: true }).scrollIntoViewIfNeeded()
   await screenshots(t, page, 'console-tenant')
 
   // Delete, confirmed in a dialog.
@@ -253,7 +253,7 @@ t.test('tenant: sign in, upload two files, preview, copy a link and open it, del
       200,
     )
   }
-  const filesRegion = page.getByRole('region', { name: 'Files' })
+  const filesRegion = page.getByRole('region', { name: 'Files', exact: true })
   await filesRegion.getByLabel('Context').fill('bulk')
   await filesRegion.getByRole('button', { name: 'Filter' }).click()
   await filesRegion.getByText('21 files').waitFor()

@@ -4,6 +4,7 @@ import { formatBytes, formatTime, percent } from './format'
 import { Confirm, DataTable, ErrorText, Header, Modal, Pager, TextField, Usage, useAction } from './ui'
 import { Workspaces, type Workspace } from './workspaces'
 import { Deliveries } from './deliveries'
+import { DeletedFiles, VersionsDialog } from './versions'
 
 interface Page {
   files: FileInfo[]
@@ -51,6 +52,7 @@ export function TenantView(props: { apiKey: string; onSignOut: () => void }) {
   const [link, setLink] = useState<Link | null>(null)
   const [preview, setPreview] = useState<{ file: FileInfo; url: string } | null>(null)
   const [deleting, setDeleting] = useState<FileInfo | null>(null)
+  const [versionsOf, setVersionsOf] = useState<{ fileId: string; name: string } | null>(null)
   const [dragging, setDragging] = useState(false)
   const [error, run] = useAction()
   const refresh = () => setVersion((v) => v + 1)
@@ -248,6 +250,9 @@ export function TenantView(props: { apiKey: string; onSignOut: () => void }) {
                       <button type="button" aria-label={`Copy link to ${f.originalName}`} onClick={() => void copyLink(f)}>
                         Copy link
                       </button>
+                      <button type="button" aria-label={`Versions of ${f.originalName}`} onClick={() => setVersionsOf({ fileId: f.id, name: f.originalName })}>
+                        Versions
+                      </button>
                     </>
                   )}
                   <button type="button" class="danger" aria-label={`Delete ${f.originalName}`} onClick={() => setDeleting(f)}>
@@ -261,6 +266,14 @@ export function TenantView(props: { apiKey: string; onSignOut: () => void }) {
         {page && page.files.length === 0 && <p class="muted">No files{filter.workspaceId || filter.context ? ' match the filter' : ' yet'}.</p>}
         <Pager cursors={cursors} nextCursor={page?.nextCursor} onChange={setCursors} />
       </section>
+
+      <DeletedFiles
+        apiKey={key}
+        workspaceId={filter.workspaceId}
+        refresh={version}
+        wsName={wsName}
+        onVersions={(f) => setVersionsOf({ fileId: f.fileId, name: f.originalName })}
+      />
 
       <Workspaces apiKey={key} workspaces={workspaces} onChanged={() => (void loadWorkspaces(), refresh())} />
       <Deliveries apiKey={key} />
@@ -278,6 +291,15 @@ export function TenantView(props: { apiKey: string; onSignOut: () => void }) {
             </button>
           </div>
         </Modal>
+      )}
+      {versionsOf && (
+        <VersionsDialog
+          apiKey={key}
+          fileId={versionsOf.fileId}
+          name={versionsOf.name}
+          onClose={() => setVersionsOf(null)}
+          onRestored={() => (refresh(), void loadWorkspaces())}
+        />
       )}
       {deleting && (
         <Confirm

@@ -567,4 +567,17 @@ ALTER TABLE object_versions ADD COLUMN legal_hold INTEGER NOT NULL DEFAULT 0 CHE
 CREATE INDEX object_versions_locked ON object_versions (workspace_id) WHERE lock_until IS NOT NULL OR legal_hold = 1;
 `,
   },
+  {
+    version: 21,
+    name: 'versions: keys whose current version is a delete marker, newest deletion first',
+    sql: `
+-- The API's list of deleted files that can be restored (GET /api/v1/files/deleted, #25): keys
+-- whose current version is a delete marker, newest deletion first, by tenant or by workspace. Both
+-- partial: only current markers are indexed, so the index stays as small as the list.
+CREATE INDEX object_versions_deleted_keys ON object_versions (tenant_id, created_at, workspace_id, object_key)
+  WHERE file_id IS NULL AND noncurrent_at IS NULL;
+CREATE INDEX object_versions_deleted_keys_in_workspace ON object_versions (workspace_id, created_at, object_key)
+  WHERE file_id IS NULL AND noncurrent_at IS NULL;
+`,
+  },
 ]

@@ -14,6 +14,8 @@ export const STATUS: Record<ErrorCode, number> = {
   WORKSPACE_NOT_FOUND: 404,
   TENANT_NOT_FOUND: 404,
   DELIVERY_NOT_FOUND: 404,
+  // A versionId the file's key does not have (#25), as S3's NoSuchVersion.
+  VERSION_NOT_FOUND: 404,
   CONFLICT: 409,
   // A version under retention or legal hold (S3 object lock, #25) blocks the delete.
   OBJECT_LOCKED: 409,

@@ -169,6 +169,16 @@ export class ObjectsRepo {
       partsPage: db.prepare<[string, number, number], PartRow>(
         'SELECT part_number, size_bytes, checksum, 0 AS offset FROM s3_object_parts WHERE file_id = ? AND part_number > ? ORDER BY part_number LIMIT ?',
       ),
+      // A version restored by copy (#25): a new completed file with the source's name, type, content,
+      // API context and tags; its S3 attributes are the ones given (the caller drops what a copy
+      // does not carry). No upload webhookUrl: that one was told how its own upload ended.
+      insertCopy: db.prepare<{ id: string; from: string; info: string | null; now: number }>(
+        `INSERT INTO files (id, tenant_id, workspace_id, original_name, file_type, status, size_bytes, declared_size, sha256,
+           context, tags, upload_expires_at, created_at, completed_at, object_key, object_info)
+         SELECT @id, tenant_id, workspace_id, original_name, file_type, 'completed', size_bytes, NULL, sha256,
+           context, tags, @now, @now, @now, object_key, @info
+         FROM files WHERE id = @from AND status = 'completed'`,
+      ),
       anyLive: db.prepare<[string], number>(`SELECT 1 FROM files WHERE workspace_id = ? AND deleted_at IS NULL AND status != 'failed' LIMIT 1`).pluck(),
     }
   }
@@ -253,5 +263,10 @@ export class ObjectsRepo {
   /** True when the workspace holds any live file (completed or still uploading). */
   hasLiveFiles(workspaceId: string): boolean {
     return this.stmts.anyLive.get(workspaceId) === 1
+  }
+
+  /** A new completed file `id` copying file `from` (a version restored over its key's current one); false when `from` has no content. */
+  insertCopy(id: string, from: string, info: ObjectInfo | null, now: number): boolean {
+    return this.stmts.insertCopy.run({ id, from, info: info === null ? null : JSON.stringify(info), now }).changes === 1
   }
 }

@@ -69,6 +69,73 @@ const COLUMNS = 'workspace_id, object_key, version_id, seq, tenant_id, file_id, 
 const JOINED = `SELECT v.workspace_id, v.object_key, v.version_id, v.seq, v.tenant_id, v.file_id, v.size_bytes, v.created_at, v.noncurrent_at,
   f.sha256, f.object_info, f.file_type FROM object_versions v LEFT JOIN files f ON f.id = v.file_id`
 
+/**
+ * A key whose current version is a delete marker, with its newest content version: what the API's
+ * list of deleted files shows (GET /api/v1/files/deleted) and how its versions are reached.
+ */
+export interface DeletedKey {
+  workspaceId: string
+  key: string
+  /** The current delete marker's versionId and time (when the key was deleted). */
+  markerVersionId: string
+  deletedAt: number
+  /** The newest version with content. */
+  versionId: string
+  fileId: string
+  size: number
+  originalName: string
+  fileType: string
+}
+
+/** Keyset position in the deleted keys, newest deletion first. */
+export interface DeletedKeyCursor {
+  deletedAt: number
+  workspaceId: string
+  key: string
+}
+
+interface DeletedKeyRow {
+  workspace_id: string
+  object_key: string
+  marker_version_id: string
+  deleted_at: number
+  version_id: string
+  file_id: string
+  size_bytes: number
+  original_name: string
+  file_type: string
+}
+
+// Keys whose current version is a delete marker (the partial indexes of migration 21) and that
+// still have a version with content: a lone marker has nothing to restore. The newest content
+// version is read through object_versions_order, newest first, stopping at the first with a file.
+const DELETED_KEYS = `SELECT m.workspace_id, m.object_key, m.version_id AS marker_version_id, m.created_at AS deleted_at,
+    c.version_id, c.file_id, c.size_bytes, f.original_name, f.file_type
+  FROM object_versions m
+  JOIN object_versions c ON c.workspace_id = m.workspace_id AND c.object_key = m.object_key
+    AND c.seq = (SELECT x.seq FROM object_versions x WHERE x.workspace_id = m.workspace_id AND x.object_key = m.object_key
+                   AND x.file_id IS NOT NULL ORDER BY x.seq DESC LIMIT 1)
+  JOIN files f ON f.id = c.file_id
+  WHERE m.file_id IS NULL AND m.noncurrent_at IS NULL`
+// A row value: one range on the index, so a page seeks to its cursor (the first page starts past any time).
+const DELETED_AFTER = `(m.created_at, m.workspace_id, m.object_key) < (@at, @ws, @key)`
+// Within one workspace (its index has no workspace column after the first).
+const DELETED_AFTER_IN = `(m.created_at, m.object_key) < (@at, @key)`
+const DELETED_ORDER = 'ORDER BY m.created_at DESC, m.workspace_id DESC, m.object_key DESC LIMIT @limit'
+const HAS_CONTENT = `EXISTS (SELECT 1 FROM object_versions x WHERE x.workspace_id = m.workspace_id AND x.object_key = m.object_key AND x.file_id IS NOT NULL)`
+
+const toDeletedKey = (r: DeletedKeyRow): DeletedKey => ({
+  workspaceId: r.workspace_id,
+  key: r.object_key,
+  markerVersionId: r.marker_version_id,
+  deletedAt: r.deleted_at,
+  versionId: r.version_id,
+  fileId: r.file_id,
+  size: r.size_bytes,
+  originalName: r.original_name,
+  fileType: r.file_type,
+})
+
 /** The keyset cursor of a version listing: a key, and a version of it (exclusive), or past the whole key. */
 export interface VersionCursor {
   key: string
@@ -104,6 +171,23 @@ export class VersionsRepo {
       restOfKey: db.prepare<{ workspaceId: string; key: string; seq: number; limit: number }, JoinedRow>(
         `${JOINED} WHERE v.workspace_id = @workspaceId AND v.object_key = @key AND v.seq < @seq ORDER BY v.seq DESC LIMIT @limit`,
       ),
+      countOfKey: db.prepare<[string, string], number>('SELECT count(*) FROM object_versions WHERE workspace_id = ? AND object_key = ?').pluck(),
+      deletedKeys: db.prepare<{ tenantId: string; at: number; ws: string; key: string; limit: number }, DeletedKeyRow>(
+        `${DELETED_KEYS} AND m.tenant_id = @tenantId AND ${DELETED_AFTER} ${DELETED_ORDER}`,
+      ),
+      deletedKeysIn: db.prepare<{ workspaceId: string; at: number; key: string; limit: number }, DeletedKeyRow>(
+        `${DELETED_KEYS} AND m.workspace_id = @workspaceId AND ${DELETED_AFTER_IN} ${DELETED_ORDER}`,
+      ),
+      countDeletedKeys: db
+        .prepare<[string], number>(
+          `SELECT count(*) FROM object_versions m WHERE m.tenant_id = ? AND m.file_id IS NULL AND m.noncurrent_at IS NULL AND ${HAS_CONTENT}`,
+        )
+        .pluck(),
+      countDeletedKeysIn: db
+        .prepare<[string], number>(
+          `SELECT count(*) FROM object_versions m WHERE m.workspace_id = ? AND m.file_id IS NULL AND m.noncurrent_at IS NULL AND ${HAS_CONTENT}`,
+        )
+        .pluck(),
       // Keyset page over object_versions_order: keys in binary order, each key's versions newest first.
       page: db.prepare<{ workspaceId: string; after: string | null; from: string | null; below: string | null; limit: number }, JoinedRow>(
         `${JOINED} WHERE v.workspace_id = @workspaceId
@@ -201,5 +285,32 @@ export class VersionsRepo {
     if (left <= 0) return
     const rows = this.stmts.page.iterate({ workspaceId, after: after?.key ?? null, from: bounds.from ?? null, below: bounds.below ?? null, limit: left })
     for (const r of rows) yield toVersioned(r)
+  }
+
+  /** Up to `limit` versions of one key, newest first, older than `beforeSeq` (all when undefined). */
+  ofKey(workspaceId: string, key: string, beforeSeq: number | undefined, limit: number): VersionedObject[] {
+    return this.stmts.restOfKey.all({ workspaceId, key, seq: beforeSeq ?? Number.MAX_SAFE_INTEGER, limit }).map(toVersioned)
+  }
+
+  /** How many versions (and markers) the key has. */
+  countOfKey(workspaceId: string, key: string): number {
+    return this.stmts.countOfKey.get(workspaceId, key) ?? 0
+  }
+
+  /**
+   * Up to `limit` keys of the tenant (or of one of its workspaces) whose current version is a
+   * delete marker and which have a version with content, newest deletion first, after `after`.
+   */
+  deletedKeys(tenantId: string, workspaceId: string | undefined, after: DeletedKeyCursor | undefined, limit: number): DeletedKey[] {
+    const bounds = after ? { at: after.deletedAt, ws: after.workspaceId, key: after.key, limit } : { at: Number.MAX_SAFE_INTEGER, ws: '', key: '', limit }
+    const rows =
+      workspaceId === undefined
+        ? this.stmts.deletedKeys.all({ tenantId, ...bounds })
+        : this.stmts.deletedKeysIn.all({ workspaceId, at: bounds.at, key: bounds.key, limit })
+    return rows.map(toDeletedKey)
+  }
+
+  countDeletedKeys(tenantId: string, workspaceId: string | undefined): number {
+    return (workspaceId === undefined ? this.stmts.countDeletedKeys.get(tenantId) : this.stmts.countDeletedKeysIn.get(workspaceId)) ?? 0
   }
 }
