@@ -82,24 +82,43 @@ const docsAssetsPlugin = {
  * at start-up (20 ms in a bundle instrumented per module, on a machine at load 4; #15).
  * The importer gets a proxy that requires the real module the first time it reads a property.
  */
-const LAZY = [{ module: '@opentelemetry/api', importer: `${path.sep}prom-client${path.sep}` }]
+const LAZY = [
+  { module: '@opentelemetry/api', importer: `${path.sep}prom-client${path.sep}` },
+  // An idle CI fixture (#28) never generates the OpenAPI document: its YAML form, and the $ref
+  // resolver (with debug, supports-color and tty) wait for the first GET /openapi.json.
+  { module: 'yaml', importer: `${path.sep}@fastify${path.sep}swagger${path.sep}` },
+  { module: 'json-schema-resolver', importer: `${path.sep}@fastify${path.sep}swagger${path.sep}`, callable: true },
+  // Fastify requires the HTTP/2 and HTTPS modules (with TLS) for servers Coffer never makes.
+  { module: 'node:http2', importer: `${path.sep}fastify${path.sep}lib${path.sep}server.js` },
+  { module: 'node:https', importer: `${path.sep}fastify${path.sep}lib${path.sep}server.js` },
+  // prom-client's push gateway client (HTTPS, zlib), which Coffer never uses.
+  { module: './lib/pushgateway', importer: `${path.sep}prom-client${path.sep}index.js` },
+]
 const lazyRequirePlugin = {
   name: 'coffer-lazy-require',
   setup(build) {
-    for (const { module, importer } of LAZY) {
+    for (const { module, importer, callable } of LAZY) {
       const filter = new RegExp(`^${module.replace(/[/.]/g, '\\$&')}$`)
       build.onResolve({ filter }, (args) =>
-        args.namespace === 'file' && args.importer.includes(importer) ? { path: module, namespace: 'coffer-lazy', pluginData: args.resolveDir } : undefined,
+        args.namespace === 'file' && args.importer.includes(importer)
+          ? { path: `${module}${callable ? '#callable' : ''}`, namespace: 'coffer-lazy', pluginData: args.resolveDir }
+          : undefined,
       )
     }
-    build.onLoad({ filter: /.*/, namespace: 'coffer-lazy' }, (args) => ({
-      contents: `let real;
-        const load = () => (real ??= require(${JSON.stringify(args.path)}));
-        module.exports = new Proxy({}, { get: (_, key) => load()[key], has: (_, key) => key in load() });`,
-      // The real module resolves from where its importer would have found it.
-      resolveDir: args.pluginData,
-      loader: 'js',
-    }))
+    build.onLoad({ filter: /.*/, namespace: 'coffer-lazy' }, (args) => {
+      const [module, callable] = args.path.split('#')
+      // A module that is itself a function (called, or constructed) gets a function as the target.
+      const target = callable ? 'function () {}' : '{}'
+      const calls = callable ? ', apply: (_, self, args) => Reflect.apply(load(), self, args), construct: (_, args) => Reflect.construct(load(), args)' : ''
+      return {
+        contents: `let real;
+          const load = () => (real ??= require(${JSON.stringify(module)}));
+          module.exports = new Proxy(${target}, { get: (_, key) => load()[key], has: (_, key) => key in load()${calls} });`,
+        // The real module resolves from where its importer would have found it.
+        resolveDir: args.pluginData,
+        loader: 'js',
+      }
+    })
   },
 }
 
