@@ -14,7 +14,7 @@ import path from 'node:path'
 import { execFileSync } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import postject from 'postject'
-import { addonOut, build, isFresh as bundleIsFresh, outFile as bundleFile, root } from './build.mjs'
+import { addonOut, build, docsSeaAssets, isFresh as bundleIsFresh, outFile as bundleFile, root } from './build.mjs'
 
 /** The fuse postject flips so Node looks for an injected blob (Node's documented sentinel). */
 const SENTINEL_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2'
@@ -56,13 +56,20 @@ export async function buildSea() {
   const major = Number(process.versions.node.split('.')[0])
   if (major !== 24) throw new Error(`the executable embeds the Node running this script, which is ${process.version}: run it with Node 24 (npm run build:sea)`)
   await build()
-  await makeExecutable({ node: process.execPath, bundle: bundleFile, addon: addonOut, out: seaFile })
+  // The executable's main script is the same bundle but for Swagger UI, which it carries as assets.
+  const main = path.join(path.dirname(seaFile), `.sea-main-${process.pid}.cjs`)
+  try {
+    await build({ out: main, docs: 'sea' })
+    await makeExecutable({ node: process.execPath, bundle: main, addon: addonOut, out: seaFile })
+  } finally {
+    fs.rmSync(main, { force: true })
+  }
   const size = fs.statSync(seaFile).size
   console.error(`built ${path.relative(root, seaFile)} (${(size / 1024 / 1024).toFixed(1)} MiB, Node ${process.version})`)
 }
 
 /**
- * Makes the single executable `out` from a bundle, its SQLite addon and a Node binary. For another
+ * Makes the single executable `out` from a bundle built with `docs: 'sea'`, its SQLite addon and a Node binary. For another
  * CPU than this one (the release's linux-arm64 executable, #28), `emulator` is the command that runs
  * that CPU's programs here (qemu-user) and `strip` that CPU's strip: the preparation blob is made by
  * the target Node itself, so V8's code cache in it is the target's own (Node's documentation: a
@@ -84,7 +91,8 @@ export async function makeExecutable({ node, bundle, addon, out, strip = 'strip'
         // V8's compiled code for the bundle rides along: 80 ms less CPU per start (user+sys of
         // `coffer version` 0.22 → 0.14 s, until listening 0.48 → 0.41 s; medians of 7-9 starts).
         useCodeCache: true,
-        assets: { 'better_sqlite3.node': addon },
+        // Swagger UI beside the script, not in it: read at the first GET /docs (scripts/build.mjs).
+        assets: { 'better_sqlite3.node': addon, ...docsSeaAssets() },
       }),
     )
     runTarget(node, ['--experimental-sea-config', config])

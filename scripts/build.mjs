@@ -53,19 +53,32 @@ const sqliteBindingPlugin = {
   },
 }
 
-/** src/lib/docs-assets.ts reads Swagger UI's files from node_modules; the bundle gets them inlined
- * instead (the single executable has no node_modules): text as string literals, binary files as base64. */
-const docsAssetsPlugin = {
+const DOCS_FILES = JSON.parse(fs.readFileSync(path.join(root, 'src', 'lib', 'docs-files.json'), 'utf8'))
+const docsDir = () => path.dirname(require.resolve('swagger-ui-dist/package.json'))
+
+/** Swagger UI's files as assets of a single executable (`docs/<name>` → the file), for its SEA config. */
+export function docsSeaAssets() {
+  return Object.fromEntries(Object.keys(DOCS_FILES).map((name) => [`docs/${name}`, path.join(docsDir(), name)]))
+}
+
+/**
+ * src/lib/docs-assets.ts reads Swagger UI's files from node_modules, which neither the bundle nor the
+ * single executable has. The bundle (`docs: 'inline'`) gets them inlined: text as string literals,
+ * binary files as base64. The executable's main script (`docs: 'sea'`) reads them from its SEA
+ * assets (docsSeaAssets) at the first GET /docs instead: inlined, they were 1.9 MB of the 5 MB
+ * script that every start reads and keeps resident, /docs or not (#28).
+ */
+const docsAssetsPlugin = (docs) => ({
   name: 'coffer-docs-assets',
   setup(build) {
     build.onResolve({ filter: /\/docs-assets$/ }, (args) =>
       args.importer.includes(`${path.sep}src${path.sep}`) ? { path: 'docs-assets', namespace: 'coffer-docs' } : undefined,
     )
     build.onLoad({ filter: /.*/, namespace: 'coffer-docs' }, async () => {
-      const DOCS_FILES = JSON.parse(fs.readFileSync(path.join(root, 'src', 'lib', 'docs-files.json'), 'utf8'))
-      const dir = path.dirname(require.resolve('swagger-ui-dist/package.json'))
       const entries = Object.entries(DOCS_FILES).map(([name, type]) => {
-        const bytes = fs.readFileSync(path.join(dir, name))
+        if (docs === 'sea')
+          return `${JSON.stringify(name)}: { type: ${JSON.stringify(type)}, body: Buffer.from(require('node:sea').getAsset(${JSON.stringify(`docs/${name}`)})) }`
+        const bytes = fs.readFileSync(path.join(docsDir(), name))
         const text = type.startsWith('text/')
         const literal = JSON.stringify(bytes.toString(text ? 'utf8' : 'base64'))
         return `${JSON.stringify(name)}: { type: ${JSON.stringify(type)}, body: Buffer.from(${literal}, ${text ? "'utf8'" : "'base64'"}) }`
@@ -73,7 +86,7 @@ const docsAssetsPlugin = {
       return { contents: `exports.loadDocsAssets = function () { return { ${entries.join(',\n')} }; };`, loader: 'js' }
     })
   },
-}
+})
 
 /**
  * Modules a dependency requires at load time but uses only in a feature Coffer leaves off, loaded
@@ -82,24 +95,43 @@ const docsAssetsPlugin = {
  * at start-up (20 ms in a bundle instrumented per module, on a machine at load 4; #15).
  * The importer gets a proxy that requires the real module the first time it reads a property.
  */
-const LAZY = [{ module: '@opentelemetry/api', importer: `${path.sep}prom-client${path.sep}` }]
+const LAZY = [
+  { module: '@opentelemetry/api', importer: `${path.sep}prom-client${path.sep}` },
+  // An idle CI fixture (#28) never generates the OpenAPI document: its YAML form, and the $ref
+  // resolver (with debug, supports-color and tty) wait for the first GET /openapi.json.
+  { module: 'yaml', importer: `${path.sep}@fastify${path.sep}swagger${path.sep}` },
+  { module: 'json-schema-resolver', importer: `${path.sep}@fastify${path.sep}swagger${path.sep}`, callable: true },
+  // Fastify requires the HTTP/2 and HTTPS modules (with TLS) for servers Coffer never makes.
+  { module: 'node:http2', importer: `${path.sep}fastify${path.sep}lib${path.sep}server.js` },
+  { module: 'node:https', importer: `${path.sep}fastify${path.sep}lib${path.sep}server.js` },
+  // prom-client's push gateway client (HTTPS, zlib), which Coffer never uses.
+  { module: './lib/pushgateway', importer: `${path.sep}prom-client${path.sep}index.js` },
+]
 const lazyRequirePlugin = {
   name: 'coffer-lazy-require',
   setup(build) {
-    for (const { module, importer } of LAZY) {
+    for (const { module, importer, callable } of LAZY) {
       const filter = new RegExp(`^${module.replace(/[/.]/g, '\\$&')}$`)
       build.onResolve({ filter }, (args) =>
-        args.namespace === 'file' && args.importer.includes(importer) ? { path: module, namespace: 'coffer-lazy', pluginData: args.resolveDir } : undefined,
+        args.namespace === 'file' && args.importer.includes(importer)
+          ? { path: `${module}${callable ? '#callable' : ''}`, namespace: 'coffer-lazy', pluginData: args.resolveDir }
+          : undefined,
       )
     }
-    build.onLoad({ filter: /.*/, namespace: 'coffer-lazy' }, (args) => ({
-      contents: `let real;
-        const load = () => (real ??= require(${JSON.stringify(args.path)}));
-        module.exports = new Proxy({}, { get: (_, key) => load()[key], has: (_, key) => key in load() });`,
-      // The real module resolves from where its importer would have found it.
-      resolveDir: args.pluginData,
-      loader: 'js',
-    }))
+    build.onLoad({ filter: /.*/, namespace: 'coffer-lazy' }, (args) => {
+      const [module, callable] = args.path.split('#')
+      // A module that is itself a function (called, or constructed) gets a function as the target.
+      const target = callable ? 'function () {}' : '{}'
+      const calls = callable ? ', apply: (_, self, args) => Reflect.apply(load(), self, args), construct: (_, args) => Reflect.construct(load(), args)' : ''
+      return {
+        contents: `let real;
+          const load = () => (real ??= require(${JSON.stringify(module)}));
+          module.exports = new Proxy(${target}, { get: (_, key) => load()[key], has: (_, key) => key in load()${calls} });`,
+        // The real module resolves from where its importer would have found it.
+        resolveDir: args.pluginData,
+        loader: 'js',
+      }
+    })
   },
 }
 
@@ -131,9 +163,10 @@ function replaceAtomically(file, bytes, mode = 0o644) {
 /**
  * Writes the bundle `out` and the SQLite addon `addonDest` for Linux on `arch` (another CPU than this
  * one for the release's linux-arm64 executable, #28: better-sqlite3 ships each platform's prebuilt
- * addon in its npm package, and the bundle names the one it embeds by its digest).
+ * addon in its npm package, and the bundle names the one it embeds by its digest). `docs: 'sea'`
+ * makes the main script of a single executable, which carries Swagger UI as assets (docsSeaAssets).
  */
-export async function build({ arch = process.arch, out = outFile, addonDest = addonOut } = {}) {
+export async function build({ arch = process.arch, out = outFile, addonDest = addonOut, docs = 'inline' } = {}) {
   const prebuild = path.join(path.dirname(require.resolve('better-sqlite3/package.json')), 'prebuilds', `${process.platform}-${arch}.node`)
   const addon = fs.readFileSync(prebuild)
   // The name the single executable unpacks its SQLite addon under, known at build time so that a
@@ -165,7 +198,7 @@ export async function build({ arch = process.arch, out = outFile, addonDest = ad
     },
     // package.json's bin points here: executable, run by the node on the PATH (#13).
     banner: { js: '#!/usr/bin/env node' },
-    plugins: [sqliteBindingPlugin, docsAssetsPlugin, lazyRequirePlugin, pinoNoCallersPlugin],
+    plugins: [sqliteBindingPlugin, docsAssetsPlugin(docs), lazyRequirePlugin, pinoNoCallersPlugin],
     logLevel: 'warning',
     metafile: true,
   })

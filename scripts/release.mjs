@@ -118,7 +118,7 @@ try {
     const emulator = emulatorFor(arch)
     const bundle = path.join(work, arch, 'coffer.cjs')
     const addon = path.join(work, arch, 'better_sqlite3.node')
-    const { metafile } = await build({ arch, out: bundle, addonDest: addon })
+    const { metafile } = await build({ arch, out: bundle, addonDest: addon, docs: 'sea' })
     const exe = path.join(out, name)
     await makeExecutable({ node, bundle, addon, out: exe, strip: TARGETS[arch].strip, emulator })
 

@@ -12,7 +12,7 @@ const OPTIONS = {
     def: '8080',
     schema: Type.Integer({ minimum: 0, maximum: 65535 }),
     hint: 'an integer from 0 to 65535',
-    help: 'TCP port to listen on (0 picks a free one)',
+    help: 'TCP port to listen on (0 picks a free one, as --ephemeral does unless a port is given)',
   },
   host: {
     env: 'COFFER_HOST',
@@ -148,7 +148,7 @@ const OPTIONS = {
     def: '9000',
     schema: Type.Union([Type.Integer({ minimum: 0, maximum: 65535 }), Type.Literal('off')]),
     hint: 'an integer from 0 to 65535, or off',
-    help: 'TCP port of the S3 listener (0 picks a free one, off disables it)',
+    help: 'TCP port of the S3 listener (0 picks a free one, as --ephemeral does unless a port is given; off disables it)',
   },
   s3Region: {
     env: 'COFFER_S3_REGION',

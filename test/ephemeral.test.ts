@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import fs from 'node:fs'
 import os from 'node:os'
 import { buildBundle, runCoffer, startCoffer, type Running } from './process-helper'
@@ -7,6 +7,7 @@ import { prepareEphemeral } from '../src/cli/ephemeral'
 import { OWNER_FILE, ownerAlive, ownerLine } from '../src/cli/ephemeral-owner'
 import path from 'node:path'
 import { spawnSync } from 'node:child_process'
+import net from 'node:net'
 import { UsageError } from '../src/cli/io'
 import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3'
 
@@ -137,6 +138,77 @@ t.test('prepareEphemeral: the configuration it builds', async (t) => {
   eph.remove()
   t.notOk(fs.existsSync(eph.config.dataDir))
   t.throws(() => prepareEphemeral({}, { 'data-dir': 'x' }), UsageError)
+  // Free ports by default (#28: the API port stayed 8080), a port given by flag or env as given.
+  const free = prepareEphemeral({}, {})
+  t.teardown(() => free.remove())
+  t.match(free.config, { port: 0, s3Port: 0 }, 'no port given: free ones')
+  const fromEnv = prepareEphemeral({ COFFER_PORT: '18080', COFFER_S3_PORT: '19000' }, {})
+  t.teardown(() => fromEnv.remove())
+  t.match(fromEnv.config, { port: 18080, s3Port: 19000 }, 'COFFER_PORT and COFFER_S3_PORT')
+  const fromFlags = prepareEphemeral({ COFFER_PORT: '18080' }, { port: '28080', 's3-port': 'off' })
+  t.teardown(() => fromFlags.remove())
+  t.match(fromFlags.config, { port: 28080, s3Port: 'off' }, '--port and --s3-port')
+})
+
+/**
+ * Holds 127.0.0.1:`port` busy for the test. When something else holds it already, the port is
+ * just as busy: that is said, and checked by connecting to it.
+ */
+async function holdPort(t: Test, port: number): Promise<string> {
+  const holder = net.createServer((socket) => socket.destroy())
+  const err = await new Promise<NodeJS.ErrnoException | undefined>((resolve) => {
+    holder.once('error', resolve)
+    holder.listen(port, '127.0.0.1', () => resolve(undefined))
+  })
+  if (err === undefined) {
+    t.teardown(() => new Promise<void>((r) => holder.close(() => r())))
+    return 'held by this test'
+  }
+  t.equal(err.code, 'EADDRINUSE', `binding ${port}: ${err.message}`)
+  const reached = await new Promise<boolean>((resolve) => {
+    const c = net.connect(port, '127.0.0.1', () => resolve(true)).once('error', () => resolve(false))
+    c.once('connect', () => c.destroy())
+  })
+  t.ok(reached, `${port} is held by another process: it accepts connections`)
+  return 'held by another process'
+}
+
+t.test('serve --ephemeral with 8080 and 9000 busy: free ports, unless a port is given (#28)', async (t) => {
+  const tmp = tempDir(t)
+  const held = [await holdPort(t, 8080), await holdPort(t, 9000)]
+  t.comment(`8080 ${held[0]}, 9000 ${held[1]}`)
+  // No --port, no COFFER_PORT, and COFFER_S3_PORT unset (the test helper's 0 removed): the defaults.
+  const server = await startCoffer(['serve', '--ephemeral'], { cwd: tmp, env: { TMPDIR: tmp, COFFER_S3_PORT: '' }, ready: READY })
+  t.teardown(() => server.child.kill('SIGKILL'))
+  const info = JSON.parse(server.stdout[0]!) as Announcement
+  const apiPort = Number(new URL(info.url).port)
+  const s3Port = Number(new URL(info.s3.endpoint).port)
+  t.not(apiPort, 8080, `the API is on a free port (${apiPort})`)
+  t.not(s3Port, 9000, `S3 is on a free port (${s3Port})`)
+  t.equal((await fetch(`${info.url}/health`)).status, 200, 'the API answers')
+  const s3 = new S3Client({ endpoint: info.s3.endpoint, region: info.s3.region, forcePathStyle: true, credentials: info.s3 })
+  t.teardown(() => s3.destroy())
+  await s3.send(new PutObjectCommand({ Bucket: 'busy-ports', Key: 'k', Body: 'x' })).catch((err: Error) => t.equal(err.name, 'NoSuchBucket', 'S3 answers'))
+
+  // A port that is given is the one used, busy or not: never quietly moved elsewhere.
+  const busy = runCoffer(['serve', '--ephemeral', '--port', '8080'], { cwd: tmp, env: { TMPDIR: tmp } })
+  t.equal(busy.status, 2, '--port 8080 while it is busy: exit 2')
+  t.match(busy.stderr, /the API port 8080 on 127\.0\.0\.1 is already in use/, 'the one line names the port given')
+  t.equal(busy.stdout, '', 'no JSON line')
+  server.child.kill('SIGTERM')
+  t.equal(await server.exited, 0)
+
+  const fromEnv = await startCoffer(['serve', '--ephemeral'], {
+    cwd: tmp,
+    env: { TMPDIR: tmp, COFFER_PORT: String(apiPort), COFFER_S3_PORT: String(s3Port) },
+    ready: READY,
+  })
+  t.teardown(() => fromEnv.child.kill('SIGKILL'))
+  const again = JSON.parse(fromEnv.stdout[0]!) as Announcement
+  t.equal(again.url, `http://127.0.0.1:${apiPort}`, 'COFFER_PORT is used')
+  t.equal(again.s3.endpoint, `http://127.0.0.1:${s3Port}`, 'COFFER_S3_PORT is used')
+  fromEnv.child.kill('SIGTERM')
+  t.equal(await fromEnv.exited, 0)
 })
 
 t.test("an instance killed with SIGKILL leaves its dir; the next start removes it, never a live instance's", async (t) => {

@@ -1,7 +1,7 @@
 import t from 'tap'
 import fs from 'node:fs'
 import path from 'node:path'
-import { buildBundle, startCoffer } from './process-helper'
+import { BUNDLE, buildBundle, startCoffer } from './process-helper'
 import { tempDir } from './helper'
 import { loadConfig } from '../src/config'
 import { createCore } from '../src/core'
@@ -43,6 +43,31 @@ t.test('serve --ephemeral: start-up garbage is collected a moment after start, o
   const mib = (b: number) => (b / 1024 / 1024).toFixed(1)
   // Measured 48 → 38 MB (bundle); without the collection it stays where start-up left it.
   t.ok(atReady - settled > 4 * 1024 * 1024, `anonymous memory ${mib(atReady)} MiB at ready, ${mib(settled)} MiB 3 s later`)
+  server.child.kill('SIGTERM')
+  t.equal(await server.exited, 0)
+})
+
+t.test('serve --ephemeral, idle: none of the modules only other features use is loaded (#28)', async (t) => {
+  const tmp = tempDir(t)
+  // Node's own list of the built-in modules this process has loaded, written once it is idle.
+  const preload = path.join(tmp, 'loaded.cjs')
+  const list = path.join(tmp, 'loaded.json')
+  fs.writeFileSync(preload, `setTimeout(() => require('node:fs').writeFileSync(${JSON.stringify(list)}, JSON.stringify(process.moduleLoadList)), 1500).unref()`)
+  const server = await startCoffer(['--require', preload, BUNDLE, 'serve', '--ephemeral'], {
+    cwd: tmp,
+    command: process.execPath,
+    env: { TMPDIR: tmp, COFFER_S3_PORT: '' },
+    ready: READY,
+  })
+  t.teardown(() => server.child.kill('SIGKILL'))
+  const { url } = JSON.parse(server.stdout[0]!) as { url: string }
+  t.equal((await fetch(`${url}/health`)).status, 200)
+  await new Promise((r) => setTimeout(r, 2000))
+  const loaded = new Set((JSON.parse(fs.readFileSync(list, 'utf8')) as string[]).map((m) => m.replace(/^NativeModule /, '')))
+  t.ok(loaded.has('http') && loaded.has('crypto'), 'the list is the one of a server that answers')
+  // HTTP/2 and HTTPS (with TLS): Fastify's servers Coffer never makes, webhooks and the CLI client
+  // to https URLs; readline: --detach; zlib: the first CRC32 checksum; DNS: the first webhook.
+  for (const m of ['http2', 'https', 'tls', 'readline', 'zlib', 'dns/promises']) t.notOk(loaded.has(m), `${m} is not loaded`)
   server.child.kill('SIGTERM')
   t.equal(await server.exited, 0)
 })

@@ -105,6 +105,14 @@ t.test('the SQLite addon is unpacked once per data dir, never into TMPDIR, and c
   const server = await startCoffer(['serve', '--port', '0', '--data-dir', 'data'], { cwd: dir, env, command: './coffer' })
   t.teardown(() => server.child.kill('SIGKILL'))
   t.equal((await fetch(`${server.url}/health`)).status, 200)
+  // Swagger UI rides as assets of the executable, beside its script (scripts/build.mjs, #28).
+  const swagger = await fetch(`${server.url}/docs/swagger-ui-bundle.js`)
+  t.equal(swagger.status, 200)
+  t.ok(
+    Buffer.from(await swagger.arrayBuffer()).equals(fs.readFileSync(path.join(ROOT, 'node_modules', 'swagger-ui-dist', 'swagger-ui-bundle.js'))),
+    '/docs serves Swagger UI from the executable',
+  )
+  t.equal(((await (await fetch(`${server.url}/openapi.json`)).json()) as { openapi: string }).openapi, '3.1.0', 'the OpenAPI document is generated')
   server.child.kill('SIGTERM')
   t.equal(await server.exited, 0)
   const after = fs.statSync(path.join(cache, files[0]!))

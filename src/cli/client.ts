@@ -1,5 +1,4 @@
 import http from 'node:http'
-import https from 'node:https'
 import type { Readable } from 'node:stream'
 import { OperatorError, UsageError } from './io'
 
@@ -74,7 +73,8 @@ export function request(
   opts: { headers?: Record<string, string | number>; body?: Readable | Buffer } = {},
 ): Promise<Answer> {
   const target = new URL(remote.url + path)
-  const lib = target.protocol === 'https:' ? https : http
+  // Loaded when used: the server, which bundles this module too, never needs it (#28).
+  const lib = target.protocol === 'https:' ? process.getBuiltinModule('node:https') : http
   return new Promise((resolve, reject) => {
     const req = lib.request(target, { method, headers: { authorization: `Bearer ${remote.key}`, ...opts.headers } }, (res) => {
       resolve({ status: res.statusCode ?? 0, headers: res.headers, body: res })

@@ -1,5 +1,4 @@
 import { spawn } from 'node:child_process'
-import readline from 'node:readline'
 import { println } from './io'
 
 /**
@@ -47,7 +46,8 @@ export async function detach(opts: DetachOptions): Promise<number> {
       resolve({ code: 1, signal: null })
     })
   })
-  const lines = readline.createInterface({ input: child.stdout })
+  // Loaded by --detach alone, not by every start of the server (#28).
+  const lines = process.getBuiltinModule('node:readline').createInterface({ input: child.stdout })
   const ready = new Promise<string>((resolve) => lines.once('line', resolve))
   let timer: NodeJS.Timeout | undefined
   const timedOut = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), opts.timeoutMs ?? DETACH_READY_TIMEOUT_MS)))

@@ -64,8 +64,9 @@ function inMemoryPlace(config: Config): { root: string; maxBytes: number } {
 
 /**
  * `coffer serve --ephemeral` (contract: Operations): a fresh data dir under TMPDIR, a generated
- * admin key, and webhooks to loopback/private addresses allowed, since the receivers of a CI job
- * run beside it. Everything else (port, host, log level, …) comes from flags and env as usual.
+ * admin key, free ports unless given, and webhooks to loopback/private addresses allowed, since the
+ * receivers of a CI job run beside it. Everything else (host, log level, …) comes from flags and
+ * env as usual.
  */
 export function prepareEphemeral(
   env: Record<string, string | undefined>,
@@ -97,12 +98,15 @@ export function prepareEphemeral(
     throw explainTmp(err, root)
   }
   const config = loadConfig(
-    // A free S3 port unless one is asked for, so parallel CI jobs never clash on 9000.
     {
       ...env,
       COFFER_DATA_DIR: undefined,
       COFFER_ADMIN_API_KEY: adminApiKey,
       COFFER_WEBHOOK_ALLOW_PRIVATE: 'true',
+      // Free ports unless one is asked for (--port, COFFER_PORT; --s3-port, COFFER_S3_PORT), so
+      // that parallel CI jobs, or a job beside a server on 8080 or 9000, never clash (#28). The
+      // API port used to keep the default 8080.
+      COFFER_PORT: env.COFFER_PORT || '0',
       COFFER_S3_PORT: env.COFFER_S3_PORT || '0',
       // No disk reserve in memory: the budget refuses writes long before the tmpfs is full.
       ...(memory ? { COFFER_DISK_RESERVE_BYTES: '0' } : {}),

@@ -14,15 +14,16 @@ export const SERVE_HELP = `Usage: coffer serve [--detach] [--port PORT] [--s3-po
        coffer serve --ephemeral [--detach] [--in-memory [--in-memory-max-bytes N]] [--port PORT] [--s3-port PORT|off] [--host HOST] [--log-level LEVEL]
                     [--write-env PATH] [--json-file PATH] [--bucket NAME[=DIR]]... [fixed keys]
 
-Runs the HTTP API, and the S3 API on a second port (default 9000; off disables it).
+Runs the HTTP API (default port 8080), and the S3 API on a second port (default 9000; off
+disables it); with --ephemeral both default to free ports.
 Flags override COFFER_* environment variables (see coffer --help).
 
 --ephemeral  A throwaway instance for CI: a temporary data dir (under TMPDIR) removed on exit,
              COFFER_ADMIN_API_KEY or a generated admin key, one tenant with an sk_test_ key, webhooks to loopback
              and private addresses allowed. Once listening it prints exactly one JSON line on
              stdout, {"url","adminApiKey","tenant":{"id","apiKey"},"s3":{"endpoint","region",
-             "accessKeyId","secretAccessKey"}}; logs go to stderr. The S3 port is a free one
-             unless --s3-port is given.
+             "accessKeyId","secretAccessKey"}}; logs go to stderr. Both ports are free ones
+             (never 8080 or 9000) unless --port / --s3-port (COFFER_PORT / COFFER_S3_PORT) say.
 
 Fixed keys and buckets (#28), with --ephemeral or at the first start of a new data dir (a later
 start must give the same keys, or it refuses to start; buckets it lacks are created):

@@ -26,7 +26,7 @@ let addonLoaded = false
  */
 export function openDatabase(file: string, dataDir: string, migrations: readonly Migration[] = MIGRATIONS, opts: { throwaway?: boolean } = {}): DB {
   keepPrivate(file)
-  const db = openConnection(file, dataDir)
+  const db = openConnection(file, dataDir, {}, opts)
   // WAL: readers never block the writer and the writer never blocks readers; one fsync per commit.
   db.pragma('journal_mode = WAL')
   // FULL: in WAL mode every COMMIT fsyncs the WAL before returning, so a row we acknowledged
@@ -69,9 +69,9 @@ export function skipSync(db: DB): void {
  * A bare connection: no pragmas, no migrations. For a second connection to a database that
  * openDatabase already prepared (the backup's snapshot reader) and for checking a copy.
  */
-export function openConnection(file: string, dataDir: string, options: Database.Options = {}): DB {
+export function openConnection(file: string, dataDir: string, options: Database.Options = {}, opts: { throwaway?: boolean } = {}): DB {
   if (!addonLoaded) {
-    addon = loadSqliteAddon(dataDir)
+    addon = loadSqliteAddon(dataDir, opts)
     addonLoaded = true
   }
   // better-sqlite3 accepts the loaded addon object; its type declarations only know the path form.

@@ -25,17 +25,25 @@ function dlopen(file: string): object {
  * - bundle (`dist/coffer.cjs`): the addon sits beside the bundle;
  * - sources (tests, tsc): undefined, and better-sqlite3 finds its own prebuilt addon.
  */
-export function loadSqliteAddon(dataDir: string): object | undefined {
+export function loadSqliteAddon(dataDir: string, opts: { throwaway?: boolean } = {}): object | undefined {
   if (sea.isSea()) {
     // Named by the build, so a start does not hash 2.2 MB to find the file it unpacked before.
     const dir = path.join(dataDir, '.cache')
     const file = path.join(dir, `better_sqlite3-${__COFFER_ADDON_DIGEST__}.node`)
     if (!fs.existsSync(file)) {
-      const bytes = Buffer.from(sea.getAsset(ADDON_ASSET))
+      // The asset's bytes where the executable holds them: getAsset would copy 2.2 MB into the
+      // heap, and Buffer.from once more (#28: an ephemeral start unpacks it every time).
+      const bytes = new Uint8Array(sea.getRawAsset(ADDON_ASSET))
       fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
-      // Synced before it is published: after a power cut the name must not point at an empty
-      // file, which every later start would then fail to load.
-      publishFileSync(file, bytes, { mode: 0o755, exclusive: false })
+      if (opts.throwaway) {
+        // A throwaway data dir (serve --ephemeral) is this process's alone and goes with it:
+        // nothing to survive a power cut, so no fsync (two of them, ~10 ms of a start on a busy disk).
+        fs.writeFileSync(file, bytes, { mode: 0o755 })
+      } else {
+        // Synced before it is published: after a power cut the name must not point at an empty
+        // file, which every later start would then fail to load.
+        publishFileSync(file, bytes, { mode: 0o755, exclusive: false })
+      }
     }
     try {
       return dlopen(file)

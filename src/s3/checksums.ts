@@ -1,6 +1,5 @@
 import { createHash, type Hash } from 'node:crypto'
 import { Transform, type TransformCallback } from 'node:stream'
-import { crc32 } from 'node:zlib'
 import { crc32c } from '../lib/crc32c'
 import { Crc64Nvme } from '../lib/crc64nvme'
 import { ParallelMd5 } from '../lib/parallel-md5'
@@ -23,6 +22,8 @@ interface Running {
 function running(algorithm: ChecksumAlgorithm): Running {
   switch (algorithm) {
     case 'crc32': {
+      // zlib is loaded by the first CRC32 checksum, not at every start (#28).
+      const { crc32 } = process.getBuiltinModule('node:zlib')
       let value = 0
       return {
         update: (chunk) => void (value = crc32(chunk, value)),

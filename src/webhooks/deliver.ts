@@ -1,5 +1,4 @@
 import http from 'node:http'
-import https from 'node:https'
 import net from 'node:net'
 import type { LookupFunction } from 'node:net'
 import { isLocalhostName, isPrivateAddress, type Resolver } from './ssrf'
@@ -67,7 +66,8 @@ export async function deliver(d: Delivery, opts: DeliverOptions): Promise<Delive
     'webhook-timestamp': String(d.timestampSeconds),
     'webhook-signature': sign(d.secret, d.id, d.timestampSeconds, d.body),
   }
-  const client = url.protocol === 'https:' ? https : http
+  // HTTPS (and TLS) loaded on the first delivery to an https URL, not at every start (#28).
+  const client = url.protocol === 'https:' ? process.getBuiltinModule('node:https') : http
   return new Promise<DeliveryResult>((resolve) => {
     const req = client.request(url, { method: 'POST', headers, lookup, signal, agent: false }, (res) => {
       const status = res.statusCode ?? 0

@@ -1,5 +1,4 @@
 import net from 'node:net'
-import dns from 'node:dns/promises'
 
 /**
  * Addresses a webhook may not reach unless COFFER_WEBHOOK_ALLOW_PRIVATE is set: loopback,
@@ -90,4 +89,6 @@ export function isLocalhostName(host: string): boolean {
 /** Resolves a host name to every address it has. */
 export type Resolver = (hostname: string) => Promise<string[]>
 
-export const systemResolver: Resolver = async (hostname) => (await dns.lookup(hostname, { all: true, verbatim: true })).map((a) => a.address)
+export const systemResolver: Resolver = async (hostname) =>
+  // Loaded by the first delivery, not at every start (#28).
+  (await process.getBuiltinModule('node:dns/promises').lookup(hostname, { all: true, verbatim: true })).map((a) => a.address)

@@ -6,7 +6,7 @@ import fs from 'node:fs'
 import http from 'node:http'
 import path from 'node:path'
 import readline from 'node:readline'
-import { spawn } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { freePort, rssBytes, startProc } from '../processes'
 import { signHeaders } from '../s3-sign'
 import { median, summarize } from '../stats'
@@ -76,8 +76,20 @@ async function nodeOnce(ctx: BenchContext): Promise<Start> {
 /** `--against-bundle PATH`: another build, a bundle (`….cjs`, run by this Node) or an executable. */
 const commandOf = (p: string) => (p.endsWith('.cjs') ? { label: `node ${p}`, command: process.execPath, args: [p] } : { label: p, command: p, args: [] })
 
+/**
+ * Drops an executable's pages from the page cache (GNU dd's `iflag=nocache`), so that every build
+ * measured gets them back the same way, by the faults of its first start. The RSS of the same
+ * executable depends on how its pages came into the cache: on each fault the kernel maps the
+ * neighbouring cached pages too, and right after the build wrote it whole it measured 95 MB, read
+ * back by faults 78 MB (#28; README, CI fixture).
+ */
+function evict(file: string): void {
+  spawnSync('dd', [`if=${file}`, 'iflag=nocache', 'count=0', 'status=none'])
+}
+
 export async function fixture(ctx: BenchContext): Promise<FigureResult[]> {
   const others = ctx.againstBundles.map(commandOf)
+  for (const c of [ctx.shipped, ...others]) evict(c.command)
   // The first start of the single executable unpacks its SQLite addon: every ephemeral start does
   // that (a new data dir each time), so it is measured, but one start first warms the page cache.
   await fixtureOnce(ctx, 0)
