@@ -42,7 +42,12 @@ withPg(t, 'the bridge against PostgreSQL', (url) => {
     t.ok(Buffer.isBuffer(rows[1]!.body), 'a Buffer, not the Uint8Array that crossed the thread')
     t.same([...(rows[1]!.body as Buffer)], [0, 1, 255])
     t.same(b.query('SELECT id, note FROM r WHERE id = $1', [big]).fields, ['id', 'note'])
-    t.throws(() => b.query('SELECT 9007199254740993::bigint AS n'), /beyond JavaScript's exact integers/, 'a bigint past 2^53 is refused, not rounded')
+    t.throws(
+      () => b.query('SELECT 9007199254740993::bigint AS n'),
+      { code: '22003', message: /beyond JavaScript's exact integers/ },
+      'a bigint past 2^53 is refused, not rounded',
+    )
+    t.same(b.query('SELECT 1 AS one').rows, [{ one: 1 }], 'on a connection that goes on')
   })
 
   t.test("errors carry PostgreSQL's SQLSTATE, and the connection goes on", async (t) => {

@@ -158,7 +158,11 @@ export class PgBridge {
       // The worker queues the reply before it raises the flag, so it is there once woken. The
       // only replies are to this request: a request that timed out took its worker with it.
       const got = receiveMessageOnPort(port)
-      if (!got) continue
+      if (!got) {
+        if (Atomics.load(signal, 0) !== 2) continue
+        this.stop()
+        throw new PgError("the PostgreSQL bridge's thread ended", SQLSTATE.connectionFailure)
+      }
       const reply = got.message as Reply & { seq: number }
       if (!reply.ok) throw fromWire(reply.error)
       return reply

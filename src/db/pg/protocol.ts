@@ -3,7 +3,7 @@ import type { WireError } from './errors'
 /** What the bridge hands its worker thread (worker.ts) at start. */
 export interface WorkerData {
   url: string
-  /** A SharedArrayBuffer of one Int32: 0 while a request is out, 1 once its reply is posted. */
+  /** A SharedArrayBuffer of one Int32: 0 while a request is out, 1 once its reply is posted, 2 once the thread has ended. */
   flag: SharedArrayBuffer
   statementTimeoutMs: number
   connectTimeoutMs: number

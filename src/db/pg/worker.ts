@@ -13,9 +13,11 @@ const signal = new Int32Array(flag)
 // int8 (bigint) columns hold epoch milliseconds and byte counts: numbers, as better-sqlite3 gives
 // them. Exact up to 2^53 (285,000 years of milliseconds, 8 PiB); a larger value is refused rather
 // than rounded.
+// SQLSTATE 22003 (numeric_value_out_of_range): pg reports a parser's error as the query's, and
+// the connection goes on.
 pg.types.setTypeParser(pg.types.builtins.INT8, (s: string) => {
   const n = Number(s)
-  if (!Number.isSafeInteger(n)) throw new RangeError(`bigint ${s} is beyond JavaScript's exact integers`)
+  if (!Number.isSafeInteger(n)) throw Object.assign(new RangeError(`bigint ${s} is beyond JavaScript's exact integers`), { code: '22003' })
   return n
 })
 
@@ -83,6 +85,13 @@ async function handle(req: Request): Promise<Reply> {
     return { ok: false, error: wire }
   }
 }
+
+// A thread that ends for any reason (an uncaught error, a crash of pg) wakes a caller waiting on
+// it (flag 2) instead of leaving it to its deadline.
+process.on('exit', () => {
+  Atomics.store(signal, 0, 2)
+  Atomics.notify(signal, 0)
+})
 
 port.on('message', (req: Request) => {
   void handle(req).then((reply) => {
