@@ -152,7 +152,24 @@ withPg(t, 'the bridge against PostgreSQL', (url) => {
       }),
     )
     t.same(b.query('SELECT count(*)::int AS n FROM y').rows, [{ n: 0 }], 'nothing of it committed, and the bridge reconnected')
-    t.not(pidOf(), second)
+    const third = pidOf()
+    t.not(third, second)
+
+    // Lost between two statements of a transaction whose function goes on after the error: what
+    // follows is refused, never run in autocommit on a new connection (a partial write).
+    const other = bridge(t, { url })
+    t.throws(
+      () =>
+        b.transaction(() => {
+          b.query('INSERT INTO y VALUES (2)')
+          other.query('SELECT pg_terminate_backend($1)', [third])
+          t.throws(() => b.query('INSERT INTO y VALUES (3)'), { code: /^(08006|57P01)$/ })
+          t.throws(() => b.query('INSERT INTO y VALUES (4)'), { code: '08006', message: /lost inside a transaction/ })
+        }),
+      { code: '08006' },
+      'and its COMMIT fails',
+    )
+    t.same(b.query('SELECT count(*)::int AS n FROM y').rows, [{ n: 0 }], 'none of its rows, before or after the loss')
   })
 
   t.test('a server that never answers: the bridge gives up at its deadline with 08006, and closes', async (t) => {

@@ -1,7 +1,7 @@
 import path from 'node:path'
 import { MessageChannel, Worker, receiveMessageOnPort, type MessagePort } from 'node:worker_threads'
 import { PgError, SQLSTATE, fromWire } from './errors'
-import type { Reply, Request, WorkerData } from './protocol'
+import type { Reply, Request, TxStep, WorkerData } from './protocol'
 
 /** The bridge's settings. Times in milliseconds. */
 export interface PgBridgeOptions {
@@ -49,6 +49,7 @@ export class PgBridge {
   private signal: Int32Array | undefined
   private seq = 0
   private closed = false
+  private inTransaction = false
   private readonly statementTimeoutMs: number
   private readonly connectTimeoutMs: number
 
@@ -62,13 +63,18 @@ export class PgBridge {
    * `deadlineMs` replaces the bridge's own deadline for this call (a migration, a lock wait).
    */
   query(sql: string, params: readonly unknown[] = [], deadlineMs?: number): PgResult {
-    const reply = this.call({ seq: 0, op: 'query', sql, params: [...params] }, deadlineMs)
+    const reply = this.call({ seq: 0, op: 'query', sql, params: [...params], tx: this.step() }, deadlineMs)
     return { rows: reply.rows.map(withBuffers), fields: reply.fields, rowCount: reply.rowCount }
   }
 
   /** Several statements in one string, no parameters (the simple protocol: migrations). */
   exec(sql: string, deadlineMs?: number): void {
-    this.call({ seq: 0, op: 'exec', sql }, deadlineMs)
+    this.call({ seq: 0, op: 'exec', sql, tx: this.step() }, deadlineMs)
+  }
+
+  /** The transaction step of a statement sent now (worker.ts refuses one whose connection was lost). */
+  private step(): TxStep | undefined {
+    return this.inTransaction ? 'in' : undefined
   }
 
   /**
@@ -77,7 +83,9 @@ export class PgBridge {
    * immediate transactions.
    */
   transaction<T>(fn: () => T): T {
-    this.exec('BEGIN')
+    if (this.inTransaction) throw new Error('PgBridge.transaction is not reentrant (PgEngine nests with savepoints)')
+    this.call({ seq: 0, op: 'exec', sql: 'BEGIN', tx: 'begin' })
+    this.inTransaction = true
     let result: T
     try {
       result = fn()
@@ -86,11 +94,13 @@ export class PgBridge {
       throw err
     }
     try {
-      this.exec('COMMIT')
+      this.call({ seq: 0, op: 'exec', sql: 'COMMIT', tx: 'commit' })
     } catch (err) {
       // A failed COMMIT (a deferred constraint, the connection lost) left nothing committed.
       this.rollbackQuietly()
       throw err
+    } finally {
+      this.inTransaction = false
     }
     return result
   }
@@ -109,8 +119,9 @@ export class PgBridge {
   }
 
   private rollbackQuietly(): void {
+    this.inTransaction = false
     try {
-      this.exec('ROLLBACK')
+      this.call({ seq: 0, op: 'exec', sql: 'ROLLBACK', tx: 'rollback' })
     } catch {
       // Nothing to undo if the connection is gone: the server rolled back when it closed.
     }

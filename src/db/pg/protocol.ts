@@ -9,7 +9,16 @@ export interface WorkerData {
   connectTimeoutMs: number
 }
 
-/** One request; `seq` pairs it with its reply (a late reply to a timed-out request is recognised). */
-export type Request = { seq: number } & ({ op: 'query'; sql: string; params: unknown[] } | { op: 'exec'; sql: string } | { op: 'close' })
+/**
+ * Where a statement stands in the caller's transaction: `begin` opens it, `in` runs inside it,
+ * `commit` and `rollback` end it; absent outside one. The worker refuses `in` and `commit` on a
+ * connection other than the one `begin` ran on.
+ */
+export type TxStep = 'begin' | 'in' | 'commit' | 'rollback'
+
+/** One request; `seq` pairs it with its reply. */
+export type Request = { seq: number; tx?: TxStep | undefined } & (
+  { op: 'query'; sql: string; params: unknown[] } | { op: 'exec'; sql: string } | { op: 'close' }
+)
 
 export type Reply = { ok: true; rows: Record<string, unknown>[]; fields: string[]; rowCount: number } | { ok: false; error: WireError }

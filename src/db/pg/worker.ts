@@ -22,6 +22,12 @@ pg.types.setTypeParser(pg.types.builtins.INT8, (s: string) => {
 })
 
 let client: pg.Client | undefined
+/**
+ * The connection the caller's open transaction began on. Should that connection be lost, the
+ * server rolled the transaction back, and its remaining statements must fail rather than run in
+ * autocommit on a new connection (a partial write): they are refused until the caller's ROLLBACK.
+ */
+let txClient: pg.Client | undefined
 
 async function connection(): Promise<pg.Client> {
   if (client) return client
@@ -64,10 +70,19 @@ async function handle(req: Request): Promise<Reply> {
     if (c) await c.end().catch(() => {})
     return { ok: true, rows: [], fields: [], rowCount: 0 }
   }
+  if (req.tx === 'in' || req.tx === 'commit' || req.tx === 'rollback') {
+    if (!txClient || txClient !== client) {
+      txClient = undefined
+      if (req.tx === 'rollback') return { ok: true, rows: [], fields: [], rowCount: 0 }
+      return { ok: false, error: { message: 'the connection was lost inside a transaction, which PostgreSQL rolled back', code: SQLSTATE.connectionFailure } }
+    }
+  }
   let connecting = true
   try {
     const c = await connection()
     connecting = false
+    if (req.tx === 'begin') txClient = c
+    if (req.tx === 'commit' || req.tx === 'rollback') txClient = undefined
     if (req.op === 'exec') {
       // The simple protocol: several statements in one string, no parameters (migrations).
       await c.query(req.sql)
