@@ -1,4 +1,5 @@
 import type { DB } from '../database'
+import { engineOf, type Engine } from '../engine'
 
 export interface S3CredentialRow {
   accessKeyId: string
@@ -21,7 +22,8 @@ const toRow = (r: Row): S3CredentialRow => ({ accessKeyId: r.access_key_id, tena
 export class S3CredentialsRepo {
   private readonly stmts
 
-  constructor(db: DB) {
+  constructor(database: DB | Engine) {
+    const db = engineOf(database)
     this.stmts = {
       get: db.prepare<[string], Row>('SELECT * FROM s3_credentials WHERE access_key_id = ?'),
       byTenant: db.prepare<[string], Row>('SELECT * FROM s3_credentials WHERE tenant_id = ? ORDER BY created_at, access_key_id'),

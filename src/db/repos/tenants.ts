@@ -1,4 +1,5 @@
 import type { DB } from '../database'
+import { dialect, engineOf, type Engine } from '../engine'
 import { nameKey } from '../../lib/text'
 
 /** A tenant as the services see it. Times are epoch milliseconds. */
@@ -50,11 +51,23 @@ export interface TenantCursor {
   id: string
 }
 
+/** Where the two databases differ (engine.ts), side by side. */
+const SQL = {
+  // sum() of a bigint is a numeric in PostgreSQL, which `pg` reads as a string: cast back.
+  fileCount: {
+    sqlite: 'SELECT coalesce(sum(n), 0) FROM file_counts WHERE tenant_id = ?',
+    postgres: 'SELECT coalesce(sum(n), 0)::bigint FROM file_counts WHERE tenant_id = ?',
+  },
+  // What tells the authentication caches that another connection changed a key (dataVersion).
+  dataVersion: { sqlite: 'PRAGMA data_version', postgres: 'SELECT version FROM auth_version WHERE id = 1' },
+}
+
 /** SQL for the tenants table; no rules here. Only live tenants are ever returned. */
 export class TenantsRepo {
   private readonly stmts
 
-  constructor(db: DB) {
+  constructor(database: DB | Engine) {
+    const db = engineOf(database)
     const live = 'deleted_at IS NULL'
     this.stmts = {
       byId: db.prepare<[string], Row>(`SELECT ${COLUMNS} FROM tenants WHERE id = ? AND ${live}`),
@@ -67,26 +80,24 @@ export class TenantsRepo {
         `SELECT ${COLUMNS} FROM tenants WHERE ${live} AND (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?`,
       ),
       // file_counts is keyed by tenant first: an index range, whatever the number of files.
-      fileCount: db.prepare<[string], number>('SELECT coalesce(sum(n), 0) FROM file_counts WHERE tenant_id = ?').pluck(),
+      fileCount: db.pluck<[string], number>(dialect(db, SQL.fileCount)),
       insert: db.prepare(
         `INSERT INTO tenants (id, name, name_key, key_hash, key_kind, webhook_secret, quota_bytes, allowed_types, created_at)
          VALUES (@id, @name, @nameKey, @keyHash, @keyKind, @webhookSecret, @quotaBytes, @allowedTypes, @createdAt)`,
       ),
       rotate: db.prepare(`UPDATE tenants SET key_hash = ?, webhook_secret = ?, signing_generation = signing_generation + 1 WHERE id = ? AND ${live}`),
       // A deleted tenant has no generation: none of its tokens verifies (#13).
-      generation: db.prepare<[string], number>(`SELECT signing_generation FROM tenants WHERE id = ? AND ${live}`).pluck(),
+      generation: db.pluck<[string], number>(`SELECT signing_generation FROM tenants WHERE id = ? AND ${live}`),
       update: db.prepare(
         `UPDATE tenants SET name = @name, name_key = @nameKey, quota_bytes = @quotaBytes, allowed_types = @allowedTypes WHERE id = @id AND ${live}`,
       ),
       markDeleted: db.prepare(`UPDATE tenants SET deleted_at = @now, name = @name, name_key = @name, key_hash = @keyHash WHERE id = @id AND ${live}`),
-      purgeable: db
-        .prepare<[number], string>(
-          `SELECT id FROM tenants t WHERE deleted_at IS NOT NULL
+      purgeable: db.pluck<[number], string>(
+        `SELECT id FROM tenants t WHERE deleted_at IS NOT NULL
            AND NOT EXISTS (SELECT 1 FROM files f WHERE f.tenant_id = t.id AND f.deleted_at IS NULL)
            AND NOT EXISTS (SELECT 1 FROM files f WHERE f.tenant_id = t.id AND f.deleted_at IS NOT NULL)
          LIMIT ?`,
-        )
-        .pluck(),
+      ),
       dropS3Parts: db.prepare('DELETE FROM s3_parts WHERE upload_id IN (SELECT id FROM s3_uploads WHERE tenant_id = ?)'),
       dropS3Uploads: db.prepare('DELETE FROM s3_uploads WHERE tenant_id = ?'),
       dropS3Credentials: db.prepare('DELETE FROM s3_credentials WHERE tenant_id = ?'),
@@ -94,7 +105,7 @@ export class TenantsRepo {
       purgeOutbox: db.prepare('DELETE FROM outbox WHERE tenant_id = ?'),
       purgeCounts: db.prepare('DELETE FROM file_counts WHERE tenant_id = ?'),
       purge: db.prepare('DELETE FROM tenants WHERE id = ? AND deleted_at IS NOT NULL'),
-      dataVersion: db.prepare<[], number>('PRAGMA data_version').pluck(),
+      dataVersion: db.pluck<[], number>(dialect(db, SQL.dataVersion)),
     }
   }
 
@@ -108,7 +119,9 @@ export class TenantsRepo {
 
   /**
    * SQLite's `data_version`: changes when another connection (the CLI) commits to the database,
-   * not on this connection's own commits. The authentication cache keys on it.
+   * not on this connection's own commits. On PostgreSQL, the auth_version row (PostgreSQL's
+   * migration 20), bumped by any connection's change to a tenant's key, settings or existence or
+   * to an S3 credential, own commits included. The authentication caches key on it.
    */
   dataVersion(): number {
     return this.stmts.dataVersion.get() as number

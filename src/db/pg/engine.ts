@@ -1,0 +1,97 @@
+import type { Engine, Statement } from '../engine'
+import type { PgBridge } from './bridge'
+import { toPgParams } from './placeholders'
+
+/** A statement on PostgreSQL: translated once (placeholders.ts), sent with its values each time. */
+class PgStatement<P extends unknown[], R> implements Statement<P, R> {
+  private readonly text: string
+  private readonly names: string[] | undefined
+  private readonly count: number
+
+  constructor(
+    private readonly bridge: PgBridge,
+    sql: string,
+    private readonly first: boolean,
+  ) {
+    ;({ text: this.text, names: this.names, count: this.count } = toPgParams(sql))
+  }
+
+  get(...params: P): R | undefined {
+    return this.rows(params)[0]
+  }
+
+  all(...params: P): R[] {
+    return this.rows(params)
+  }
+
+  run(...params: P): { changes: number } {
+    return { changes: this.bridge.query(this.text, this.values(params)).rowCount }
+  }
+
+  private rows(params: unknown[]): R[] {
+    const r = this.bridge.query(this.text, this.values(params))
+    if (!this.first) return r.rows as R[]
+    const column = r.fields[0]
+    if (column === undefined) throw new Error('pluck() of a statement that returns no column')
+    return r.rows.map((row) => row[column] as R)
+  }
+
+  /** Named parameters come as one object, as better-sqlite3 takes them; a missing one is an error, not NULL. */
+  private values(params: unknown[]): unknown[] {
+    if (!this.names) {
+      if (params.length !== this.count) throw new RangeError(`expected ${this.count} parameters, got ${params.length}`)
+      return params
+    }
+    const named = params[0] as Record<string, unknown> | undefined
+    if (params.length !== 1 || typeof named !== 'object' || named === null) throw new TypeError('named parameters are passed as one object')
+    return this.names.map((n) => {
+      if (!(n in named)) throw new RangeError(`missing named parameter @${n}`)
+      return named[n]
+    })
+  }
+}
+
+/**
+ * The PostgreSQL engine over a synchronous bridge. Transactions nest as better-sqlite3's do: the
+ * outermost is BEGIN … COMMIT, an inner one a savepoint, so a service calling another service's
+ * transactional method keeps working.
+ */
+export class PgEngine implements Engine {
+  readonly dialect = 'postgres'
+  private depth = 0
+
+  constructor(readonly bridge: PgBridge) {}
+
+  prepare<P extends unknown[] = unknown[], R = unknown>(sql: string): Statement<P, R> {
+    return new PgStatement<P, R>(this.bridge, sql, false)
+  }
+
+  pluck<P extends unknown[] = unknown[], V = unknown>(sql: string): Statement<P, V> {
+    return new PgStatement<P, V>(this.bridge, sql, true)
+  }
+
+  transaction<T>(fn: () => T): T {
+    if (this.depth === 0) {
+      this.depth++
+      try {
+        return this.bridge.transaction(fn)
+      } finally {
+        this.depth--
+      }
+    }
+    const name = `coffer_${this.depth}`
+    this.bridge.exec(`SAVEPOINT ${name}`)
+    this.depth++
+    try {
+      const result = fn()
+      this.bridge.exec(`RELEASE SAVEPOINT ${name}`)
+      return result
+    } catch (err) {
+      this.bridge.exec(`ROLLBACK TO SAVEPOINT ${name}`)
+      this.bridge.exec(`RELEASE SAVEPOINT ${name}`)
+      throw err
+    } finally {
+      this.depth--
+    }
+  }
+}

@@ -1,0 +1,164 @@
+import t, { type Test } from 'tap'
+import path from 'node:path'
+import { openConnection, openDatabase } from '../src/db/database'
+import { engineOf, type Engine } from '../src/db/engine'
+import { PgBridge } from '../src/db/pg/bridge'
+import { PgEngine } from '../src/db/pg/engine'
+import { migratePg } from '../src/db/pg/migrate'
+import { TenantsRepo } from '../src/db/repos/tenants'
+import { S3CredentialsRepo } from '../src/db/repos/s3-credentials'
+import { freshSchema, withPg } from './pg/fixture'
+import { tempDir } from './helper'
+
+// The tenants and S3 credentials repositories on both databases (#30): the same scenario runs on
+// SQLite and on PostgreSQL, each checked as it goes, and the two transcripts must be the same.
+
+interface Databases {
+  engine: Engine
+  /** A second connection to the same database: another process, another node. */
+  other: Engine
+}
+
+const T1 = '00000000-0000-4000-8000-000000000001'
+const W1 = '00000000-0000-4000-8000-0000000000a1'
+const key = (n: number) => Buffer.alloc(32, n)
+
+async function sqlite(t: Test): Promise<Databases> {
+  const dir = tempDir(t)
+  const db = openDatabase(path.join(dir, 'coffer.db'), dir)
+  const other = openConnection(path.join(dir, 'coffer.db'), dir)
+  t.teardown(() => {
+    other.close()
+    db.close()
+  })
+  return { engine: engineOf(db), other: engineOf(other) }
+}
+
+async function postgres(t: Test, url: string): Promise<Databases> {
+  const schemaUrl = await freshSchema(t, url)
+  const a = new PgBridge({ url: schemaUrl })
+  const b = new PgBridge({ url: schemaUrl })
+  t.teardown(() => {
+    a.close()
+    b.close()
+  })
+  migratePg(a)
+  return { engine: new PgEngine(a), other: new PgEngine(b) }
+}
+
+/** The scenario; returns what it saw, for the comparison of the two databases. */
+function scenario(t: Test, { engine, other }: Databases): unknown[] {
+  const seen: unknown[] = []
+  const tenants = new TenantsRepo(engine)
+  const base = { keyKind: 'live' as const, webhookSecret: 'whsec', quotaBytes: 1000, allowedFileTypes: ['image/png'] }
+  // Created in the same millisecond: the listing's order between them is their ids' (binary) order.
+  const ids = [T1, '00000000-0000-4000-8000-00000000000B', '00000000-0000-4000-8000-00000000000a', '00000000-0000-4000-8000-000000000002']
+  const names = ['Acme', 'Straße', 'Zed', 'ünïcode']
+  engine.transaction(() => ids.forEach((id, i) => tenants.insert({ ...base, id, name: names[i]!, keyHash: key(i + 1), createdAt: 1_700_000_000_000 })))
+  t.throws(
+    () => tenants.insert({ ...base, id: '00000000-0000-4000-8000-000000000009', name: 'ACME', keyHash: key(9), createdAt: 2 }),
+    'a name taken case-folded',
+  )
+  t.throws(() => tenants.insert({ ...base, id: '00000000-0000-4000-8000-000000000009', name: 'new', keyHash: key(1), createdAt: 2 }), 'a key hash taken')
+
+  const got = tenants.get(T1)
+  t.match(got, { id: T1, name: 'Acme', quotaBytes: 1000, usedBytes: 0, allowedFileTypes: ['image/png'], keyKind: 'live', createdAt: 1_700_000_000_000 })
+  const byKey = tenants.getByKeyHash(key(1))
+  t.ok(byKey && Buffer.isBuffer(byKey.keyHash) && byKey.keyHash.equals(key(1)), 'the stored key hash comes back as a Buffer')
+  t.equal(tenants.getByName('STRASSE')?.id, ids[1], 'names compared case-folded: ß is ss')
+  t.equal(tenants.getByName('ÜNÏCODE')?.id, ids[3])
+  seen.push(tenants.list().map((x) => x.id))
+  const first = tenants.page(undefined, 2)
+  const last = first.at(-1)!
+  seen.push(
+    first.map((x) => x.id),
+    tenants.page({ createdAt: last.createdAt, id: last.id }, 10).map((x) => x.id),
+  )
+
+  // Usage and counts, maintained by the triggers of both schemas; the statements are the same text.
+  const run = (sql: string, ...params: unknown[]) => engine.prepare(sql).run(...params)
+  engine.transaction(() => {
+    run('INSERT INTO workspaces (id, tenant_id, name, slug, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)', W1, T1, 'w', 'w', 1, 1)
+    run('INSERT INTO blobs (sha256, size_bytes, created_at) VALUES (?, ?, ?)', 'ab'.repeat(32), 300, 1)
+    for (const [id, status] of [
+      ['f1', 'completed'],
+      ['f2', 'completed'],
+      ['f3', 'pending'],
+    ] as const) {
+      run(
+        `INSERT INTO files (id, tenant_id, workspace_id, original_name, file_type, status, size_bytes, sha256, upload_expires_at, created_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        id,
+        T1,
+        W1,
+        `${id}.png`,
+        'image/png',
+        status,
+        300,
+        status === 'completed' ? 'ab'.repeat(32) : null,
+        9,
+        1,
+      )
+    }
+    run("UPDATE files SET status = 'failed' WHERE id = ?", 'f3')
+    run('UPDATE files SET deleted_at = ? WHERE id = ?', 5, 'f2')
+  })
+  t.equal(tenants.get(T1)!.usedBytes, 300, 'one live completed file charged; the failed and the deleted ones not')
+  t.equal(tenants.fileCount(T1), 2, 'live files (any status)')
+  seen.push(tenants.get(T1)!.usedBytes, tenants.fileCount(T1))
+
+  // Another connection's change to a key shows in dataVersion (the authentication caches' signal).
+  const before = tenants.dataVersion()
+  const otherTenants = new TenantsRepo(other)
+  t.ok(otherTenants.rotate(ids[2]!, key(30), 'whsec2'))
+  t.not(tenants.dataVersion(), before, "another connection's key rotation changes dataVersion")
+  t.equal(tenants.signingGeneration(ids[2]!), 1)
+  t.equal(tenants.getByKeyHash(key(3)), undefined, 'the old key finds nothing')
+  t.ok(tenants.update({ id: ids[2]!, name: 'Zed renamed', quotaBytes: 5, allowedFileTypes: [] }))
+  t.ok(tenants.markDeleted(ids[3]!, 10, `deleted:${ids[3]}`, key(40)))
+  t.equal(tenants.get(ids[3]!), undefined)
+  t.equal(tenants.signingGeneration(ids[3]!), undefined, 'a deleted tenant has no generation')
+  t.same(tenants.purgeable(10), [ids[3]], 'a deleted tenant without files is purgeable')
+  t.ok(tenants.purge(ids[3]!))
+  seen.push(tenants.list().map((x) => [x.name, x.quotaBytes, x.allowedFileTypes]))
+
+  // S3 credentials: the sealed secret is bytes both ways; listing in creation order.
+  const creds = new S3CredentialsRepo(engine)
+  creds.insert({ accessKeyId: 'AKIDB', tenantId: T1, secretSealed: Buffer.from([1, 2, 3, 0, 255]), createdAt: 20 })
+  creds.insert({ accessKeyId: 'AKIDA', tenantId: T1, secretSealed: Buffer.from([9]), createdAt: 20 })
+  t.throws(() => creds.insert({ accessKeyId: 'AKIDA', tenantId: T1, secretSealed: Buffer.from([9]), createdAt: 21 }), 'an access key id is unique')
+  const c = creds.get('AKIDB')!
+  t.ok(Buffer.isBuffer(c.secretSealed) && c.secretSealed.equals(Buffer.from([1, 2, 3, 0, 255])))
+  seen.push(creds.listByTenant(T1).map((x) => [x.accessKeyId, [...x.secretSealed], x.createdAt]))
+  const mid = otherTenants.dataVersion()
+  t.ok(creds.delete(T1, 'AKIDA'))
+  t.notOk(creds.delete(T1, 'AKIDA'), 'deleted once')
+  t.equal(creds.get('AKIDA'), undefined)
+  t.not(otherTenants.dataVersion(), mid, 'a revoked credential changes dataVersion for the other connection')
+  return seen
+}
+
+t.test('the same scenario, the same answers, on SQLite and on PostgreSQL', async (t) => {
+  let onSqlite: unknown[] = []
+  await t.test('SQLite', async (t) => {
+    onSqlite = scenario(t, await sqlite(t))
+  })
+  withPg(t, 'PostgreSQL', (url) => {
+    void t.test('PostgreSQL', async (t) => {
+      const onPg = scenario(t, await postgres(t, url))
+      t.same(onPg, onSqlite, "PostgreSQL's answers are SQLite's")
+    })
+  })
+})
+
+withPg(t, 'PostgreSQL only', (url) => {
+  t.test("on PostgreSQL, the usage the upload path updates does not move the authentication caches' version", async (t) => {
+    const { engine } = await postgres(t, url)
+    const tenants = new TenantsRepo(engine)
+    tenants.insert({ id: T1, name: 'a', keyHash: key(1), keyKind: 'live', webhookSecret: 'w', quotaBytes: 10, allowedFileTypes: [], createdAt: 1 })
+    const v = tenants.dataVersion()
+    engine.prepare('UPDATE tenants SET used_bytes = used_bytes + ? WHERE id = ?').run(5, T1)
+    t.equal(tenants.dataVersion(), v)
+    t.equal(tenants.get(T1)!.usedBytes, 5)
+  })
+})
