@@ -496,4 +496,15 @@ CREATE TRIGGER s3_credentials_auth_changed AFTER INSERT OR DELETE OR UPDATE
   ON s3_credentials FOR EACH STATEMENT EXECUTE FUNCTION auth_version_bump();
 `,
   },
+  {
+    version: 21,
+    name: 'versions: keys whose current version is a delete marker, newest deletion first',
+    sql: `
+-- As SQLite's migration 21 (#25): the API's list of deleted files that can be restored.
+CREATE INDEX object_versions_deleted_keys ON object_versions (tenant_id, created_at, workspace_id, object_key)
+  WHERE file_id IS NULL AND noncurrent_at IS NULL;
+CREATE INDEX object_versions_deleted_keys_in_workspace ON object_versions (workspace_id, created_at, object_key)
+  WHERE file_id IS NULL AND noncurrent_at IS NULL;
+`,
+  },
 ]
