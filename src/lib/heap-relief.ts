@@ -59,7 +59,25 @@ function checkIdle(): void {
   clearInterval(idleTimer)
   idleTimer = undefined
   idleCollections++
+  for (const hook of idleHooks) {
+    try {
+      hook()
+    } catch {
+      // Memory given back or not, nothing depends on it.
+    }
+  }
   gc('major')
+}
+
+const idleHooks = new Set<() => void>()
+
+/**
+ * Runs `hook` each time a load is over, before the idle collection: for memory held outside V8
+ * (SQLite's page cache). Returns a function that removes it.
+ */
+export function onLoadOver(hook: () => void): () => void {
+  idleHooks.add(hook)
+  return () => idleHooks.delete(hook)
 }
 
 /** Full collections made once a load was over (tests). */
