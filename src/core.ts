@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify'
 import { ConfigError, type Config } from './config'
-import { openDatabase, skipSync, type DB } from './db/database'
+import { openDatabase, releaseCache, skipSync, type DB } from './db/database'
 import { onLoadOver } from './lib/heap-relief'
 import { GroupCommit, type SyncFile } from './db/group-commit'
 import { FilesRepo } from './db/repos/files'
@@ -139,9 +139,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const db = openDatabase(dataDir.db, dataDir.root, undefined, options.throwaway ? { throwaway: true } : {})
   // Once a load is over, SQLite's page cache (up to 16 MB, better-sqlite3's cache_size) goes back
   // to the allocator; the next reads fill it again from the OS's page cache (#29).
-  const stopShrinking = onLoadOver(() => {
-    if (db.open && !db.inTransaction) db.pragma('shrink_memory')
-  })
+  const stopShrinking = onLoadOver(() => releaseCache(db))
   const serverSecret = loadSecret(dataDir, config.secret)
   // Written before anything else can fill the disk; a delete on a full disk may need it (#24).
   const reserve = new DiskReserve(dataDir.reserve, config.diskReserveBytes, options.log ?? createLogger('silent'))

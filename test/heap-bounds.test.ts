@@ -38,7 +38,7 @@ t.test("a started server's young generation stays at its size under a load whose
   t.ok(newSpaceBytes() <= 16 * 1024 * 1024, `new space ${(newSpaceBytes() / 1e6).toFixed(1)} MB`)
 })
 
-t.test("once a load is over, the database gives its page cache back", async (t) => {
+t.test('once a load is over, the database gives its page cache back', async (t) => {
   const config = loadConfig({}, { port: '0', 's3-port': '0', 'data-dir': tempDir(t) })
   const server = await startServer(config, createLogger(config.logLevel, captureLogs().stream))
   t.teardown(() => server.close())

@@ -9,6 +9,7 @@ t.test('a PutObject without a condition reads the object at its key only to answ
   const { client } = await makeS3(t)
   await client.send(new CreateBucketCommand({ Bucket: 'reads' }))
   await client.send(new PutObjectCommand({ Bucket: 'reads', Key: 'k', Body: 'old' }))
+  // eslint-disable-next-line @typescript-eslint/unbound-method -- re-bound with apply below
   const get = ObjectsRepo.prototype.get
   let reads = 0
   ObjectsRepo.prototype.get = function (this: ObjectsRepo, ...args: Parameters<ObjectsRepo['get']>) {
@@ -25,7 +26,10 @@ t.test('a PutObject without a condition reads the object at its key only to answ
 
   // A condition is still checked, before the body and in the commit.
   reads = 0
-  t.same(await s3Error(client.send(new PutObjectCommand({ Bucket: 'reads', Key: 'k', Body: 'again', IfNoneMatch: '*' }))), { name: 'PreconditionFailed', status: 412 })
+  t.same(await s3Error(client.send(new PutObjectCommand({ Bucket: 'reads', Key: 'k', Body: 'again', IfNoneMatch: '*' }))), {
+    name: 'PreconditionFailed',
+    status: 412,
+  })
   t.equal(reads, 1, 'read once, before the body, and refused there')
   reads = 0
   await client.send(new PutObjectCommand({ Bucket: 'reads', Key: 'fresh', Body: 'x', IfNoneMatch: '*' }))
