@@ -53,13 +53,24 @@ function smaps(pid: number): string {
     const rss = /^Rss:\s+(\d+) kB/.exec(line)
     if (rss) by.set(name, (by.get(name) ?? 0) + Number(rss[1]))
   }
-  return [...by].sort((a, b) => b[1] - a[1]).slice(0, 8).map(([n, kb]) => `  ${(kb / 1024).toFixed(1)} MB ${n}`).join('\n')
+  return [...by]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 8)
+    .map(([n, kb]) => `  ${(kb / 1024).toFixed(1)} MB ${n}`)
+    .join('\n')
 }
 
 async function main(): Promise<void> {
   const { values, positionals } = parseArgs({
     allowPositionals: true,
-    options: { seconds: { type: 'string' }, rounds: { type: 'string' }, prof: { type: 'string' }, settle: { type: 'string' }, snapshot: { type: 'boolean' }, env: { type: 'string', multiple: true } },
+    options: {
+      seconds: { type: 'string' },
+      rounds: { type: 'string' },
+      prof: { type: 'string' },
+      settle: { type: 'string' },
+      snapshot: { type: 'boolean' },
+      env: { type: 'string', multiple: true },
+    },
   })
   const seconds = Number(values.seconds ?? 5)
   const rounds = Number(values.rounds ?? 3)
@@ -76,7 +87,9 @@ async function main(): Promise<void> {
       const own = Object.fromEntries(vars.map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]))
       const data = path.join(dir, `data-${i}`)
       const creds = seed(data)
-      const env = values.prof ? { ...extraEnv, ...own, NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${path.resolve(values.prof, String(i))}` } : { ...extraEnv, ...own }
+      const env = values.prof
+        ? { ...extraEnv, ...own, NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${path.resolve(values.prof, String(i))}` }
+        : { ...extraEnv, ...own }
       const coffer = await startCoffer(data, { label: bundle, command: process.execPath, args: [path.resolve(bundle)] }, env)
       servers.push({ label: spec, coffer, creds, idle: rssBytes(coffer.pid) })
     }
@@ -88,7 +101,15 @@ async function main(): Promise<void> {
       const file = prepareSigned(path.join(dir, `put-${r}.signed`), s.creds, 'PUT', s.coffer.s3Url.replace('http://', ''), paths)
       const cpu0 = cpuMs(s.coffer.pid)
       const main0 = threadCpuMs(s.coffer.pid)
-      const w = await wrk({ bin: generator.path, dir, url: s.coffer.s3Url, script: 'preparedS3', args: [file, 'PUT', template, '1'], connections: 16, seconds: secs })
+      const w = await wrk({
+        bin: generator.path,
+        dir,
+        url: s.coffer.s3Url,
+        script: 'preparedS3',
+        args: [file, 'PUT', template, '1'],
+        connections: 16,
+        seconds: secs,
+      })
       const cpu = cpuMs(s.coffer.pid) - cpu0
       const main = threadCpuMs(s.coffer.pid) - main0
       return { rps: w.rps, p50: w.p50Ms, cpuPerReq: cpu / w.good, mainPerReq: main / w.good, wrkShare: w.generatorCpuShare }
