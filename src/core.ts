@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify'
 import { ConfigError, type Config } from './config'
-import { openDatabase, skipSync, type DB } from './db/database'
+import { openDatabase, releaseCache, skipSync, type DB } from './db/database'
+import { onLoadOver } from './lib/heap-relief'
 import { GroupCommit, type SyncFile } from './db/group-commit'
 import { FilesRepo } from './db/repos/files'
 import { BlobsRepo } from './db/repos/blobs'
@@ -139,6 +140,9 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const clock = options.clock ?? systemClock
   const dataDir = ensureDataDir(config.dataDir)
   const db = openDatabase(dataDir.db, dataDir.root, undefined, options.throwaway ? { throwaway: true } : {})
+  // Once a load is over, SQLite's page cache (up to 16 MB, better-sqlite3's cache_size) goes back
+  // to the allocator; the next reads fill it again from the OS's page cache (#29).
+  const stopShrinking = onLoadOver(() => releaseCache(db))
   const serverSecret = loadSecret(dataDir, config.secret)
   // Written before anything else can fill the disk; a delete on a full disk may need it (#24).
   const reserve = new DiskReserve(dataDir.reserve, config.diskReserveBytes, options.log ?? createLogger('silent'))
@@ -301,6 +305,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     close() {
       if (closed) return
       closed = true
+      stopShrinking()
       s3Store?.close()
       commits.close()
       db.close()

@@ -3,6 +3,7 @@ import { buildApp } from './app'
 import type { Config } from './config'
 import { createCore, type Core } from './core'
 import { emptyTmp } from './lib/data-dir'
+import { boundYoungGeneration } from './lib/heap-relief'
 import { shellWord } from './lib/shell-word'
 import type { App } from './http/types'
 import { closeGracefully } from './http/request-lifecycle'
@@ -119,6 +120,8 @@ export interface StartOptions {
 }
 
 export async function startServer(config: Config, logger: Logger, opts: StartOptions = {}): Promise<Server> {
+  // A server's requests outlive a scavenge; the young generation would grow to 128 MiB (heap-relief.ts).
+  boundYoungGeneration()
   const core = createCore(config, {
     log: logger,
     ...(opts.memoryBudgetBytes !== undefined ? { memoryBudgetBytes: opts.memoryBudgetBytes } : {}),

@@ -32,7 +32,7 @@ if (pkg.scripts?.['build:sea'] && (!fs.existsSync(sea) || fs.statSync(sea).mtime
 }
 
 await esbuild.build({
-  entryPoints: ['main', 'seed', 'bare-fastify', 'node-reference'].map((n) => path.join(root, 'scripts', 'bench', `${n}.ts`)),
+  entryPoints: ['main', 'seed', 'bare-fastify', 'node-reference', 'put-cpu'].map((n) => path.join(root, 'scripts', 'bench', `${n}.ts`)),
   outdir,
   outExtension: { '.js': '.cjs' },
   bundle: true,
@@ -44,4 +44,6 @@ await esbuild.build({
   logLevel: 'warning',
 })
 
-await import(pathToFileURL(path.join(outdir, 'main.cjs')).href)
+// `npm run bench -- put-cpu BUNDLE…` runs the small-PutObject CPU harness (put-cpu.ts) instead.
+const tool = process.argv[2] === 'put-cpu' ? process.argv.splice(2, 1)[0] : 'main'
+await import(pathToFileURL(path.join(outdir, `${tool}.cjs`)).href)

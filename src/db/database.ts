@@ -134,6 +134,16 @@ export function migrate(db: DB, migrations: readonly Migration[]): void {
   }
 }
 
+/**
+ * Gives the connection's page cache back to the allocator (up to better-sqlite3's 16 MB
+ * `cache_size`, filled by any load of writes): for when a load is over, so that an idle server's
+ * memory returns toward where it started (#29). The next reads fill it again from the OS's page
+ * cache. Not inside a transaction, whose pages it must keep.
+ */
+export function releaseCache(db: DB): void {
+  if (db.open && !db.inTransaction) db.pragma('shrink_memory')
+}
+
 /** Throws unless the database answers a trivial query (readiness). */
 export function ping(db: DB): void {
   db.prepare('SELECT 1').get()

@@ -15,7 +15,7 @@ import { createHash } from 'node:crypto'
 import { spawnSync } from 'node:child_process'
 import { pngBytes, ROOT, startCoffer, uniqueCopy, type Coffer } from '../coffer'
 import { startNginx, type Nginx } from '../nginx'
-import { freePort, rssBytes, startProc, type Proc } from '../processes'
+import { cpuMs, freePort, rssBytes, startProc, type Proc } from '../processes'
 import { interleaved, median, summarize } from '../stats'
 import { encodePath, prepareSigned, sha256Hex, signHeaders, type Credentials } from '../s3-sign'
 import { generatorBound, templateFile, wrk, type WrkResult } from '../wrk'
@@ -211,8 +211,16 @@ export async function s3WriteFigures(ctx: BenchContext): Promise<FigureResult[]>
       await s3rverRun(1)
       if (nginxRun) await nginxRun(1)
       const results: Record<'coffer' | 's3rver' | 'nginx', WrkResult[]> = { coffer: [], s3rver: [], nginx: [] }
+      // The server's CPU time (user + system, all its threads) over a run, per request answered:
+      // the figure that carries over from a loaded machine, where req/s follow the neighbours.
+      const cpuPerRequest: Record<keyof typeof results, number[]> = { coffer: [], s3rver: [], nginx: [] }
+      // (nginx's work is done by its worker, a child of the pid started: not counted here.)
+      const pids: Record<keyof typeof results, number | undefined> = { coffer: coffer.pid, s3rver: s3rver.pid, nginx: undefined }
       const measure = (name: keyof typeof results, run: (s: number) => Promise<WrkResult>) => async () => {
+        const pid = pids[name]
+        const cpu0 = pid === undefined ? 0 : cpuMs(pid)
         const r = await run(ctx.loadSeconds)
+        if (pid !== undefined) cpuPerRequest[name].push((cpuMs(pid) - cpu0) / r.good)
         results[name].push(r)
         return r.rps
       }
@@ -224,7 +232,12 @@ export async function s3WriteFigures(ctx: BenchContext): Promise<FigureResult[]>
         cofferP50Ms: results.coffer.map((r) => r.p50Ms),
         baselineP50Ms: baseline.map((r) => r.p50Ms),
         generatorCpuShare: { coffer: results.coffer.map((r) => r.generatorCpuShare), baseline: baseline.map((r) => r.generatorCpuShare) },
+        cpuMsPerRequest: cpuPerRequest,
       })
+      const cpuNote = (name: 's3rver') =>
+        cpuPerRequest[name].length > 0
+          ? `; server CPU per request (median): Coffer ${median(cpuPerRequest.coffer).toFixed(3)} ms, ${name} ${median(cpuPerRequest[name]).toFixed(3)} ms`
+          : ''
       if (nginxRps) {
         const r = summarize(nginxRps, cofferRps!)
         const invalid = generatorBound(results.nginx)
@@ -249,7 +262,7 @@ export async function s3WriteFigures(ctx: BenchContext): Promise<FigureResult[]>
         ratio: r.ratio,
         met: invalid ? null : r.ratio >= 3,
         ...(invalid ? { invalid } : {}),
-        note: 's3rver writes each object and its metadata to files without fsync; both servers get the same prepared SigV4 requests (UNSIGNED-PAYLOAD)',
+        note: `s3rver writes each object and its metadata to files without fsync; both servers get the same prepared SigV4 requests (UNSIGNED-PAYLOAD)${cpuNote('s3rver')}`,
         details: { runs: r, ...details(results.s3rver) },
       })
       await s3rver.stop()
