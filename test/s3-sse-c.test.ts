@@ -177,6 +177,12 @@ for (const dataDir of ['plain', 'encrypted'] as const) {
     t.equal((await bodyOf(client.send(new GetObjectCommand({ Bucket: 'ssec-v', Key: 'k', ...sseC(keyB) })))).toString(), 'two')
     t.match(await s3Error(client.send(new GetObjectCommand({ Bucket: 'ssec-v', Key: 'k', VersionId: v1.VersionId, ...sseC(keyB) }))), { status: 400 })
 
+    // The Storage Brain API has no key: 409, never the sealed bytes.
+    const fileId = ctx.core.db.prepare("SELECT id FROM files WHERE object_key = 'a' AND deleted_at IS NULL").pluck().get() as string
+    const api = await ctx.app.inject({ url: `/api/v1/files/${fileId}/download`, headers: ctx.tenant.headers })
+    t.equal(api.statusCode, 409, 'the API refuses to download an SSE-C object')
+    t.equal(api.json().error.code, 'CONFLICT')
+
     // The key is nowhere: not in the database, not in a log line.
     const dump = fs.readFileSync(ctx.core.dataDir.db)
     for (const k of [keyA, keyB]) {

@@ -66,6 +66,10 @@ t.test('SSE-KMS: named keys, the default key, reported on reads, bucket default,
   t.ok(file, 'stored under the hash of its sealed bytes')
   t.notOk(fs.readFileSync(path.join(file!.parentPath, file!.name)).includes(body.subarray(5000, 5032)), 'no plaintext in the blob')
 
+  const fileId = ctx.core.db.prepare("SELECT id FROM files WHERE object_key = 'a' AND deleted_at IS NULL").pluck().get() as string
+  const api = await ctx.app.inject({ url: `/api/v1/files/${fileId}/download`, headers: ctx.tenant.headers })
+  t.ok(api.rawPayload.equals(body), 'the Storage Brain API downloads an SSE-KMS object in the clear')
+
   const unknown = await send(ctx, {
     method: 'PUT',
     path: '/kms/u',

@@ -116,6 +116,11 @@ export class S3Objects {
     return { maxBytes: fits, overflow: () => fromAppError(room.error(fits + 1)) }
   }
 
+  /** How the object a file is is sealed under a key of its own (SSE-C, SSE-KMS; #27), if it is. */
+  sealedInfo(fileId: string): ObjectInfo['sse'] {
+    return this.deps.objects.byFile(fileId)?.info?.sse
+  }
+
   /** PutObject: streams the body to the store, then replaces whatever the key held in one transaction. */
   async put(
     tenant: AuthenticatedTenant,

@@ -36,7 +36,7 @@ const SSE_REPORTED = new Set<OperationName>([
  * header is 400 (InvalidArgument), as AWS answers: the object's own encryption applies. The
  * customer key's headers are checked by the operations that take them (../sse.ts).
  */
-export function checkSseHeader(request: FastifyRequest, operation: OperationName, atRest: boolean, ring: KmsKeyRing): void {
+export function checkSseHeader(request: Pick<FastifyRequest, 'headers'>, operation: OperationName, atRest: boolean, ring: KmsKeyRing): void {
   const value = header(request, 'x-amz-server-side-encryption')
   const kmsKeyId = header(request, 'x-amz-server-side-encryption-aws-kms-key-id')
   if (value === undefined && kmsKeyId === undefined) return
