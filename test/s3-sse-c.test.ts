@@ -3,6 +3,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { createHash, randomBytes } from 'node:crypto'
 import {
+  CompleteMultipartUploadCommand,
   CopyObjectCommand,
   CreateBucketCommand,
   CreateMultipartUploadCommand,
@@ -147,12 +148,35 @@ for (const dataDir of ['plain', 'encrypted'] as const) {
         ...sseC(keyA),
       }),
     )
-    await client.send(
-      completeCommand('ssec', 'mp', mp.UploadId, [
-        [1, u1.ETag],
-        [2, u2.CopyPartResult?.ETag],
-      ]),
+    const parts = {
+      Parts: [
+        { PartNumber: 1, ETag: u1.ETag },
+        { PartNumber: 2, ETag: u2.CopyPartResult?.ETag },
+      ],
+    }
+    t.match(
+      await s3Error(
+        client.send(
+          completeCommand('ssec', 'mp', mp.UploadId, [
+            [1, u1.ETag],
+            [2, u2.CopyPartResult?.ETag],
+          ]),
+        ),
+      ),
+      { status: 400 },
+      'Complete without the key (ceph/s3-tests test_copy_part_enc)',
     )
+    t.match(
+      await s3Error(
+        client.send(new CompleteMultipartUploadCommand({ Bucket: 'ssec', Key: 'mp', UploadId: mp.UploadId, MultipartUpload: parts, ...sseC(keyB) })),
+      ),
+      { status: 400 },
+      'Complete with another key',
+    )
+    const done = await client.send(
+      new CompleteMultipartUploadCommand({ Bucket: 'ssec', Key: 'mp', UploadId: mp.UploadId, MultipartUpload: parts, ...sseC(keyA) }),
+    )
+    t.ok(done.ETag, 'Complete with the key')
     const whole = Buffer.concat([p1, body.subarray(1000, 100_000)])
     t.ok((await bodyOf(client.send(new GetObjectCommand({ Bucket: 'ssec', Key: 'mp', ...sseC(keyA) })))).equals(whole), 'the multipart object reads back')
     const across = await bodyOf(

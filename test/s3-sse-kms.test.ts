@@ -182,7 +182,7 @@ p1, p2 = os.urandom(5 * 1024 * 1024), os.urandom(12345)
 e1 = c.upload_part(Bucket='boto', Key='m', UploadId=u, PartNumber=1, Body=p1, **ssec(A))['ETag']
 e2 = c.upload_part(Bucket='boto', Key='m', UploadId=u, PartNumber=2, Body=p2, **ssec(A))['ETag']
 print(err(c.upload_part, Bucket='boto', Key='m', UploadId=u, PartNumber=3, Body=b'x', **ssec(B)))
-c.complete_multipart_upload(Bucket='boto', Key='m', UploadId=u, MultipartUpload={'Parts': [{'PartNumber': 1, 'ETag': e1}, {'PartNumber': 2, 'ETag': e2}]})
+c.complete_multipart_upload(Bucket='boto', Key='m', UploadId=u, MultipartUpload={'Parts': [{'PartNumber': 1, 'ETag': e1}, {'PartNumber': 2, 'ETag': e2}]}, **ssec(A))
 print(c.get_object(Bucket='boto', Key='m', **ssec(A))['Body'].read() == p1 + p2, c.list_objects_v2(Bucket='boto', Prefix='m')['Contents'][0]['Size'])
 r = c.put_object(Bucket='boto', Key='k', Body=b'kms', ServerSideEncryption='aws:kms', SSEKMSKeyId='ring-2')
 g = c.get_object(Bucket='boto', Key='k')
