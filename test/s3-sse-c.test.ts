@@ -201,6 +201,22 @@ for (const dataDir of ['plain', 'encrypted'] as const) {
     t.equal((await bodyOf(client.send(new GetObjectCommand({ Bucket: 'ssec-v', Key: 'k', ...sseC(keyB) })))).toString(), 'two')
     t.match(await s3Error(client.send(new GetObjectCommand({ Bucket: 'ssec-v', Key: 'k', VersionId: v1.VersionId, ...sseC(keyB) }))), { status: 400 })
 
+    // coffer verify checks sealed objects like any blob; a flipped byte is detected, never served.
+    t.same((await ctx.core.gc.verify()).corrupt, [], 'verify: nothing corrupt')
+    if (dataDir === 'plain') {
+      const sha = ctx.core.db.prepare("SELECT sha256 FROM files WHERE object_key = 'a2' AND deleted_at IS NULL").pluck().get() as string
+      const entry = fs.readdirSync(ctx.core.dataDir.blobs, { recursive: true, withFileTypes: true }).find((e) => e.isFile() && e.name === sha)!
+      const file = path.join(entry.parentPath, entry.name)
+      fs.chmodSync(file, 0o600)
+      const bytes = fs.readFileSync(file)
+      bytes[150_000] = bytes[150_000]! ^ 1
+      fs.writeFileSync(file, bytes)
+      t.same((await ctx.core.gc.verify()).corrupt, [sha], 'verify reports the flipped byte')
+      await t.rejects(bodyOf(client.send(new GetObjectCommand({ Bucket: 'ssec', Key: 'a2', ...sseC(keyA) }))), 'the GET fails, never serves it')
+      const first = await bodyOf(client.send(new GetObjectCommand({ Bucket: 'ssec', Key: 'a2', Range: 'bytes=0-999', ...sseC(keyA) })))
+      t.ok(first.equals(body.subarray(0, 1000)), 'a range of undamaged chunks still reads')
+    }
+
     // The Storage Brain API has no key: 409, never the sealed bytes.
     const fileId = ctx.core.db.prepare("SELECT id FROM files WHERE object_key = 'a' AND deleted_at IS NULL").pluck().get() as string
     const api = await ctx.app.inject({ url: `/api/v1/files/${fileId}/download`, headers: ctx.tenant.headers })
