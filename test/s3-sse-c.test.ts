@@ -223,6 +223,10 @@ for (const dataDir of ['plain', 'encrypted'] as const) {
     t.equal(api.statusCode, 409, 'the API refuses to download an SSE-C object')
     t.equal(api.json().error.code, 'CONFLICT')
 
+    // A presigned URL may carry the key as a query parameter (hoisted headers): its log line does not.
+    await send(ctx, { method: 'GET', path: '/ssec/a', query: { 'x-amz-server-side-encryption-customer-key': keyB.toString('base64') } })
+    t.ok(JSON.stringify(ctx.logs).includes('x-amz-server-side-encryption-customer-key=[REDACTED]'), 'the URL is logged with the key redacted')
+
     // The key is nowhere: not in the database, not in a log line.
     const dump = fs.readFileSync(ctx.core.dataDir.db)
     for (const k of [keyA, keyB]) {
