@@ -121,6 +121,10 @@ for (const dataDir of ['plain', 'encrypted'] as const) {
     await client.send(new CopyObjectCommand({ Bucket: 'ssec', Key: 'b', CopySource: 'ssec/b', ...copySseC(keyB), ...sseC(keyA) }))
     t.ok((await bodyOf(client.send(new GetObjectCommand({ Bucket: 'ssec', Key: 'b', ...sseC(keyA) })))).equals(body), 'a key changed in place')
 
+    await client.send(new CopyObjectCommand({ Bucket: 'ssec', Key: 'a2', CopySource: 'ssec/a2', ...copySseC(keyA) }))
+    t.ok((await bodyOf(client.send(new GetObjectCommand({ Bucket: 'ssec', Key: 'a2' })))).equals(body), 'decrypted in place (a copy onto itself)')
+    await client.send(new CopyObjectCommand({ Bucket: 'ssec', Key: 'a2', CopySource: 'ssec/a2', ...sseC(keyA) }))
+
     // Multipart: every part with the key, an UploadPartCopy from an SSE-C source, reads across parts.
     const p1 = pattern(5 * 1024 * 1024 + 3, 8)
     const mp = await client.send(new CreateMultipartUploadCommand({ Bucket: 'ssec', Key: 'mp', ...sseC(keyA) }))

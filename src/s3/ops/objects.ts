@@ -56,7 +56,8 @@ export const objectHandlers = {
     if (directive !== 'COPY' && directive !== 'REPLACE') throw new S3Error('InvalidArgument', 'Unknown metadata directive.')
     // The copy's own encryption (#27): the request's, else the destination bucket's default.
     const sse = writeKey(request, core.kms, core.bucketEncryption.get(s3.buckets.resolve(tenant, bucket).id))
-    const changesEncryption = sse !== undefined || header(request, 'x-amz-server-side-encryption') !== undefined
+    const changesEncryption =
+      sse !== undefined || header(request, 'x-amz-server-side-encryption') !== undefined || hasCustomerHeaders(request, COPY_SOURCE_CUSTOMER)
     // Copying a version of the key over it is how a version is restored (AWS allows it), and so is
     // changing its encryption.
     if (directive === 'COPY' && !changesEncryption && from.bucket === bucket && from.key === key && from.versionId === undefined) {
