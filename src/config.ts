@@ -380,6 +380,22 @@ const OPTIONS = {
     hint: '64 hex digits or the base64 of 32 bytes',
     help: 'The master key itself instead of a file (env only: flags show in `ps`)',
   },
+  kmsKeysFile: {
+    env: 'COFFER_KMS_KEYS_FILE',
+    flag: 'kms-keys-file',
+    def: undefined,
+    schema: Type.String({ minLength: 1 }),
+    hint: 'a file path',
+    help: 'SSE-KMS key ring: a file of name=key lines (or a JSON object), each key 64 hex digits or base64 of 32 bytes, kept outside the data dir',
+  },
+  kmsDefaultKey: {
+    env: 'COFFER_KMS_DEFAULT_KEY',
+    flag: 'kms-default-key',
+    def: undefined,
+    schema: Type.String({ minLength: 1, maxLength: 256 }),
+    hint: 'a key name of COFFER_KMS_KEYS_FILE',
+    help: "The key of an aws:kms write that names none (as AWS's aws/s3 key)",
+  },
 } satisfies Record<string, { env: string; flag: string | undefined; def: string | undefined; schema: TSchema; hint: string; help: string }>
 
 /** Settings whose values are credentials: never echoed in an error message. */
@@ -467,6 +483,16 @@ function checkS3(out: Record<string, unknown>): void {
 function checkEncryption(out: Record<string, unknown>): void {
   if (out.encryptionKeyFile !== undefined && out.encryptionKey !== undefined) {
     throw new ConfigError('invalid configuration: set COFFER_ENCRYPTION_KEY_FILE or COFFER_ENCRYPTION_KEY, not both')
+  }
+  if (typeof out.kmsKeysFile === 'string') {
+    out.kmsKeysFile = path.resolve(out.kmsKeysFile)
+    const rel = path.relative(out.dataDir as string, out.kmsKeysFile as string)
+    if (!rel.startsWith('..') && !path.isAbsolute(rel)) {
+      throw new ConfigError('invalid configuration: COFFER_KMS_KEYS_FILE must be outside the data dir (a key beside what it encrypts protects nothing)')
+    }
+  }
+  if (out.kmsDefaultKey !== undefined && out.kmsKeysFile === undefined) {
+    throw new ConfigError('invalid configuration: COFFER_KMS_DEFAULT_KEY needs COFFER_KMS_KEYS_FILE')
   }
   if (typeof out.encryptionKeyFile !== 'string') return
   out.encryptionKeyFile = path.resolve(out.encryptionKeyFile)

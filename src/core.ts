@@ -48,6 +48,7 @@ import { BucketConfigsRepo } from './db/repos/bucket-configs'
 import { BucketConfigsService } from './services/bucket-configs'
 import { MemoryBudget } from './blobs/memory-budget'
 import { loadMasterKey } from './lib/encryption-keys'
+import { KmsKeyRing, loadKmsKeys } from './lib/kms-keys'
 import { encryptedStore, openEncryption } from './services/encryption'
 import { BucketEncryptionService } from './services/bucket-encryption'
 import { BucketCorsService } from './services/bucket-cors'
@@ -93,6 +94,8 @@ export interface Core {
   readonly bucketConfigs: BucketConfigsService
   /** Buckets' default encryption, and whether the data dir seals every blob (SSE-S3, #27). */
   readonly bucketEncryption: BucketEncryptionService
+  /** SSE-KMS's key ring (COFFER_KMS_KEYS_FILE; empty when unset, #27). */
+  readonly kms: KmsKeyRing
   /** Buckets' CORS rules (the 'cors' configuration document) and their matching. */
   readonly bucketCors: BucketCorsService
   /** What buckets make public: canned ACLs, policies, public access blocks (#26). */
@@ -153,6 +156,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const s3Store = config.blobStore === 's3' ? createS3Store(config, new DiskBlobStore(dataDir.blobs, dataDir.tmp), metrics) : undefined
   const disk = createDiskStore(db, dataDir)
   const encryption = startEncryption(db, config, clock)
+  const kms = startKms(db, config)
   // Sealed inside any test wrapper: faults injected into the store see what callers see.
   const sealed = encryption ? encryptedStore(db, s3Store ?? disk, encryption.keys, encryption.repo) : (s3Store ?? disk)
   // The in-memory budget counts what is stored, sealed or not (#28).
@@ -295,7 +299,8 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     rateBudget: new RateBudget(),
     reserve,
     bucketConfigs,
-    bucketEncryption: new BucketEncryptionService(bucketConfigs, encryption !== undefined),
+    bucketEncryption: new BucketEncryptionService(bucketConfigs, encryption !== undefined, kms),
+    kms,
     bucketCors: new BucketCorsService(bucketConfigs),
     publicAccess: new PublicAccessService(bucketConfigs, config.s3BlockPublicAccess),
     leases,
@@ -323,6 +328,16 @@ export function startEncryption(db: DB, config: Config, clock: Clock): ReturnTyp
   } catch (err) {
     db.close()
     throw new ConfigError(`encryption: ${(err as Error).message}`, { cause: err })
+  }
+}
+
+/** SSE-KMS's key ring (#27): an unreadable or malformed COFFER_KMS_KEYS_FILE is a ConfigError, and nothing starts. */
+function startKms(db: DB, config: Config): KmsKeyRing {
+  try {
+    return loadKmsKeys(config)
+  } catch (err) {
+    db.close()
+    throw new ConfigError(`kms: ${(err as Error).message}`, { cause: err })
   }
 }
 

@@ -2,7 +2,19 @@ import pino, { type DestinationStream, type Logger } from 'pino'
 import { isoFormatter } from './clock'
 
 /** Query parameter names (lowercase) whose values are credentials; they never reach a log line. */
-const SECRET_PARAMS: ReadonlySet<string> = new Set(['token', 'apikey', 'api_key', 'key', 'secret', 'x-amz-signature', 'x-amz-security-token', 'signature'])
+const SECRET_PARAMS: ReadonlySet<string> = new Set([
+  'token',
+  'apikey',
+  'api_key',
+  'key',
+  'secret',
+  'x-amz-signature',
+  'x-amz-security-token',
+  'signature',
+  // SSE-C's key as a presigned URL carries it (#27).
+  'x-amz-server-side-encryption-customer-key',
+  'x-amz-copy-source-server-side-encryption-customer-key',
+])
 
 /**
  * The URL with every credential-bearing query value replaced by `[REDACTED]`. Names are compared
@@ -64,6 +76,11 @@ export function createLogger(level: string, destination: DestinationStream | Nod
           '*.token',
           'secretAccessKey',
           '*.secretAccessKey',
+          // SSE-C's customer key (#27), should headers ever be logged.
+          'req.headers["x-amz-server-side-encryption-customer-key"]',
+          'req.headers["x-amz-copy-source-server-side-encryption-customer-key"]',
+          'headers["x-amz-server-side-encryption-customer-key"]',
+          'headers["x-amz-copy-source-server-side-encryption-customer-key"]',
         ],
         censor: '[REDACTED]',
       },

@@ -27,6 +27,7 @@ export const S3_ERRORS = {
   InvalidBucketName: 400,
   InvalidBucketState: 409,
   InvalidDigest: 400,
+  InvalidEncryptionAlgorithmError: 400,
   InvalidLocationConstraint: 400,
   InvalidPart: 400,
   InvalidPolicyDocument: 400,

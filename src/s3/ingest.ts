@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto'
-import { Readable } from 'node:stream'
+import { Readable, Transform, pipeline } from 'node:stream'
+import { sealedSize } from '../lib/chunked-aead'
 import type { BlobStore, StagedBlob } from '../blobs/blob-store'
 import { AppError, isDiskFull } from '../errors'
 import { AwsChunkedDecoder } from './chunked'
@@ -49,6 +50,11 @@ export async function ingest(
   onChunk?: (bytes: number) => void,
   /** A checksum to compute whether or not the client sent one (a multipart upload's algorithm); in `digests.checksums`. */
   compute?: ChecksumAlgorithm,
+  /**
+   * Seals the bytes on their way to the store (SSE-C, SSE-KMS: sealed-objects.ts): the staged blob
+   * is the sealed form (its sha256 and size), while every check and digest is of the plaintext.
+   */
+  seal?: () => Transform,
 ): Promise<Ingested> {
   const { headers, payload } = spec
   const algorithms: ChecksumAlgorithm[] = []
@@ -100,8 +106,9 @@ export async function ingest(
   spec.proceed?.()
   const body = connect(spec.source, decoder, digest)
   let staged: StagedBlob
+  const sealing = seal ? sealingStage(store, seal) : undefined
   try {
-    staged = await store.stage(body, {
+    staged = await (sealing ?? store).stage(body, {
       maxBytes: limit.maxBytes,
       onOverflow: limit.overflow,
       ...(expectedBytes !== undefined ? { expectedBytes } : {}),
@@ -114,8 +121,9 @@ export async function ingest(
   }
   try {
     const digests = await digest.digests()
-    if (algorithms.includes('sha256')) digests.checksums.sha256 = Buffer.from(staged.sha256, 'hex').toString('base64')
-    if (payload.kind === 'sha256' && payload.hex !== staged.sha256) {
+    const sha256 = sealing ? sealing.plainSha256() : staged.sha256
+    if (algorithms.includes('sha256')) digests.checksums.sha256 = Buffer.from(sha256, 'hex').toString('base64')
+    if (payload.kind === 'sha256' && payload.hex !== sha256) {
       throw new S3Error('XAmzContentSHA256Mismatch', 'The provided x-amz-content-sha256 header does not match what was computed.')
     }
     if (contentMd5 !== undefined && Buffer.from(contentMd5, 'base64').toString('hex') !== digests.md5Hex) {
@@ -129,6 +137,41 @@ export async function ingest(
   } catch (err) {
     await store.discard(staged)
     throw err
+  }
+}
+
+/**
+ * A stage that seals what it is given: plaintext limits and counts are checked on the plaintext
+ * (the guard's onChunk counts plaintext bytes in flight), the store stages the sealed stream.
+ */
+function sealingStage(store: Pick<BlobStore, 'stage'>, seal: () => Transform): Pick<BlobStore, 'stage'> & { plainSha256: () => string } {
+  const hash = createHash('sha256')
+  let digest: string | undefined
+  return {
+    plainSha256: () => (digest ??= hash.digest('hex')),
+    stage: (source, guard) => {
+      let size = 0
+      const tap = new Transform({
+        transform(chunk: Buffer, _enc, cb) {
+          size += chunk.length
+          if (size > guard.maxBytes) return cb(guard.onOverflow())
+          try {
+            guard.onChunk?.(chunk.length)
+          } catch (err) {
+            return cb(err as Error)
+          }
+          hash.update(chunk)
+          cb(null, chunk)
+        },
+      })
+      const sealed = seal()
+      pipeline(source, tap, sealed, () => undefined)
+      return store.stage(sealed, {
+        maxBytes: sealedSize(guard.maxBytes),
+        onOverflow: guard.onOverflow,
+        ...(guard.expectedBytes !== undefined ? { expectedBytes: sealedSize(guard.expectedBytes) } : {}),
+      })
+    },
   }
 }
 

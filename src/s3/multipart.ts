@@ -8,7 +8,9 @@ import { AppError } from '../errors'
 import { S3Error, fromAppError } from './errors'
 import { concatenate, ingest, type BodySpec } from './ingest'
 import { SigningKey } from './sigv4'
-import { checkKey, etagOf, type ObjectInput, type S3Objects } from './objects'
+import { checkKey, etagOf, openPlain, type ObjectInput, type S3Objects } from './objects'
+import { sealStream, sealedObjectSize } from './sealed-objects'
+import type { SseKey } from './sse'
 import type { S3Buckets, S3Deps } from './buckets'
 import type { StagedBlob } from '../blobs/blob-store'
 import { rollupPage, type KeysetSource, type ListResult } from './listing'
@@ -84,6 +86,11 @@ export class S3Multipart {
     return upload
   }
 
+  /** What an upload in progress was created with (its SSE key's record, #27); NoSuchUpload when there is none. */
+  uploadInfo(tenant: AuthenticatedTenant, bucket: string, key: string, uploadId: string): MultipartUpload['info'] {
+    return this.upload(tenant, bucket, key, uploadId).upload.info
+  }
+
   private upload(tenant: AuthenticatedTenant, bucket: string, key: string, uploadId: string): { w: Workspace; upload: MultipartUpload } {
     const w = this.buckets.resolve(tenant, bucket)
     const upload = this.deps.multipart.get(w.id, uploadId)
@@ -99,6 +106,8 @@ export class S3Multipart {
     uploadId: string,
     partNumber: number,
     body: BodySpec,
+    /** The key of the upload's object for an SSE-C or SSE-KMS upload (#27), checked by the caller against the upload's. */
+    sse?: SseKey,
   ): Promise<{ etag: string; checksum?: { algorithm: string; value: string } }> {
     const { w, upload } = this.upload(tenant, bucket, key, uploadId)
     const algorithm = checksumAlgorithmOf(upload)
@@ -108,14 +117,21 @@ export class S3Multipart {
     let ingested
     let checksum: string | undefined
     try {
-      ingested = await ingest(this.deps.store, body, this.objects.writeLimit(tenant, w, replaced, MAX_PART_BYTES), charge.onChunk, algorithm)
+      ingested = await ingest(
+        this.deps.store,
+        body,
+        this.objects.writeLimit(tenant, w, replaced, MAX_PART_BYTES),
+        charge.onChunk,
+        algorithm,
+        sse ? () => sealStream(sse) : undefined,
+      )
       // The upload's checksum of the part: the one the client sent (verified), else computed here.
       checksum = algorithm && ingested.digests.checksums[algorithm]
       if (algorithm && ingested.checksum && ingested.checksum.algorithm !== algorithm) {
         await this.deps.store.discard(ingested.staged)
         checkPartAlgorithm(algorithm, ingested.checksum.algorithm)
       }
-      await this.commitPart(tenant, w, upload, partNumber, ingested.staged, ingested.digests.md5Hex, checksum, charge.release)
+      await this.commitPart(tenant, w, upload, partNumber, ingested.staged, ingested.digests.md5Hex, checksum, charge.release, ingested.digests.size)
     } finally {
       charge.release()
     }
@@ -132,6 +148,10 @@ export class S3Multipart {
     partNumber: number,
     source: ObjectRow,
     range: { start: number; end: number } | undefined,
+    /** The key that opens the source, when it is sealed under one (#27). */
+    sourceKey?: SseKey,
+    /** The upload's key, for an SSE-C or SSE-KMS upload. */
+    sse?: SseKey,
   ) {
     const { w, upload } = this.upload(tenant, bucket, key, uploadId)
     const algorithm = checksumAlgorithmOf(upload)
@@ -140,7 +160,7 @@ export class S3Multipart {
     // copies and writes together stage at most the free room.
     const charge = this.objects.charge(tenant, w, replaced)
     try {
-      const stream = source.size === 0 ? emptyStream() : asStream((await this.deps.store.open(source.sha256, range ?? { start: 0, end: source.size - 1 })).body)
+      const stream = source.size === 0 ? emptyStream() : await openPlain(this.deps.store, source, sourceKey, range ?? { start: 0, end: source.size - 1 })
       const ingested = await ingest(
         this.deps.store,
         {
@@ -152,9 +172,10 @@ export class S3Multipart {
         this.objects.writeLimit(tenant, w, replaced, MAX_PART_BYTES),
         charge.onChunk,
         algorithm,
+        sse ? () => sealStream(sse) : undefined,
       )
       const checksum = algorithm && ingested.digests.checksums[algorithm]
-      await this.commitPart(tenant, w, upload, partNumber, ingested.staged, ingested.digests.md5Hex, checksum, charge.release)
+      await this.commitPart(tenant, w, upload, partNumber, ingested.staged, ingested.digests.md5Hex, checksum, charge.release, ingested.digests.size)
       return {
         etag: `"${ingested.digests.md5Hex}"`,
         lastModified: this.deps.clock.now(),
@@ -174,6 +195,8 @@ export class S3Multipart {
     md5: string,
     checksum: string | undefined,
     releaseInFlight: () => void = () => {},
+    /** The part's plaintext size, when the staged blob is sealed (#27). */
+    size = staged.size,
   ): Promise<void> {
     const { db, store, writes, multipart, clock, quotas } = this.deps
     let replaced: string | undefined
@@ -189,12 +212,12 @@ export class S3Multipart {
           const old = multipart.part(upload.id, partNumber)
           releaseInFlight()
           try {
-            quotas.assertFits(tenant.id, w.id, staged.size - (old?.size ?? 0))
+            quotas.assertFits(tenant.id, w.id, size - (old?.size ?? 0))
           } catch (err) {
             throw err instanceof AppError ? fromAppError(err) : err
           }
           settle()
-          multipart.putPart(upload.id, { partNumber, size: staged.size, md5, sha256: staged.sha256, checksum: checksum ?? null, createdAt: clock.now() })
+          multipart.putPart(upload.id, { partNumber, size, md5, sha256: staged.sha256, checksum: checksum ?? null, createdAt: clock.now() })
           if (old && old.sha256 !== staged.sha256) {
             this.buckets.dropBlobs([old.sha256])
             replaced = old.sha256
@@ -324,6 +347,11 @@ export class S3Multipart {
       .update(Buffer.concat(chosen.map((p) => Buffer.from(p.md5, 'hex'))))
       .digest('hex')}-${chosen.length}"`
     const total = chosen.reduce((n, p) => n + p.size, 0)
+    // An SSE-C or SSE-KMS upload's parts are sealed each on its own: joined as they are, one
+    // segment each (sealed-objects.ts), so completing needs no key (AWS's Complete carries none).
+    const sse = upload.info.sse
+    const segments = chosen.map((p) => p.size)
+    const sealedTotal = sse ? sealedObjectSize(segments) : total
     const body = concatenate(
       async (sha) => (await this.deps.store.open(sha)).body,
       chosen.map((p) => p.sha256),
@@ -332,8 +360,8 @@ export class S3Multipart {
     let staged: StagedBlob
     try {
       staged = await this.deps.store.stage(body, {
-        maxBytes: total,
-        expectedBytes: total,
+        maxBytes: sealedTotal,
+        expectedBytes: sealedTotal,
         onOverflow: () => new S3Error('InternalError', 'parts changed during completion'),
       })
     } catch (err) {
@@ -342,12 +370,18 @@ export class S3Multipart {
       // arriving just after it, never a 500 (#24).
       throw this.partsGone(w, upload.id, chosen) ?? err
     }
-    if (staged.size !== total) {
+    if (staged.size !== sealedTotal) {
       await this.deps.store.discard(staged)
-      throw new Error(`assembled ${staged.size} bytes from parts totalling ${total}`)
+      throw new Error(`assembled ${staged.size} bytes from parts totalling ${sealedTotal}`)
     }
-    const { checksumAlgorithm: _algorithm, checksumType: _type, ...input } = upload.info
-    const info: ObjectInfo = { ...input, etag, parts: chosen.length, ...(checksum ? { checksum } : {}) }
+    const { checksumAlgorithm: _algorithm, checksumType: _type, sse: _sse, ...input } = upload.info
+    const info: ObjectInfo = {
+      ...input,
+      etag,
+      parts: chosen.length,
+      ...(checksum ? { checksum } : {}),
+      ...(sse ? { sse: { ...sse, segments } } : {}),
+    }
 
     let released: string[] = []
     const { clock, multipart, blobs } = this.deps
@@ -374,6 +408,7 @@ export class S3Multipart {
           chosen.map((p) => ({ partNumber: p.partNumber, size: p.size, checksum: p.checksum ?? undefined })),
         )
       },
+      total,
     )
     crashPoint('s3-complete-committed')
     // Part blobs are removed once the object is committed (never inside a transaction that could
@@ -556,9 +591,4 @@ function normalizeEtag(etag: string): string {
 
 function emptyStream(): Readable {
   return Readable.from([])
-}
-
-/** Small blobs open as one Buffer (BlobStore.open): a stream of it. */
-function asStream(body: Buffer | Readable): Readable {
-  return Buffer.isBuffer(body) ? Readable.from([body]) : body
 }

@@ -1,7 +1,10 @@
 import type { AuthenticatedTenant } from '../db/repos/tenants'
 import type { ObjectInfo, ObjectPart, ObjectRow } from '../db/repos/objects'
 import type { Workspace } from '../db/repos/workspaces'
-import type { StagedBlob } from '../blobs/blob-store'
+import { Readable } from 'node:stream'
+import type { BlobStore, ByteRange, StagedBlob } from '../blobs/blob-store'
+import { openSealedObject, sealStream } from './sealed-objects'
+import { segmentsOf, type SseKey } from './sse'
 import { uuidv7 } from '../lib/ids'
 import { toFileName } from '../lib/text'
 import { AppError } from '../errors'
@@ -113,6 +116,11 @@ export class S3Objects {
     return { maxBytes: fits, overflow: () => fromAppError(room.error(fits + 1)) }
   }
 
+  /** How the object a file is is sealed under a key of its own (SSE-C, SSE-KMS; #27), if it is. */
+  sealedInfo(fileId: string): ObjectInfo['sse'] {
+    return this.deps.objects.byFile(fileId)?.info?.sse
+  }
+
   /** PutObject: streams the body to the store, then replaces whatever the key held in one transaction. */
   async put(
     tenant: AuthenticatedTenant,
@@ -121,6 +129,8 @@ export class S3Objects {
     body: BodySpec,
     input: ObjectInput,
     conditions: { ifMatch?: string | undefined; ifNoneMatch?: string | undefined } = {},
+    /** SSE-C or SSE-KMS (#27): the key the object is sealed under (sealed-objects.ts). */
+    sse?: SseKey,
   ) {
     checkKey(key)
     const w = this.buckets.resolve(tenant, bucket)
@@ -136,13 +146,28 @@ export class S3Objects {
     check()
     const charge = this.charge(tenant, w, replaced)
     try {
-      const ingested = await ingest(this.deps.store, body, this.writeLimit(tenant, w, replaced, this.deps.maxObjectBytes), charge.onChunk)
-      const info: ObjectInfo = { ...input, etag: `"${ingested.digests.md5Hex}"`, ...(ingested.checksum ? { checksum: ingested.checksum } : {}) }
-      const row = await this.commitStaged(tenant, w, key, ingested.staged, info, () => {
-        check()
-        // The bytes stop counting as in flight in the transaction that charges them as stored.
-        charge.release()
-      })
+      const limit = this.writeLimit(tenant, w, replaced, this.deps.maxObjectBytes)
+      const ingested = await ingest(this.deps.store, body, limit, charge.onChunk, undefined, sse ? () => sealStream(sse) : undefined)
+      const info: ObjectInfo = {
+        ...input,
+        etag: `"${ingested.digests.md5Hex}"`,
+        ...(ingested.checksum ? { checksum: ingested.checksum } : {}),
+        ...(sse ? { sse: sse.stored } : {}),
+      }
+      const row = await this.commitStaged(
+        tenant,
+        w,
+        key,
+        ingested.staged,
+        info,
+        () => {
+          check()
+          // The bytes stop counting as in flight in the transaction that charges them as stored.
+          charge.release()
+        },
+        undefined,
+        ingested.digests.size,
+      )
       return { etag: info.etag, checksum: ingested.checksum, row }
     } finally {
       charge.release()
@@ -184,6 +209,8 @@ export class S3Objects {
      * layout, and CompleteMultipartUpload remembers the object it made (a retried Complete).
      */
     onCommit?: (row: ObjectRow) => void,
+    /** The object's size when it is not the staged blob's: a sealed object's plaintext size (#27). */
+    size = staged.size,
   ): Promise<ObjectRow> {
     try {
       return await this.deps.writes.write(BlobWrites.writerId(), staged, (settle) =>
@@ -192,7 +219,7 @@ export class S3Objects {
         this.deps.commits.run(() => {
           beforeCommit?.()
           settle()
-          const row = this.replace(tenant, w, key, staged.sha256, staged.size, info)
+          const row = this.replace(tenant, w, key, staged.sha256, size, info)
           onCommit?.(row)
           return row
         }),
@@ -517,20 +544,98 @@ export class S3Objects {
         check(source)
         const target = this.buckets.resolve(tenant, to.bucket)
         checkWriteConditions(conditions, this.deps.objects.get(target.id, to.key))
-        const { acl: _sourceAcl, tags: sourceTags, ...kept }: ObjectInfo = source.info ?? { etag: etagOf(source), contentType: source.fileType, meta: {} }
-        const { tags: _requestTags, ...given }: ObjectInfo = 'copy' in info ? { ...kept, ...(info.acl ? { acl: info.acl } : {}) } : info
-        // Tags follow their own directive, whatever the metadata's (AWS CopyObject).
-        const copyTags = tags === 'copy' ? sourceTags : tags
-        const finalInfo: ObjectInfo = {
-          ...('copy' in info ? given : { ...given, etag: kept.etag, ...(kept.parts ? { parts: kept.parts } : {}) }),
-          ...(copyTags && Object.keys(copyTags).length > 0 ? { tags: copyTags } : {}),
-        }
-        const { lock: _sourceLock, ...copied } = finalInfo
+        const { lock: _sourceLock, ...copied } = copiedInfo(source, info, tags)
         const row = this.replace(tenant, target, to.key, source.sha256, source.size, { ...copied, ...(lock ? { lock } : {}) })
         // The copy keeps the source's parts count, so it keeps the layout that partNumber reads (#24).
-        if (finalInfo.parts !== undefined) this.deps.objects.copyParts(source.fileId, row.fileId)
+        if (copied.parts !== undefined) this.deps.objects.copyParts(source.fileId, row.fileId)
         return { row, source }
       })
       .immediate()
+  }
+
+  /**
+   * CopyObject when the source or the copy is sealed under a key of its own (SSE-C, SSE-KMS, #27):
+   * the source's plaintext (opened with `sourceKey`) streams into a new blob sealed under `key`
+   * (or into a plain one), since the two cannot share content. As `copy` otherwise: conditions
+   * checked now and again in the commit, the quotas charged as the bytes are staged.
+   */
+  async copySealed(
+    tenant: AuthenticatedTenant,
+    from: { bucket: string; key: string; versionId?: string | undefined },
+    to: { bucket: string; key: string },
+    info: ObjectInfo | { copy: true; acl?: string },
+    tags: Record<string, string> | 'copy',
+    check: (source: ObjectRow) => void,
+    conditions: { ifMatch?: string | undefined; ifNoneMatch?: string | undefined },
+    lock: ObjectInfo['lock'],
+    /** The key that opens the source (its SSE-C key from the request's copy-source headers, its KMS key), once it is known. */
+    sourceKey: (source: ObjectRow) => SseKey | undefined,
+    key: SseKey | undefined,
+  ): Promise<{ row: ObjectRow; source: ObjectRow }> {
+    checkKey(to.key)
+    const source = this.head(tenant, from.bucket, from.key, from.versionId)
+    check(source)
+    const opener = sourceKey(source)
+    const target = this.buckets.resolve(tenant, to.bucket)
+    const guard = () => checkWriteConditions(conditions, this.deps.objects.get(target.id, to.key))
+    guard()
+    const { lock: _sourceLock, parts: _parts, sse: _sse, ...copied } = copiedInfo(source, info, tags)
+    const replaced = this.deps.versions.replacedBytes(target.id, to.key)
+    const charge = this.charge(tenant, target, replaced)
+    try {
+      const stream = source.size === 0 ? Readable.from([]) : await openPlain(this.deps.store, source, opener)
+      const ingested = await ingest(
+        this.deps.store,
+        { source: stream, payload: { kind: 'unsigned' }, headers: {} },
+        this.writeLimit(tenant, target, replaced, this.deps.maxObjectBytes),
+        charge.onChunk,
+        undefined,
+        key ? () => sealStream(key) : undefined,
+      )
+      const finalInfo: ObjectInfo = {
+        ...copied,
+        // A single-part copy of the plaintext: its ETag is its MD5 (a multipart source's count of parts does not carry over).
+        etag: `"${ingested.digests.md5Hex}"`,
+        ...(key ? { sse: key.stored } : {}),
+        ...(lock ? { lock } : {}),
+      }
+      const row = await this.commitStaged(
+        tenant,
+        target,
+        to.key,
+        ingested.staged,
+        finalInfo,
+        () => {
+          guard()
+          charge.release()
+        },
+        undefined,
+        ingested.digests.size,
+      )
+      return { row, source }
+    } finally {
+      charge.release()
+    }
+  }
+}
+
+/** The plaintext of an object: opened with its key when it is sealed under one (#27). */
+export async function openPlain(store: BlobStore, o: ObjectRow, key: SseKey | undefined, range?: ByteRange): Promise<Readable> {
+  const opened = key ? await openSealedObject(store, o.sha256, segmentsOf(key.stored, o.size), key, range) : await store.open(o.sha256, range)
+  return Buffer.isBuffer(opened.body) ? Readable.from([opened.body]) : opened.body
+}
+
+/**
+ * The attributes of a copy (CopyObject): the source's (the COPY directive) with the request's ACL,
+ * or the request's (REPLACE) with the source's ETag and parts; tags by their own directive.
+ */
+function copiedInfo(source: ObjectRow, info: ObjectInfo | { copy: true; acl?: string }, tags: Record<string, string> | 'copy'): ObjectInfo {
+  const { acl: _sourceAcl, tags: sourceTags, ...kept }: ObjectInfo = source.info ?? { etag: etagOf(source), contentType: source.fileType, meta: {} }
+  const { tags: _requestTags, ...given }: ObjectInfo = 'copy' in info ? { ...kept, ...(info.acl ? { acl: info.acl } : {}) } : info
+  // Tags follow their own directive, whatever the metadata's (AWS CopyObject).
+  const copyTags = tags === 'copy' ? sourceTags : tags
+  return {
+    ...('copy' in info ? given : { ...given, etag: kept.etag, ...(kept.parts ? { parts: kept.parts } : {}) }),
+    ...(copyTags && Object.keys(copyTags).length > 0 ? { tags: copyTags } : {}),
   }
 }

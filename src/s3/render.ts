@@ -5,6 +5,8 @@ import { sendBlob } from '../http/send-blob'
 import { etagOf } from './objects'
 import { versionIdHeader } from './versions'
 import { sendExpiration } from './lifecycle'
+import { openSealedObject } from './sealed-objects'
+import { reportKey, segmentsOf, type SseKey } from './sse'
 
 const OVERRIDES: [string, string][] = [
   ['response-content-language', 'content-language'],
@@ -33,8 +35,11 @@ export async function sendObject(
   o: ObjectRow,
   query: Map<string, string>,
   part?: ObjectPart,
+  /** The key the object is sealed under (SSE-C, SSE-KMS; ./sse.ts readKey), which opens it. */
+  key?: SseKey,
 ): Promise<FastifyReply> {
   const info = o.info
+  reportKey(reply, key)
   // On every answer, 304 included: the validators (sendBlob) and what RFC 9110 §15.4.5 requires a
   // 304 to repeat of its 200, Cache-Control and Expires; the rest describes the bytes and goes
   // with them only (contentHeaders, #24).
@@ -79,7 +84,7 @@ export async function sendObject(
     contentType: query.get('response-content-type') ?? info?.contentType ?? o.fileType,
     ...(disposition !== undefined ? { disposition } : {}),
     ...(part ? { range: { start: part.offset, end: part.offset + part.size - 1 } } : {}),
-    open: (range) => core.store.open(o.sha256, range),
+    open: (range) => (key ? openSealedObject(core.store, o.sha256, segmentsOf(key.stored, o.size), key, range) : core.store.open(o.sha256, range)),
     onBytes: (bytes) => core.metrics.downloadBytes.inc(bytes),
     contentHeaders: content,
   })

@@ -191,7 +191,7 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
       const principal: Principal = auth ? { kind: 'tenant', tenant: auth.principal } : { kind: 'anonymous' }
       // The tenant whose bucket it is, and the bucket's name within it (a `<tenant-id>:` qualifier removed).
       const { tenant, bucket } = authorize(core, request, principal, operation, target)
-      checkSseHeader(request, operation.name, core.bucketEncryption.atRest)
+      checkSseHeader(request, operation.name, core.bucketEncryption.atRest, core.kms)
       const context: OpContext = {
         core,
         s3,

@@ -3,6 +3,15 @@ import type { DB } from '../database'
 /** S3's checksum types: of the bytes as a whole, or (multipart) of the parts' checksums. */
 export type ChecksumType = 'COMPOSITE' | 'FULL_OBJECT'
 
+/**
+ * How an SSE-C or SSE-KMS object is sealed (#27, s3/sse.ts): a salted HMAC verifying the
+ * customer's key (never the key), or the name of the key ring's key.
+ */
+export type StoredSse = ({ type: 'C'; verifier: string } | { type: 'KMS'; keyId: string }) & {
+  /** The plaintext sizes of the sealed segments (one per part) of a multipart object; absent: one segment of the object's size. */
+  segments?: number[]
+}
+
 /** What an S3 write stores beside the bytes (s3.md: Objects are files). */
 export interface ObjectInfo {
   /** The quoted ETag S3 clients verify: MD5 of the bytes, or `"<md5 of part md5s>-<N>"`. */
@@ -37,6 +46,12 @@ export interface ObjectInfo {
   lock?: { mode?: 'GOVERNANCE' | 'COMPLIANCE'; until?: number; legalHold?: boolean }
   /** S3 object tags (services/tagging.ts), kept with the object so that they travel with it. */
   tags?: Record<string, string>
+  /**
+   * SSE-C or SSE-KMS (#27, s3/sse.ts): the object's blob is sealed under a key of its own, found
+   * again with this (a verifier of the customer's key, or the key ring's key name); its sha256 is
+   * the sealed bytes'.
+   */
+  sse?: StoredSse
 }
 
 /** A completed, live object of a bucket. */

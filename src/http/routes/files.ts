@@ -21,6 +21,8 @@ import { dispositionFor } from '../../lib/content-disposition'
 import type { FileRecord } from '../../db/repos/files'
 import { BlobNotFoundError } from '../../blobs/blob-store'
 import { sendBlob } from '../send-blob'
+import { openSealedObject } from '../../s3/sealed-objects'
+import { readKey, segmentsOf } from '../../s3/sse'
 
 const FileParams = Type.Object({ fileId: PathId })
 
@@ -95,7 +97,7 @@ export async function downloadRoutes(app: App, core: Core): Promise<void> {
       summary: 'Download the content (Bearer key or signed URL); Range, If-None-Match and HEAD supported',
       params: FileParams,
       querystring: DownloadQuery,
-      response: withErrors({}, 404, 412, 416),
+      response: withErrors({}, 404, 409, 412, 416),
     },
     handler: async (request, reply) => {
       const { file, signedExpires } = authorizeDownload(core, request, request.params.fileId, request.query)
@@ -108,7 +110,14 @@ export async function downloadRoutes(app: App, core: Core): Promise<void> {
       )
       // Inline only for types that run nothing (#24): an S3 object may be text/html or SVG.
       const disposition = dispositionFor(file.originalName, file.fileType, request.query.disposition)
-      if (signedExpires !== undefined && core.config.blobS3RedirectDownloads && core.store.presign && request.method === 'GET') {
+      // An S3 object sealed under a key of its own (#27): the ring's key opens an SSE-KMS one; the
+      // customer's key of an SSE-C one is only ever in an S3 request, so the API cannot read it.
+      const sse = file.workspaceId ? core.s3.objects.sealedInfo(file.id) : undefined
+      if (sse?.type === 'C') {
+        throw new AppError('CONFLICT', 'This file is an S3 object encrypted with a customer-provided key (SSE-C): only an S3 GetObject with that key reads it')
+      }
+      const key = sse ? readKey({ headers: {} }, sse, core.kms) : undefined
+      if (key === undefined && signedExpires !== undefined && core.config.blobS3RedirectDownloads && core.store.presign && request.method === 'GET') {
         // The bytes come from the store itself, valid for what is left of the signed URL (at most
         // 5 minutes): Coffer is off the data path (see README, S3-compatible object storage).
         const ttl = Math.max(1, Math.min(REDIRECT_MAX_SECONDS, Math.floor((signedExpires - core.clock.now()) / 1000)))
@@ -121,7 +130,7 @@ export async function downloadRoutes(app: App, core: Core): Promise<void> {
           etag: `"${sha256}"`,
           contentType: file.fileType,
           disposition,
-          open: (range) => core.store.open(sha256, range),
+          open: (range) => (key ? openSealedObject(core.store, sha256, segmentsOf(key.stored, file.sizeBytes), key, range) : core.store.open(sha256, range)),
           onBytes: countBytes,
         })
       } catch (err) {

@@ -84,9 +84,7 @@ export function refuseUnsupported(request: Pick<FastifyRequest, 'headers'>): voi
   for (const name of Object.keys(request.headers)) {
     const value = header(request, name)
     if (
-      // x-amz-server-side-encryption itself is checkSseHeader's (ops/encryption.ts); SSE-C's and SSE-KMS's are not built.
-      (name.startsWith('x-amz-server-side-encryption') && name !== 'x-amz-server-side-encryption') ||
-      name.startsWith('x-amz-copy-source-server-side-encryption') ||
+      // Server-side encryption's headers are checkSseHeader's (ops/encryption.ts) and the operations' (../sse.ts).
       name === 'x-amz-website-redirect-location' ||
       (name === 'x-amz-storage-class' && value !== 'STANDARD')
     ) {

@@ -5,6 +5,9 @@ import { MAX_XML_BODY_BYTES, childOf, listOf, malformed, parseXml, textOf } from
 import type { OperationName } from '../operations'
 import { checkCannedAcl } from '../acl'
 import { header, notImplemented, xml, type Handlers } from './context'
+import type { KmsKeyRing } from '../../lib/kms-keys'
+import type { BucketEncryption } from '../../services/bucket-encryption'
+import { hasCustomerHeaders, kmsKeyIdOf } from '../sse'
 
 /** Needs an encrypted data dir: what a request for SSE-S3 is told when there is none. */
 const NEEDS_KEY = 'Server-side encryption without an encrypted data dir (COFFER_ENCRYPTION_KEY_FILE, see README "Encryption at rest")'
@@ -26,33 +29,48 @@ const SSE_REPORTED = new Set<OperationName>([
 ])
 
 /**
- * The x-amz-server-side-encryption header of a request (#27): AES256 (SSE-S3) on a write when the
- * data dir is encrypted; aws:kms is not built (501); any other value is 400 as AWS answers; on a
- * GET or HEAD it is 400 (InvalidArgument), as AWS answers. SSE-C's headers stay refused (501) by
- * refuseUnsupported.
+ * The server-side encryption headers of a request (#27), refused as AWS refuses them: on a write,
+ * AES256 (SSE-S3) needs an encrypted data dir (else 501: never claimed and not done); aws:kms
+ * needs a key of Coffer's key ring, named or the default (else 400); a KMS key id without aws:kms,
+ * or SSE-S3 or SSE-KMS with a customer key, is 400; any other value is 400. On a GET or HEAD the
+ * header is 400 (InvalidArgument), as AWS answers: the object's own encryption applies. The
+ * customer key's headers are checked by the operations that take them (../sse.ts).
  */
-export function checkSseHeader(request: FastifyRequest, operation: OperationName, atRest: boolean): void {
+export function checkSseHeader(request: Pick<FastifyRequest, 'headers'>, operation: OperationName, atRest: boolean, ring: KmsKeyRing): void {
   const value = header(request, 'x-amz-server-side-encryption')
-  if (value === undefined) return
-  if (SSE_READS.has(operation)) throw new S3Error('InvalidArgument', 'The x-amz-server-side-encryption header is not supported for this operation.')
+  const kmsKeyId = header(request, 'x-amz-server-side-encryption-aws-kms-key-id')
+  if (value === undefined && kmsKeyId === undefined) return
+  if (SSE_READS.has(operation) && value !== undefined) {
+    throw new S3Error('InvalidArgument', 'The x-amz-server-side-encryption header is not supported for this operation.')
+  }
   if (!SSE_WRITES.has(operation)) return
   // A value that is no canned ACL at all is the client's error (400), whatever else is refused (context.ts).
   checkCannedAcl(header(request, 'x-amz-acl'))
   // Two encryptions at once is the client's error before anything is refused as not built (AWS: 400).
-  if (Object.keys(request.headers).some((h) => h.startsWith('x-amz-server-side-encryption-customer-'))) {
+  if (value !== undefined && hasCustomerHeaders(request)) {
     throw new S3Error('InvalidArgument', 'Server Side Encryption with Customer provided key is incompatible with the encryption method specified')
   }
-  if (value === 'AES256' && header(request, 'x-amz-server-side-encryption-aws-kms-key-id') !== undefined) {
+  if (kmsKeyId !== undefined && value !== 'aws:kms') {
     throw new S3Error('InvalidArgument', 'Server Side Encryption with AWS KMS managed key requires HTTP header x-amz-server-side-encryption : aws:kms')
   }
-  if (value === 'aws:kms' || value === 'aws:kms:dsse') throw notImplemented('SSE-KMS')
+  if (value === 'aws:kms') {
+    const id = kmsKeyIdOf(request, ring)
+    if (!ring.key(id)) throw new S3Error('InvalidArgument', `Invalid keyId ${id}: no such key in Coffer's key ring (COFFER_KMS_KEYS_FILE)`)
+    return
+  }
+  if (value === 'aws:kms:dsse') throw notImplemented('SSE-KMS with dual-layer encryption (aws:kms:dsse)')
   if (value !== 'AES256') throw new S3Error('InvalidArgument', 'The encryption method specified is not supported')
   if (!atRest) throw notImplemented(NEEDS_KEY)
 }
 
-/** Reports SSE-S3 on the answers of object operations, when every object is sealed at rest. */
+/**
+ * Reports SSE-S3 on the answers of object operations, when every object is sealed at rest, unless
+ * the answer reports the object's own key (SSE-C or SSE-KMS, ../sse.ts reportKey).
+ */
 export function reportSse(reply: FastifyReply, operation: OperationName): void {
-  if (SSE_REPORTED.has(operation) && reply.statusCode < 300) reply.header('x-amz-server-side-encryption', 'AES256')
+  if (!SSE_REPORTED.has(operation) || reply.statusCode >= 300) return
+  if (reply.hasHeader('x-amz-server-side-encryption') || reply.hasHeader('x-amz-server-side-encryption-customer-algorithm')) return
+  reply.header('x-amz-server-side-encryption', 'AES256')
 }
 
 /** The bucket encryption family: the default encryption of a bucket (Put/Get/DeleteBucketEncryption). */
@@ -61,9 +79,11 @@ export const encryptionHandlers = {
     const w = s3.buckets.resolve(tenant, bucket)
     const config = core.bucketEncryption.get(w.id)
     if (!config) throw new S3Error('ServerSideEncryptionConfigurationNotFoundError', 'The server side encryption configuration was not found')
-    return xml(reply, 'ServerSideEncryptionConfiguration', {
-      Rule: { ApplyServerSideEncryptionByDefault: { SSEAlgorithm: config.algorithm }, BucketKeyEnabled: 'false' },
-    })
+    const apply =
+      config.algorithm === 'aws:kms' && config.keyId !== undefined
+        ? { SSEAlgorithm: config.algorithm, KMSMasterKeyID: config.keyId }
+        : { SSEAlgorithm: config.algorithm }
+    return xml(reply, 'ServerSideEncryptionConfiguration', { Rule: { ApplyServerSideEncryptionByDefault: apply, BucketKeyEnabled: 'false' } })
   },
 
   async PutBucketEncryption({ s3, core, tenant, bucket, reply, body }) {
@@ -74,12 +94,19 @@ export const encryptionHandlers = {
     if (rules.length !== 1) throw malformed()
     const apply = childOf(rules[0], 'ApplyServerSideEncryptionByDefault')
     const algorithm = textOf(apply, 'SSEAlgorithm')
-    if (algorithm === 'aws:kms' || algorithm === 'aws:kms:dsse') throw notImplemented('SSE-KMS')
-    if (algorithm !== 'AES256') throw malformed()
-    if (textOf(apply, 'KMSMasterKeyID') !== undefined) {
+    const keyId = textOf(apply, 'KMSMasterKeyID')?.trim()
+    if (algorithm === 'aws:kms:dsse') throw notImplemented('SSE-KMS with dual-layer encryption (aws:kms:dsse)')
+    if (algorithm !== 'AES256' && algorithm !== 'aws:kms') throw malformed()
+    if (algorithm === 'AES256' && keyId !== undefined) {
       throw new S3Error('InvalidArgument', 'a KMSMasterKeyID is only allowed with the aws:kms algorithm')
     }
-    if (!core.bucketEncryption.put(w.id, { algorithm })) throw notImplemented(NEEDS_KEY)
+    const config: BucketEncryption = algorithm === 'AES256' ? { algorithm } : { algorithm, ...(keyId ? { keyId } : {}) }
+    const refused = core.bucketEncryption.put(w.id, config)
+    if (refused === 'needs-data-dir-key') throw notImplemented(NEEDS_KEY)
+    if (refused === 'unknown-kms-key') throw new S3Error('InvalidArgument', `Invalid keyId ${keyId}: no such key in Coffer's key ring (COFFER_KMS_KEYS_FILE)`)
+    if (refused === 'no-default-kms-key') {
+      throw new S3Error('InvalidArgument', 'aws:kms without a KMSMasterKeyID needs a default key (COFFER_KMS_DEFAULT_KEY)')
+    }
     return reply.send()
   },
 

@@ -19,6 +19,7 @@ function versionHeader(reply: FastifyReply, o: ObjectRow, name = 'x-amz-version-
   if (id !== undefined) reply.header(name, id)
 }
 import { parseTagQuery } from '../../services/tagging'
+import { COPY_SOURCE_CUSTOMER, hasCustomerHeaders, readKey, reportKey, writeKey } from '../sse'
 import { tagsOrError } from './context'
 
 /** Objects: read, write, copy, delete, describe. */
@@ -30,10 +31,17 @@ export const objectHandlers = {
     const { core, s3, tenant, bucket, key, request, reply, body } = c
     const input = objectInput(request, tenant.id)
     checkLockRequest(c, input)
-    const { etag, checksum, row } = await s3.objects.put(tenant, bucket, key, body(), input, {
-      ifMatch: header(request, 'if-match'),
-      ifNoneMatch: header(request, 'if-none-match'),
-    })
+    const sse = writeKey(request, core.kms, core.bucketEncryption.get(s3.buckets.resolve(tenant, bucket).id))
+    const { etag, checksum, row } = await s3.objects.put(
+      tenant,
+      bucket,
+      key,
+      body(),
+      input,
+      { ifMatch: header(request, 'if-match'), ifNoneMatch: header(request, 'if-none-match') },
+      sse,
+    )
+    reportKey(reply, sse)
     reply.header('etag', etag)
     versionHeader(reply, row, 'x-amz-version-id', true)
     sendExpiration(core.lifecycle, reply, row)
@@ -41,13 +49,18 @@ export const objectHandlers = {
     return reply.send()
   },
 
-  CopyObject(c) {
-    const { s3, tenant, bucket, key, request, reply } = c
+  async CopyObject(c) {
+    const { core, s3, tenant, bucket, key, request, reply } = c
     const from = copySource(request)
     const directive = (header(request, 'x-amz-metadata-directive') ?? 'COPY').toUpperCase()
     if (directive !== 'COPY' && directive !== 'REPLACE') throw new S3Error('InvalidArgument', 'Unknown metadata directive.')
-    // Copying a version of the key over it is how a version is restored (AWS allows it).
-    if (directive === 'COPY' && from.bucket === bucket && from.key === key && from.versionId === undefined) {
+    // The copy's own encryption (#27): the request's, else the destination bucket's default.
+    const sse = writeKey(request, core.kms, core.bucketEncryption.get(s3.buckets.resolve(tenant, bucket).id))
+    const changesEncryption =
+      sse !== undefined || header(request, 'x-amz-server-side-encryption') !== undefined || hasCustomerHeaders(request, COPY_SOURCE_CUSTOMER)
+    // Copying a version of the key over it is how a version is restored (AWS allows it), and so is
+    // changing its encryption.
+    if (directive === 'COPY' && !changesEncryption && from.bucket === bucket && from.key === key && from.versionId === undefined) {
       throw new S3Error(
         'InvalidRequest',
         "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.",
@@ -66,17 +79,18 @@ export const objectHandlers = {
     if (tagging !== 'COPY' && tagging !== 'REPLACE') throw new S3Error('InvalidArgument', 'Unknown tagging directive.')
     // REPLACE: the request's x-amz-tagging (none: no tags), read whatever the metadata directive.
     const tags = tagging === 'COPY' ? 'copy' : tagsOrError(() => parseTagQuery(header(request, 'x-amz-tagging') ?? ''))
+    const conditions = { ifMatch: header(request, 'if-match'), ifNoneMatch: header(request, 'if-none-match') }
+    // A source or a copy sealed under a key of its own cannot share content: re-sealed (#27).
+    const sourceKey = (o: ObjectRow) => readKey(request, o.info?.sse, core.kms, COPY_SOURCE_CUSTOMER)
+    if (sse !== undefined || hasCustomerHeaders(request, COPY_SOURCE_CUSTOMER) || sealedSource(c, from)) {
+      const { row, source } = await s3.objects.copySealed(tenant, from, { bucket, key }, info, tags, copyConditions(request), conditions, lock, sourceKey, sse)
+      versionHeader(reply, row, 'x-amz-version-id', true)
+      versionHeader(reply, source, 'x-amz-copy-source-version-id')
+      reportKey(reply, sse)
+      return xml(reply, 'CopyObjectResult', { ETag: etagOf(row), LastModified: iso(row.completedAt) })
+    }
     // The destination's own conditions are honoured, as AWS's CopyObject does, never ignored (#24).
-    const { row, source } = s3.objects.copy(
-      tenant,
-      from,
-      { bucket, key },
-      info,
-      tags,
-      copyConditions(request),
-      { ifMatch: header(request, 'if-match'), ifNoneMatch: header(request, 'if-none-match') },
-      lock,
-    )
+    const { row, source } = s3.objects.copy(tenant, from, { bucket, key }, info, tags, copyConditions(request), conditions, lock)
     versionHeader(reply, row, 'x-amz-version-id', true)
     versionHeader(reply, source, 'x-amz-copy-source-version-id')
     return xml(reply, 'CopyObjectResult', { ETag: etagOf(row), LastModified: iso(row.completedAt) })
@@ -137,7 +151,8 @@ export const objectHandlers = {
   },
 
   /** GetObjectAttributes: what the object is, without its bytes (S3 API reference). */
-  GetObjectAttributes({ s3, tenant, bucket, key, query, request, reply }) {
+  GetObjectAttributes(c) {
+    const { s3, tenant, bucket, key, query, request, reply } = c
     const attributes = (header(request, 'x-amz-object-attributes') ?? '')
       .split(',')
       .map((s) => s.trim())
@@ -154,6 +169,8 @@ export const objectHandlers = {
       partNumberMarker: headerInt('x-amz-part-number-marker', 0, MAX_PARTS),
       versionId: query.get('versionId'),
     })
+    // An SSE-C object describes itself only to whoever brings its key, as GetObject (#27).
+    reportKey(reply, readKey(request, object.info?.sse, c.core.kms))
     reply.header('last-modified', new Date(lastModified).toUTCString())
     versionHeader(reply, object)
     return xml(reply, 'GetObjectAttributesResponse', body)
@@ -168,7 +185,7 @@ function getOrHead(c: OpContext) {
   if (partNumber === undefined) {
     const object = s3.objects.head(tenant, bucket, key, versionId)
     lockHeadersOf(c, object)
-    return sendObject(core, request, reply, object, q)
+    return sendObject(core, request, reply, object, q, undefined, readKey(request, object.info?.sse, core.kms))
   }
   if (!/^\d{1,5}$/.test(partNumber) || Number(partNumber) < 1 || Number(partNumber) > MAX_PARTS) {
     throw new S3Error('InvalidArgument', 'Part number must be an integer between 1 and 10000, inclusive')
@@ -176,7 +193,7 @@ function getOrHead(c: OpContext) {
   if (request.headers.range !== undefined) throw new S3Error('InvalidRequest', 'Cannot specify both Range header and partNumber query parameter')
   const { object, part } = s3.objects.headPart(tenant, bucket, key, Number(partNumber), versionId)
   lockHeadersOf(c, object)
-  return sendObject(core, request, reply, object, q, part)
+  return sendObject(core, request, reply, object, q, part, readKey(request, object.info?.sse, core.kms))
 }
 
 /** `x-amz-copy-source`: `[/]bucket/key[?versionId=…]`, URL-encoded. */
@@ -195,6 +212,16 @@ export function copySource(request: FastifyRequest): { bucket: string; key: stri
   if (slash <= 0 || slash === path.length - 1)
     throw new S3Error('InvalidArgument', 'Copy Source must mention the source bucket and key: sourcebucket/sourcekey')
   return { bucket: path.slice(0, slash), key: path.slice(slash + 1), ...(versionId !== undefined ? { versionId } : {}) }
+}
+
+/** Whether the copy source is sealed under a key of its own (SSE-C, SSE-KMS): the copy must re-seal it. */
+function sealedSource({ s3, tenant }: OpContext, from: { bucket: string; key: string; versionId?: string }): boolean {
+  try {
+    return s3.objects.head(tenant, from.bucket, from.key, from.versionId).info?.sse !== undefined
+  } catch {
+    // A missing source is answered by the copy itself.
+    return false
+  }
 }
 
 /** x-amz-copy-source-if-* preconditions, as GetObject's conditionals but answered 412. */

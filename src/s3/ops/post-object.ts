@@ -10,6 +10,8 @@ import { checkPostPolicy, parsePostPolicy } from '../post-policy'
 import { xmlDocument } from '../xml'
 import { tagsOfXml } from './tagging'
 import { objectInput } from './context'
+import { checkSseHeader } from './encryption'
+import { writeKey } from '../sse'
 
 /**
  * POST Object: a browser's form upload to `POST /<bucket>` (Amazon S3 API reference, "POST
@@ -134,7 +136,10 @@ async function store(core: Core, request: FastifyRequest, bucket: string, fields
   const guarded = file.pipe(sizeGuard(policy.size))
   file.once('error', (err) => guarded.destroy(err))
   const { s3 } = core
-  const { etag, row } = await s3.objects.put(tenant, bucket, key, { source: guarded, payload: { kind: 'unsigned' }, headers: digests }, input)
+  // Server-side encryption fields as PutObject's headers (#27): checked, then the object's key (or the bucket's default).
+  checkSseHeader({ headers }, 'PutObject', core.bucketEncryption.atRest, core.kms)
+  const sse = writeKey({ headers }, core.kms, core.bucketEncryption.get(s3.buckets.resolve(tenant, bucket).id))
+  const { etag, row } = await s3.objects.put(tenant, bucket, key, { source: guarded, payload: { kind: 'unsigned' }, headers: digests }, input, {}, sse)
   const redirect = fields.get('success_action_redirect') ?? fields.get('redirect')
   let target: URL | undefined
   try {
