@@ -8,8 +8,7 @@ import { S3_NS, childOf, esc, parseXml, textOf } from './xml'
  * per bucket and per object. A request may say it as `x-amz-acl`, as `x-amz-grant-*` headers or as
  * an AccessControlPolicy body: grants are read back into the canned ACL they amount to, and a grant
  * no canned ACL expresses (to another tenant, by e-mail, WRITE_ACP to everyone, …) is 501, never
- * pretended. `public-read-write` would let anyone write: Coffer builds no anonymous writes, so it
- * is 501 too.
+ * pretended. `public-read-write` lets anyone write the bucket's objects, as on AWS (authorize.ts).
  */
 
 const ALL_USERS = 'http://acs.amazonaws.com/groups/global/AllUsers'
@@ -47,6 +46,7 @@ function cannedOf(grants: Grant[]): CannedAcl {
   if (is()) return 'private'
   if (is('all:READ')) return 'public-read'
   if (is('authenticated:READ')) return 'authenticated-read'
+  if (is('all:READ', 'all:WRITE')) return 'public-read-write'
   throw notImplemented(`The grants ${[...rest].join(', ')}`)
 }
 
@@ -98,8 +98,8 @@ export function requestedAcl(request: Pick<FastifyRequest, 'headers'>, ownerId: 
   }
   if (grants !== undefined) return cannedOf(grants)
   if (canned === undefined) return undefined
-  if (!(CANNED_ACLS as readonly string[]).includes(canned) || canned === 'public-read-write') {
-    throw new S3Error('NotImplemented', `The canned ACL ${canned} is not implemented by Coffer (it would let anyone write, or deliver logs)`)
+  if (!(CANNED_ACLS as readonly string[]).includes(canned)) {
+    throw new S3Error('NotImplemented', `The canned ACL ${canned} is not implemented by Coffer (it would deliver logs or grant EC2 reads)`)
   }
   return canned as CannedAcl
 }

@@ -36,7 +36,7 @@ export const multipartHandlers = {
     const { uploadId, partNumber } = partOf(c)
     // SSE-C keys on the copy source would be ignored: refused as on the upload's creation.
     refuseUnsupported(request)
-    const from = copySource(request)
+    const from = copySource(request, c.tenant.id)
     const source = s3.objects.head(tenant, from.bucket, from.key, from.versionId)
     const sourceVersion = versionIdHeader(source)
     if (sourceVersion !== undefined) reply.header('x-amz-copy-source-version-id', sourceVersion)
