@@ -9,6 +9,7 @@ import {
   CreateBucketCommand,
   DeleteObjectCommand,
   GetBucketAclCommand,
+  GetBucketPolicyStatusCommand,
   GetObjectCommand,
   ListBucketsCommand,
   ListObjectsCommand,
@@ -255,4 +256,31 @@ t.test('policy condition keys: s3:ExistingObjectTag/<key>, s3:x-amz-metadata-dir
   ]) {
     await policy({ ...SSE, Condition: { Null: { [key]: 'true' } } })
   }
+})
+
+t.test('GetBucketPolicyStatus as Ceph RGW: a public ACL makes the bucket public, no policy is IsPublic false', async (t) => {
+  const { client } = await makeS3(t)
+  await client.send(new CreateBucketCommand({ Bucket: 'status' }))
+  const isPublic = async () => (await client.send(new GetBucketPolicyStatusCommand({ Bucket: 'status' }))).PolicyStatus?.IsPublic
+  t.equal(await isPublic(), false, 'no policy, a private ACL')
+  for (const ACL of ['public-read', 'public-read-write', 'authenticated-read'] as const) {
+    await client.send(new PutBucketAclCommand({ Bucket: 'status', ACL }))
+    t.equal(await isPublic(), true, ACL)
+  }
+  await client.send(new PutPublicAccessBlockCommand({ Bucket: 'status', PublicAccessBlockConfiguration: { IgnorePublicAcls: true } }))
+  t.equal(await isPublic(), false, 'an ignored public ACL grants nothing')
+})
+
+t.test('an AccessControlPolicy with no grant at all is listed as none, and the owner keeps its bucket', async (t) => {
+  const { client, tenant } = await makeS3(t)
+  await client.send(new CreateBucketCommand({ Bucket: 'revoked' }))
+  await client.send(new PutObjectCommand({ Bucket: 'revoked', Key: 'k', Body: 'kept' }))
+  const before = await client.send(new GetBucketAclCommand({ Bucket: 'revoked' }))
+  await client.send(new PutBucketAclCommand({ Bucket: 'revoked', AccessControlPolicy: { Owner: before.Owner, Grants: [] } }))
+  const after = await client.send(new GetBucketAclCommand({ Bucket: 'revoked' }))
+  t.same(after.Grants ?? [], [])
+  t.equal(after.Owner?.ID, tenant.id)
+  t.equal(await body(client.send(new GetObjectCommand({ Bucket: 'revoked', Key: 'k' }))), 'kept')
+  await client.send(new PutBucketAclCommand({ Bucket: 'revoked', AccessControlPolicy: { Owner: before.Owner, Grants: before.Grants } }))
+  t.same((await client.send(new GetBucketAclCommand({ Bucket: 'revoked' }))).Grants, before.Grants, 'restored')
 })

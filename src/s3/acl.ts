@@ -104,6 +104,17 @@ export function requestedAcl(request: Pick<FastifyRequest, 'headers'>, ownerId: 
   return canned as CannedAcl
 }
 
+/**
+ * An AccessControlPolicy body (PutBucketAcl / PutObjectAcl) as the canned ACL it amounts to. An
+ * empty AccessControlList (no grant at all, not even the owner's) is `private` whose grants are
+ * listed as none (`listed: false`): the owner keeps its rights (on AWS, its account's), as RGW.
+ */
+export function aclOfBodyListed(body: Buffer, ownerId: string): { acl: CannedAcl; listed: boolean } {
+  const acl = aclOfBody(body, ownerId)
+  const list = childOf(childOf(parseXml(body), 'AccessControlPolicy'), 'AccessControlList')
+  return { acl, listed: !(acl === 'private' && (list?.Grant === undefined || (Array.isArray(list.Grant) && list.Grant.length === 0))) }
+}
+
 /** An AccessControlPolicy body (PutBucketAcl / PutObjectAcl) as the canned ACL it amounts to. */
 export function aclOfBody(body: Buffer, ownerId: string): CannedAcl {
   const doc = childOf(parseXml(body), 'AccessControlPolicy')
@@ -137,8 +148,8 @@ export function aclOfBody(body: Buffer, ownerId: string): CannedAcl {
   return cannedOf(grants)
 }
 
-/** GetBucketAcl / GetObjectAcl: the grants AWS lists for that canned ACL. */
-export function aclXml(owner: { ID: string; DisplayName: string }, acl: CannedAcl): string {
+/** GetBucketAcl / GetObjectAcl: the grants AWS lists for that canned ACL (none when they were all revoked). */
+export function aclXml(owner: { ID: string; DisplayName: string }, acl: CannedAcl, listed = true): string {
   const who = `<ID>${esc(owner.ID)}</ID><DisplayName>${esc(owner.DisplayName)}</DisplayName>`
   const grant = (grantee: string, type: string, permission: string) =>
     `<Grant><Grantee xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:type="${type}">${grantee}</Grantee><Permission>${permission}</Permission></Grant>`
@@ -154,8 +165,7 @@ export function aclXml(owner: { ID: string; DisplayName: string }, acl: CannedAc
   return (
     `<?xml version="1.0" encoding="UTF-8"?>\n<AccessControlPolicy xmlns="${S3_NS}"><Owner>${who}</Owner><AccessControlList>` +
     // Group grants first, as RGW lists them (ceph/s3-tests' check_grants relies on that order).
-    extra +
-    grant(who, 'CanonicalUser', 'FULL_CONTROL') +
+    (listed ? extra + grant(who, 'CanonicalUser', 'FULL_CONTROL') : '') +
     `</AccessControlList></AccessControlPolicy>`
   )
 }
