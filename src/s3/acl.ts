@@ -8,8 +8,7 @@ import { S3_NS, childOf, esc, parseXml, textOf } from './xml'
  * per bucket and per object. A request may say it as `x-amz-acl`, as `x-amz-grant-*` headers or as
  * an AccessControlPolicy body: grants are read back into the canned ACL they amount to, and a grant
  * no canned ACL expresses (to another tenant, by e-mail, WRITE_ACP to everyone, …) is 501, never
- * pretended. `public-read-write` would let anyone write: Coffer builds no anonymous writes, so it
- * is 501 too.
+ * pretended. `public-read-write` lets anyone write the bucket's objects, as on AWS (authorize.ts).
  */
 
 const ALL_USERS = 'http://acs.amazonaws.com/groups/global/AllUsers'
@@ -47,6 +46,7 @@ function cannedOf(grants: Grant[]): CannedAcl {
   if (is()) return 'private'
   if (is('all:READ')) return 'public-read'
   if (is('authenticated:READ')) return 'authenticated-read'
+  if (is('all:READ', 'all:WRITE')) return 'public-read-write'
   throw notImplemented(`The grants ${[...rest].join(', ')}`)
 }
 
@@ -98,10 +98,21 @@ export function requestedAcl(request: Pick<FastifyRequest, 'headers'>, ownerId: 
   }
   if (grants !== undefined) return cannedOf(grants)
   if (canned === undefined) return undefined
-  if (!(CANNED_ACLS as readonly string[]).includes(canned) || canned === 'public-read-write') {
-    throw new S3Error('NotImplemented', `The canned ACL ${canned} is not implemented by Coffer (it would let anyone write, or deliver logs)`)
+  if (!(CANNED_ACLS as readonly string[]).includes(canned)) {
+    throw new S3Error('NotImplemented', `The canned ACL ${canned} is not implemented by Coffer (it would deliver logs or grant EC2 reads)`)
   }
   return canned as CannedAcl
+}
+
+/**
+ * An AccessControlPolicy body (PutBucketAcl / PutObjectAcl) as the canned ACL it amounts to. An
+ * empty AccessControlList (no grant at all, not even the owner's) is `private` whose grants are
+ * listed as none (`listed: false`): the owner keeps its rights (on AWS, its account's), as RGW.
+ */
+export function aclOfBodyListed(body: Buffer, ownerId: string): { acl: CannedAcl; listed: boolean } {
+  const acl = aclOfBody(body, ownerId)
+  const list = childOf(childOf(parseXml(body), 'AccessControlPolicy'), 'AccessControlList')
+  return { acl, listed: !(acl === 'private' && (list?.Grant === undefined || (Array.isArray(list.Grant) && list.Grant.length === 0))) }
 }
 
 /** An AccessControlPolicy body (PutBucketAcl / PutObjectAcl) as the canned ACL it amounts to. */
@@ -137,8 +148,8 @@ export function aclOfBody(body: Buffer, ownerId: string): CannedAcl {
   return cannedOf(grants)
 }
 
-/** GetBucketAcl / GetObjectAcl: the grants AWS lists for that canned ACL. */
-export function aclXml(owner: { ID: string; DisplayName: string }, acl: CannedAcl): string {
+/** GetBucketAcl / GetObjectAcl: the grants AWS lists for that canned ACL (none when they were all revoked). */
+export function aclXml(owner: { ID: string; DisplayName: string }, acl: CannedAcl, listed = true): string {
   const who = `<ID>${esc(owner.ID)}</ID><DisplayName>${esc(owner.DisplayName)}</DisplayName>`
   const grant = (grantee: string, type: string, permission: string) =>
     `<Grant><Grantee xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:type="${type}">${grantee}</Grantee><Permission>${permission}</Permission></Grant>`
@@ -154,8 +165,7 @@ export function aclXml(owner: { ID: string; DisplayName: string }, acl: CannedAc
   return (
     `<?xml version="1.0" encoding="UTF-8"?>\n<AccessControlPolicy xmlns="${S3_NS}"><Owner>${who}</Owner><AccessControlList>` +
     // Group grants first, as RGW lists them (ceph/s3-tests' check_grants relies on that order).
-    extra +
-    grant(who, 'CanonicalUser', 'FULL_CONTROL') +
+    (listed ? extra + grant(who, 'CanonicalUser', 'FULL_CONTROL') : '') +
     `</AccessControlList></AccessControlPolicy>`
   )
 }

@@ -1,13 +1,16 @@
-import type { FastifyRequest } from 'fastify'
 import type { Core } from '../core'
 import type { AuthenticatedTenant } from '../db/repos/tenants'
 import type { Workspace } from '../db/repos/workspaces'
 import { isUuid } from '../lib/ids'
 import { evaluatePolicy, type CompiledPolicy, type PolicyRequest } from '../services/bucket-policy'
-import type { PublicAccessBlock } from '../services/public-access'
+import type { BucketAcl, PublicAccessBlock } from '../services/public-access'
 import { S3Error } from './errors'
 import { ACTIONS, type Operation } from './operations'
 import { checkAclWrite, requestedAcl } from './acl'
+import { conditionKeys, type RequestFacts } from './policy-keys'
+import { copySourceOf } from './copy-source'
+
+export type { RequestFacts } from './policy-keys'
 
 /** Who sent a request: a tenant (by its signature), or anyone (no signature at all). */
 export type Principal = { kind: 'tenant'; tenant: AuthenticatedTenant } | { kind: 'anonymous' }
@@ -18,60 +21,75 @@ export interface Authorized {
   readonly bucket: string
 }
 
-/** What anyone but the owner may be granted (by an ACL or a policy): reads. Coffer builds no foreign writes. */
-const FOREIGN_READS = new Set(['GetObject', 'HeadObject', 'ListObjects', 'ListObjectsV2', 'HeadBucket', 'GetObjectAcl', 'GetBucketAcl'])
+/**
+ * What anyone but the owner may be granted (by an ACL or a policy): reads, and the writes of
+ * objects a `public-read-write` ACL (AWS's WRITE to AllUsers) or a policy grants, which run as the
+ * bucket owner's (its quota, its webhooks). Bucket configuration stays the owner's (501 if a policy
+ * grants it to others), and so does DeleteObjects: each of its keys would need its own decision (a
+ * policy's Deny of `bucket/archive/*` must not be passed by a batch), which is not built.
+ */
+const FOREIGN_OPS = new Set([
+  'GetObject',
+  'HeadObject',
+  'ListObjects',
+  'ListObjectsV2',
+  'HeadBucket',
+  'GetObjectAcl',
+  'GetBucketAcl',
+  'GetObjectTagging',
+  'PutObjectTagging',
+  'DeleteObjectTagging',
+  'PutObject',
+  'PostObject',
+  'CopyObject',
+  'DeleteObject',
+  'CreateMultipartUpload',
+  'UploadPart',
+  'UploadPartCopy',
+  'CompleteMultipartUpload',
+  'AbortMultipartUpload',
+])
+/** What a bucket's WRITE grant (public-read-write) lets anyone do: create, overwrite and delete its objects (S3 User Guide, "ACL permissions"). */
+const BUCKET_WRITES = new Set([
+  'PutObject',
+  'PostObject',
+  'CopyObject',
+  'DeleteObject',
+  'DeleteObjects',
+  'CreateMultipartUpload',
+  'UploadPart',
+  'UploadPartCopy',
+  'CompleteMultipartUpload',
+  'AbortMultipartUpload',
+])
 /** Operations the owner may always run whatever its policy denies (AWS's rule against locking oneself out). */
 const POLICY_OPS = new Set(['GetBucketPolicy', 'PutBucketPolicy', 'DeleteBucketPolicy'])
 /** Writes that take a canned ACL in their headers: BlockPublicAcls and ownership apply (#26). */
-const ACL_WRITES = new Set(['PutObject', 'CopyObject', 'CreateMultipartUpload', 'PutBucketAcl', 'PutObjectAcl', 'CreateBucket'])
+const ACL_WRITES = new Set(['PutObject', 'PostObject', 'CopyObject', 'CreateMultipartUpload', 'PutBucketAcl', 'PutObjectAcl', 'CreateBucket'])
 
 const denied = () => new S3Error('AccessDenied', 'Access Denied')
 const noSuchBucket = (name: string) => new S3Error('NoSuchBucket', 'The specified bucket does not exist', { BucketName: name })
 
 const one = (v: string | string[] | undefined) => (Array.isArray(v) ? v.join(',') : v)
 
-/** The condition keys of a request (services/bucket-policy.ts CONDITION_KEYS); absent ones are not set. */
-function conditionKeys(request: FastifyRequest, operation: Operation, query: ReadonlyMap<string, string>): Map<string, string> {
-  const keys = new Map<string, string>()
-  const set = (k: string, v: string | undefined) => {
-    if (v !== undefined) keys.set(k, v)
-  }
-  set('aws:referer', one(request.headers.referer))
-  set('aws:sourceip', request.ip)
-  set('aws:useragent', one(request.headers['user-agent']))
-  keys.set('aws:securetransport', request.protocol === 'https' ? 'true' : 'false')
-  set('s3:x-amz-acl', one(request.headers['x-amz-acl']))
-  if (operation.name === 'ListObjects' || operation.name === 'ListObjectsV2') {
-    // A listing without a prefix lists from the root: its s3:prefix is "" (so `"s3:prefix": ["", "home/"]` works).
-    keys.set('s3:prefix', query.get('prefix') ?? '')
-    set('s3:delimiter', query.get('delimiter'))
-    set('s3:max-keys', query.get('max-keys'))
-  }
-  return keys
-}
+type Target = { bucket: string | undefined; key: string | undefined; query: ReadonlyMap<string, string> }
 
 /**
  * Authorization: one call per request, with the operation it is (architecture.md). It resolves
  * whose bucket the request names (README, S3, "Public objects, ACLs and bucket policies"): a plain
  * name is the signing tenant's own bucket; `<tenant-id>:<bucket>` (Ceph RGW's syntax for another
- * tenant's bucket) names that tenant's; an anonymous request's plain name resolves only with
- * COFFER_S3_ANONYMOUS_BUCKET_NAMES=unique and only when one tenant alone has a bucket of that name.
+ * tenant's bucket) names that tenant's. With COFFER_S3_ANONYMOUS_BUCKET_NAMES=unique, a plain name
+ * (or `:<bucket>`, RGW's name in the default tenant) that the requester does not own also names
+ * another tenant's bucket, while exactly one tenant has a bucket of that name.
  *
  * The owner may run every operation but what its bucket policy explicitly denies (AWS applies a
  * bucket policy's Deny to the owner's principals too), except the policy operations themselves.
  * Anyone else (another tenant, or anonymous) is evaluated as AWS does: the public access block,
- * then the policy (an explicit Deny wins, then an Allow), then the canned ACLs; and only reads are
- * ever granted: a write a policy or ACL would grant to someone else is 501 (Coffer builds no
- * anonymous or cross-tenant writes). An object's existence is not revealed without s3:ListBucket
- * (AWS's 403-for-404 rule).
+ * then the policy (an explicit Deny wins, then an Allow), then the canned ACLs; what is granted
+ * runs as the bucket owner. An object's existence is not revealed without s3:ListBucket (AWS's
+ * 403-for-404 rule).
  */
-export function authorize(
-  core: Core,
-  request: FastifyRequest,
-  principal: Principal,
-  operation: Operation,
-  target: { bucket: string | undefined; key: string | undefined; query: ReadonlyMap<string, string> },
-): Authorized {
+export function authorize(core: Core, request: RequestFacts, principal: Principal, operation: Operation, target: Target): Authorized {
   if (operation.on === 'service' || target.bucket === undefined) {
     if (principal.kind === 'anonymous') throw denied()
     expectOwner(request, principal.tenant.id)
@@ -80,49 +98,86 @@ export function authorize(
   const colon = target.bucket.indexOf(':')
   const qualifier = colon < 0 ? undefined : target.bucket.slice(0, colon).toLowerCase()
   const name = colon < 0 ? target.bucket : target.bucket.slice(colon + 1)
-  const { publicAccess } = core
+  const unique = core.config.s3AnonymousBucketNames === 'unique'
   const workspaces = core.s3.buckets
 
-  // The owner, naming its own bucket.
+  // The owner, naming its own bucket: always so for a qualified name, and for a plain one unless
+  // another tenant's is meant (unique mode, the requester has none of that name, CreateBucket aside).
   if (principal.kind === 'tenant' && (qualifier === undefined || qualifier === principal.tenant.id)) {
-    expectOwner(request, principal.tenant.id)
-    const w = workspaces.find(principal.tenant.id, name)
-    if (w && !POLICY_OPS.has(operation.name)) {
-      const policy = publicAccess.policy(w.id, name, principal.tenant.id, ACTIONS)
-      if (policy && evaluatePolicy(policy, policyRequest('owner', operation, name, target, conditionKeys(request, operation, target.query))) === 'deny') {
-        throw denied()
-      }
-    }
-    if (ACL_WRITES.has(operation.name)) checkAclWrite(publicAccess, w?.id, requestedAcl(request, principal.tenant.id))
-    return { tenant: principal.tenant, bucket: name }
+    const own = workspaces.find(principal.tenant.id, name)
+    const foreign = own === undefined && qualifier === undefined && unique && operation.name !== 'CreateBucket' ? workspaces.findAnyTenant(name) : []
+    if (foreign.length === 0) return authorizeOwner(core, request, principal.tenant, operation, target, name, own)
   }
 
   // Anyone else: whose bucket it is.
   let w: Workspace | undefined
-  if (qualifier !== undefined) {
+  if (qualifier !== undefined && qualifier !== '') {
     w = isUuid(qualifier) ? workspaces.find(qualifier, name) : undefined
   } else {
-    if (core.config.s3AnonymousBucketNames !== 'unique') throw denied()
+    if (!unique) throw denied()
     const found = workspaces.findAnyTenant(name)
+    // Two tenants' buckets of that name: the plain name names neither (README).
     if (found.length > 1) throw denied()
     w = found[0]
   }
   if (!w) throw noSuchBucket(target.bucket)
   const owner = ownerOf(core, w.tenantId)
   if (!owner) throw noSuchBucket(target.bucket)
-  expectOwner(request, owner.id)
+  if (principal.kind === 'tenant' && principal.tenant.id === owner.id) return authorizeOwner(core, request, owner, operation, target, name, w)
+  authorizeOther(core, request, principal, operation, target, w, owner)
+  // A copy's source is read by the requester too: it must be granted that read, and (as a copy runs
+  // in one tenant) be a bucket of the same owner.
+  if (operation.name === 'CopyObject' || operation.name === 'UploadPartCopy') {
+    const source = copySourceOf(one(request.headers['x-amz-copy-source']) ?? '')
+    const read: Operation = { name: 'GetObject', action: 's3:GetObject', on: 'object' }
+    const from = authorize(core, request, principal, read, { bucket: source.bucket, key: source.key, query: source.query })
+    if (from.tenant.id !== owner.id) throw new S3Error('NotImplemented', 'A copy between buckets of two tenants is not implemented by Coffer')
+  }
+  return { tenant: owner, bucket: name }
+}
 
+function authorizeOwner(
+  core: Core,
+  request: RequestFacts,
+  tenant: AuthenticatedTenant,
+  operation: Operation,
+  target: Target,
+  name: string,
+  w: Workspace | undefined,
+): Authorized {
+  expectOwner(request, tenant.id)
+  const { publicAccess } = core
+  if (w && !POLICY_OPS.has(operation.name)) {
+    const policy = publicAccess.policy(w.id, name, tenant.id, ACTIONS)
+    if (policy && evaluatePolicy(policy, policyRequest('owner', operation, name, target, conditionKeys(core, request, operation, target, w))) === 'deny') {
+      throw denied()
+    }
+  }
+  if (ACL_WRITES.has(operation.name)) checkAclWrite(publicAccess, w?.id, requestedAcl(request, tenant.id))
+  return { tenant, bucket: name }
+}
+
+function authorizeOther(
+  core: Core,
+  request: RequestFacts,
+  principal: Principal,
+  operation: Operation,
+  target: Target,
+  w: Workspace,
+  owner: AuthenticatedTenant,
+): void {
+  expectOwner(request, owner.id)
+  const { publicAccess } = core
+  const name = w.slug
   const block = publicAccess.block(w.id)
   const policy = publicAccess.policy(w.id, name, owner.id, ACTIONS)
   // RestrictPublicBuckets: a bucket with a public policy is its owner's alone (S3 User Guide).
   if (block.restrictPublicBuckets && policy?.isPublic) throw denied()
-  const keys = conditionKeys(request, operation, target.query)
+  const keys = conditionKeys(core, request, operation, target, policy ? w : undefined)
   const grants = (op: Operation, aclGrants: boolean) => granted(policy, block, policyRequest('other', op, name, target, keys), aclGrants)
-  const aclGrantsRead = (acl: string | undefined) =>
-    acl === 'public-read' || acl === 'public-read-write' || (acl === 'authenticated-read' && principal.kind === 'tenant')
   const bucketAcl = publicAccess.bucketAcl(w.id)
   const listing: Operation = { name: 'ListObjects', action: 's3:ListBucket', on: 'bucket' }
-  const listGranted = () => grants(listing, aclGrantsRead(bucketAcl.acl) && bucketAcl.ownership !== 'BucketOwnerEnforced')
+  const listGranted = () => grants(listing, aclGrantsRead(bucketAcl, bucketAcl.acl, principal))
 
   let ok: boolean
   if (operation.name === 'GetObject' || operation.name === 'HeadObject') {
@@ -130,18 +185,28 @@ export function authorize(
     if (!object) {
       if (!listGranted()) throw denied()
       ok = true // the handler answers NoSuchKey: the caller may list the bucket, and so learn as much
-    } else ok = grants(operation, aclGrantsRead(object.info?.acl) && bucketAcl.ownership !== 'BucketOwnerEnforced')
+    } else ok = grants(operation, aclGrantsRead(bucketAcl, object.info?.acl, principal))
   } else if (operation.name === 'ListObjects' || operation.name === 'ListObjectsV2' || operation.name === 'HeadBucket') {
     ok = listGranted()
+  } else if (BUCKET_WRITES.has(operation.name)) {
+    // The bucket's WRITE: public-read-write grants it to everyone, signed or not (AWS's AllUsers).
+    ok = grants(operation, bucketAcl.acl === 'public-read-write' && bucketAcl.ownership !== 'BucketOwnerEnforced')
   } else {
-    // ACLs grant nothing else to others (no canned ACL grants READ_ACP or a write): only a policy can.
+    // ACLs grant nothing else to others (no canned ACL grants READ_ACP): only a policy can.
     ok = grants(operation, false)
   }
   if (!ok) throw denied()
-  if (!FOREIGN_READS.has(operation.name)) {
-    throw new S3Error('NotImplemented', `${operation.name} by anyone but the bucket owner is not implemented by Coffer (only reads are shared)`)
+  if (!FOREIGN_OPS.has(operation.name)) {
+    throw new S3Error('NotImplemented', `${operation.name} by anyone but the bucket owner is not implemented by Coffer (only objects are shared)`)
   }
-  return { tenant: owner, bucket: name }
+  // A write by someone else names its own ACL: BlockPublicAcls refuses a public one as the owner's would be.
+  if (ACL_WRITES.has(operation.name)) checkAclWrite(publicAccess, w.id, requestedAcl(request, owner.id))
+}
+
+/** READ by a canned ACL: everyone's for public-read(-write), any tenant's for authenticated-read; none with ACLs disabled. */
+function aclGrantsRead(bucketAcl: BucketAcl, acl: string | undefined, principal: Principal): boolean {
+  if (bucketAcl.ownership === 'BucketOwnerEnforced') return false
+  return acl === 'public-read' || acl === 'public-read-write' || (acl === 'authenticated-read' && principal.kind === 'tenant')
 }
 
 /** The live tenant that owns a bucket. */
@@ -177,7 +242,7 @@ function policyRequest(
  * ignored: the owner ID of a tenant's buckets is its id, and any other is AccessDenied, as AWS
  * answers it.
  */
-function expectOwner(request: FastifyRequest, ownerId: string): void {
+function expectOwner(request: RequestFacts, ownerId: string): void {
   for (const name of ['x-amz-expected-bucket-owner', 'x-amz-source-expected-bucket-owner']) {
     const expected = one(request.headers[name])
     if (expected !== undefined && expected !== ownerId) throw denied()

@@ -3,13 +3,13 @@ import type { Core } from '../core'
 import { registerTenantRateLimit } from '../http/rate-limit'
 import type { AuthenticatedTenant } from '../db/repos/tenants'
 import { S3Error } from './errors'
-import { parseQuery, type Verified } from './sigv4'
+import { anonymousPayload, parseQuery, type Verified } from './sigv4'
 import { authenticate } from './authenticate'
 import { authorize, type Principal } from './authorize'
 import { hoistQueryHeaders } from './hoisted-headers'
 import { operationOf, type Operation, type OperationName, type Scope } from './operations'
 import { decodePath, header, type Handler, type OpContext } from './ops/context'
-import { serviceHandlers } from './ops/service'
+import { anonymousListBuckets, serviceHandlers } from './ops/service'
 import { bucketHandlers } from './ops/buckets'
 import { objectHandlers } from './ops/objects'
 import { multipartHandlers } from './ops/multipart'
@@ -189,6 +189,8 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
       if (operation instanceof S3Error) throw operation
       if (operation.name === 'PostObject') return postObject(core, request, reply, target.bucket!)
       const principal: Principal = auth ? { kind: 'tenant', tenant: auth.principal } : { kind: 'anonymous' }
+      // Anonymous ListBuckets lists the buckets anonymous owns: none (an empty list, as Ceph RGW answers it).
+      if (!auth && operation.name === 'ListBuckets') return anonymousListBuckets(reply)
       // The tenant whose bucket it is, and the bucket's name within it (a `<tenant-id>:` qualifier removed).
       const { tenant, bucket } = authorize(core, request, principal, operation, target)
       checkSseHeader(request, operation.name, core.bucketEncryption.atRest, core.kms)
@@ -205,7 +207,7 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
         query: target.query,
         body: () => ({
           source: request.raw,
-          payload: auth?.payload ?? { kind: 'unsigned' },
+          payload: auth?.payload ?? anonymousPayload(header(request, 'x-amz-content-sha256')),
           ...(auth?.signing ? { signing: auth.signing } : {}),
           headers: request.headers,
           proceed: () => {

@@ -359,6 +359,21 @@ function payloadOf(value: string): Payload {
   throw new S3Error('InvalidArgument', 'x-amz-content-sha256 must be UNSIGNED-PAYLOAD, STREAMING-*-PAYLOAD(-TRAILER), or a valid sha256 value.')
 }
 
+/**
+ * The payload of an anonymous request (#26: a public-read-write bucket's writes): what its
+ * `x-amz-content-sha256` says, so that an unsigned aws-chunked body (an SDK's default
+ * STREAMING-UNSIGNED-PAYLOAD-TRAILER) is decoded and a given SHA-256 is checked; a signed
+ * streaming mode cannot be without a signature.
+ */
+export function anonymousPayload(value: string | undefined): Payload {
+  if (value === undefined) return { kind: 'unsigned' }
+  const payload = payloadOf(value)
+  if (payload.kind === 'streaming' && payload.signed) {
+    throw new S3Error('InvalidRequest', 'A signed streaming payload needs a signed request (this one has no Authorization)')
+  }
+  return payload
+}
+
 const NO_QUERY: ReadonlyMap<string, string> = new Map()
 
 /**

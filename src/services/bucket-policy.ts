@@ -69,7 +69,21 @@ export const CONDITION_KEYS: ReadonlyMap<string, KeyType> = new Map<string, KeyT
   ['s3:delimiter', 'string'],
   ['s3:max-keys', 'numeric'],
   ['s3:x-amz-acl', 'string'],
+  ['s3:x-amz-copy-source', 'string'],
+  ['s3:x-amz-metadata-directive', 'string'],
+  ['s3:x-amz-server-side-encryption', 'string'],
+  ['s3:x-amz-server-side-encryption-aws-kms-key-id', 'string'],
+  ['s3:x-amz-server-side-encryption-customer-algorithm', 'string'],
 ])
+
+/** `s3:ExistingObjectTag/<tag key>`: the named object's tag of that key (a string; absent when it has none). */
+const EXISTING_OBJECT_TAG = 's3:existingobjecttag/'
+
+/** The type of a condition key Coffer can decide, or undefined. */
+function keyType(key: string): KeyType | undefined {
+  if (key.startsWith(EXISTING_OBJECT_TAG) && key.length > EXISTING_OBJECT_TAG.length) return 'string'
+  return CONDITION_KEYS.get(key)
+}
 
 const STRING_OPS = new Set(['StringEquals', 'StringNotEquals', 'StringEqualsIgnoreCase', 'StringNotEqualsIgnoreCase', 'StringLike', 'StringNotLike'])
 const NUMERIC_OPS = new Set(['NumericEquals', 'NumericNotEquals', 'NumericLessThan', 'NumericLessThanEquals', 'NumericGreaterThan', 'NumericGreaterThanEquals'])
@@ -152,7 +166,7 @@ function conditionsOf(value: unknown): Condition[] {
     if (block === null || typeof block !== 'object' || Array.isArray(block)) refuse(`Condition ${opName} must be an object`)
     for (const [keyName, raw] of Object.entries(block as Record<string, unknown>)) {
       const key = keyName.toLowerCase()
-      const type = CONDITION_KEYS.get(key)
+      const type = keyType(key)
       if (type === undefined) refuse(`Condition key ${keyName} is not supported by Coffer`)
       const values = strings(raw, `Condition ${opName} ${keyName}`)
       for (const v of values) if (v.includes('${')) refuse(`Policy variables are not supported by Coffer: ${v}`)

@@ -26,6 +26,8 @@ export type ObjectOwnership = 'BucketOwnerEnforced' | 'BucketOwnerPreferred' | '
 export interface BucketAcl {
   acl: CannedAcl
   ownership?: ObjectOwnership
+  /** false when an AccessControlPolicy revoked every grant (the owner's too): GetBucketAcl lists none. */
+  listed?: boolean
 }
 
 /** PutPublicAccessBlock's four settings (S3 User Guide, "Blocking public access"). */

@@ -1,7 +1,7 @@
 import { readSmallBody } from '../ingest'
 import { MAX_XML_BODY_BYTES } from '../xml'
 import { S3Error } from '../errors'
-import { aclOfBody, aclXml, checkAclWrite, requestedAcl } from '../acl'
+import { aclOfBodyListed, aclXml, checkAclWrite, requestedAcl } from '../acl'
 import type { CannedAcl } from '../../services/public-access'
 import type { Handlers, OpContext } from './context'
 
@@ -9,14 +9,15 @@ import type { Handlers, OpContext } from './context'
 export const aclHandlers = {
   GetBucketAcl({ s3, core, tenant, bucket, reply }) {
     const w = s3.buckets.resolve(tenant, bucket)
-    return reply.type('application/xml').send(aclXml({ ID: tenant.id, DisplayName: tenant.name }, core.publicAccess.bucketAcl(w.id).acl))
+    const doc = core.publicAccess.bucketAcl(w.id)
+    return reply.type('application/xml').send(aclXml({ ID: tenant.id, DisplayName: tenant.name }, doc.acl, doc.listed !== false))
   },
 
   async PutBucketAcl(c) {
     const w = c.s3.buckets.resolve(c.tenant, c.bucket)
-    const acl = await aclOfRequest(c, w.id)
-    const doc = c.core.publicAccess.bucketAcl(w.id)
-    c.core.publicAccess.putBucketAcl(w.id, { ...doc, acl })
+    const { acl, listed } = await aclOfRequestListed(c, w.id)
+    const { listed: _old, ...doc } = c.core.publicAccess.bucketAcl(w.id)
+    c.core.publicAccess.putBucketAcl(w.id, { ...doc, acl, ...(listed ? {} : { listed: false }) })
     return c.reply.send()
   },
 
@@ -42,14 +43,19 @@ export const aclHandlers = {
  * AccessControlPolicy body, not both (AWS); one of them is required.
  */
 async function aclOfRequest(c: OpContext, workspaceId: string): Promise<CannedAcl> {
+  return (await aclOfRequestListed(c, workspaceId)).acl
+}
+
+/** The same, and whether its grants are listed (an AccessControlPolicy body may revoke them all). */
+async function aclOfRequestListed(c: OpContext, workspaceId: string): Promise<{ acl: CannedAcl; listed: boolean }> {
   const body = await readSmallBody(c.body(), MAX_XML_BODY_BYTES)
   const fromHeaders = requestedAcl(c.request, c.tenant.id)
   if (fromHeaders !== undefined && body.length > 0) throw new S3Error('UnexpectedContent', 'This request does not support content')
-  const acl = fromHeaders ?? (body.length > 0 ? aclOfBody(body, c.tenant.id) : undefined)
-  if (acl === undefined) throw new S3Error('MissingSecurityHeader', 'Your request was missing a required header', { MissingHeaderName: 'x-amz-acl' })
+  const given = fromHeaders !== undefined ? { acl: fromHeaders, listed: true } : body.length > 0 ? aclOfBodyListed(body, c.tenant.id) : undefined
+  if (given === undefined) throw new S3Error('MissingSecurityHeader', 'Your request was missing a required header', { MissingHeaderName: 'x-amz-acl' })
   // The headers were checked by authorize(); a body's ACL is checked here, as it is only now known.
-  checkAclWrite(c.core.publicAccess, workspaceId, acl)
-  return acl
+  checkAclWrite(c.core.publicAccess, workspaceId, given.acl)
+  return given
 }
 
 /** The object a GetObjectAcl / PutObjectAcl names: it must exist (NoSuchKey), or the version named (NoSuchVersion). */

@@ -46,6 +46,13 @@ export const bucketHandlers = {
       throw new S3Error('InvalidArgument', 'x-amz-bucket-object-lock-enabled must be true or false')
     const existed = s3.buckets.find(tenant.id, bucket) !== undefined
     const w = s3.buckets.create(tenant, bucket)
+    // A re-create (200 in us-east-1) asking for another ACL than the bucket has would be a change it
+    // does not make: 409 BucketAlreadyExists, as Ceph RGW answers it (ceph/s3-tests test_bucket_recreate_*_acl).
+    if (existed && sameAsPrivate(acl ?? 'private') !== sameAsPrivate(core.publicAccess.bucketAcl(w.id).acl)) {
+      throw new S3Error('BucketAlreadyExists', 'The requested bucket name is not available. The bucket namespace is shared by all users of the system.', {
+        BucketName: bucket,
+      })
+    }
     // A bucket's ACL and ownership as created (#26); a re-create (200 in us-east-1) leaves them as they are.
     if (!existed && ((acl !== undefined && acl !== 'private') || ownership !== undefined)) {
       const doc = core.publicAccess.bucketAcl(w.id)
@@ -67,6 +74,9 @@ export const bucketHandlers = {
     return listObjects(c, true)
   },
 } satisfies Handlers
+
+/** The owner of a bucket owns its objects: the bucket-owner-* ACLs are `private` on a bucket. */
+const sameAsPrivate = (acl: string) => (acl === 'bucket-owner-read' || acl === 'bucket-owner-full-control' ? 'private' : acl)
 
 function listObjects({ s3, tenant, bucket, query: q, reply }: OpContext, v2: boolean) {
   const w = s3.buckets.resolve(tenant, bucket)

@@ -42,7 +42,7 @@ export const multipartHandlers = {
     const { uploadId, partNumber } = partOf(c)
     refuseUnsupported(request)
     const sse = readKey(request, s3.multipart.uploadInfo(tenant, bucket, key, uploadId).sse, c.core.kms)
-    const from = copySource(request)
+    const from = copySource(request, c.tenant.id)
     const source = s3.objects.head(tenant, from.bucket, from.key, from.versionId)
     const sourceKey = readKey(request, source.info?.sse, c.core.kms, COPY_SOURCE_CUSTOMER)
     const sourceVersion = versionIdHeader(source)

@@ -7,7 +7,8 @@ import { etagOf, type DeleteConditions } from '../objects'
 import { MAX_PARTS } from '../multipart'
 import { sendObject } from '../render'
 import { copySourceHolds } from '../conditions'
-import { checkLockRequest, decodePath, header, iso, objectInput, refuseUnsupported, xml, type Handlers, type OpContext } from './context'
+import { copySourceOf } from '../copy-source'
+import { checkLockRequest, header, iso, objectInput, refuseUnsupported, xml, type Handlers, type OpContext } from './context'
 import { versionIdHeader } from '../versions'
 import { lockHeaders, lockResponseHeaders } from '../object-lock'
 import { sendExpiration } from '../lifecycle'
@@ -51,7 +52,7 @@ export const objectHandlers = {
 
   async CopyObject(c) {
     const { core, s3, tenant, bucket, key, request, reply } = c
-    const from = copySource(request)
+    const from = copySource(request, tenant.id)
     const directive = (header(request, 'x-amz-metadata-directive') ?? 'COPY').toUpperCase()
     if (directive !== 'COPY' && directive !== 'REPLACE') throw new S3Error('InvalidArgument', 'Unknown metadata directive.')
     // The copy's own encryption (#27): the request's, else the destination bucket's default.
@@ -196,22 +197,18 @@ function getOrHead(c: OpContext) {
   return sendObject(core, request, reply, object, q, part, readKey(request, object.info?.sse, core.kms))
 }
 
-/** `x-amz-copy-source`: `[/]bucket/key[?versionId=…]`, URL-encoded. */
-export function copySource(request: FastifyRequest): { bucket: string; key: string; versionId?: string } {
-  const raw = header(request, 'x-amz-copy-source')!
-  const [pathPart, queryPart] = raw.split('?', 2)
-  let versionId: string | undefined
-  if (queryPart !== undefined) {
-    // The one parameter a copy source takes (AWS); anything else would be silently ignored.
-    const m = /^versionId=([^&]*)$/.exec(queryPart)
-    if (!m) throw new S3Error('InvalidArgument', 'The x-amz-copy-source query may only name a versionId', { ArgumentName: 'x-amz-copy-source' })
-    versionId = decodePath(m[1]!)
-  }
-  const path = decodePath(pathPart!.replace(/^\//, ''))
-  const slash = path.indexOf('/')
-  if (slash <= 0 || slash === path.length - 1)
-    throw new S3Error('InvalidArgument', 'Copy Source must mention the source bucket and key: sourcebucket/sourcekey')
-  return { bucket: path.slice(0, slash), key: path.slice(slash + 1), ...(versionId !== undefined ? { versionId } : {}) }
+/**
+ * `x-amz-copy-source`: `[/]bucket/key[?versionId=…]`, URL-encoded. A copy runs within the tenant
+ * whose bucket it writes (authorize.ts checked the requester may read the source): a source named
+ * `<tenant-id>:<bucket>` (or RGW's `:<bucket>`) is that tenant's bucket, and another tenant's is 501.
+ */
+export function copySource(request: FastifyRequest, tenantId: string): { bucket: string; key: string; versionId?: string } {
+  const { query: _query, ...source } = copySourceOf(header(request, 'x-amz-copy-source')!)
+  const colon = source.bucket.indexOf(':')
+  if (colon < 0) return source
+  const qualifier = source.bucket.slice(0, colon).toLowerCase()
+  if (qualifier !== '' && qualifier !== tenantId) throw new S3Error('NotImplemented', 'A copy between buckets of two tenants is not implemented by Coffer')
+  return { ...source, bucket: source.bucket.slice(colon + 1) }
 }
 
 /** Whether the copy source is sealed under a key of its own (SSE-C, SSE-KMS): the copy must re-seal it. */

@@ -3,7 +3,7 @@ import { S3Error } from '../errors'
 import { ACTIONS } from '../operations'
 import { MAX_XML_BODY_BYTES, childOf, malformed, parseXml, textOf } from '../xml'
 import { MalformedPolicyError, MAX_POLICY_BYTES } from '../../services/bucket-policy'
-import type { PublicAccessBlock } from '../../services/public-access'
+import { isPublicAcl, type PublicAccessBlock } from '../../services/public-access'
 import { xml, type Handlers } from './context'
 
 const noPolicy = (bucket: string) => new S3Error('NoSuchBucketPolicy', 'The bucket policy does not exist', { BucketName: bucket })
@@ -53,11 +53,18 @@ export const policyHandlers = {
     return reply.code(204).send()
   },
 
+  /**
+   * IsPublic as Ceph RGW answers it (ceph/s3-tests' test_get_*_bucket_policy_status, #26): a public
+   * policy or a public canned ACL of the bucket (unless IgnorePublicAcls) makes it public, and a
+   * bucket with neither is `false` rather than AWS's 404 NoSuchBucketPolicy.
+   */
   GetBucketPolicyStatus({ core, s3, tenant, bucket, reply }) {
     const w = s3.buckets.resolve(tenant, bucket)
-    const policy = core.publicAccess.policy(w.id, bucket, tenant.id, ACTIONS)
-    if (!policy) throw noPolicy(bucket)
-    return xml(reply, 'PolicyStatus', { IsPublic: policy.isPublic })
+    const { publicAccess } = core
+    const policy = publicAccess.policy(w.id, bucket, tenant.id, ACTIONS)
+    const bucketAcl = publicAccess.bucketAcl(w.id)
+    const publicAcl = isPublicAcl(bucketAcl.acl) && bucketAcl.ownership !== 'BucketOwnerEnforced' && !publicAccess.block(w.id).ignorePublicAcls
+    return xml(reply, 'PolicyStatus', { IsPublic: (policy?.isPublic ?? false) || publicAcl })
   },
 
   GetPublicAccessBlock({ core, s3, tenant, bucket, reply }) {

@@ -12,6 +12,7 @@ import { tagsOfXml } from './tagging'
 import { objectInput } from './context'
 import { checkSseHeader } from './encryption'
 import { writeKey } from '../sse'
+import { authorize, type Principal } from '../authorize'
 
 /**
  * POST Object: a browser's form upload to `POST /<bucket>` (Amazon S3 API reference, "POST
@@ -108,15 +109,28 @@ async function store(core: Core, request: FastifyRequest, bucket: string, fields
   form.set('key', key)
   if (fields.has('bucket') && fields.get('bucket') !== bucket) throw new S3Error('AccessDenied', 'The bucket field names another bucket than the one posted to')
   form.set('bucket', bucket)
+  // No policy is an anonymous upload, which only a bucket granting anyone its writes takes (public-read-write, or a policy).
+  let signer: AuthenticatedTenant | undefined
+  let policy: ReturnType<typeof parsePostPolicy> | undefined
   if (policyText === undefined) {
-    // No policy is an anonymous upload, which only a public-write bucket would take: none is (README, S3).
     if (fields.has('x-amz-signature') || fields.has('signature')) throw new S3Error('InvalidArgument', 'A signed form needs its policy field')
-    throw new S3Error('AccessDenied', 'Anonymous form uploads are not allowed: sign the policy with an S3 credential')
+  } else {
+    signer = authenticateForm(core, fields, policyText)
+    request.s3TenantId = signer.id
+    policy = parsePostPolicy(policyText)
+    checkPostPolicy(policy, form, core.clock.now())
   }
-  const tenant = authenticateForm(core, fields, policyText)
-  request.s3TenantId = tenant.id
-  const policy = parsePostPolicy(policyText)
-  checkPostPolicy(policy, form, core.clock.now())
+  // Authorized as a PutObject of the key, with the form's acl field as its x-amz-acl (authorize.ts).
+  const acl = fields.get('acl')
+  const facts = { headers: { ...request.headers, ...(acl !== undefined ? { 'x-amz-acl': acl } : {}) }, ip: request.ip, protocol: request.protocol }
+  const principal: Principal = signer ? { kind: 'tenant', tenant: signer } : { kind: 'anonymous' }
+  const { tenant, bucket: name } = authorize(
+    core,
+    facts,
+    principal,
+    { name: 'PostObject', action: 's3:PutObject', on: 'object' },
+    { bucket, key, query: new Map() },
+  )
   // The form's other fields are PutObject's headers: Content-Type, x-amz-meta-*, Cache-Control…,
   // and the options Coffer refuses where it does not implement them (501, as the headers are).
   const headers: Record<string, string> = {}
@@ -133,13 +147,13 @@ async function store(core: Core, request: FastifyRequest, bucket: string, fields
   }
   const digests: Record<string, string> = {}
   for (const [name, value] of Object.entries(headers)) if (name === 'content-md5' || name.startsWith('x-amz-checksum-')) digests[name] = value
-  const guarded = file.pipe(sizeGuard(policy.size))
+  const guarded = file.pipe(sizeGuard(policy?.size))
   file.once('error', (err) => guarded.destroy(err))
   const { s3 } = core
   // Server-side encryption fields as PutObject's headers (#27): checked, then the object's key (or the bucket's default).
   checkSseHeader({ headers }, 'PutObject', core.bucketEncryption.atRest, core.kms)
-  const sse = writeKey({ headers }, core.kms, core.bucketEncryption.get(s3.buckets.resolve(tenant, bucket).id))
-  const { etag, row } = await s3.objects.put(tenant, bucket, key, { source: guarded, payload: { kind: 'unsigned' }, headers: digests }, input, {}, sse)
+  const sse = writeKey({ headers }, core.kms, core.bucketEncryption.get(s3.buckets.resolve(tenant, name).id))
+  const { etag, row } = await s3.objects.put(tenant, name, key, { source: guarded, payload: { kind: 'unsigned' }, headers: digests }, input, {}, sse)
   const redirect = fields.get('success_action_redirect') ?? fields.get('redirect')
   let target: URL | undefined
   try {

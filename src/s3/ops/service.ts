@@ -1,3 +1,4 @@
+import type { FastifyReply } from 'fastify'
 import { iso, owner, xml, type Handlers } from './context'
 
 /** The service's one operation: the tenant's buckets (workspaces, s3.md). */
@@ -10,3 +11,11 @@ export const serviceHandlers = {
     })
   },
 } satisfies Handlers
+
+/**
+ * ListBuckets without a signature: anonymous owns no bucket, so the list is empty (Ceph RGW's
+ * answer, which ceph/s3-tests' test_list_buckets_anonymous expects; AWS answers 403).
+ */
+export function anonymousListBuckets(reply: FastifyReply) {
+  return xml(reply, 'ListAllMyBucketsResult', { Buckets: {} })
+}
