@@ -127,7 +127,8 @@ export async function downloadRoutes(app: App, core: Core): Promise<void> {
       try {
         return await sendBlob(request, reply, {
           size: file.sizeBytes,
-          etag: `"${sha256}"`,
+          // The plaintext's SHA-256 where it is recorded (an API upload sealed under a key of its own).
+          etag: `"${sse?.sha256 ?? sha256}"`,
           contentType: file.fileType,
           disposition,
           open: (range) => (key ? openSealedObject(core.store, sha256, segmentsOf(key.stored, file.sizeBytes), key, range) : core.store.open(sha256, range)),
