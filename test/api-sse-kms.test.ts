@@ -1,10 +1,12 @@
 import t from 'tap'
 import fs from 'node:fs'
 import path from 'node:path'
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { createHash, randomBytes } from 'node:crypto'
 import { CreateBucketCommand, GetObjectCommand, HeadObjectCommand, PutBucketEncryptionCommand } from '@aws-sdk/client-s3'
 import { makeS3 } from './s3-helper'
-import { fileBytes, handshake, putContent, tempDir, upload, type Handshake } from './helper'
+import { fileBytes, handshake, putContent, receivedAtLeast, tempDir, upload, type Handshake } from './helper'
 import type { Test } from 'tap'
 
 // The Storage Brain API's uploads follow the bucket's (workspace's) default encryption (#27): into
@@ -239,4 +241,34 @@ t.test('a workspace default of AES256 with an encrypted data dir: the API upload
   )
   const got = await ctx.app.inject({ url: `/api/v1/files/${r.fileId}/download`, headers: ctx.tenant.headers })
   t.ok(got.rawPayload.equals(bytes))
+})
+
+t.test('a PUT cut off mid-body: what was staged is sealed too, and nothing of it stays', async (t) => {
+  const { ctx, wsId } = await kmsBucket(t, { COFFER_KMS_KEYS_FILE: ringFile(t, { 'ring-1': randomBytes(32) }) }, 'ring-1')
+  await ctx.app.listen({ port: 0, host: '127.0.0.1' })
+  const port = (ctx.app.server.address() as AddressInfo).port
+  const hs = await handshake(ctx.app, ctx.tenant.headers, { fileType: 'image/png', fileName: 'cut.png', fileSizeBytes: 1_000_000, workspaceId: wsId })
+  const h = hs.json<Handshake>()
+  const bytes = fileBytes('image/png', 1_000_000, 11)
+  const req = http.request({ host: '127.0.0.1', port, method: 'PUT', path: h.presignedUrl, headers: { 'content-type': 'image/png' } })
+  req.on('error', () => undefined)
+  req.write(bytes.subarray(0, 400_000))
+  await receivedAtLeast(ctx.core.dataDir.tmp, 300_000)
+  const staged = storedBytes(ctx)
+  t.notOk(
+    staged.some((b) => b.includes(bytes.subarray(200_000, 200_032))),
+    'the staging file holds no plaintext',
+  )
+  req.destroy()
+  for (let i = 0; i < 200; i++) {
+    const status = (await ctx.app.inject({ url: `/api/v1/files/${h.fileId}`, headers: ctx.tenant.headers })).json().processingStatus
+    if (status === 'failed') break
+    await new Promise((r) => setTimeout(r, 25))
+  }
+  t.equal((await ctx.app.inject({ url: `/api/v1/files/${h.fileId}`, headers: ctx.tenant.headers })).json().processingStatus, 'failed')
+  await ctx.core.uploads.settled()
+  t.same(fs.readdirSync(ctx.core.dataDir.tmp), [], 'nothing staged is left')
+  t.equal(ctx.core.db.prepare('SELECT count(*) FROM blobs').pluck().get(), 0, 'nothing stored')
+  const ws = (await ctx.app.inject({ url: `/api/v1/workspaces/${wsId}`, headers: ctx.tenant.headers })).json<{ usedBytes: number }>()
+  t.equal(ws.usedBytes, 0, 'the reservation is released')
 })
