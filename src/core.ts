@@ -190,6 +190,8 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   // The tenant, keys and buckets an ephemeral start writes next need no fsync either.
   if (options.throwaway) skipSync(db)
   const leases = new Leases(new LeasesRepo(db), commits, clock, process.pid)
+  const objectsRepo = new ObjectsRepo(db)
+  const bucketEncryption = new BucketEncryptionService(bucketConfigs, encryption !== undefined, kms)
   const records = new UploadRecords({
     db,
     commits,
@@ -199,6 +201,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     quotas,
     events,
     versions,
+    objects: objectsRepo,
   })
   const uploads = new UploadsService({
     clock,
@@ -210,6 +213,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     urls,
     settings: { uploadUrlTtlMs: config.uploadUrlTtlSeconds * 1000, webhookAllowPrivate: config.webhookAllowPrivate },
     meter: metrics,
+    encryption: bucketEncryption,
   })
   const resolve = options.resolve ?? systemResolver
   const webhooks = new WebhookScheduler({
@@ -232,7 +236,6 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     writes,
     reserve,
   })
-  const objectsRepo = new ObjectsRepo(db)
   const fileVersions = new FileVersions({
     db,
     clock,
@@ -299,7 +302,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     rateBudget: new RateBudget(),
     reserve,
     bucketConfigs,
-    bucketEncryption: new BucketEncryptionService(bucketConfigs, encryption !== undefined, kms),
+    bucketEncryption,
     kms,
     bucketCors: new BucketCorsService(bucketConfigs),
     publicAccess: new PublicAccessService(bucketConfigs, config.s3BlockPublicAccess),

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
-import { Readable, Transform, pipeline } from 'node:stream'
-import { sealedSize } from '../lib/chunked-aead'
+import { Readable, type Transform } from 'node:stream'
+import { sealingStage } from './sealed-objects'
 import type { BlobStore, StagedBlob } from '../blobs/blob-store'
 import { AppError, isDiskFull } from '../errors'
 import { AwsChunkedDecoder } from './chunked'
@@ -137,41 +137,6 @@ export async function ingest(
   } catch (err) {
     await store.discard(staged)
     throw err
-  }
-}
-
-/**
- * A stage that seals what it is given: plaintext limits and counts are checked on the plaintext
- * (the guard's onChunk counts plaintext bytes in flight), the store stages the sealed stream.
- */
-function sealingStage(store: Pick<BlobStore, 'stage'>, seal: () => Transform): Pick<BlobStore, 'stage'> & { plainSha256: () => string } {
-  const hash = createHash('sha256')
-  let digest: string | undefined
-  return {
-    plainSha256: () => (digest ??= hash.digest('hex')),
-    stage: (source, guard) => {
-      let size = 0
-      const tap = new Transform({
-        transform(chunk: Buffer, _enc, cb) {
-          size += chunk.length
-          if (size > guard.maxBytes) return cb(guard.onOverflow())
-          try {
-            guard.onChunk?.(chunk.length)
-          } catch (err) {
-            return cb(err as Error)
-          }
-          hash.update(chunk)
-          cb(null, chunk)
-        },
-      })
-      const sealed = seal()
-      pipeline(source, tap, sealed, () => undefined)
-      return store.stage(sealed, {
-        maxBytes: sealedSize(guard.maxBytes),
-        onOverflow: guard.onOverflow,
-        ...(guard.expectedBytes !== undefined ? { expectedBytes: sealedSize(guard.expectedBytes) } : {}),
-      })
-    },
   }
 }
 

@@ -1,4 +1,5 @@
-import { Readable, type Transform } from 'node:stream'
+import { createHash } from 'node:crypto'
+import { Readable, Transform, pipeline } from 'node:stream'
 import type { BlobStore, ByteRange, OpenedBlob } from '../blobs/blob-store'
 import { HEADER_BYTES, OpenStream, SealStream, sealedSize, sealedSpan } from '../lib/chunked-aead'
 
@@ -21,6 +22,76 @@ export interface ObjectKey {
 /** A seal stream for one segment. */
 export function sealStream(key: ObjectKey): Transform {
   return new SealStream(key.dataKey, key.keyId)
+}
+
+/** The first bytes a stage guard's checkHead is given (as the disk store gives them). */
+const HEAD_BYTES = 64
+
+/** A stage that seals what it stages, and what it saw of the plaintext. */
+export interface SealingStage extends Pick<BlobStore, 'stage'> {
+  /** The plaintext's SHA-256 (lowercase hex), once the stage has resolved. */
+  plainSha256(): string
+  /** The plaintext's size in bytes, once the stage has resolved. */
+  plainSize(): number
+}
+
+/**
+ * A stage that seals what it is given (an S3 write with SSE-C or SSE-KMS, an API upload into a
+ * bucket whose default is aws:kms): the guard's limits, counts and head check apply to the
+ * plaintext (its onChunk counts plaintext bytes in flight, its checkHead sees the plaintext's first
+ * bytes), while the store stages, hashes and keeps only the sealed stream. A failure anywhere
+ * fails the stage, which leaves nothing behind (the store's contract).
+ */
+export function sealingStage(store: Pick<BlobStore, 'stage'>, seal: () => Transform): SealingStage {
+  const hash = createHash('sha256')
+  let digest: string | undefined
+  let size = 0
+  return {
+    plainSha256: () => (digest ??= hash.digest('hex')),
+    plainSize: () => size,
+    stage: (source, guard) => {
+      let head: Buffer[] | undefined = guard.checkHead ? [] : undefined
+      let headLength = 0
+      const checkHead = () => {
+        const first = Buffer.concat(head!).subarray(0, HEAD_BYTES)
+        head = undefined
+        guard.checkHead!(first)
+      }
+      const tap = new Transform({
+        transform(chunk: Buffer, _enc, cb) {
+          size += chunk.length
+          if (size > guard.maxBytes) return cb(guard.onOverflow())
+          try {
+            guard.onChunk?.(chunk.length)
+            if (head) {
+              head.push(chunk)
+              headLength += chunk.length
+              if (headLength >= HEAD_BYTES) checkHead()
+            }
+          } catch (err) {
+            return cb(err as Error)
+          }
+          hash.update(chunk)
+          cb(null, chunk)
+        },
+        flush(cb) {
+          try {
+            if (head) checkHead()
+            cb()
+          } catch (err) {
+            cb(err as Error)
+          }
+        },
+      })
+      const sealed = seal()
+      pipeline(source, tap, sealed, () => undefined)
+      return store.stage(sealed, {
+        maxBytes: sealedSize(guard.maxBytes),
+        onOverflow: guard.onOverflow,
+        ...(guard.expectedBytes !== undefined ? { expectedBytes: sealedSize(guard.expectedBytes) } : {}),
+      })
+    },
+  }
 }
 
 /** Bytes the blob of segments of these plaintext sizes takes. */

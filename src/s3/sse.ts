@@ -91,14 +91,21 @@ function verifies(verifier: string, key: Buffer): boolean {
   return timingSafeEqual(v.subarray(16), createHmac('sha256', v.subarray(0, 16)).update(key).digest())
 }
 
-function kmsSseKey(ring: KmsKeyRing, keyId: string): SseKey {
+/** The sealing key of the ring's key `keyId`; undefined when the ring has no such key (each front refuses in its own shape). */
+export function kmsKey(ring: KmsKeyRing, keyId: string): SseKey | undefined {
   const key = ring.key(keyId)
-  if (!key) throw new S3Error('InvalidArgument', `Invalid keyId ${keyId}: no such key in Coffer's key ring (COFFER_KMS_KEYS_FILE)`)
+  if (!key) return undefined
   return {
     dataKey: Buffer.from(hkdfSync('sha256', key, Buffer.alloc(0), 'coffer sse-kms object key v1', 32)),
     keyId: KMS_KEY_ID,
     stored: { type: 'KMS', keyId },
   }
+}
+
+function kmsSseKey(ring: KmsKeyRing, keyId: string): SseKey {
+  const key = kmsKey(ring, keyId)
+  if (!key) throw new S3Error('InvalidArgument', `Invalid keyId ${keyId}: no such key in Coffer's key ring (COFFER_KMS_KEYS_FILE)`)
+  return key
 }
 
 /**

@@ -1,5 +1,7 @@
 import type { BucketConfigsService } from './bucket-configs'
 import type { KmsKeyRing } from '../lib/kms-keys'
+import { AppError } from '../errors'
+import { kmsKey, type SseKey } from '../s3/sse'
 
 /** A bucket's (workspace's) default encryption, as PutBucketEncryption sets it (#27). */
 export type BucketEncryption =
@@ -42,6 +44,28 @@ export class BucketEncryptionService {
     }
     this.configs.put(workspaceId, FAMILY, config)
     return undefined
+  }
+
+  /**
+   * The key an API upload into the workspace is sealed under: its default's key of the ring when
+   * the default is aws:kms (as an S3 PutObject that asks for nothing), undefined otherwise (plain,
+   * or AES256, which the data dir's own sealing is). A key the ring no longer holds (the server
+   * restarted with another COFFER_KMS_KEYS_FILE, or without COFFER_KMS_DEFAULT_KEY) is 409
+   * CONFLICT: the upload is refused rather than stored other than the workspace asks.
+   */
+  uploadKey(workspaceId: string): SseKey | undefined {
+    const config = this.get(workspaceId)
+    if (config?.algorithm !== 'aws:kms') return undefined
+    const keyId = config.keyId ?? this.kms.defaultKeyId
+    const key = keyId === undefined ? undefined : kmsKey(this.kms, keyId)
+    if (key) return key
+    throw new AppError(
+      'CONFLICT',
+      keyId === undefined
+        ? "The workspace's default encryption is aws:kms with the server's default key, and the server has none (COFFER_KMS_DEFAULT_KEY)"
+        : `The workspace's default encryption names the KMS key ${JSON.stringify(keyId)}, which the server's key ring (COFFER_KMS_KEYS_FILE) does not hold`,
+      { field: 'encryption', keyId: keyId ?? null },
+    )
   }
 
   delete(workspaceId: string): boolean {

@@ -99,7 +99,8 @@ export class FileVersions {
           isLatest: v.noncurrentAt === null,
           isDeleteMarker: v.fileId === null,
           size: v.size,
-          sha256: v.sha256,
+          // The plaintext's where it is recorded (an upload sealed under a KMS key, #27), as downloads' ETag.
+          sha256: v.info?.sse?.sha256 ?? v.sha256,
           fileType: v.fileType,
           createdAt: v.createdAt,
         })),

@@ -3,6 +3,7 @@ import type { DB } from '../db/database'
 import type { GroupCommit } from '../db/group-commit'
 import type { FileRecord, FilesRepo } from '../db/repos/files'
 import type { WorkspacesRepo } from '../db/repos/workspaces'
+import type { ObjectInfo, ObjectsRepo } from '../db/repos/objects'
 import type { StagedBlob } from '../blobs/blob-store'
 import type { Clock } from '../lib/clock'
 import type { FileEvents } from '../webhooks/events'
@@ -30,6 +31,8 @@ export class UploadRecords {
       events: FileEvents
       /** An upload into a workspace settles as its key's current version (#25). */
       versions?: ObjectVersions
+      /** Records how an upload sealed under a key of its own is sealed (#27). */
+      objects?: ObjectsRepo
     },
   ) {}
 
@@ -53,10 +56,13 @@ export class UploadRecords {
 
   /**
    * Turns a placed blob into a completed file; the row must still be a live pending upload.
-   * `settle` records the content in the same transaction (BlobWrites.write).
+   * `settle` records the content in the same transaction (BlobWrites.write). `sealed`: the blob
+   * is the content sealed under a key of its own (a workspace whose default is aws:kms, #27): the
+   * file's size (and so its quota) is the plaintext's, and the object records its key.
    */
-  commit(fileId: string, staged: StagedBlob, settle: () => void, inFlight?: StreamCharge): Promise<FileRecord> {
-    const { commits, clock, files, quotas, events, versions } = this.deps
+  commit(fileId: string, staged: StagedBlob, settle: () => void, inFlight?: StreamCharge, sealed?: { size: number; info: ObjectInfo }): Promise<FileRecord> {
+    const { commits, clock, files, quotas, events, versions, objects } = this.deps
+    const size = sealed?.size ?? staged.size
     return commits.run(() => {
       // Its bytes stop being in flight here and, if it commits, become usage in the same tick (#12 item 3).
       inFlight?.release()
@@ -64,13 +70,14 @@ export class UploadRecords {
       if (!current || current.deletedAt !== null) throw notFound.file()
       if (current.status !== 'pending') throw new AppError('CONFLICT', `This upload is already ${current.status}`, { field: 'upload' })
       // Without a declared size nothing was reserved: the real size must fit now, atomically.
-      if (current.declaredSize === null) quotas.assertFits(current.tenantId, current.workspaceId, staged.size)
+      if (current.declaredSize === null) quotas.assertFits(current.tenantId, current.workspaceId, size)
       settle()
       const now = clock.now()
-      files.complete(fileId, staged.size, staged.sha256, now)
+      files.complete(fileId, size, staged.sha256, now)
+      if (sealed && !objects?.setInfo(fileId, sealed.info)) throw new Error('UploadRecords.commit: a sealed upload needs its key recorded')
       // Its key (`<fileId>/<name>`) is its own: the first version of it, before its event reads it.
       if (versions && current.workspaceId !== null && current.objectKey !== null) {
-        versions.record(current.tenantId, current.workspaceId, current.objectKey, fileId, staged.size, now)
+        versions.record(current.tenantId, current.workspaceId, current.objectKey, fileId, size, now)
       }
       events.settled(fileId)
       return files.get(fileId)!

@@ -14,6 +14,9 @@ import type { Grant, SignedUrls } from './signed-urls'
 import type { UploadRecords } from './upload-records'
 import type { WorkspacesService } from './workspaces'
 import type { BlobWrites } from './blob-writes'
+import type { BucketEncryptionService } from './bucket-encryption'
+import { sealStream, sealingStage, type SealingStage } from '../s3/sealed-objects'
+import type { SseKey } from '../s3/sse'
 
 export interface HandshakeInput {
   fileType: string
@@ -75,6 +78,8 @@ export class UploadsService {
       settings: UploadSettings
       /** Metrics; absent in the CLI. */
       meter?: UploadMeter
+      /** The workspaces' default encryption (#27): an upload into an aws:kms one is sealed under the ring's key. */
+      encryption?: Pick<BucketEncryptionService, 'uploadKey'>
     },
   ) {}
 
@@ -92,6 +97,9 @@ export class UploadsService {
     }
     if (input.webhookUrl !== undefined) parseWebhookUrl(input.webhookUrl, settings.webhookAllowPrivate)
     const workspaceId = this.deps.workspaces.scope(tenant.id, headerWorkspaceId, input.workspaceId) ?? null
+    // A workspace whose default encryption cannot be honoured refuses before anything is reserved
+    // (409); the PUT looks again, since the default may change in between.
+    if (workspaceId !== null) this.deps.encryption?.uploadKey(workspaceId)
     const now = clock.now()
     const declared = input.fileSizeBytes ?? null
     const id = uuidv7(now)
@@ -188,11 +196,20 @@ export class UploadsService {
     }
     const limit = this.deps.quotas.limitFor(file)
     if (input.contentLength !== undefined && input.contentLength > limit.maxBytes) this.failWith(file, limit.overflow(input.contentLength))
-    // 2. Stream the body into the store, checking size and signature as it arrives.
+    // 2. Stream the body into the store, checking size and signature as it arrives; into a
+    //    workspace whose default is aws:kms, sealed on its way under the ring's key (#27), as an
+    //    S3 PutObject that asks for nothing is: the store only ever sees sealed bytes.
+    let sealing: { stage: SealingStage; key: SseKey } | undefined
+    try {
+      const key = file.workspaceId === null ? undefined : this.deps.encryption?.uploadKey(file.workspaceId)
+      if (key) sealing = { key, stage: sealingStage(this.deps.store, () => sealStream(key)) }
+    } catch (err) {
+      this.failWith(file, err)
+    }
     let staged: StagedBlob
     const inFlight = this.deps.quotas.stream(file)
     try {
-      staged = await this.deps.store.stage(input.body, {
+      staged = await (sealing?.stage ?? this.deps.store).stage(input.body, {
         maxBytes: limit.maxBytes,
         ...(input.contentLength !== undefined ? { expectedBytes: input.contentLength } : {}),
         onChunk: (bytes) => {
@@ -212,9 +229,23 @@ export class UploadsService {
     }
     // 3. Make it durable under its hash, then commit the row in one transaction.
     try {
-      if (staged.size === 0) throw new AppError('VALIDATION_ERROR', 'The upload body is empty', { errors: [{ path: '/body', message: 'is empty' }] })
+      const size = sealing ? sealing.stage.plainSize() : staged.size
+      if (size === 0) throw new AppError('VALIDATION_ERROR', 'The upload body is empty', { errors: [{ path: '/body', message: 'is empty' }] })
+      // The blob is stored under its sealed bytes' hash; the file's size, and the SHA-256 the API
+      // reports (download ETag), stay the plaintext's, kept with the key's name.
+      const sealed = sealing
+        ? {
+            size,
+            info: {
+              etag: `"${sealing.stage.plainSha256()}"`,
+              contentType: type,
+              meta: {},
+              sse: { ...sealing.key.stored, sha256: sealing.stage.plainSha256() },
+            },
+          }
+        : undefined
       // Awaited here: a commit that could not be made durable fails the upload like any other error.
-      return await this.deps.writes.write(file.id, staged, (settle) => this.deps.records.commit(file.id, staged, settle, inFlight))
+      return await this.deps.writes.write(file.id, staged, (settle) => this.deps.records.commit(file.id, staged, settle, inFlight, sealed))
     } catch (err) {
       // A row deleted or settled meanwhile is reported as such, not failed a second time.
       if (err instanceof AppError && (err.code === 'FILE_NOT_FOUND' || err.code === 'CONFLICT')) throw err

@@ -10,6 +10,11 @@ export type ChecksumType = 'COMPOSITE' | 'FULL_OBJECT'
 export type StoredSse = ({ type: 'C'; verifier: string } | { type: 'KMS'; keyId: string }) & {
   /** The plaintext sizes of the sealed segments (one per part) of a multipart object; absent: one segment of the object's size. */
   segments?: number[]
+  /**
+   * The plaintext's SHA-256, where it is recorded (API uploads, #27): the Storage Brain API reports
+   * it (download ETag, versions) while the blob is stored under the sealed bytes' hash.
+   */
+  sha256?: string
 }
 
 /** What an S3 write stores beside the bytes (s3.md: Objects are files). */

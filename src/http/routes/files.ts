@@ -22,7 +22,7 @@ import type { FileRecord } from '../../db/repos/files'
 import { BlobNotFoundError } from '../../blobs/blob-store'
 import { sendBlob } from '../send-blob'
 import { openSealedObject } from '../../s3/sealed-objects'
-import { readKey, segmentsOf } from '../../s3/sse'
+import { kmsKey, segmentsOf } from '../../s3/sse'
 
 const FileParams = Type.Object({ fileId: PathId })
 
@@ -116,7 +116,14 @@ export async function downloadRoutes(app: App, core: Core): Promise<void> {
       if (sse?.type === 'C') {
         throw new AppError('CONFLICT', 'This file is an S3 object encrypted with a customer-provided key (SSE-C): only an S3 GetObject with that key reads it')
       }
-      const key = sse ? readKey({ headers: {} }, sse, core.kms) : undefined
+      const key = sse ? kmsKey(core.kms, sse.keyId) : undefined
+      if (sse && !key) {
+        // A restart with a ring without that key: refused in the API's envelope (S3's front answers 403).
+        throw new AppError('CONFLICT', `This file is sealed under the KMS key ${JSON.stringify(sse.keyId)}, which the server's key ring does not hold`, {
+          field: 'encryption',
+          keyId: sse.keyId,
+        })
+      }
       if (key === undefined && signedExpires !== undefined && core.config.blobS3RedirectDownloads && core.store.presign && request.method === 'GET') {
         // The bytes come from the store itself, valid for what is left of the signed URL (at most
         // 5 minutes): Coffer is off the data path (see README, S3-compatible object storage).
@@ -127,10 +134,11 @@ export async function downloadRoutes(app: App, core: Core): Promise<void> {
       try {
         return await sendBlob(request, reply, {
           size: file.sizeBytes,
-          etag: `"${sha256}"`,
+          // The plaintext's SHA-256 where it is recorded (an API upload sealed under a key of its own).
+          etag: `"${sse?.sha256 ?? sha256}"`,
           contentType: file.fileType,
           disposition,
-          open: (range) => (key ? openSealedObject(core.store, sha256, segmentsOf(key.stored, file.sizeBytes), key, range) : core.store.open(sha256, range)),
+          open: (range) => (key ? openSealedObject(core.store, sha256, segmentsOf(sse!, file.sizeBytes), key, range) : core.store.open(sha256, range)),
           onBytes: countBytes,
         })
       } catch (err) {
