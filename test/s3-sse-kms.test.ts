@@ -70,6 +70,10 @@ t.test('SSE-KMS: named keys, the default key, reported on reads, bucket default,
   const fileId = ctx.core.db.prepare("SELECT id FROM files WHERE object_key = 'a' AND deleted_at IS NULL").pluck().get() as string
   const api = await ctx.app.inject({ url: `/api/v1/files/${fileId}/download`, headers: ctx.tenant.headers })
   t.ok(api.rawPayload.equals(body), 'the Storage Brain API downloads an SSE-KMS object in the clear')
+  const plainSha = createHash('sha256').update(body).digest('hex')
+  t.equal(api.headers.etag, `"${plainSha}"`, "the API's ETag is the plaintext's SHA-256 (what `coffer download` checks), not the sealed blob's")
+  const versions = await ctx.app.inject({ url: `/api/v1/files/${fileId}/versions`, headers: ctx.tenant.headers })
+  t.equal(versions.json().versions[0].sha256, plainSha, "a file's versions list the plaintext's SHA-256")
 
   const unknown = await send(ctx, {
     method: 'PUT',

@@ -29,6 +29,8 @@ export interface Ingested {
   digests: Digests
   /** The checksum the client asked for and that was verified, for storage and echo. */
   checksum?: { algorithm: ChecksumAlgorithm; value: string }
+  /** The plaintext's SHA-256 when the bytes were sealed (the staged blob's sha256 is the sealed form's). */
+  plainSha256?: string
 }
 
 const header = (h: BodySpec['headers'], name: string): string | undefined => {
@@ -133,7 +135,7 @@ export async function ingest(
       throw new S3Error('BadDigest', `The ${declared.algorithm.toUpperCase()} you specified did not match the calculated checksum.`)
     }
     const checksum = declared ?? decoder?.verifiedChecksum()
-    return { staged, digests, ...(checksum ? { checksum } : {}) }
+    return { staged, digests, ...(checksum ? { checksum } : {}), ...(sealing ? { plainSha256: sha256 } : {}) }
   } catch (err) {
     await store.discard(staged)
     throw err

@@ -152,7 +152,8 @@ export class S3Objects {
         ...input,
         etag: `"${ingested.digests.md5Hex}"`,
         ...(ingested.checksum ? { checksum: ingested.checksum } : {}),
-        ...(sse ? { sse: sse.stored } : {}),
+        // The plaintext's SHA-256 beside the key: what the Storage Brain API reports of it (#27).
+        ...(sse ? { sse: { ...sse.stored, ...(ingested.plainSha256 ? { sha256: ingested.plainSha256 } : {}) } } : {}),
       }
       const row = await this.commitStaged(
         tenant,
@@ -596,7 +597,7 @@ export class S3Objects {
         ...copied,
         // A single-part copy of the plaintext: its ETag is its MD5 (a multipart source's count of parts does not carry over).
         etag: `"${ingested.digests.md5Hex}"`,
-        ...(key ? { sse: key.stored } : {}),
+        ...(key ? { sse: { ...key.stored, ...(ingested.plainSha256 ? { sha256: ingested.plainSha256 } : {}) } } : {}),
         ...(lock ? { lock } : {}),
       }
       const row = await this.commitStaged(
