@@ -1,7 +1,7 @@
-import path from 'node:path'
 import { MessageChannel, Worker, receiveMessageOnPort, type MessagePort } from 'node:worker_threads'
 import { PgError, SQLSTATE, fromWire } from './errors'
 import type { Reply, Request, TxStep, WorkerData } from './protocol'
+import { pgWorkerSource } from './worker-source'
 
 /** The bridge's settings. Times in milliseconds. */
 export interface PgBridgeOptions {
@@ -24,11 +24,6 @@ export interface PgResult {
 
 /** On top of the server's own timeouts: how long the caller waits for a reply at all. */
 const BRIDGE_MARGIN_MS = 5_000
-
-// The worker is a module beside this one (worker.ts under the TypeScript loader, worker.js once
-// compiled). The single executable will carry it as a second bundle: not done yet (#30), which is
-// one reason COFFER_DATABASE_URL is not a setting of `coffer serve` yet.
-const WORKER_FILE = path.join(__dirname, `worker${path.extname(__filename)}`)
 
 /**
  * A synchronous PostgreSQL connection: each call blocks the calling thread until PostgreSQL
@@ -138,7 +133,10 @@ export class PgBridge {
       connectTimeoutMs: this.connectTimeoutMs,
       port: port2,
     }
-    this.worker = new Worker(WORKER_FILE, { workerData: data, transferList: [port2], name: 'coffer-pg' })
+    // A file from sources; in dist/coffer.cjs and the executable, the worker's own bundle as code.
+    const source = pgWorkerSource()
+    const opts = { workerData: data, transferList: [port2], name: 'coffer-pg' }
+    this.worker = 'code' in source ? new Worker(source.code, { ...opts, eval: true }) : new Worker(source.file, opts)
     this.port = port1
     this.signal = new Int32Array(flag)
     return { port: port1, signal: this.signal }
