@@ -6,7 +6,8 @@ import type { Test } from 'tap'
 import { admin, freshSchema } from './fixture'
 
 /** Records, on stderr, each worker thread the process starts and each SEA asset it reads (`--require` it). */
-export const PROBE_PRELOAD = `process.on('worker', (w) => process.stderr.write('probe: thread ' + w.threadName + '\\n'))
+export const PROBE_PRELOAD = `process.stderr.write('probe: on\\n')
+process.on('worker', (w) => process.stderr.write('probe: thread ' + w.threadName + '\\n'))
 try {
   const sea = require('node:sea')
   const getAsset = sea.getAsset
