@@ -30,3 +30,42 @@ t.test('the main script never evaluates pg: it is only in the worker, held as a 
   const literal = code.indexOf('pgWorkerSource=function(){return{code:')
   t.ok(literal > 0 && code.indexOf(marker) > literal && code.indexOf(marker) < literal + 200_000, 'inside the string the worker source returns')
 })
+
+t.test('a worker that fails while loading wakes its caller at once, and the process lives on', async (t) => {
+  // What a bundle whose worker cannot load pg would do: the thread ends before worker.ts runs.
+  const { PgBridge } = t.mockRequire('../src/db/pg/bridge', {
+    '../src/db/pg/worker-source': { pgWorkerSource: () => ({ code: "throw new Error('pg failed to load')" }) },
+  }) as typeof import('../src/db/pg/bridge')
+  const bridge = new PgBridge({ url: 'postgres://coffer@127.0.0.1:1/coffer', connectTimeoutMs: 20_000 })
+  t.teardown(() => bridge.close())
+  const started = Date.now()
+  t.throws(() => bridge.query('SELECT 1'), { code: '08006', message: /thread ended/ })
+  t.ok(Date.now() - started < 5_000, `answered in ${Date.now() - started} ms, not at the bridge's deadline (35 s)`)
+  // The thread's uncaught error reaches the Worker object after the caller was told: no crash.
+  await new Promise((r) => setTimeout(r, 300))
+  t.pass('still running')
+})
+
+t.test('a worker that dies between calls neither crashes the process nor stalls the next call', async (t) => {
+  // Answers each request, then dies of an uncaught error while the caller is idle.
+  const code = `const { workerData } = require('node:worker_threads')
+    const flag = new Int32Array(workerData.flag)
+    workerData.port.on('message', (req) => {
+      workerData.port.postMessage({ seq: req.seq, ok: true, rows: [{ thread: require('node:worker_threads').threadId }], fields: ['thread'], rowCount: 1 })
+      Atomics.store(flag, 0, 1)
+      Atomics.notify(flag, 0)
+      setTimeout(() => { throw new Error('died while idle') }, 20)
+    })`
+  const { PgBridge } = t.mockRequire('../src/db/pg/bridge', {
+    '../src/db/pg/worker-source': { pgWorkerSource: () => ({ code }) },
+  }) as typeof import('../src/db/pg/bridge')
+  const bridge = new PgBridge({ url: 'postgres://coffer@127.0.0.1:1/coffer', connectTimeoutMs: 20_000 })
+  t.teardown(() => bridge.close())
+  const first = bridge.query('SELECT 1').rows[0]!.thread
+  // The thread's uncaught error reaches its Worker object on this event loop: no crash.
+  await new Promise((r) => setTimeout(r, 300))
+  const started = Date.now()
+  const second = bridge.query('SELECT 1').rows[0]!.thread
+  t.not(second, first, 'a new thread answered')
+  t.ok(Date.now() - started < 5_000, `in ${Date.now() - started} ms, not at the bridge's deadline (35 s)`)
+})

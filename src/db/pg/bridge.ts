@@ -22,6 +22,14 @@ export interface PgResult {
   rowCount: number
 }
 
+/**
+ * Raises the flag to 2 (thread ended) when an eval'd worker exits, as worker.ts does once loaded;
+ * "use strict" first, so that the bundle's own directive still applies to all of its code.
+ */
+const EXIT_HOOK =
+  '"use strict";' +
+  "process.on('exit',()=>{const s=new Int32Array(require('node:worker_threads').workerData.flag);Atomics.store(s,0,2);Atomics.notify(s,0)});\n"
+
 /** On top of the server's own timeouts: how long the caller waits for a reply at all. */
 const BRIDGE_MARGIN_MS = 5_000
 
@@ -133,10 +141,15 @@ export class PgBridge {
       connectTimeoutMs: this.connectTimeoutMs,
       port: port2,
     }
-    // A file from sources; in dist/coffer.cjs and the executable, the worker's own bundle as code.
+    // A file from sources; in dist/coffer.cjs and the executable, the worker's own bundle as code,
+    // after a hook that wakes the caller should the thread end before worker.ts has set its own
+    // (pg failing to load): the caller would otherwise wait out the whole deadline.
     const source = pgWorkerSource()
     const opts = { workerData: data, transferList: [port2], name: 'coffer-pg' }
-    this.worker = 'code' in source ? new Worker(source.code, { ...opts, eval: true }) : new Worker(source.file, opts)
+    this.worker = 'code' in source ? new Worker(EXIT_HOOK + source.code, { ...opts, eval: true }) : new Worker(source.file, opts)
+    // A thread that dies of an uncaught error also emits it here, once the caller has already been
+    // told (flag 2, SQLSTATE 08006): without a listener, that event would crash the process.
+    this.worker.on('error', () => {})
     this.port = port1
     this.signal = new Int32Array(flag)
     return { port: port1, signal: this.signal }
@@ -152,6 +165,9 @@ export class PgBridge {
 
   private call(req: Request, deadlineMs?: number, closing = false): Extract<Reply, { ok: true }> {
     if (this.closed && !closing) throw new PgError('the PostgreSQL bridge is closed', SQLSTATE.connectionFailure)
+    // A thread that ended between calls (flag 2) would never answer: this call starts another
+    // instead of waiting out the deadline. Inside a transaction, the new connection refuses it.
+    if (this.signal && Atomics.load(this.signal, 0) === 2) this.stop()
     const { port, signal } = this.start()
     const seq = ++this.seq
     Atomics.store(signal, 0, 0)
