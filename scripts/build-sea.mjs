@@ -2,7 +2,8 @@
 // beside it, not even node_modules (https://nodejs.org/api/single-executable-applications.html).
 //   1. the esbuild bundle dist/coffer.cjs is the SEA main script: in a SEA, require() only
 //      reaches built-in modules, and the bundle has every other module inlined;
-//   2. better-sqlite3's addon is a SEA asset, unpacked at run time (src/db/sqlite-addon.ts);
+//   2. better-sqlite3's addon is a SEA asset, unpacked at run time (src/db/sqlite-addon.ts), and so
+//      is the PostgreSQL bridge's worker thread, a bundle of its own read at the first connection;
 //   3. a copy of this Node binary is stripped of its symbols (~18 MB smaller), checked to still run,
 //      and the preparation blob is injected into it with postject;
 //   4. the result must answer `coffer version` from an empty directory before it replaces dist/coffer.
@@ -14,7 +15,7 @@ import path from 'node:path'
 import { execFileSync } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import postject from 'postject'
-import { addonOut, build, docsSeaAssets, isFresh as bundleIsFresh, outFile as bundleFile, root } from './build.mjs'
+import { addonOut, build, docsSeaAssets, isFresh as bundleIsFresh, outFile as bundleFile, PG_WORKER_ASSET, root } from './build.mjs'
 
 /** The fuse postject flips so Node looks for an injected blob (Node's documented sentinel). */
 const SENTINEL_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2'
@@ -58,24 +59,28 @@ export async function buildSea() {
   await build()
   // The executable's main script is the same bundle but for Swagger UI, which it carries as assets.
   const main = path.join(path.dirname(seaFile), `.sea-main-${process.pid}.cjs`)
+  const pgWorker = path.join(path.dirname(seaFile), `.sea-pg-worker-${process.pid}.cjs`)
   try {
-    await build({ out: main, docs: 'sea' })
-    await makeExecutable({ node: process.execPath, bundle: main, addon: addonOut, out: seaFile })
+    await build({ out: main, docs: 'sea', pgWorkerAsset: pgWorker })
+    await makeExecutable({ node: process.execPath, bundle: main, addon: addonOut, pgWorker, out: seaFile })
   } finally {
     fs.rmSync(main, { force: true })
+    fs.rmSync(pgWorker, { force: true })
   }
   const size = fs.statSync(seaFile).size
   console.error(`built ${path.relative(root, seaFile)} (${(size / 1024 / 1024).toFixed(1)} MiB, Node ${process.version})`)
 }
 
 /**
- * Makes the single executable `out` from a bundle built with `docs: 'sea'`, its SQLite addon and a Node binary. For another
+ * Makes the single executable `out` from a bundle built with `docs: 'sea'` and `pgWorkerAsset: pgWorker`, its SQLite addon,
+ * the PostgreSQL bridge's worker that build wrote to `pgWorker`, and a Node binary. For another
  * CPU than this one (the release's linux-arm64 executable, #28), `emulator` is the command that runs
  * that CPU's programs here (qemu-user) and `strip` that CPU's strip: the preparation blob is made by
  * the target Node itself, so V8's code cache in it is the target's own (Node's documentation: a
  * code cache made by another platform's Node is not usable), and every check below runs the result.
  */
-export async function makeExecutable({ node, bundle, addon, out, strip = 'strip', emulator = [] }) {
+export async function makeExecutable({ node, bundle, addon, pgWorker, out, strip = 'strip', emulator = [] }) {
+  if (!pgWorker || !fs.existsSync(pgWorker)) throw new Error(`makeExecutable: no PostgreSQL worker bundle at ${pgWorker} (build it with pgWorkerAsset)`)
   // Beside the output, so that the final rename stays on one filesystem.
   const work = fs.mkdtempSync(path.join(path.dirname(out), '.sea-'))
   const runTarget = (exe, args, opts) => (emulator.length ? run(emulator[0], [...emulator.slice(1), exe, ...args], opts) : run(exe, args, opts))
@@ -91,8 +96,9 @@ export async function makeExecutable({ node, bundle, addon, out, strip = 'strip'
         // V8's compiled code for the bundle rides along: 80 ms less CPU per start (user+sys of
         // `coffer version` 0.22 → 0.14 s, until listening 0.48 → 0.41 s; medians of 7-9 starts).
         useCodeCache: true,
-        // Swagger UI beside the script, not in it: read at the first GET /docs (scripts/build.mjs).
-        assets: { 'better_sqlite3.node': addon, ...docsSeaAssets() },
+        // Swagger UI beside the script, not in it: read at the first GET /docs (scripts/build.mjs);
+        // the PostgreSQL bridge's worker, read when the bridge starts its thread (#30).
+        assets: { 'better_sqlite3.node': addon, [PG_WORKER_ASSET]: pgWorker, ...docsSeaAssets() },
       }),
     )
     runTarget(node, ['--experimental-sea-config', config])

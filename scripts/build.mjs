@@ -152,6 +152,72 @@ const pinoNoCallersPlugin = {
   },
 }
 
+/** The SEA asset that holds the PostgreSQL bridge's worker in a single executable (src/db/pg/worker-source.ts). */
+export const PG_WORKER_ASSET = 'pg-worker.cjs'
+
+/**
+ * pg's optional native client (libpq through pg-native), which Coffer never selects: its require
+ * sits in a try/catch, so esbuild leaves it to run time, where the bundle would look for pg-native
+ * in node_modules on disk. It is a module that is not there instead, as when pg-native is not installed.
+ */
+const pgNativePlugin = {
+  name: 'coffer-pg-native',
+  setup(build) {
+    build.onResolve({ filter: /^pg-native$/ }, () => ({ path: 'pg-native', namespace: 'coffer-pg-native' }))
+    build.onLoad({ filter: /.*/, namespace: 'coffer-pg-native' }, () => ({
+      contents: "throw Object.assign(new Error('coffer: pg-native is not bundled'), { code: 'MODULE_NOT_FOUND' });",
+      loader: 'js',
+    }))
+  },
+}
+
+/**
+ * The PostgreSQL bridge's worker thread (src/db/pg/worker.ts, #30) as a bundle of its own, pg and
+ * its dependencies inlined (about 120 KiB): the thread runs it, the main script never evaluates it.
+ */
+async function buildPgWorker() {
+  const result = await esbuild.build({
+    entryPoints: [path.join(root, 'src', 'db', 'pg', 'worker.ts')],
+    outfile: PG_WORKER_ASSET,
+    write: false,
+    bundle: true,
+    platform: 'node',
+    target: 'node24',
+    format: 'cjs',
+    minifySyntax: true,
+    minifyWhitespace: true,
+    legalComments: 'none',
+    sourcemap: false,
+    plugins: [pgNativePlugin],
+    logLevel: 'warning',
+    metafile: true,
+  })
+  return { code: result.outputFiles[0].text, metafile: result.metafile }
+}
+
+/**
+ * src/db/pg/worker-source.ts starts the worker from its module file, which neither the bundle nor
+ * the single executable has (a SEA's main script cannot load files from disk, and `pg` is in
+ * node_modules). The bundle gets the worker's code as one string literal, started with
+ * `new Worker(code, { eval: true })`; a SEA's main script (`asset: true`) reads it from its
+ * `pg-worker.cjs` asset, as Swagger UI, so that the script every start parses does not grow. V8
+ * only scans a string literal, and nothing of it runs until the first PostgreSQL connection.
+ */
+const pgWorkerPlugin = ({ code, asset }) => ({
+  name: 'coffer-pg-worker',
+  setup(build) {
+    build.onResolve({ filter: /\/worker-source$/ }, (args) =>
+      args.importer.includes(`${path.sep}src${path.sep}db${path.sep}pg${path.sep}`) ? { path: 'pg-worker-source', namespace: 'coffer-pg-worker' } : undefined,
+    )
+    build.onLoad({ filter: /.*/, namespace: 'coffer-pg-worker' }, () => ({
+      contents: asset
+        ? `exports.pgWorkerSource = function () { return { code: require('node:sea').getAsset(${JSON.stringify(PG_WORKER_ASSET)}, 'utf8') }; };`
+        : `exports.pgWorkerSource = function () { return { code: ${JSON.stringify(code)} }; };`,
+      loader: 'js',
+    }))
+  },
+})
+
 /** Temp file + rename: a reader sees the old file or the new one, never a mix. */
 function replaceAtomically(file, bytes, mode = 0o644) {
   const tmp = `${file}.${process.pid}.tmp`
@@ -164,15 +230,18 @@ function replaceAtomically(file, bytes, mode = 0o644) {
  * Writes the bundle `out` and the SQLite addon `addonDest` for Linux on `arch` (another CPU than this
  * one for the release's linux-arm64 executable, #28: better-sqlite3 ships each platform's prebuilt
  * addon in its npm package, and the bundle names the one it embeds by its digest). `docs: 'sea'`
- * makes the main script of a single executable, which carries Swagger UI as assets (docsSeaAssets).
+ * makes the main script of a single executable, which carries Swagger UI as assets (docsSeaAssets);
+ * `pgWorkerAsset`, a path, makes it read the PostgreSQL bridge's worker from its `pg-worker.cjs`
+ * asset (written there) instead of holding it inline.
  */
-export async function build({ arch = process.arch, out = outFile, addonDest = addonOut, docs = 'inline' } = {}) {
+export async function build({ arch = process.arch, out = outFile, addonDest = addonOut, docs = 'inline', pgWorkerAsset } = {}) {
   const prebuild = path.join(path.dirname(require.resolve('better-sqlite3/package.json')), 'prebuilds', `${process.platform}-${arch}.node`)
   const addon = fs.readFileSync(prebuild)
   // The name the single executable unpacks its SQLite addon under, known at build time so that a
   // start need not hash the 2.2 MB asset (src/db/sqlite-addon.ts).
   const addonDigest = createHash('sha256').update(addon).digest('hex').slice(0, 16)
   fs.mkdirSync(path.dirname(out), { recursive: true })
+  const pgWorker = await buildPgWorker()
   const result = await esbuild.build({
     entryPoints: [path.join(root, 'src', 'main.ts')],
     outfile: out,
@@ -198,10 +267,19 @@ export async function build({ arch = process.arch, out = outFile, addonDest = ad
     },
     // package.json's bin points here: executable, run by the node on the PATH (#13).
     banner: { js: '#!/usr/bin/env node' },
-    plugins: [sqliteBindingPlugin, docsAssetsPlugin(docs), lazyRequirePlugin, pinoNoCallersPlugin],
+    plugins: [
+      sqliteBindingPlugin,
+      docsAssetsPlugin(docs),
+      lazyRequirePlugin,
+      pinoNoCallersPlugin,
+      pgWorkerPlugin({ code: pgWorker.code, asset: pgWorkerAsset !== undefined }),
+    ],
     logLevel: 'warning',
     metafile: true,
   })
+  // The worker's packages are shipped too (the release's third-party notices read these inputs).
+  Object.assign(result.metafile.inputs, pgWorker.metafile.inputs)
+  if (pgWorkerAsset !== undefined) replaceAtomically(pgWorkerAsset, pgWorker.code)
   replaceAtomically(addonDest, addon)
   replaceAtomically(out, result.outputFiles.find((f) => f.path === out).contents, 0o755)
   const size = fs.statSync(out).size

@@ -118,9 +118,10 @@ try {
     const emulator = emulatorFor(arch)
     const bundle = path.join(work, arch, 'coffer.cjs')
     const addon = path.join(work, arch, 'better_sqlite3.node')
-    const { metafile } = await build({ arch, out: bundle, addonDest: addon, docs: 'sea' })
+    const pgWorker = path.join(work, arch, 'pg-worker.cjs')
+    const { metafile } = await build({ arch, out: bundle, addonDest: addon, docs: 'sea', pgWorkerAsset: pgWorker })
     const exe = path.join(out, name)
-    await makeExecutable({ node, bundle, addon, out: exe, strip: TARGETS[arch].strip, emulator })
+    await makeExecutable({ node, bundle, addon, pgWorker, out: exe, strip: TARGETS[arch].strip, emulator })
 
     const dir = path.join(work, arch, name)
     fs.mkdirSync(dir)

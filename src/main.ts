@@ -88,6 +88,11 @@ const COMMANDS: Record<string, (args: string[], io: CliIO) => Promise<number>> =
   ls: lsCommand,
   rm: rmCommand,
   wait: waitCommand,
+  // Hidden (not in HELP), for the tests of the shipped artifacts (cli/pg-bridge.ts, #30). Required
+  // when run: nothing of the PostgreSQL bridge is evaluated by any other command or by a start.
+  '__pg-bridge': (args, io) =>
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    (require('./cli/pg-bridge') as typeof import('./cli/pg-bridge')).pgBridgeCommand(args, io, process.stdin),
 }
 
 /** Signals that shut the server down: SIGTERM (systemd, CI runners), SIGINT (Ctrl-C), SIGHUP (terminal closed). */

@@ -181,7 +181,7 @@ t.test('npm run release: the executable, a tarball with README, unit and licence
   t.equal(fs.readFileSync(path.join(dir, 'coffer.service'), 'utf8'), fs.readFileSync(path.join(ROOT, 'scripts', 'coffer.service'), 'utf8'))
   t.match(fs.readFileSync(path.join(dir, 'LICENSE'), 'utf8'), /^MIT License\n/)
   const notices = fs.readFileSync(path.join(dir, 'THIRD-PARTY-NOTICES'), 'utf8')
-  for (const pkg of ['fastify', 'better-sqlite3', 'pino', '@aws-sdk/client-s3', 'swagger-ui-dist', 'preact']) {
+  for (const pkg of ['fastify', 'better-sqlite3', 'pino', '@aws-sdk/client-s3', 'swagger-ui-dist', 'preact', 'pg', 'pg-protocol']) {
     t.match(notices, new RegExp(`^${pkg.replace(/[/.]/g, '\\$&')} \\d+\\.\\d+\\.\\d+ \\(`, 'm'), `${pkg}'s licence`)
   }
   t.match(notices, new RegExp(`^Node\\.js ${process.version}\\n\\nNode\\.js is licensed`, 'm'), "Node's licence")

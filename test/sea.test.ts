@@ -6,6 +6,8 @@ import { spawn, spawnSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import { initDataDir, ROOT, runCoffer, startCoffer } from './process-helper'
 import { fileBytes, tempDir } from './helper'
+import { withPg } from './pg/fixture'
+import { checkBridge, PROBE_PRELOAD } from './pg/artifact'
 
 // The one test file that builds the single executable (about 5 s); the others use the bundle.
 const SEA = path.join(ROOT, 'dist', 'coffer')
@@ -118,6 +120,35 @@ t.test('the SQLite addon is unpacked once per data dir, never into TMPDIR, and c
   const after = fs.statSync(path.join(cache, files[0]!))
   t.same([after.ino, after.mtimeMs], [before.ino, before.mtimeMs], 'a later start reuses it')
   t.same(fs.readdirSync(tmp), [], 'nothing was written to TMPDIR')
+})
+
+withPg(t, 'the PostgreSQL bridge in the executable', (url) => {
+  t.test('a lone executable starts the worker from its SEA asset: a query and transactions on PostgreSQL (#30)', async (t) => {
+    const dir = aloneIn(t)
+    fs.writeFileSync(path.join(dir, 'probe.cjs'), PROBE_PRELOAD)
+    const env = { TMPDIR: dir, NODE_OPTIONS: `--require ${path.join(dir, 'probe.cjs')}` }
+    const stderr = await checkBridge(t, url, { command: './coffer', args: [], cwd: dir, env })
+    t.match(stderr, /^probe: asset pg-worker\.cjs$/m, "the worker's bundle is read from the executable")
+    t.match(stderr, /^probe: thread coffer-pg$/m, "the bridge's thread ran")
+  })
+})
+
+t.test('an idle executable neither reads the PostgreSQL worker nor starts its thread (#30)', async (t) => {
+  const dir = aloneIn(t)
+  fs.writeFileSync(path.join(dir, 'probe.cjs'), PROBE_PRELOAD)
+  const env = { TMPDIR: dir, COFFER_S3_PORT: '', NODE_OPTIONS: `--require ${path.join(dir, 'probe.cjs')}` }
+  const server = await startCoffer(['serve', '--ephemeral'], { cwd: dir, env, command: './coffer', ready: /^\{"url":"(http:\/\/[^"]+)"/ })
+  t.teardown(() => server.child.kill('SIGKILL'))
+  t.equal((await fetch(`${server.url}/health`)).status, 200)
+  await new Promise((r) => setTimeout(r, 1500))
+  server.child.kill('SIGTERM')
+  t.equal(await server.exited, 0)
+  const probed = server.lines.filter((l) => l.startsWith('probe: '))
+  t.ok(probed.includes('probe: on'), 'the probe ran in the server')
+  t.notOk(
+    probed.some((l) => /pg-worker|coffer-pg/.test(l)),
+    `nothing of the bridge: ${JSON.stringify(probed)}`,
+  )
 })
 
 t.test("the README's CI recipes work as written, and fail loudly when the fixture does not come up", async (t) => {

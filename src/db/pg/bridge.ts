@@ -1,7 +1,7 @@
-import path from 'node:path'
 import { MessageChannel, Worker, receiveMessageOnPort, type MessagePort } from 'node:worker_threads'
 import { PgError, SQLSTATE, fromWire } from './errors'
 import type { Reply, Request, TxStep, WorkerData } from './protocol'
+import { pgWorkerSource } from './worker-source'
 
 /** The bridge's settings. Times in milliseconds. */
 export interface PgBridgeOptions {
@@ -22,13 +22,16 @@ export interface PgResult {
   rowCount: number
 }
 
+/**
+ * Raises the flag to 2 (thread ended) when an eval'd worker exits, as worker.ts does once loaded;
+ * "use strict" first, so that the bundle's own directive still applies to all of its code.
+ */
+const EXIT_HOOK =
+  '"use strict";' +
+  "process.on('exit',()=>{const s=new Int32Array(require('node:worker_threads').workerData.flag);Atomics.store(s,0,2);Atomics.notify(s,0)});\n"
+
 /** On top of the server's own timeouts: how long the caller waits for a reply at all. */
 const BRIDGE_MARGIN_MS = 5_000
-
-// The worker is a module beside this one (worker.ts under the TypeScript loader, worker.js once
-// compiled). The single executable will carry it as a second bundle: not done yet (#30), which is
-// one reason COFFER_DATABASE_URL is not a setting of `coffer serve` yet.
-const WORKER_FILE = path.join(__dirname, `worker${path.extname(__filename)}`)
 
 /**
  * A synchronous PostgreSQL connection: each call blocks the calling thread until PostgreSQL
@@ -138,7 +141,15 @@ export class PgBridge {
       connectTimeoutMs: this.connectTimeoutMs,
       port: port2,
     }
-    this.worker = new Worker(WORKER_FILE, { workerData: data, transferList: [port2], name: 'coffer-pg' })
+    // A file from sources; in dist/coffer.cjs and the executable, the worker's own bundle as code,
+    // after a hook that wakes the caller should the thread end before worker.ts has set its own
+    // (pg failing to load): the caller would otherwise wait out the whole deadline.
+    const source = pgWorkerSource()
+    const opts = { workerData: data, transferList: [port2], name: 'coffer-pg' }
+    this.worker = 'code' in source ? new Worker(EXIT_HOOK + source.code, { ...opts, eval: true }) : new Worker(source.file, opts)
+    // A thread that dies of an uncaught error also emits it here, once the caller has already been
+    // told (flag 2, SQLSTATE 08006): without a listener, that event would crash the process.
+    this.worker.on('error', () => {})
     this.port = port1
     this.signal = new Int32Array(flag)
     return { port: port1, signal: this.signal }
@@ -154,6 +165,9 @@ export class PgBridge {
 
   private call(req: Request, deadlineMs?: number, closing = false): Extract<Reply, { ok: true }> {
     if (this.closed && !closing) throw new PgError('the PostgreSQL bridge is closed', SQLSTATE.connectionFailure)
+    // A thread that ended between calls (flag 2) would never answer: this call starts another
+    // instead of waiting out the deadline. Inside a transaction, the new connection refuses it.
+    if (this.signal && Atomics.load(this.signal, 0) === 2) this.stop()
     const { port, signal } = this.start()
     const seq = ++this.seq
     Atomics.store(signal, 0, 0)
