@@ -35,6 +35,10 @@ t.test("tenant isolation matrix: every route with an id, called with another ten
     ['POST', '/api/v1/upload/request', WS, { fileType: 'image/png', fileName: 'x.png', workspaceId: ws.id }],
     ['POST', '/api/v1/upload/request', WS, { fileType: 'image/png', fileName: 'x.png' }, { 'x-workspace-id': ws.id }],
     ['POST', `/api/v1/webhooks/deliveries/${delivery.id}/retry`, 'DELIVERY_NOT_FOUND'],
+    // A file's versions (#25): its single version is 'null' in an unversioned workspace.
+    ['GET', `/api/v1/files/${done.fileId}/versions`, FILE],
+    ['POST', `/api/v1/files/${done.fileId}/versions/null/restore`, FILE],
+    ['GET', `/api/v1/files/deleted?workspaceId=${ws.id}`, WS],
   ]
   // Every parametric route the app serves must appear in the matrix (or be admin/token-only).
   const parametric = routePaths(app.printRoutes({ commonPrefix: false })).filter((p) => p.includes(':'))
@@ -45,6 +49,8 @@ t.test("tenant isolation matrix: every route with an id, called with another ten
     '/api/v1/files/:fileId/signed-url',
     '/api/v1/workspaces/:workspaceId',
     '/api/v1/webhooks/deliveries/:deliveryId/retry',
+    '/api/v1/files/:fileId/versions',
+    '/api/v1/files/:fileId/versions/:versionId/restore',
   ]
   // Admin routes name a tenant by design; S3 requests are isolated by test/s3-sdk.test.ts.
   const exempt = [
