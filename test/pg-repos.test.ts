@@ -7,6 +7,7 @@ import { PgEngine } from '../src/db/pg/engine'
 import { migratePg } from '../src/db/pg/migrate'
 import { TenantsRepo } from '../src/db/repos/tenants'
 import { S3CredentialsRepo } from '../src/db/repos/s3-credentials'
+import { WorkspacesRepo } from '../src/db/repos/workspaces'
 import { freshSchema, withPg } from './pg/fixture'
 import { tempDir } from './helper'
 
@@ -149,6 +150,78 @@ t.test('the same scenario, the same answers, on SQLite and on PostgreSQL', async
       t.same(onPg, onSqlite, "PostgreSQL's answers are SQLite's")
     })
   })
+})
+
+/** Runs a repository's scenario on SQLite, then on PostgreSQL, whose transcript must be the same. */
+function onBoth(title: string, scenario: (t: Test, dbs: Databases) => unknown[]): void {
+  t.test(`${title}: the same answers on SQLite and on PostgreSQL`, async (t) => {
+    let onSqlite: unknown[] = []
+    await t.test('SQLite', async (t) => {
+      onSqlite = scenario(t, await sqlite(t))
+    })
+    withPg(t, 'PostgreSQL', (url) => {
+      void t.test('PostgreSQL', async (t) => {
+        t.same(scenario(t, await postgres(t, url)), onSqlite, "PostgreSQL's answers are SQLite's")
+      })
+    })
+  })
+}
+
+const T2 = '00000000-0000-4000-8000-000000000002'
+
+/** Two tenants, for the repositories whose rows belong to one. */
+function twoTenants(engine: Engine): void {
+  const tenants = new TenantsRepo(engine)
+  const base = { keyKind: 'live' as const, webhookSecret: 'w', quotaBytes: 1_000_000, allowedFileTypes: [], createdAt: 1 }
+  tenants.insert({ ...base, id: T1, name: 'one', keyHash: key(1) })
+  tenants.insert({ ...base, id: T2, name: 'two', keyHash: key(2) })
+}
+
+onBoth('workspaces', (t, { engine }) => {
+  const seen: unknown[] = []
+  twoTenants(engine)
+  const ws = new WorkspacesRepo(engine)
+  const base = { quotaBytes: null, metadata: null, webhookUrl: null, now: 100 }
+  // Created in the same millisecond: listed by id in byte order (upper case before lower case).
+  const ids = ['ws-b', 'ws-B', 'ws-a', 'ws-A']
+  engine.transaction(() => ids.forEach((id, i) => ws.insert({ ...base, id, tenantId: T1, name: `n${i}`, slug: `s${i}` })))
+  ws.insert({ ...base, id: 'ws-z', tenantId: T1, name: 'old', slug: 'shared', now: 50, quotaBytes: 7, metadata: { a: [1, 'é'] }, webhookUrl: 'http://x/' })
+  ws.insert({ ...base, id: 'ws-2', tenantId: T2, name: 'two', slug: 'shared' })
+  t.throws(() => ws.insert({ ...base, id: 'ws-dup', tenantId: T1, name: 'dup', slug: 's0' }), 'a live slug is unique in its tenant')
+  t.throws(() => ws.insert({ ...base, id: 'ws-b', tenantId: T2, name: 'dup', slug: 'other' }), 'an id is unique')
+  const z = ws.getLive(T1, 'ws-z')!
+  t.same([z.quotaBytes, z.metadata, z.webhookUrl, z.usedBytes], [7, { a: [1, 'é'] }, 'http://x/', 0])
+  const b = ws.getLive(T1, 'ws-b')!
+  t.same([b.quotaBytes, b.metadata, b.webhookUrl], [null, null, null], 'NULLs come back as null')
+  t.equal(ws.getLive(T2, 'ws-z'), undefined, "another tenant's workspace is not found")
+  seen.push(
+    ws.list(T1).map((w) => w.id),
+    ws.getBySlug(T1, 'S0'),
+    ws.getBySlug(T1, 's0')?.id,
+  )
+  seen.push(
+    ws
+      .bySlugAnyTenant('shared')
+      .map((w) => w.id)
+      .sort(),
+    ws.bySlugAnyTenant('s1').map((w) => w.id),
+  )
+
+  t.ok(ws.update({ id: 'ws-z', tenantId: T1, name: 'new', quotaBytes: null, metadata: null, webhookUrl: null, now: 200 }))
+  t.notOk(ws.update({ id: 'ws-z', tenantId: T2, name: 'x', quotaBytes: null, metadata: null, webhookUrl: null, now: 200 }), 'not through another tenant')
+  seen.push(ws.getLive(T1, 'ws-z'))
+  t.ok(ws.softDelete(T1, 'ws-z', 300))
+  t.notOk(ws.softDelete(T1, 'ws-z', 301), 'deleted once')
+  t.equal(ws.getLive(T1, 'ws-z'), undefined)
+  ws.insert({ ...base, id: 'ws-z2', tenantId: T1, name: 'again', slug: 'shared' })
+  t.equal(ws.getBySlug(T1, 'shared')?.id, 'ws-z2', "a deleted workspace's slug is reusable")
+  t.notOk(ws.update({ id: 'ws-z', tenantId: T1, name: 'x', quotaBytes: null, metadata: null, webhookUrl: null, now: 400 }), 'a deleted one is not updated')
+  t.equal(ws.softDeleteAllOfTenant(T1, 500), 5)
+  seen.push(
+    ws.list(T1),
+    ws.list(T2).map((w) => w.id),
+  )
+  return seen
 })
 
 withPg(t, 'PostgreSQL only', (url) => {
