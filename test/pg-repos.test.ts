@@ -8,6 +8,7 @@ import { migratePg } from '../src/db/pg/migrate'
 import { TenantsRepo } from '../src/db/repos/tenants'
 import { S3CredentialsRepo } from '../src/db/repos/s3-credentials'
 import { WorkspacesRepo } from '../src/db/repos/workspaces'
+import { LeasesRepo } from '../src/db/repos/leases'
 import { freshSchema, withPg } from './pg/fixture'
 import { tempDir } from './helper'
 
@@ -221,6 +222,29 @@ onBoth('workspaces', (t, { engine }) => {
     ws.list(T1),
     ws.list(T2).map((w) => w.id),
   )
+  return seen
+})
+
+onBoth('leases', (t, { engine, other }) => {
+  const seen: unknown[] = []
+  const a = new LeasesRepo(engine)
+  const b = new LeasesRepo(other)
+  const now = 1_800_000_000_000 // past 2^32: times are bigint
+  t.ok(a.take('gc', 'node-a', now, now + 1000), 'a free name is taken')
+  t.notOk(b.take('gc', 'node-b', now + 999, now + 2000), "another holder's unexpired lease is refused")
+  t.same(a.get('gc'), { name: 'gc', holder: 'node-a', expiresAt: now + 1000 }, 'a refused take changes nothing')
+  t.ok(a.take('gc', 'node-a', now + 500, now + 3000), 'its holder renews it')
+  t.notOk(b.take('gc', 'node-b', now + 2999, now + 4000))
+  t.ok(b.take('gc', 'node-b', now + 3000, now + 4000), 'taken over once expired (at expires_at exactly)')
+  seen.push(a.get('gc'), b.get('nothing'))
+  a.release('gc', 'node-a')
+  t.equal(a.get('gc')?.holder, 'node-b', 'released only by its holder')
+  b.release('gc', 'node-b')
+  t.equal(a.get('gc'), undefined)
+  t.ok(a.take('gc', 'node-a', now, now + 1))
+  t.ok(a.take('outbox', 'node-a', now, now + 1))
+  t.equal(b.clear(), 2)
+  seen.push(a.get('gc'), a.clear())
   return seen
 })
 
