@@ -9,6 +9,7 @@ import { TenantsRepo } from '../src/db/repos/tenants'
 import { S3CredentialsRepo } from '../src/db/repos/s3-credentials'
 import { WorkspacesRepo } from '../src/db/repos/workspaces'
 import { LeasesRepo } from '../src/db/repos/leases'
+import { BlobLeasesRepo } from '../src/db/repos/blob-leases'
 import { freshSchema, withPg } from './pg/fixture'
 import { tempDir } from './helper'
 
@@ -245,6 +246,40 @@ onBoth('leases', (t, { engine, other }) => {
   t.ok(a.take('outbox', 'node-a', now, now + 1))
   t.equal(b.clear(), 2)
   seen.push(a.get('gc'), a.clear())
+  return seen
+})
+
+onBoth('blob leases and tombstones', (t, { engine, other }) => {
+  const seen: unknown[] = []
+  const r = new BlobLeasesRepo(engine)
+  const o = new BlobLeasesRepo(other)
+  const [h1, h2, h3] = ['a1', 'b2', 'c3'].map((x) => x.repeat(32))
+  const now = 1_800_000_000_000
+  r.lease('up-1', h1!, now + 100)
+  r.lease('up-1', h2!, now + 200) // the same upload again: replaces its hash and expiry, no conflict
+  r.lease('up-2', h2!, now + 50)
+  t.notOk(o.held('up-1', h1!, now), 'the replaced hash is no longer held')
+  t.ok(o.held('up-1', h2!, now + 199))
+  t.notOk(o.held('up-1', h2!, now + 200), 'not at its expiry')
+  seen.push(o.leased(h2!, now + 100), o.leased(h1!, now), r.dropExpired(now + 50), o.leased(h2!, now + 10))
+  r.release('up-1')
+  t.notOk(r.leased(h2!, now))
+
+  r.tombstone(h1!, 30)
+  r.tombstone(h1!, 31) // again: ignored, no conflict
+  r.tombstone(h3!, 10)
+  r.tombstone(h2!, 20)
+  t.equal(r.count(), 3, 'a count is a number')
+  seen.push(r.claimable(now, 10), r.claimable(now, 2))
+  t.ok(r.claim(h3!, now, now + 1000))
+  t.notOk(o.claim(h3!, now + 999, now + 2000), 'a running claim is not taken')
+  seen.push(r.claimable(now + 999, 10))
+  t.ok(o.claim(h3!, now + 1000, now + 2000), 'an expired claim is')
+  r.unclaim(h3!)
+  seen.push(r.claimable(0, 10), r.tombstoned(h3!), r.tombstoned('ff'.repeat(32)))
+  r.bury(h3!)
+  t.notOk(r.tombstoned(h3!))
+  seen.push(r.count())
   return seen
 })
 
