@@ -10,6 +10,7 @@ import { S3CredentialsRepo } from '../src/db/repos/s3-credentials'
 import { WorkspacesRepo } from '../src/db/repos/workspaces'
 import { LeasesRepo } from '../src/db/repos/leases'
 import { BlobLeasesRepo } from '../src/db/repos/blob-leases'
+import { BucketConfigsRepo } from '../src/db/repos/bucket-configs'
 import { freshSchema, withPg } from './pg/fixture'
 import { tempDir } from './helper'
 
@@ -280,6 +281,31 @@ onBoth('blob leases and tombstones', (t, { engine, other }) => {
   r.bury(h3!)
   t.notOk(r.tombstoned(h3!))
   seen.push(r.count())
+  return seen
+})
+
+onBoth('bucket configurations', (t, { engine }) => {
+  const seen: unknown[] = []
+  twoTenants(engine)
+  const ws = new WorkspacesRepo(engine)
+  const base = { quotaBytes: null, metadata: null, webhookUrl: null, now: 1 }
+  ws.insert({ ...base, id: 'w1', tenantId: T1, name: 'a', slug: 'photos' })
+  ws.insert({ ...base, id: 'w2', tenantId: T2, name: 'b', slug: 'photos' })
+  ws.insert({ ...base, id: 'w3', tenantId: T1, name: 'c', slug: 'other' })
+  const c = new BucketConfigsRepo(engine)
+  const doc = JSON.stringify({ rules: [{ id: 'é\u0000"x' }] })
+  c.put('w1', 'lifecycle', doc, 10)
+  c.put('w1', 'lifecycle', '{"v":2}', 11) // again: replaced, no conflict
+  c.put('w1', 'cors', doc, 10)
+  c.put('w2', 'lifecycle', '{"v":"two"}', 10)
+  seen.push(c.get('w1', 'lifecycle'), c.get('w1', 'cors') === doc, c.get('w3', 'cors'))
+  seen.push(c.ofBucket(T1, 'photos', 'lifecycle'), c.ofBucket(T2, 'photos', 'lifecycle'), c.ofBucket(T2, 'photos', 'cors'), c.ofBucket(T1, 'PHOTOS', 'cors'))
+  seen.push(c.byBucketName('photos', 'lifecycle').sort())
+  t.ok(c.delete('w1', 'cors'))
+  t.notOk(c.delete('w1', 'cors'), 'deleted once')
+  t.ok(ws.softDelete(T2, 'w2', 20))
+  t.equal(c.get('w2', 'lifecycle'), undefined, "a deleted workspace's documents go with it (the trigger)")
+  seen.push(c.byBucketName('photos', 'lifecycle'), c.get('w1', 'cors'))
   return seen
 })
 
