@@ -11,6 +11,7 @@ import { WorkspacesRepo } from '../src/db/repos/workspaces'
 import { LeasesRepo } from '../src/db/repos/leases'
 import { BlobLeasesRepo } from '../src/db/repos/blob-leases'
 import { BucketConfigsRepo } from '../src/db/repos/bucket-configs'
+import { InlineBlobsRepo } from '../src/db/repos/inline-blobs'
 import { freshSchema, withPg } from './pg/fixture'
 import { tempDir } from './helper'
 
@@ -306,6 +307,29 @@ onBoth('bucket configurations', (t, { engine }) => {
   t.ok(ws.softDelete(T2, 'w2', 20))
   t.equal(c.get('w2', 'lifecycle'), undefined, "a deleted workspace's documents go with it (the trigger)")
   seen.push(c.byBucketName('photos', 'lifecycle'), c.get('w1', 'cors'))
+  return seen
+})
+
+onBoth('inline blobs', (t, { engine }) => {
+  const seen: unknown[] = []
+  const r = new InlineBlobsRepo(engine)
+  const bytes = Buffer.from([0, 255, 0x5c, 0x27, 0, 1]) // NUL, high bytes, a backslash and a quote
+  const hashes = ['0a', 'b1', 'B1', 'ff'].map((x) => x.repeat(32))
+  r.insertIfMissing(hashes[1]!, bytes, 1_800_000_000_000)
+  r.insertIfMissing(hashes[1]!, Buffer.from('other'), 5) // again: the first stays, no conflict
+  r.insertIfMissing(hashes[2]!, Buffer.alloc(0), 2)
+  r.insertIfMissing(hashes[3]!, Buffer.alloc(70_000, 7), 3)
+  const got = r.get(hashes[1]!)
+  t.ok(Buffer.isBuffer(got) && got.equals(bytes), 'the content comes back byte for byte, as a Buffer')
+  t.ok(r.get(hashes[2]!)?.equals(Buffer.alloc(0)), 'an empty blob is an empty Buffer, not null')
+  seen.push(r.exists(hashes[1]!), r.exists(hashes[0]!), r.get(hashes[0]!))
+  // Hash order is byte order: 'B1…' before 'b1…'.
+  seen.push(r.after('', 10), r.after(hashes[2]!, 1))
+  r.delete(hashes[1]!)
+  seen.push(
+    r.exists(hashes[1]!),
+    r.after('', 10).map((x) => x.sha256),
+  )
   return seen
 })
 
