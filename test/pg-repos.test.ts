@@ -12,6 +12,7 @@ import { LeasesRepo } from '../src/db/repos/leases'
 import { BlobLeasesRepo } from '../src/db/repos/blob-leases'
 import { BucketConfigsRepo } from '../src/db/repos/bucket-configs'
 import { InlineBlobsRepo } from '../src/db/repos/inline-blobs'
+import { OutboxRepo } from '../src/db/repos/outbox'
 import { freshSchema, withPg } from './pg/fixture'
 import { tempDir } from './helper'
 
@@ -329,6 +330,57 @@ onBoth('inline blobs', (t, { engine }) => {
   seen.push(
     r.exists(hashes[1]!),
     r.after('', 10).map((x) => x.sha256),
+  )
+  return seen
+})
+
+onBoth('webhook outbox', (t, { engine }) => {
+  const seen: unknown[] = []
+  twoTenants(engine)
+  const o = new OutboxRepo(engine)
+  const now = 1_800_000_000_000
+  t.equal(o.nextDueAt(), null, 'nothing pending: null')
+  const ev = { fileId: 'f', event: 'file.uploaded' as const, url: 'http://127.0.0.1/hook', payload: '{"a":"é"}' }
+  // T1 has a backlog; T2 one event. Same times: ties in byte order of ids ('E…' before 'e…').
+  engine.transaction(() => {
+    for (const id of ['e3', 'E3', 'e1', 'e2']) o.insert({ ...ev, id, tenantId: T1, now })
+    o.insert({ ...ev, id: 'z1', tenantId: T2, now: now + 1, event: 'file.deleted' })
+  })
+  t.throws(() => o.insert({ ...ev, id: 'e1', tenantId: T2, now }), 'an id is unique')
+  t.throws(() => o.insert({ ...ev, id: 'bad', tenantId: T2, now, event: 'file.nope' as 'file.failed' }), 'an unknown event is refused')
+  seen.push(
+    o.dueFair(now + 1, 2, 10).map((e) => e.id),
+    o.dueFair(now, 10, 10).map((e) => e.id),
+    o.dueFair(now + 1, 10, 3).map((e) => e.id),
+  )
+  seen.push(o.nextDueAt(), o.get('z1'))
+
+  o.markFailed('e1', 'x'.repeat(600), now + 2, now + 100, 2)
+  t.equal(o.get('e1')!.lastError!.length, 500, 'the error is cut at 500 characters')
+  t.same([o.get('e1')!.status, o.get('e1')!.attempts], ['pending', 1])
+  o.markFailed('e1', 'again', now + 3, now + 200, 2)
+  t.same([o.get('e1')!.status, o.get('e1')!.attempts, o.get('e1')!.nextAttemptAt], ['dead', 2, now + 200], 'dead after its last attempt')
+  o.markDelivered('E3', now + 4)
+  o.markDelivered('E3', now + 5) // once only
+  seen.push(o.get('E3'), o.counts(), o.nextDueAt())
+  seen.push(
+    o.list(null, 10).map((e) => e.id),
+    o.list('dead', 10).map((e) => e.id),
+    o.listForTenant(T1, null, 2).map((e) => e.id),
+    o.listForTenant(T2, 'pending', 10).map((e) => e.id),
+    o.getForTenant(T2, 'e1'),
+  )
+  t.notOk(o.retryDead(T2, 'e1', now + 6), 'not through another tenant')
+  t.ok(o.retryDead(T1, 'e1', now + 6))
+  t.notOk(o.retry('e1', now + 7), 'already pending')
+  t.ok(o.retry('E3', now + 7), 'a delivered one is re-driven')
+  o.markFailed('e2', 'boom', now + 8, now + 9, 1)
+  t.equal(o.retryAllDead(now + 10), 1)
+  seen.push(o.get('e1'), o.get('E3'), o.counts())
+  t.equal(o.dropPending(T1), 4)
+  seen.push(
+    o.counts(),
+    o.list(null, 10).map((e) => [e.id, e.status]),
   )
   return seen
 })
