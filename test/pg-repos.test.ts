@@ -13,6 +13,7 @@ import { BlobLeasesRepo } from '../src/db/repos/blob-leases'
 import { BucketConfigsRepo } from '../src/db/repos/bucket-configs'
 import { InlineBlobsRepo } from '../src/db/repos/inline-blobs'
 import { OutboxRepo } from '../src/db/repos/outbox'
+import { BlobsRepo } from '../src/db/repos/blobs'
 import { freshSchema, withPg } from './pg/fixture'
 import { tempDir } from './helper'
 
@@ -382,6 +383,46 @@ onBoth('webhook outbox', (t, { engine }) => {
     o.counts(),
     o.list(null, 10).map((e) => [e.id, e.status]),
   )
+  return seen
+})
+
+onBoth('blobs', (t, { engine }) => {
+  const seen: unknown[] = []
+  twoTenants(engine)
+  const b = new BlobsRepo(engine)
+  const [h1, h2, h3, h4] = ['0a', 'b1', 'B1', 'ff'].map((x) => x.repeat(32))
+  const big = 5 * 2 ** 40 // 5 TiB: sizes and their sum are bigint
+  seen.push(b.stats())
+  engine.transaction(() => {
+    b.insertIfMissing(h1!, big, 1)
+    b.insertIfMissing(h1!, 1, 2) // again: ignored, the totals unchanged
+    b.insertIfMissing(h2!, big + 3, 1)
+    b.insertIfMissing(h3!, 0, 1)
+    b.insertIfMissing(h4!, 7, 1)
+  })
+  t.same(b.stats(), { bytes: 2 * big + 10, count: 4 }, 'the totals past 2^32, as numbers')
+  seen.push(b.exists(h1!), b.exists('00'.repeat(32)), b.sizeOf(h1!), b.sizeOf('00'.repeat(32)), b.sizeOf(h3!))
+  // Hash order is byte order: 'B1…' before 'b1…'.
+  seen.push(b.shasAfter('', 10), b.shasAfter(h3!, 1), b.sizesAfter(h1!, 10))
+
+  // A file row (any status, deleted or not) or a multipart part keeps a blob referenced.
+  engine.prepare('INSERT INTO workspaces (id, tenant_id, name, slug, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)').run(W1, T1, 'w', 'w', 1, 1)
+  engine
+    .prepare(
+      `INSERT INTO files (id, tenant_id, workspace_id, original_name, file_type, status, size_bytes, sha256, upload_expires_at, created_at, deleted_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    )
+    .run('f1', T1, W1, 'a', 'text/plain', 'completed', big, h1, 9, 1, 5)
+  seen.push(b.sizeIfUnreferenced(h1!), b.sizeIfUnreferenced(h2!), b.sizeIfUnreferenced('00'.repeat(32)))
+
+  b.deferRelease(h4!, 10)
+  b.deferRelease(h2!, 11)
+  b.deferRelease(h2!, 12) // again: ignored
+  seen.push(b.deferred(10), b.deferred(1))
+  b.undefer(h2!)
+  b.delete(h4!)
+  b.delete(h2!)
+  seen.push(b.deferred(10), b.stats(), b.shasAfter('', 10))
   return seen
 })
 
