@@ -14,6 +14,7 @@ import { BucketConfigsRepo } from '../src/db/repos/bucket-configs'
 import { InlineBlobsRepo } from '../src/db/repos/inline-blobs'
 import { OutboxRepo } from '../src/db/repos/outbox'
 import { BlobsRepo } from '../src/db/repos/blobs'
+import { EncryptionRepo } from '../src/db/repos/encryption'
 import { freshSchema, withPg } from './pg/fixture'
 import { tempDir } from './helper'
 
@@ -423,6 +424,22 @@ onBoth('blobs', (t, { engine }) => {
   b.delete(h4!)
   b.delete(h2!)
   seen.push(b.deferred(10), b.stats(), b.shasAfter('', 10))
+  return seen
+})
+
+onBoth('encryption', (t, { engine, other }) => {
+  const seen: unknown[] = []
+  const e = new EncryptionRepo(engine)
+  seen.push(e.get())
+  const wrapped = Buffer.from([0, 1, 0x5c, 255, 0])
+  e.insert(wrapped, 3, true, 1_800_000_000_000)
+  t.throws(() => e.insert(Buffer.from([1]), 4, false, 2), 'one row only')
+  const got = new EncryptionRepo(other).get()!
+  t.ok(Buffer.isBuffer(got.wrappedKey) && got.wrappedKey.equals(wrapped), 'the wrapped key comes back byte for byte, as a Buffer')
+  seen.push(got)
+  e.rewrap(Buffer.from([9, 8]))
+  e.markSealedAll()
+  seen.push(e.get())
   return seen
 })
 
