@@ -15,6 +15,7 @@ import { InlineBlobsRepo } from '../src/db/repos/inline-blobs'
 import { OutboxRepo } from '../src/db/repos/outbox'
 import { BlobsRepo } from '../src/db/repos/blobs'
 import { EncryptionRepo } from '../src/db/repos/encryption'
+import { ObjectLocksRepo } from '../src/db/repos/object-locks'
 import { freshSchema, withPg } from './pg/fixture'
 import { tempDir } from './helper'
 
@@ -440,6 +441,39 @@ onBoth('encryption', (t, { engine, other }) => {
   e.rewrap(Buffer.from([9, 8]))
   e.markSealedAll()
   seen.push(e.get())
+  return seen
+})
+
+onBoth('object locks', (t, { engine }) => {
+  const seen: unknown[] = []
+  const insert = engine.prepare(
+    `INSERT INTO object_versions (workspace_id, object_key, version_id, seq, tenant_id, file_id, size_bytes, created_at)
+     VALUES (?, ?, ?, ?, ?, ?, 0, 1)`,
+  )
+  // Keys in byte order: 'B' before 'a' before 'b'; w2's version is a delete marker (no file).
+  engine.transaction(() => {
+    insert.run('w1', 'b', 'v1', 1, T1, 'fb')
+    insert.run('w1', 'B', 'v1', 1, T1, 'fB')
+    insert.run('w1', 'a', 'v1', 1, T1, 'fa')
+    insert.run('w2', 'a', 'v1', 1, T1, null)
+    insert.run('w3', 'z', 'v1', 1, T2, 'fz')
+  })
+  const l = new ObjectLocksRepo(engine)
+  const now = 1_800_000_000_000
+  seen.push(l.get('w1', 'a', 'v1'), l.get('w1', 'a', 'nope'), l.ofFile('fa'), l.ofFile('nope'))
+  l.setRetention('w1', 'b', 'v1', 'COMPLIANCE', now + 10)
+  l.setRetention('w1', 'B', 'v1', 'GOVERNANCE', now)
+  l.setLegalHold('w1', 'a', 'v1', true)
+  l.setRetention('w2', 'a', 'v1', 'GOVERNANCE', now + 1)
+  l.setLegalHold('w3', 'z', 'v1', true)
+  seen.push(l.get('w1', 'b', 'v1'), l.ofFile('fa'))
+  seen.push(l.lockedInWorkspace('w1', now), l.lockedInWorkspace('w1', now - 1), l.lockedInWorkspace('w1', now, 1))
+  seen.push(l.lockedOfTenant(T1, now), l.lockedOfTenant(T2, now), l.lockedOfTenant(T1, now + 10))
+  seen.push(l.fileLockedAt('fb', now + 9), l.fileLockedAt('fb', now + 10), l.fileLockedAt('fB', now), l.fileLockedAt('nope', now))
+  l.setRetention('w1', 'b', 'v1', null, null)
+  l.setLegalHold('w1', 'a', 'v1', false)
+  seen.push(l.get('w1', 'b', 'v1'), l.get('w1', 'a', 'v1'), l.lockedInWorkspace('w1', 0))
+  t.equal(l.lockedInWorkspace('w1', 0).length, 1, 'only the GOVERNANCE retention left in w1')
   return seen
 })
 
