@@ -1,23 +1,39 @@
 import type { DB } from '../database'
+import { dialect, engineOf, type Engine } from '../engine'
+
+/** Where the two databases differ (engine.ts), side by side. */
+const SQL = {
+  // A lease taken again by the same upload replaces its hash and expiry; PostgreSQL names the conflict.
+  lease: {
+    sqlite: 'INSERT OR REPLACE INTO blob_leases (upload_id, sha256, expires_at) VALUES (?, ?, ?)',
+    postgres: `INSERT INTO blob_leases (upload_id, sha256, expires_at) VALUES (?, ?, ?)
+               ON CONFLICT (upload_id) DO UPDATE SET sha256 = excluded.sha256, expires_at = excluded.expires_at`,
+  },
+  tombstone: {
+    sqlite: 'INSERT OR IGNORE INTO blob_tombstones (sha256, created_at, claimed_until) VALUES (?, ?, 0)',
+    postgres: 'INSERT INTO blob_tombstones (sha256, created_at, claimed_until) VALUES (?, ?, 0) ON CONFLICT (sha256) DO NOTHING',
+  },
+}
 
 /** SQL for blob_leases and blob_tombstones: how a remote store orders uploads and deletions (services/remote-blobs.ts). */
 export class BlobLeasesRepo {
   private readonly stmts
 
-  constructor(db: DB) {
+  constructor(database: DB | Engine) {
+    const db = engineOf(database)
     this.stmts = {
-      lease: db.prepare('INSERT OR REPLACE INTO blob_leases (upload_id, sha256, expires_at) VALUES (?, ?, ?)'),
-      held: db.prepare<[string, string, number], number>('SELECT 1 FROM blob_leases WHERE upload_id = ? AND sha256 = ? AND expires_at > ?').pluck(),
+      lease: db.prepare(dialect(db, SQL.lease)),
+      held: db.pluck<[string, string, number], number>('SELECT 1 FROM blob_leases WHERE upload_id = ? AND sha256 = ? AND expires_at > ?'),
       release: db.prepare('DELETE FROM blob_leases WHERE upload_id = ?'),
-      leased: db.prepare<[string, number], number>('SELECT 1 FROM blob_leases WHERE sha256 = ? AND expires_at > ? LIMIT 1').pluck(),
+      leased: db.pluck<[string, number], number>('SELECT 1 FROM blob_leases WHERE sha256 = ? AND expires_at > ? LIMIT 1'),
       dropExpired: db.prepare('DELETE FROM blob_leases WHERE expires_at <= ?'),
-      tombstone: db.prepare('INSERT OR IGNORE INTO blob_tombstones (sha256, created_at, claimed_until) VALUES (?, ?, 0)'),
-      tombstoned: db.prepare<[string], number>('SELECT 1 FROM blob_tombstones WHERE sha256 = ?').pluck(),
+      tombstone: db.prepare(dialect(db, SQL.tombstone)),
+      tombstoned: db.pluck<[string], number>('SELECT 1 FROM blob_tombstones WHERE sha256 = ?'),
       claim: db.prepare('UPDATE blob_tombstones SET claimed_until = ? WHERE sha256 = ? AND claimed_until <= ?'),
       unclaim: db.prepare('UPDATE blob_tombstones SET claimed_until = 0 WHERE sha256 = ?'),
       bury: db.prepare('DELETE FROM blob_tombstones WHERE sha256 = ?'),
-      claimable: db.prepare<[number, number], string>('SELECT sha256 FROM blob_tombstones WHERE claimed_until <= ? ORDER BY created_at LIMIT ?').pluck(),
-      count: db.prepare<[], number>('SELECT count(*) FROM blob_tombstones').pluck(),
+      claimable: db.pluck<[number, number], string>('SELECT sha256 FROM blob_tombstones WHERE claimed_until <= ? ORDER BY created_at LIMIT ?'),
+      count: db.pluck<[], number>('SELECT count(*) FROM blob_tombstones'),
     }
   }
 

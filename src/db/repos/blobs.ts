@@ -1,28 +1,28 @@
 import type { DB } from '../database'
+import { engineOf, type Engine } from '../engine'
 
 /** SQL for the blobs table: one row per stored content, removable only when no file row references it. */
 export class BlobsRepo {
   private readonly stmts
 
-  constructor(db: DB) {
+  constructor(database: DB | Engine) {
+    const db = engineOf(database)
     this.stmts = {
       insert: db.prepare('INSERT INTO blobs (sha256, size_bytes, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING'),
-      exists: db.prepare<[string], number>('SELECT 1 FROM blobs WHERE sha256 = ?').pluck(),
-      sizeOf: db.prepare<[string], number>('SELECT size_bytes FROM blobs WHERE sha256 = ?').pluck(),
-      sizeIfUnreferenced: db
-        .prepare<[string], number>(
-          `SELECT b.size_bytes FROM blobs b WHERE b.sha256 = ?
+      exists: db.pluck<[string], number>('SELECT 1 FROM blobs WHERE sha256 = ?'),
+      sizeOf: db.pluck<[string], number>('SELECT size_bytes FROM blobs WHERE sha256 = ?'),
+      sizeIfUnreferenced: db.pluck<[string], number>(
+        `SELECT b.size_bytes FROM blobs b WHERE b.sha256 = ?
            AND NOT EXISTS (SELECT 1 FROM files f WHERE f.sha256 = b.sha256)
            AND NOT EXISTS (SELECT 1 FROM s3_parts p WHERE p.sha256 = b.sha256)`,
-        )
-        .pluck(),
-      shasAfter: db.prepare<[string, number], string>('SELECT sha256 FROM blobs WHERE sha256 > ? ORDER BY sha256 LIMIT ?').pluck(),
+      ),
+      shasAfter: db.pluck<[string, number], string>('SELECT sha256 FROM blobs WHERE sha256 > ? ORDER BY sha256 LIMIT ?'),
       sizesAfter: db.prepare<[string, number], { sha256: string; size: number }>(
         'SELECT sha256, size_bytes AS size FROM blobs WHERE sha256 > ? ORDER BY sha256 LIMIT ?',
       ),
       delete: db.prepare('DELETE FROM blobs WHERE sha256 = ?'),
       defer: db.prepare('INSERT INTO blob_releases (sha256, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING'),
-      deferred: db.prepare<[number], string>('SELECT sha256 FROM blob_releases ORDER BY sha256 LIMIT ?').pluck(),
+      deferred: db.pluck<[number], string>('SELECT sha256 FROM blob_releases ORDER BY sha256 LIMIT ?'),
       undefer: db.prepare('DELETE FROM blob_releases WHERE sha256 = ?'),
       stats: db.prepare<[], { bytes: number; count: number }>('SELECT bytes, count FROM blob_totals WHERE id = 1'),
     }

@@ -1,29 +1,27 @@
 import type { DB } from '../database'
+import { engineOf, type Engine } from '../engine'
 
 /** SQL for bucket_configs: one JSON document per bucket (workspace) and configuration family. */
 export class BucketConfigsRepo {
   private readonly stmts
 
-  constructor(db: DB) {
+  constructor(database: DB | Engine) {
+    const db = engineOf(database)
     this.stmts = {
-      get: db.prepare<[string, string], string>('SELECT document FROM bucket_configs WHERE workspace_id = ? AND name = ?').pluck(),
+      get: db.pluck<[string, string], string>('SELECT document FROM bucket_configs WHERE workspace_id = ? AND name = ?'),
       put: db.prepare(
         `INSERT INTO bucket_configs (workspace_id, name, document, updated_at) VALUES (@workspaceId, @name, @document, @now)
          ON CONFLICT (workspace_id, name) DO UPDATE SET document = excluded.document, updated_at = excluded.updated_at`,
       ),
       delete: db.prepare('DELETE FROM bucket_configs WHERE workspace_id = ? AND name = ?'),
-      ofBucket: db
-        .prepare<[string, string, string], string>(
-          `SELECT c.document FROM bucket_configs c JOIN workspaces w ON w.id = c.workspace_id
+      ofBucket: db.pluck<[string, string, string], string>(
+        `SELECT c.document FROM bucket_configs c JOIN workspaces w ON w.id = c.workspace_id
            WHERE w.tenant_id = ? AND w.slug = ? AND w.deleted_at IS NULL AND c.name = ?`,
-        )
-        .pluck(),
-      byBucketName: db
-        .prepare<[string, string], string>(
-          `SELECT c.document FROM bucket_configs c JOIN workspaces w ON w.id = c.workspace_id
+      ),
+      byBucketName: db.pluck<[string, string], string>(
+        `SELECT c.document FROM bucket_configs c JOIN workspaces w ON w.id = c.workspace_id
            WHERE w.slug = ? AND w.deleted_at IS NULL AND c.name = ?`,
-        )
-        .pluck(),
+      ),
     }
   }
 

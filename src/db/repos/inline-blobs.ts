@@ -1,4 +1,14 @@
 import type { DB } from '../database'
+import { dialect, engineOf, type Engine } from '../engine'
+
+/** Where the two databases differ (engine.ts), side by side. */
+const SQL = {
+  // PostgreSQL folds an unquoted alias to lower case: createdAt is quoted there.
+  after: {
+    sqlite: 'SELECT sha256, length(content) AS size, created_at AS createdAt FROM blob_inline WHERE sha256 > ? ORDER BY sha256 LIMIT ?',
+    postgres: 'SELECT sha256, length(content) AS size, created_at AS "createdAt" FROM blob_inline WHERE sha256 > ? ORDER BY sha256 LIMIT ?',
+  },
+}
 
 /**
  * SQL for blob_inline: the content of small blobs, kept in the database by the disk store
@@ -9,15 +19,14 @@ import type { DB } from '../database'
 export class InlineBlobsRepo {
   private readonly stmts
 
-  constructor(db: DB) {
+  constructor(database: DB | Engine) {
+    const db = engineOf(database)
     this.stmts = {
       insert: db.prepare('INSERT INTO blob_inline (sha256, content, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING'),
-      exists: db.prepare<[string], number>('SELECT 1 FROM blob_inline WHERE sha256 = ?').pluck(),
-      get: db.prepare<[string], Buffer>('SELECT content FROM blob_inline WHERE sha256 = ?').pluck(),
+      exists: db.pluck<[string], number>('SELECT 1 FROM blob_inline WHERE sha256 = ?'),
+      get: db.pluck<[string], Buffer>('SELECT content FROM blob_inline WHERE sha256 = ?'),
       delete: db.prepare('DELETE FROM blob_inline WHERE sha256 = ?'),
-      after: db.prepare<[string, number], { sha256: string; size: number; createdAt: number }>(
-        'SELECT sha256, length(content) AS size, created_at AS createdAt FROM blob_inline WHERE sha256 > ? ORDER BY sha256 LIMIT ?',
-      ),
+      after: db.prepare<[string, number], { sha256: string; size: number; createdAt: number }>(dialect(db, SQL.after)),
     }
   }
 

@@ -1,4 +1,5 @@
 import type { DB } from '../database'
+import { engineOf, type Engine } from '../engine'
 
 /** One lease: who holds `name`, until when (epoch ms). */
 export interface LeaseRow {
@@ -15,16 +16,15 @@ export interface LeaseRow {
 export class LeasesRepo {
   private readonly stmts
 
-  constructor(db: DB) {
+  constructor(database: DB | Engine) {
+    const db = engineOf(database)
     this.stmts = {
-      take: db
-        .prepare<{ name: string; holder: string; now: number; until: number }, string>(
-          `INSERT INTO leases (name, holder, expires_at) VALUES (@name, @holder, @until)
-           ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
-             WHERE leases.holder = excluded.holder OR leases.expires_at <= @now
-           RETURNING holder`,
-        )
-        .pluck(),
+      take: db.pluck<[{ name: string; holder: string; now: number; until: number }], string>(
+        `INSERT INTO leases (name, holder, expires_at) VALUES (@name, @holder, @until)
+         ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+           WHERE leases.holder = excluded.holder OR leases.expires_at <= @now
+         RETURNING holder`,
+      ),
       release: db.prepare('DELETE FROM leases WHERE name = ? AND holder = ?'),
       get: db.prepare<[string], { name: string; holder: string; expires_at: number }>('SELECT * FROM leases WHERE name = ?'),
       clear: db.prepare('DELETE FROM leases'),

@@ -1,4 +1,5 @@
 import type { DB } from '../database'
+import { engineOf, type Engine } from '../engine'
 
 export type LockMode = 'GOVERNANCE' | 'COMPLIANCE'
 
@@ -27,7 +28,8 @@ interface LockRow {
 export class ObjectLocksRepo {
   private readonly stmts
 
-  constructor(db: DB) {
+  constructor(database: DB | Engine) {
+    const db = engineOf(database)
     // "Locked at now": a legal hold, or a retain-until date still ahead of the server clock.
     const LOCKED = '(legal_hold = 1 OR (lock_until IS NOT NULL AND lock_until > @now))'
     this.stmts = {
@@ -37,13 +39,13 @@ export class ObjectLocksRepo {
       ofFile: db.prepare<[string], LockRow>('SELECT lock_mode, lock_until, legal_hold FROM object_versions WHERE file_id = ?'),
       setRetention: db.prepare('UPDATE object_versions SET lock_mode = ?, lock_until = ? WHERE workspace_id = ? AND object_key = ? AND version_id = ?'),
       setLegalHold: db.prepare('UPDATE object_versions SET legal_hold = ? WHERE workspace_id = ? AND object_key = ? AND version_id = ?'),
-      inWorkspace: db.prepare<{ workspaceId: string; now: number; limit: number }, { object_key: string; version_id: string }>(
+      inWorkspace: db.prepare<[{ workspaceId: string; now: number; limit: number }], { object_key: string; version_id: string }>(
         `SELECT object_key, version_id FROM object_versions WHERE workspace_id = @workspaceId AND ${LOCKED} ORDER BY object_key LIMIT @limit`,
       ),
-      ofTenant: db.prepare<{ tenantId: string; now: number; limit: number }, { workspace_id: string; object_key: string; version_id: string }>(
+      ofTenant: db.prepare<[{ tenantId: string; now: number; limit: number }], { workspace_id: string; object_key: string; version_id: string }>(
         `SELECT workspace_id, object_key, version_id FROM object_versions WHERE tenant_id = @tenantId AND ${LOCKED} ORDER BY workspace_id, object_key LIMIT @limit`,
       ),
-      fileLocked: db.prepare<{ fileId: string; now: number }, number>(`SELECT 1 FROM object_versions WHERE file_id = @fileId AND ${LOCKED}`).pluck(),
+      fileLocked: db.pluck<[{ fileId: string; now: number }], number>(`SELECT 1 FROM object_versions WHERE file_id = @fileId AND ${LOCKED}`),
     }
   }
 

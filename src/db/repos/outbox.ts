@@ -1,4 +1,5 @@
 import type { DB } from '../database'
+import { dialect, engineOf, type Engine } from '../engine'
 
 export type OutboxStatus = 'pending' | 'delivered' | 'dead'
 export type FileEventName = 'file.uploaded' | 'file.failed' | 'file.deleted'
@@ -53,24 +54,44 @@ const toEvent = (r: Row): OutboxEvent => ({
   deliveredAt: r.delivered_at,
 })
 
+/** Where the two databases differ (engine.ts), side by side. */
+const SQL = {
+  // PostgreSQL before 16 wants an alias on a subquery in FROM.
+  dueFair: {
+    sqlite: `SELECT * FROM (
+           SELECT *, row_number() OVER (PARTITION BY tenant_id ORDER BY next_attempt_at, id) AS turn
+           FROM outbox WHERE status = 'pending' AND next_attempt_at <= @now
+         ) WHERE turn <= @perTenant ORDER BY turn, next_attempt_at, id LIMIT @limit`,
+    postgres: `SELECT * FROM (
+           SELECT *, row_number() OVER (PARTITION BY tenant_id ORDER BY next_attempt_at, id) AS turn
+           FROM outbox WHERE status = 'pending' AND next_attempt_at <= @now
+         ) AS due WHERE turn <= @perTenant ORDER BY turn, next_attempt_at, id LIMIT @limit`,
+  },
+  // PostgreSQL cannot type a parameter that is only tested for NULL first: it is cast to text.
+  listForTenant: {
+    sqlite: `SELECT * FROM outbox WHERE tenant_id = @tenantId AND (@status IS NULL OR status = @status) ORDER BY created_at DESC, id DESC LIMIT @limit`,
+    postgres: `SELECT * FROM outbox WHERE tenant_id = @tenantId AND (@status::text IS NULL OR status = @status) ORDER BY created_at DESC, id DESC LIMIT @limit`,
+  },
+  list: {
+    sqlite: `SELECT * FROM outbox WHERE (@status IS NULL OR status = @status) ORDER BY created_at DESC, id DESC LIMIT @limit`,
+    postgres: `SELECT * FROM outbox WHERE (@status::text IS NULL OR status = @status) ORDER BY created_at DESC, id DESC LIMIT @limit`,
+  },
+}
+
 /** SQL for the outbox table; no rules here. */
 export class OutboxRepo {
   private readonly stmts
 
-  constructor(db: DB) {
+  constructor(database: DB | Engine) {
+    const db = engineOf(database)
     this.stmts = {
       insert: db.prepare(
         `INSERT INTO outbox (id, tenant_id, file_id, event, url, payload, status, next_attempt_at, created_at, updated_at)
          VALUES (@id, @tenantId, @fileId, @event, @url, @payload, 'pending', @now, @now, @now)`,
       ),
       get: db.prepare<[string], Row>('SELECT * FROM outbox WHERE id = ?'),
-      dueFair: db.prepare<[{ now: number; perTenant: number; limit: number }], Row>(
-        `SELECT * FROM (
-           SELECT *, row_number() OVER (PARTITION BY tenant_id ORDER BY next_attempt_at, id) AS turn
-           FROM outbox WHERE status = 'pending' AND next_attempt_at <= @now
-         ) WHERE turn <= @perTenant ORDER BY turn, next_attempt_at, id LIMIT @limit`,
-      ),
-      nextDueAt: db.prepare<[], number | null>(`SELECT min(next_attempt_at) FROM outbox WHERE status = 'pending'`).pluck(),
+      dueFair: db.prepare<[{ now: number; perTenant: number; limit: number }], Row>(dialect(db, SQL.dueFair)),
+      nextDueAt: db.pluck<[], number | null>(`SELECT min(next_attempt_at) FROM outbox WHERE status = 'pending'`),
       delivered: db.prepare(
         `UPDATE outbox SET status = 'delivered', attempts = attempts + 1, last_error = NULL, delivered_at = @now, updated_at = @now WHERE id = @id AND status = 'pending'`,
       ),
@@ -80,16 +101,12 @@ export class OutboxRepo {
            next_attempt_at = @nextAttemptAt
          WHERE id = @id AND status = 'pending'`,
       ),
-      listForTenant: db.prepare<[{ tenantId: string; status: string | null; limit: number }], Row>(
-        `SELECT * FROM outbox WHERE tenant_id = @tenantId AND (@status IS NULL OR status = @status) ORDER BY created_at DESC, id DESC LIMIT @limit`,
-      ),
+      listForTenant: db.prepare<[{ tenantId: string; status: string | null; limit: number }], Row>(dialect(db, SQL.listForTenant)),
       getForTenant: db.prepare<[string, string], Row>('SELECT * FROM outbox WHERE id = ? AND tenant_id = ?'),
       retryDead: db.prepare(
         `UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = @now, updated_at = @now WHERE id = @id AND tenant_id = @tenantId AND status = 'dead'`,
       ),
-      list: db.prepare<[{ status: string | null; limit: number }], Row>(
-        `SELECT * FROM outbox WHERE (@status IS NULL OR status = @status) ORDER BY created_at DESC, id DESC LIMIT @limit`,
-      ),
+      list: db.prepare<[{ status: string | null; limit: number }], Row>(dialect(db, SQL.list)),
       retry: db.prepare(`UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = @now, updated_at = @now WHERE id = @id AND status != 'pending'`),
       retryAllDead: db.prepare(`UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = @now, updated_at = @now WHERE status = 'dead'`),
       dropPending: db.prepare(`DELETE FROM outbox WHERE tenant_id = ? AND status = 'pending'`),

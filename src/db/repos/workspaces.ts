@@ -1,4 +1,5 @@
 import type { DB } from '../database'
+import { engineOf, type Engine } from '../engine'
 
 /** A workspace row. Times are epoch milliseconds. */
 export interface Workspace {
@@ -47,7 +48,8 @@ const COLUMNS = 'id, tenant_id, name, slug, quota_bytes, used_bytes, metadata, w
 export class WorkspacesRepo {
   private readonly stmts
 
-  constructor(db: DB) {
+  constructor(database: DB | Engine) {
+    const db = engineOf(database)
     this.stmts = {
       getLive: db.prepare<[string, string], Row>(`SELECT ${COLUMNS} FROM workspaces WHERE id = ? AND tenant_id = ? AND deleted_at IS NULL`),
       bySlug: db.prepare<[string, string], Row>(`SELECT ${COLUMNS} FROM workspaces WHERE tenant_id = ? AND slug = ? AND deleted_at IS NULL`),
