@@ -2,7 +2,6 @@ import { createHash, createHmac, hkdfSync, randomBytes, timingSafeEqual } from '
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { KmsKeyRing } from '../lib/kms-keys'
 import type { StoredSse } from '../db/repos/objects'
-import type { BucketEncryption } from '../services/bucket-encryption'
 import { S3Error } from './errors'
 import type { ObjectKey } from './sealed-objects'
 
@@ -107,6 +106,17 @@ function kmsSseKey(ring: KmsKeyRing, keyId: string): SseKey {
   if (!key) throw new S3Error('InvalidArgument', `Invalid keyId ${keyId}: no such key in Coffer's key ring (COFFER_KMS_KEYS_FILE)`)
   return key
 }
+
+/**
+ * A bucket's (workspace's) default encryption, as PutBucketEncryption sets it (#27): here, beside
+ * writeKey which applies it, so that the service storing it (services/bucket-encryption.ts)
+ * imports this module and not the other way round.
+ */
+export type BucketEncryption =
+  /** SSE-S3: Coffer's own keys (the encrypted data dir). */
+  | { algorithm: 'AES256' }
+  /** SSE-KMS with a key of Coffer's key ring; `keyId` absent: the ring's default key at each write. */
+  | { algorithm: 'aws:kms'; keyId?: string }
 
 /**
  * The key a write seals its object under: the request's (customer key, or aws:kms with its key id

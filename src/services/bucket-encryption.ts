@@ -1,14 +1,9 @@
 import type { BucketConfigsService } from './bucket-configs'
 import type { KmsKeyRing } from '../lib/kms-keys'
 import { AppError } from '../errors'
-import { kmsKey, type SseKey } from '../s3/sse'
+import { kmsKey, type BucketEncryption, type SseKey } from '../s3/sse'
 
-/** A bucket's (workspace's) default encryption, as PutBucketEncryption sets it (#27). */
-export type BucketEncryption =
-  /** SSE-S3: Coffer's own keys (the encrypted data dir). */
-  | { algorithm: 'AES256' }
-  /** SSE-KMS with a key of Coffer's key ring; `keyId` absent: the ring's default key at each write. */
-  | { algorithm: 'aws:kms'; keyId?: string }
+export type { BucketEncryption } from '../s3/sse'
 
 const FAMILY = 'encryption'
 
