@@ -90,9 +90,9 @@ PIDS+=($!)
 for _ in $(seq 100); do [ -s ephemeral.json ] && break; sleep 0.1; done
 grep -qE '^\{"url":"http://127\.0\.0\.1:[0-9]+","adminApiKey":"[^"]{16,}","tenant":\{"id":"[0-9a-f-]{36}","apiKey":"sk_test_[^"]+"\},"s3":\{"endpoint":"http://127\.0\.0\.1:[0-9]+","region":"[a-z0-9-]+","accessKeyId":"CK[A-Z0-9]{18}","secretAccessKey":"[^"]{40}"\}\}$' ephemeral.json ||
   fail "the JSON line: $(cat ephemeral.json) $(cat ephemeral.log)"
-# The S3 listener answers, in S3's XML error shape, that anonymous requests are refused.
+# The S3 listener answers, in S3's XML error shape, that an anonymous read of a private object is refused.
 S3=$(sed -E 's/.*"endpoint":"([^"]+)".*/\1/' ephemeral.json)
-curl -s "$S3/" | grep -q '<Code>AccessDenied</Code>' || fail "the S3 endpoint $S3 did not answer AccessDenied"
+curl -s "$S3/private/key" | grep -q '<Code>AccessDenied</Code>' || fail "the S3 endpoint $S3 did not answer AccessDenied"
 roundtrip "$(field url < ephemeral.json)" "$(field apiKey < ephemeral.json)"
 stop "${PIDS[-1]}"
 [ "$(wc -l < ephemeral.json)" = 1 ] || fail "more than one line on stdout"
