@@ -97,6 +97,11 @@ export interface BlobStore {
   /** Where the content lives, for /ready, logs and `coffer backup`: `disk <dir>` or `s3 <endpoint>/<bucket>/<prefix>`. */
   readonly description: string
   stage(source: Readable, guard: StageGuard): Promise<StagedBlob>
+  /**
+   * Throws when a body of this announced length cannot be staged at all (the in-memory budget,
+   * memory-budget.ts): checked before a client waiting on `Expect: 100-continue` is told to send it.
+   */
+  admit?(expectedBytes: number): void
   place(staged: StagedBlob): Promise<void>
   /** Inside the commit transaction: re-places the staged content if a collector removed the blob meanwhile. */
   ensurePlaced(staged: StagedBlob): void

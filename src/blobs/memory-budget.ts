@@ -55,8 +55,12 @@ export class MemoryBudget implements BlobStore {
     )
   }
 
+  admit(expectedBytes: number): void {
+    if (this.used() + expectedBytes > this.maxBytes) throw this.refusal()
+  }
+
   async stage(source: Readable, guard: StageGuard): Promise<StagedBlob> {
-    if (guard.expectedBytes !== undefined && this.used() + guard.expectedBytes > this.maxBytes) throw this.refusal()
+    if (guard.expectedBytes !== undefined) this.admit(guard.expectedBytes)
     let mine = 0
     const onChunk = (bytes: number) => {
       mine += bytes

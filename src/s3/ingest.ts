@@ -45,7 +45,7 @@ const header = (h: BodySpec['headers'], name: string): string | undefined => {
  * on any failure the staged file is discarded and the error is S3's.
  */
 export async function ingest(
-  store: Pick<BlobStore, 'stage' | 'discard'>,
+  store: Pick<BlobStore, 'stage' | 'discard' | 'admit'>,
   spec: BodySpec,
   limit: { maxBytes: number; overflow: () => Error },
   /** Counts the bytes in flight against the quotas (Quotas.stream): all announced ones at once, else as they arrive; may throw. */
@@ -104,6 +104,8 @@ export async function ingest(
       if (past > 0) onChunk(Math.min(bytes, past))
     }
   }
+  // A body the store cannot take at all is refused before a client waiting on 100-continue sends it.
+  if (expectedBytes !== undefined) store.admit?.(expectedBytes)
   const digest = new DigestStream(algorithms)
   spec.proceed?.()
   const body = connect(spec.source, decoder, digest)
