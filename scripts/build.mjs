@@ -172,6 +172,24 @@ const pgNativePlugin = {
 }
 
 /**
+ * What the main script and the PostgreSQL worker are both bundled as: one CommonJS file for Node 24.
+ * No comments or indentation: comments carried non-ASCII characters (→, —, §), which made V8 hold
+ * the whole 6 MB source as a two-byte string, decode it and compute its line ends at every start.
+ * Stack traces name functions as before; their line numbers were bundle lines already (there is no
+ * source map).
+ */
+const NODE_BUNDLE = {
+  bundle: true,
+  platform: 'node',
+  target: 'node24',
+  format: 'cjs',
+  minifySyntax: true,
+  minifyWhitespace: true,
+  legalComments: 'none',
+  sourcemap: false,
+}
+
+/**
  * The PostgreSQL bridge's worker thread (src/db/pg/worker.ts, #30) as a bundle of its own, pg and
  * its dependencies inlined (about 120 KiB): the thread runs it, the main script never evaluates it.
  */
@@ -180,14 +198,7 @@ async function buildPgWorker() {
     entryPoints: [path.join(root, 'src', 'db', 'pg', 'worker.ts')],
     outfile: PG_WORKER_ASSET,
     write: false,
-    bundle: true,
-    platform: 'node',
-    target: 'node24',
-    format: 'cjs',
-    minifySyntax: true,
-    minifyWhitespace: true,
-    legalComments: 'none',
-    sourcemap: false,
+    ...NODE_BUNDLE,
     plugins: [pgNativePlugin],
     logLevel: 'warning',
     metafile: true,
@@ -247,18 +258,7 @@ export async function build({ arch = process.arch, out = outFile, addonDest = ad
     outfile: out,
     // Written by hand below: test files build concurrently, and none may read half a bundle.
     write: false,
-    bundle: true,
-    platform: 'node',
-    target: 'node24',
-    format: 'cjs',
-    minifySyntax: true,
-    // No comments or indentation in the bundle: comments carried non-ASCII characters (→, —, §),
-    // which made V8 hold the whole 6 MB source as a two-byte string, decode it and compute its
-    // line ends at every start. Stack traces name functions as before; their line numbers were
-    // bundle lines already (there is no source map).
-    minifyWhitespace: true,
-    legalComments: 'none',
-    sourcemap: false,
+    ...NODE_BUNDLE,
     // The web console rides inside the bundle as one constant (src/http/routes/console.ts).
     define: {
       __COFFER_BUNDLE__: 'true',
