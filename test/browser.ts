@@ -4,8 +4,9 @@ import path from 'node:path'
 import zlib from 'node:zlib'
 import { spawnSync } from 'node:child_process'
 import type { Test } from 'tap'
-import { chromium, type BrowserContext } from 'playwright-core'
-import { ROOT } from './process-helper'
+import { chromium, type BrowserContext, type Page } from 'playwright-core'
+import { buildBundle, ROOT, startCoffer, type Running } from './process-helper'
+import { tempDir } from './helper'
 
 export const CHROMIUM = '/usr/bin/chromium'
 
@@ -112,3 +113,31 @@ export function textPdf(text: string): Buffer {
  * run leaves the checkout as it found it; otherwise the screenshots go to the test's temp dir. */
 export const SCREENSHOTS = path.join(ROOT, 'test', 'screenshots')
 export const UPDATE_SCREENSHOTS = process.env.COFFER_UPDATE_SCREENSHOTS === '1'
+
+/** The JSON line of `coffer serve --ephemeral`. */
+export interface Ephemeral {
+  url: string
+  adminApiKey: string
+  tenant: { id: string; apiKey: string }
+  s3: { endpoint: string; region: string; accessKeyId: string; secretAccessKey: string }
+}
+
+/** The real bundle served `--ephemeral` (the console is compiled into it), stopped when the test ends. */
+export async function startEphemeral(t: Test): Promise<Ephemeral> {
+  buildBundle()
+  const cwd = tempDir(t)
+  const server: Running = await startCoffer(['serve', '--ephemeral', '--port', '0'], { cwd, env: { TMPDIR: cwd }, ready: /^\{"url":"(http:\/\/[^"]+)"/ })
+  t.teardown(async () => {
+    server.child.kill('SIGTERM')
+    await server.exited
+  })
+  return JSON.parse(server.stdout.find((l) => l.startsWith('{"url"'))!) as Ephemeral
+}
+
+/** Fails the test on any script error or CSP violation the page reports. */
+export function watchPage(t: Test, page: Page): void {
+  page.on('pageerror', (err) => t.fail(`page error: ${err.message}`))
+  page.on('console', (m) => {
+    if (/Content Security Policy|Refused to/i.test(m.text())) t.fail(`CSP violation: ${m.text()}`)
+  })
+}

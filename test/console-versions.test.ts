@@ -1,41 +1,14 @@
-import t, { type Test } from 'tap'
+import t from 'tap'
 import fs from 'node:fs'
 import { createHash } from 'node:crypto'
-import type { Page } from 'playwright-core'
 import { CreateBucketCommand, DeleteObjectCommand, GetObjectCommand, PutBucketVersioningCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3'
-import { buildBundle, startCoffer, type Running } from './process-helper'
-import { tempDir } from './helper'
-import { CHROMIUM, launchBrowser } from './browser'
+import { CHROMIUM, launchBrowser, startEphemeral, watchPage } from './browser'
 
 // The console's versions view (#25) in Debian's chromium: a key's versions listed with their date,
 // size, hash and current marker; an older one restored (with a confirmation, by keyboard) and its
 // bytes downloaded; a deleted key found among the deleted files and restored through its versions.
 
 if (!fs.existsSync(CHROMIUM)) t.setTimeout(20 * 60_000)
-
-interface Ephemeral {
-  url: string
-  tenant: { id: string; apiKey: string }
-  s3: { endpoint: string; region: string; accessKeyId: string; secretAccessKey: string }
-}
-
-async function startEphemeral(t: Test): Promise<Ephemeral> {
-  buildBundle()
-  const cwd = tempDir(t)
-  const server: Running = await startCoffer(['serve', '--ephemeral', '--port', '0'], { cwd, env: { TMPDIR: cwd }, ready: /^\{"url":"(http:\/\/[^"]+)"/ })
-  t.teardown(async () => {
-    server.child.kill('SIGTERM')
-    await server.exited
-  })
-  return JSON.parse(server.stdout.find((l) => l.startsWith('{"url"'))!) as Ephemeral
-}
-
-function watchPage(t: Test, page: Page): void {
-  page.on('pageerror', (err) => t.fail(`page error: ${err.message}`))
-  page.on('console', (m) => {
-    if (/Content Security Policy|Refused to/i.test(m.text())) t.fail(`CSP violation: ${m.text()}`)
-  })
-}
 
 const sha = (s: string) => createHash('sha256').update(s).digest('hex')
 

@@ -2,9 +2,8 @@ import t, { type Test } from 'tap'
 import fs from 'node:fs'
 import path from 'node:path'
 import type { Page } from 'playwright-core'
-import { buildBundle, startCoffer, type Running } from './process-helper'
 import { tempDir } from './helper'
-import { CHROMIUM, launchBrowser, noisePng, SCREENSHOTS, textPdf, UPDATE_SCREENSHOTS } from './browser'
+import { CHROMIUM, launchBrowser, noisePng, SCREENSHOTS, startEphemeral, textPdf, UPDATE_SCREENSHOTS, watchPage } from './browser'
 import { CONSOLE_CSP } from '../src/http/routes/console'
 import { formatBytes } from '../src/console/format'
 
@@ -14,31 +13,6 @@ import { formatBytes } from '../src/console/format'
 // Installing chromium (scripts/chromium.sh) may wait for another apt run to finish: give this file
 // the time then (CI installs it before the tests).
 if (!fs.existsSync(CHROMIUM)) t.setTimeout(20 * 60_000)
-
-interface Ephemeral {
-  url: string
-  adminApiKey: string
-  tenant: { id: string; apiKey: string }
-}
-
-async function startEphemeral(t: Test): Promise<Ephemeral> {
-  buildBundle()
-  const cwd = tempDir(t)
-  const server: Running = await startCoffer(['serve', '--ephemeral', '--port', '0'], { cwd, env: { TMPDIR: cwd }, ready: /^\{"url":"(http:\/\/[^"]+)"/ })
-  t.teardown(async () => {
-    server.child.kill('SIGTERM')
-    await server.exited
-  })
-  return JSON.parse(server.stdout.find((l) => l.startsWith('{"url"'))!) as Ephemeral
-}
-
-/** Fails the test on any script error or CSP violation the page reports. */
-function watchPage(t: Test, page: Page): void {
-  page.on('pageerror', (err) => t.fail(`page error: ${err.message}`))
-  page.on('console', (m) => {
-    if (/Content Security Policy|Refused to/i.test(m.text())) t.fail(`CSP violation: ${m.text()}`)
-  })
-}
 
 async function screenshots(t: Test, page: Page, name: string): Promise<void> {
   const dir = UPDATE_SCREENSHOTS ? SCREENSHOTS : tempDir(t)
