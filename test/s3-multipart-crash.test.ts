@@ -3,32 +3,19 @@
 // next start removes it without an operator, and the object and its retried Complete are intact.
 // On the run's blob store: COFFER_TEST_BLOB_STORE=s3 runs it with the content on the Ceph gateway.
 import { createHash } from 'node:crypto'
-import path from 'node:path'
 import t from 'tap'
-import Database from 'better-sqlite3'
-import { CreateBucketCommand, CreateMultipartUploadCommand, GetObjectCommand, S3Client, UploadPartCommand } from '@aws-sdk/client-s3'
-import { buildBundle, createTenantOverHttp, runCoffer, startCoffer, type Running } from './process-helper'
-import { purgeStoredBlobs, storedSizes, tempDir, testStoreEnv, TEST_BLOB_STORE } from './helper'
+import { CreateBucketCommand, CreateMultipartUploadCommand, GetObjectCommand, UploadPartCommand } from '@aws-sdk/client-s3'
+import { buildBundle, runCoffer } from './process-helper'
+import { storedSizes, TEST_BLOB_STORE } from './helper'
 import { completeCommand, pattern } from './s3-helper'
+import { crashServer, storeEnv } from './s3-crash-harness'
 
 t.setTimeout(240_000)
 
 buildBundle()
 
-const ADMIN = 'mpcrash-admin-key-0123456789'
 const MiB = 1024 * 1024
 const sha = (b: Buffer | Uint8Array) => createHash('sha256').update(b).digest('hex')
-const storeEnv = testStoreEnv()
-
-async function start(cwd: string, env: Record<string, string> = {}): Promise<{ server: Running; api: string; s3: string }> {
-  const server = await startCoffer(['serve', '--port', '0', '--s3-port', '0', '--data-dir', 'data'], {
-    cwd,
-    env: { ...storeEnv, COFFER_ADMIN_API_KEY: ADMIN, COFFER_LOG_LEVEL: 'info', ...env },
-    ready: /coffer S3 listening on (http:\/\/[^\s"]+)/,
-  })
-  const api = /coffer listening on (http:\/\/[^\s"]+)/.exec(server.lines.join('\n'))![1]!
-  return { server, api, s3: server.url }
-}
 
 interface VerifyJson {
   ok: boolean
@@ -46,19 +33,9 @@ function verify(cwd: string): VerifyJson {
 }
 
 t.test(`SIGKILL after a Complete committed, before its parts went (${TEST_BLOB_STORE} blob store)`, async (t) => {
-  const cwd = tempDir(t, 'coffer-mpcrash-')
-  const dataDir = path.join(cwd, 'data')
-  t.teardown(() => purgeStoredBlobs(storeEnv, dataDir))
-  const first = await start(cwd, { COFFER_TEST_CRASH_AT: 's3-complete-committed' })
-  const api = first.api
-  let { server, s3 } = first
-  t.teardown(() => void server.child.kill('SIGKILL'))
-  const tenant = await createTenantOverHttp(api, ADMIN, { name: 'mpcrash', quotaBytes: 100 * MiB })
-  const credRes = await fetch(`${api}/api/v1/admin/tenants/${tenant.id}/s3-credentials`, { method: 'POST', headers: { authorization: `Bearer ${ADMIN}` } })
-  const credentials = (await credRes.json()) as { accessKeyId: string; secretAccessKey: string }
-  const client = (endpoint: string) => new S3Client({ endpoint, region: 'us-east-1', forcePathStyle: true, credentials, maxAttempts: 1 })
-  let c = client(s3)
-  t.teardown(() => c.destroy())
+  const crash = await crashServer(t, 'mpcrash', { firstEnv: { COFFER_TEST_CRASH_AT: 's3-complete-committed' }, quotaBytes: 100 * MiB })
+  const { cwd, dataDir } = crash
+  let c = crash.client()
 
   await c.send(new CreateBucketCommand({ Bucket: 'crash' }))
   const parts = [pattern(5 * MiB, 1), pattern(5 * MiB, 2), pattern(5 * MiB, 3), pattern(300_000, 4)]
@@ -74,26 +51,20 @@ t.test(`SIGKILL after a Complete committed, before its parts went (${TEST_BLOB_S
     () => 'lost',
   )
   t.equal(lost, 'lost', 'the Complete never got its answer')
-  const died = await Promise.race([server.exited, new Promise((r) => setTimeout(() => r('still running'), 10_000))])
+  const died = await Promise.race([crash.server.exited, new Promise((r) => setTimeout(() => r('still running'), 10_000))])
   t.equal(died, 'SIGKILL', 'the server died at the crash point')
   if (died !== 'SIGKILL') return
   c.destroy()
 
   // What the crash left: the object committed, its parts' rows gone, their content still stored.
   const partShas = parts.map(sha)
-  const inspect = () => {
-    const db = new Database(path.join(dataDir, 'coffer.db'), { readonly: true, fileMustExist: true })
-    try {
-      return {
-        object: db.prepare("SELECT sha256 FROM files WHERE object_key = 'big' AND deleted_at IS NULL").pluck().get(),
-        parts: db.prepare('SELECT count(*) FROM s3_parts').pluck().get(),
-        blobRows: new Set(db.prepare('SELECT sha256 FROM blobs').pluck().all() as string[]),
-        used: db.prepare('SELECT used_bytes FROM tenants WHERE id = ?').pluck().get(tenant.id),
-      }
-    } finally {
-      db.close()
-    }
-  }
+  const inspect = () =>
+    crash.inspect((db) => ({
+      object: db.prepare("SELECT sha256 FROM files WHERE object_key = 'big' AND deleted_at IS NULL").pluck().get(),
+      parts: db.prepare('SELECT count(*) FROM s3_parts').pluck().get(),
+      blobRows: new Set(db.prepare('SELECT sha256 FROM blobs').pluck().all() as string[]),
+      used: db.prepare('SELECT used_bytes FROM tenants WHERE id = ?').pluck().get(crash.tenantId),
+    }))
   const after = inspect()
   t.equal(after.object, sha(object), 'the object was committed')
   t.equal(after.parts, 0, 'with its parts')
@@ -113,9 +84,9 @@ t.test(`SIGKILL after a Complete committed, before its parts went (${TEST_BLOB_S
   t.match(text.stdout, /4 unreferenced/, 'the text report counts them')
 
   // The next start removes them, without an operator.
-  ;({ server, s3 } = await start(cwd))
+  await crash.start()
   t.ok(
-    server.lines.some((l) => l.includes('removed content released before the previous run stopped')),
+    crash.server.lines.some((l) => l.includes('removed content released before the previous run stopped')),
     'the start says it removed them',
   )
   stored = await storedSizes(storeEnv, dataDir)
@@ -130,15 +101,15 @@ t.test(`SIGKILL after a Complete committed, before its parts went (${TEST_BLOB_S
   t.equal(clean.used, object.length, 'usage is still exact')
 
   // The client's retry of the Complete whose answer was lost: 200, the same object.
-  c = client(s3)
+  c = crash.client()
   const retried = await c.send(completeCommand('crash', 'big', UploadId, etags))
   t.match(retried.ETag, /-4"$/, 'the retried Complete answers 200 with the multipart ETag')
   const got = await c.send(new GetObjectCommand({ Bucket: 'crash', Key: 'big' }))
   t.equal(sha(await got.Body!.transformToByteArray()), sha(object), 'the object reads back byte for byte')
   t.equal(got.ETag, retried.ETag)
 
-  server.child.kill('SIGTERM')
-  t.equal(await server.exited, 0)
+  crash.server.child.kill('SIGTERM')
+  t.equal(await crash.server.exited, 0)
   const final = verify(cwd)
   t.same([final.unreferenced, final.orphans, final.missing, final.corrupt], [[], [], [], []], 'coffer verify: nothing left over')
 })
