@@ -3,8 +3,10 @@ import fs from 'node:fs'
 import net from 'node:net'
 import path from 'node:path'
 import { spawn } from 'node:child_process'
-import { tempDir } from './helper'
-import { ROOT, buildBundle } from './process-helper'
+import { makeApp, tempDir } from './helper'
+import { ROOT, buildBundle, runCoffer } from './process-helper'
+import { configHelp } from '../src/config'
+import { OPERATIONS } from '../src/s3/operations'
 import { TEST_LOG_DIR } from './log-scan/secrets'
 
 // README's commands run as written (#31): every ```sh block marked `<!-- runnable -->` on the line
@@ -99,6 +101,53 @@ t.test('every #anchor link of README names one of its headings, the contents lis
     t.ok(contents?.[1]?.includes(`[${name}]`), `the contents list names "${name}"`)
   }
   for (const m of README.matchAll(/\]\(#([^)]+)\)/g)) t.ok(known.has(m[1]!), `#${m[1]} is a heading`)
+})
+
+/** README's text from the heading `start` to the next heading of the same level or above (fences skipped). */
+function section(start: string): string {
+  const lines = README.split('\n')
+  const from = lines.indexOf(start)
+  if (from < 0) return ''
+  const level = /^#+/.exec(start)![0].length
+  let fenced = false
+  let to = lines.length
+  for (let i = from + 1; i < lines.length; i++) {
+    if (lines[i]!.startsWith('```')) fenced = !fenced
+    const m = !fenced && /^(#+) /.exec(lines[i]!)
+    if (m && m[1]!.length <= level) {
+      to = i
+      break
+    }
+  }
+  return lines.slice(from, to).join('\n')
+}
+
+t.test("README's reference is complete: every setting, command, route and S3 operation", async (t) => {
+  const settings = section('## Configuration')
+  for (const row of configHelp()) t.match(settings, `| \`${row.env}\` |`, `Configuration has a row for ${row.env}`)
+
+  buildBundle()
+  const help = runCoffer(['--help'], { cwd: tempDir(t) })
+  t.equal(help.status, 0)
+  const commands = [...help.stdout.matchAll(/^ {2}([a-z][a-z0-9-]*)\b/gm)].map((m) => m[1]!)
+  t.ok(commands.length >= 15, `coffer --help lists its commands (${commands.join(' ')})`)
+  const synopsis = section('## Command line')
+  for (const c of commands) t.match(synopsis, `coffer ${c}`, `Command line shows coffer ${c}`)
+
+  const { app } = await makeApp(t)
+  const doc = (await app.inject({ url: '/openapi.json' })).json() as { paths: Record<string, Record<string, unknown>> }
+  const api = section('## API')
+  const routes = api.slice(0, api.indexOf('\n### Authentication'))
+  for (const [p, methods] of Object.entries(doc.paths)) {
+    for (const m of Object.keys(methods)) {
+      const route = `${m.toUpperCase()} ${p.replace(/\{([^}]+)\}/g, ':$1')}`
+      t.match(routes, `\`${route}\``, `the API's route table lists ${route}`)
+    }
+  }
+
+  const ops = section('## S3')
+  const table = ops.slice(ops.indexOf('**Supported operations**'), ops.indexOf('\n### Versioning'))
+  for (const op of new Set(OPERATIONS.map((o) => o.name))) t.match(table, `\`${op}\``, `S3's operations table lists ${op}`)
 })
 
 t.test("README's runnable shell blocks run as written, in order, against a fresh server", async (t) => {
