@@ -101,6 +101,12 @@ t.test('every #anchor link of README names one of its headings, the contents lis
     t.ok(contents?.[1]?.includes(`[${name}]`), `the contents list names "${name}"`)
   }
   for (const m of README.matchAll(/\]\(#([^)]+)\)/g)) t.ok(known.has(m[1]!), `#${m[1]} is a heading`)
+  // Links into the repository's other Markdown files, with or without an anchor.
+  for (const m of README.matchAll(/\]\(([\w./-]+\.md)(?:#([^)]+))?\)/g)) {
+    const file = path.join(ROOT, m[1]!)
+    t.ok(fs.existsSync(file), `${m[1]} exists`)
+    if (m[2] && fs.existsSync(file)) t.ok(anchors(fs.readFileSync(file, 'utf8')).has(m[2]), `${m[1]}#${m[2]} is a heading`)
+  }
 })
 
 /** README's text from the heading `start` to the next heading of the same level or above (fences skipped). */
