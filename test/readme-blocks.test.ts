@@ -15,7 +15,7 @@ import { TEST_LOG_DIR } from './log-scan/secrets'
 // the bundle built here under the toolchain's Node 24). Each block must exit 0, and a block's
 // `# → text` comments are its expected output (`…` matches anything), in order. README's ports
 // 8080 and 9000 become free ones, so the run never meets another server; HOME is the temp dir, so
-// no tool reads or writes the user's configuration. Links to `#anchors` must name a heading.
+// no tool reads or writes the user's configuration, and its .curlrc makes an HTTP error fail curl. Links to `#anchors` must name a heading.
 
 // Two servers, the AWS CLI, rclone and restic on a shared 2-core machine: past tap's 120 s there.
 t.setTimeout(300_000)
@@ -176,6 +176,9 @@ t.test("README's runnable shell blocks run as written, in order, against a fresh
   buildBundle()
   const dir = tempDir(t, 'coffer-readme-')
   fs.symlinkSync(path.join(ROOT, 'bin'), path.join(dir, 'bin'))
+  // curl reads ~/.curlrc: an HTTP error then fails the command (exit 22), so an example answered
+  // 401 or 404 fails its block instead of printing an error envelope and going on.
+  fs.writeFileSync(path.join(dir, '.curlrc'), '--fail\n')
   const [api, s3] = [await freePort(), await freePort()]
   // README's ports 8080 and 9000 move to free ones: in URLs, and for each `coffer serve` that
   // takes the defaults (an --ephemeral one picks free ports itself).
