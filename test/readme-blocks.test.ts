@@ -15,7 +15,9 @@ import { TEST_LOG_DIR } from './log-scan/secrets'
 // the bundle built here under the toolchain's Node 24). Each block must exit 0, and a block's
 // `# → text` comments are its expected output (`…` matches anything), in order. README's ports
 // 8080 and 9000 become free ones, so the run never meets another server; HOME is the temp dir, so
-// no tool reads or writes the user's configuration, and its .curlrc makes an HTTP error fail curl. Links to `#anchors` must name a heading.
+// no tool reads or writes the user's configuration, and its .curlrc makes an HTTP error fail curl.
+// Links to `#anchors` must name a heading, and the reference must list every setting, command,
+// route and S3 operation the code has.
 
 // Two servers, the AWS CLI, rclone and restic on a shared 2-core machine: past tap's 120 s there.
 t.setTimeout(300_000)
@@ -31,7 +33,7 @@ interface Block {
 }
 
 /** A block's `# → text` comments, as whole-line regular expressions (`…` matches anything). */
-export function expectedOutput(body: string): RegExp[] {
+function expectedOutput(body: string): RegExp[] {
   return body
     .split('\n')
     .map((b) => /^\s*# → (.*)$/.exec(b)?.[1])
@@ -40,7 +42,7 @@ export function expectedOutput(body: string): RegExp[] {
 }
 
 /** The runnable blocks of `text`, in order. */
-export function runnableBlocks(text: string): Block[] {
+function runnableBlocks(text: string): Block[] {
   const lines = text.split('\n')
   const blocks: Block[] = []
   lines.forEach((l, i) => {
@@ -56,7 +58,7 @@ export function runnableBlocks(text: string): Block[] {
 const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
 
 /** GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens; repeats get -1, -2… */
-export function anchors(text: string): Set<string> {
+function anchors(text: string): Set<string> {
   const seen = new Map<string, number>()
   const out = new Set<string>()
   let fenced = false
