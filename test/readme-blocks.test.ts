@@ -1,0 +1,252 @@
+import t from 'tap'
+import fs from 'node:fs'
+import net from 'node:net'
+import path from 'node:path'
+import { spawn, spawnSync } from 'node:child_process'
+import { makeApp, tempDir } from './helper'
+import { ROOT, buildBundle, runCoffer } from './process-helper'
+import { configHelp } from '../src/config'
+import { OPERATIONS } from '../src/s3/operations'
+import { TEST_LOG_DIR } from './log-scan/secrets'
+
+// README's commands run as written (#31): every ```sh block marked `<!-- runnable -->` on the line
+// before its fence runs, in README order, in one `bash` with `set -euo pipefail`, from a fresh
+// directory that stands for the checkout (its bin/ is the checkout's, so `coffer` is bin/coffer:
+// the bundle built here under the toolchain's Node 24). Each block must exit 0, and a block's
+// `# → text` comments are its expected output (`…` matches anything), in order. README's ports
+// 8080 and 9000 become free ones, so the run never meets another server; HOME is the temp dir, so
+// no tool reads or writes the user's configuration, and its .curlrc makes an HTTP error fail curl.
+// Links to `#anchors` must name a heading, and the reference must list every setting, command,
+// route and S3 operation the code has.
+
+// Two servers, the AWS CLI, rclone and restic on a shared 2-core machine: past tap's 120 s there.
+t.setTimeout(300_000)
+
+const README_PATH = path.join(ROOT, 'README.md')
+const MARKER = '<!-- runnable -->'
+const DEADLINE_MS = 240_000
+
+interface Block {
+  /** 1-based line of the fence in README.md. */
+  line: number
+  body: string
+}
+
+/** A block's `# → text` comments, as whole-line regular expressions (`…` matches anything). */
+function expectedOutput(body: string): RegExp[] {
+  return body
+    .split('\n')
+    .map((b) => /^\s*# → (.*)$/.exec(b)?.[1])
+    .filter((e): e is string => e !== undefined)
+    .map((e) => new RegExp(`^${e.split('…').map(escape).join('.*?')}$`))
+}
+
+/** The runnable blocks of `text`, in order. */
+function runnableBlocks(text: string): Block[] {
+  const lines = text.split('\n')
+  const blocks: Block[] = []
+  lines.forEach((l, i) => {
+    if (l.trim() !== MARKER) return
+    if (lines[i + 1] !== '```sh') throw new Error(`README.md:${i + 1}: ${MARKER} must be followed by a \`\`\`sh fence`)
+    const end = lines.findIndex((x, j) => j > i + 1 && x === '```')
+    if (end < 0) throw new Error(`README.md:${i + 2}: unclosed fence`)
+    blocks.push({ line: i + 2, body: lines.slice(i + 2, end).join('\n') })
+  })
+  return blocks
+}
+
+const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+
+/** GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens; repeats get -1, -2… */
+function anchors(text: string): Set<string> {
+  const seen = new Map<string, number>()
+  const out = new Set<string>()
+  let fenced = false
+  for (const line of text.split('\n')) {
+    if (/^```/.test(line)) fenced = !fenced
+    const m = !fenced && /^#{1,6} (.*)$/.exec(line)
+    if (!m) continue
+    const base = m[1]!
+      .replace(/<[^>]+>/g, '')
+      .toLowerCase()
+      .replace(/[^\p{L}\p{M}\p{N}\p{Pc} -]/gu, '')
+      .replace(/ /g, '-')
+    const n = seen.get(base) ?? 0
+    seen.set(base, n + 1)
+    out.add(n === 0 ? base : `${base}-${n}`)
+  }
+  return out
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer()
+    s.once('error', reject)
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as net.AddressInfo
+      s.close(() => resolve(port))
+    })
+  })
+}
+
+const README = fs.readFileSync(README_PATH, 'utf8')
+
+t.test('every #anchor link of README names one of its headings, the contents list first', async (t) => {
+  const known = anchors(README)
+  const contents = /^## Contents\n([\s\S]*?)\n## /m.exec(README)
+  t.ok(contents, 'README has a contents list')
+  const listed = [...(contents?.[1] ?? '').matchAll(/\]\(#([^)]+)\)/g)].map((m) => m[1]!)
+  t.ok(listed.length >= 20, `the contents list links every section (${listed.length})`)
+  for (const h of README.matchAll(/^## (.*)$/gm)) {
+    const name = h[1]!
+    if (name === 'Contents') continue
+    t.ok(contents?.[1]?.includes(`[${name}]`), `the contents list names "${name}"`)
+  }
+  for (const m of README.matchAll(/\]\(#([^)]+)\)/g)) t.ok(known.has(m[1]!), `#${m[1]} is a heading`)
+  // Links into the repository's other Markdown files, with or without an anchor.
+  for (const m of README.matchAll(/\]\(([\w./-]+\.md)(?:#([^)]+))?\)/g)) {
+    const file = path.join(ROOT, m[1]!)
+    t.ok(fs.existsSync(file), `${m[1]} exists`)
+    if (m[2] && fs.existsSync(file)) t.ok(anchors(fs.readFileSync(file, 'utf8')).has(m[2]), `${m[1]}#${m[2]} is a heading`)
+  }
+})
+
+/** README's text from the heading `start` to the next heading of the same level or above (fences skipped). */
+function section(start: string): string {
+  const lines = README.split('\n')
+  const from = lines.indexOf(start)
+  if (from < 0) return ''
+  const level = /^#+/.exec(start)![0].length
+  let fenced = false
+  let to = lines.length
+  for (let i = from + 1; i < lines.length; i++) {
+    if (lines[i]!.startsWith('```')) fenced = !fenced
+    const m = !fenced && /^(#+) /.exec(lines[i]!)
+    if (m && m[1]!.length <= level) {
+      to = i
+      break
+    }
+  }
+  return lines.slice(from, to).join('\n')
+}
+
+t.test("README's reference is complete: every setting, command, route and S3 operation", async (t) => {
+  const settings = section('## Configuration')
+  for (const row of configHelp()) t.match(settings, `| \`${row.env}\` |`, `Configuration has a row for ${row.env}`)
+
+  buildBundle()
+  const help = runCoffer(['--help'], { cwd: tempDir(t) })
+  t.equal(help.status, 0)
+  const commands = [...help.stdout.matchAll(/^ {2}([a-z][a-z0-9-]*)\b/gm)].map((m) => m[1]!)
+  t.ok(commands.length >= 15, `coffer --help lists its commands (${commands.join(' ')})`)
+  const synopsis = section('## Command line')
+  for (const c of commands) t.match(synopsis, `coffer ${c}`, `Command line shows coffer ${c}`)
+
+  const { app } = await makeApp(t)
+  const doc = (await app.inject({ url: '/openapi.json' })).json() as { paths: Record<string, Record<string, unknown>> }
+  const api = section('## API')
+  const routes = api.slice(0, api.indexOf('\n### Authentication'))
+  for (const [p, methods] of Object.entries(doc.paths)) {
+    for (const m of Object.keys(methods)) {
+      const route = `${m.toUpperCase()} ${p.replace(/\{([^}]+)\}/g, ':$1')}`
+      t.match(routes, `\`${route}\``, `the API's route table lists ${route}`)
+    }
+  }
+
+  const ops = section('## S3')
+  const table = ops.slice(ops.indexOf('**Supported operations**'), ops.indexOf('\n### Versioning'))
+  for (const op of new Set(OPERATIONS.map((o) => o.name))) t.match(table, `\`${op}\``, `S3's operations table lists ${op}`)
+})
+
+/** README's blocks drive the AWS CLI, rclone and restic: installed when missing (scripts/s3-clients.sh); a machine that cannot skips loudly, CI fails. */
+function clientsMissing(): string | undefined {
+  const r = spawnSync('bash', [path.join(ROOT, 'scripts', 's3-clients.sh')], { encoding: 'utf8', timeout: 20 * 60_000 })
+  if (r.status === 0) return undefined
+  const why = `scripts/s3-clients.sh exited ${r.status}: ${(r.stderr ?? '').trim().split('\n').slice(-3).join(' | ')}`
+  if (process.env.CI === 'true') throw new Error(`S3 clients unavailable in CI: ${why}`)
+  console.error(`\n*** SKIPPING README's runnable blocks: ${why} ***\n`)
+  return why
+}
+
+t.test("README's runnable shell blocks run as written, in order, against a fresh server", { skip: clientsMissing() ?? false }, async (t) => {
+  const blocks = runnableBlocks(README)
+  t.ok(blocks.length >= 8, `${blocks.length} runnable blocks`)
+  for (const b of blocks) {
+    for (const url of b.body.matchAll(/\bhttps?:\/\/([^/\s"'`:]+)/g)) t.equal(url[1], '127.0.0.1', `README.md:${b.line}: ${url[0]} stays on this machine`)
+  }
+
+  buildBundle()
+  const dir = tempDir(t, 'coffer-readme-')
+  fs.symlinkSync(path.join(ROOT, 'bin'), path.join(dir, 'bin'))
+  // curl reads ~/.curlrc: an HTTP error then fails the command (exit 22), so an example answered
+  // 401 or 404 fails its block instead of printing an error envelope and going on.
+  fs.writeFileSync(path.join(dir, '.curlrc'), '--fail\n')
+  const [api, s3] = [await freePort(), await freePort()]
+  // README's ports 8080 and 9000 move to free ones: in URLs, and for each `coffer serve` that
+  // takes the defaults (an --ephemeral one picks free ports itself).
+  const ports = (s: string) =>
+    s
+      .replace(/127\.0\.0\.1:8080\b/g, `127.0.0.1:${api}`)
+      .replace(/127\.0\.0\.1:9000\b/g, `127.0.0.1:${s3}`)
+      .replace(/^(\s*)coffer serve(?![^\n]*--(?:ephemeral|port|s3-port))/gm, `$1coffer serve --port ${api} --s3-port ${s3}`)
+  const script = [
+    'set -euo pipefail',
+    ...blocks.map((b, i) => `printf '\\n@@block ${i} start@@\\n'\n${ports(b.body)}\nprintf '\\n@@block ${i} end@@\\n'`),
+  ].join('\n')
+
+  const env: Record<string, string> = { HOME: dir, TMPDIR: process.env.TMPDIR ?? '/tmp', LANG: 'C.UTF-8', AWS_EC2_METADATA_DISABLED: 'true' }
+  for (const k of ['PATH', 'TERM']) if (process.env[k]) env[k] = process.env[k]
+  // One worker, as the other tests' servers.
+  env.COFFER_WORKERS = '1'
+
+  const child = spawn('bash', ['-c', script], { cwd: dir, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
+  // The blocks leave a server running: the whole process group goes when the run ends.
+  const killAll = () => {
+    try {
+      process.kill(-child.pid!, 'SIGKILL')
+    } catch {
+      // already gone
+    }
+  }
+  t.teardown(killAll)
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()))
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
+  const began = Date.now()
+  const timer = setTimeout(killAll, DEADLINE_MS)
+  const code = await new Promise<number | string>((resolve) => child.once('exit', (c, s) => resolve(c ?? s ?? -1)))
+  clearTimeout(timer)
+  t.ok(Date.now() - began < DEADLINE_MS, `ended within ${DEADLINE_MS / 1000} s (${Date.now() - began} ms)`)
+
+  // The servers' logs join the scan for credentials after the run (test/log-scan/after.ts).
+  const logs = ['coffer.log', 'fixture.log'].map((f) => path.join(dir, f)).filter((f) => fs.existsSync(f))
+  fs.mkdirSync(TEST_LOG_DIR, { recursive: true })
+  for (const f of logs) {
+    const pino = fs
+      .readFileSync(f, 'utf8')
+      .split('\n')
+      .filter((l) => l.startsWith('{"level":'))
+    fs.writeFileSync(path.join(TEST_LOG_DIR, `readme-${child.pid}-${path.basename(f)}`), pino.map((l) => `${l}\n`).join(''))
+  }
+  const log = logs.length > 0 ? fs.readFileSync(logs[0]!, 'utf8').split('\n').slice(-20).join('\n') : ''
+  blocks.forEach((b, i) => {
+    const start = stdout.indexOf(`\n@@block ${i} start@@\n`)
+    const end = stdout.indexOf(`\n@@block ${i} end@@\n`)
+    const ran = start >= 0 && end > start
+    if (!ran) {
+      if (start >= 0) t.fail(`README.md:${b.line}: the block failed (exit ${code})`, { block: b.body, stdout: stdout.slice(start), stderr, log })
+      else t.fail(`README.md:${b.line}: the block did not run (an earlier one failed)`)
+      return
+    }
+    t.pass(`README.md:${b.line}: the block exits 0`)
+    const out = stdout.slice(start + `\n@@block ${i} start@@\n`.length, end).split('\n')
+    let at = 0
+    for (const re of expectedOutput(ports(b.body))) {
+      const found = out.findIndex((l, j) => j >= at && re.test(l))
+      t.ok(found >= 0, `README.md:${b.line}: its output has a line ${re}`, found < 0 ? { output: out } : {})
+      if (found >= 0) at = found + 1
+    }
+  })
+  t.equal(code, 0, 'the whole run exits 0')
+})
