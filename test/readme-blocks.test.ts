@@ -11,7 +11,7 @@ import { TEST_LOG_DIR } from './log-scan/secrets'
 
 // README's commands run as written (#31): every ```sh block marked `<!-- runnable -->` on the line
 // before its fence runs, in README order, in one `bash` with `set -euo pipefail`, from a fresh
-// directory that stands for the checkout (its bin/ is the checkout's, so `coffer` is bin/coffer:
+// directory that stands for the checkout (its scripts/ is the checkout's, so `coffer` is scripts/bin/coffer:
 // the bundle built here under the toolchain's Node 24). Each block must exit 0, and a block's
 // `# → text` comments are its expected output (`…` matches anything), in order. README's ports
 // 8080 and 9000 become free ones, so the run never meets another server; HOME is the temp dir, so
@@ -177,7 +177,7 @@ t.test("README's runnable shell blocks run as written, in order, against a fresh
 
   buildBundle()
   const dir = tempDir(t, 'coffer-readme-')
-  fs.symlinkSync(path.join(ROOT, 'bin'), path.join(dir, 'bin'))
+  fs.symlinkSync(path.join(ROOT, 'scripts'), path.join(dir, 'scripts'))
   // curl reads ~/.curlrc: an HTTP error then fails the command (exit 22), so an example answered
   // 401 or 404 fails its block instead of printing an error envelope and going on.
   fs.writeFileSync(path.join(dir, '.curlrc'), '--fail\n')
