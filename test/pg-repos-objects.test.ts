@@ -1,0 +1,229 @@
+import t, { type Test } from 'tap'
+import path from 'node:path'
+import { openConnection, openDatabase } from '../src/db/database'
+import { engineOf, type Engine } from '../src/db/engine'
+import { PgBridge } from '../src/db/pg/bridge'
+import { PgEngine } from '../src/db/pg/engine'
+import { migratePg } from '../src/db/pg/migrate'
+import { TenantsRepo } from '../src/db/repos/tenants'
+import { WorkspacesRepo } from '../src/db/repos/workspaces'
+import { BlobsRepo } from '../src/db/repos/blobs'
+import { ObjectsRepo, type ObjectInfo } from '../src/db/repos/objects'
+import { listPage, utf8Compare, type ListResult } from '../src/s3/listing'
+import { freshSchema, withPg } from './pg/fixture'
+import { tempDir } from './helper'
+
+// The S3 objects, multipart and lifecycle repositories on both databases (#30), as
+// test/pg-repos.test.ts does the others: the same scenario runs on SQLite and on PostgreSQL, each
+// checked as it goes, and the two transcripts must be the same.
+
+interface Databases {
+  engine: Engine
+  /** A second connection to the same database: another process, another node. */
+  other: Engine
+}
+
+async function sqlite(t: Test): Promise<Databases> {
+  const dir = tempDir(t)
+  const db = openDatabase(path.join(dir, 'coffer.db'), dir)
+  const other = openConnection(path.join(dir, 'coffer.db'), dir)
+  t.teardown(() => {
+    other.close()
+    db.close()
+  })
+  return { engine: engineOf(db), other: engineOf(other) }
+}
+
+async function postgres(t: Test, url: string): Promise<Databases> {
+  const schemaUrl = await freshSchema(t, url)
+  const a = new PgBridge({ url: schemaUrl })
+  const b = new PgBridge({ url: schemaUrl })
+  t.teardown(() => {
+    a.close()
+    b.close()
+  })
+  migratePg(a)
+  return { engine: new PgEngine(a), other: new PgEngine(b) }
+}
+
+/** Runs a repository's scenario on SQLite, then on PostgreSQL, whose transcript must be the same. */
+function onBoth(title: string, scenario: (t: Test, dbs: Databases) => unknown[]): void {
+  t.test(`${title}: the same answers on SQLite and on PostgreSQL`, async (t) => {
+    let onSqlite: unknown[] = []
+    await t.test('SQLite', async (t) => {
+      onSqlite = scenario(t, await sqlite(t))
+    })
+    withPg(t, 'PostgreSQL', (url) => {
+      void t.test('PostgreSQL', async (t) => {
+        t.same(scenario(t, await postgres(t, url)), onSqlite, "PostgreSQL's answers are SQLite's")
+      })
+    })
+  })
+}
+
+const T1 = '00000000-0000-4000-8000-000000000001'
+const T2 = '00000000-0000-4000-8000-000000000002'
+const key = (n: number) => Buffer.alloc(32, n)
+/** 5 GiB, S3's largest part: sizes, their sums and offsets are past 2^32. */
+const GiB5 = 5 * 2 ** 30
+const H = ['0a', 'b1', 'B1', 'ff'].map((x) => x.repeat(32)) as [string, string, string, string]
+
+/** Two tenants, each with a bucket `photos`, and T1 an empty bucket `empty`; the blobs H. */
+function buckets(engine: Engine): void {
+  const tenants = new TenantsRepo(engine)
+  const base = { keyKind: 'live' as const, webhookSecret: 'w', quotaBytes: 2 ** 50, allowedFileTypes: [], createdAt: 1 }
+  const ws = new WorkspacesRepo(engine)
+  const w = { quotaBytes: null, metadata: null, webhookUrl: null, now: 1 }
+  const blobs = new BlobsRepo(engine)
+  engine.transaction(() => {
+    tenants.insert({ ...base, id: T1, name: 'one', keyHash: key(1) })
+    tenants.insert({ ...base, id: T2, name: 'two', keyHash: key(2) })
+    ws.insert({ ...w, id: 'w1', tenantId: T1, name: 'photos', slug: 'photos' })
+    ws.insert({ ...w, id: 'w2', tenantId: T2, name: 'photos', slug: 'photos' })
+    ws.insert({ ...w, id: 'w3', tenantId: T1, name: 'empty', slug: 'empty' })
+    H.forEach((h, i) => blobs.insertIfMissing(h, GiB5 * (i + 1), 1))
+  })
+}
+
+/**
+ * Keys whose byte order is not a locale's nor UTF-16's: punctuation around '/', upper case before
+ * lower, a precomposed and a decomposed é, U+FFFD (before U+1F600 in UTF-16, after it in UTF-8).
+ */
+const KEYS = [
+  'a',
+  'a!',
+  'a-b',
+  'a.b',
+  'a/',
+  'a/b',
+  'a/c/d',
+  'a0',
+  'B',
+  'b',
+  'é',
+  'e\u0301',
+  '\ufffd',
+  '😀',
+  '日本/語',
+  '日本語',
+  'photos/2024/x.jpg',
+  'photos/2025/y.jpg',
+  'photos/readme',
+  'z z',
+]
+
+/** A listing's page as names: objects by key, common prefixes with a trailing '…'. */
+const names = (r: ListResult) => [r.entries.map((e) => (e.kind === 'object' ? e.row.key : `${e.prefix}…`)), r.truncated]
+
+onBoth('objects', (t, { engine, other }) => {
+  const seen: unknown[] = []
+  buckets(engine)
+  const o = new ObjectsRepo(engine)
+  const info = (etag: string): ObjectInfo => ({ etag, contentType: 'text/plain', meta: { note: 'é\u0000"' }, checksum: { algorithm: 'crc32', value: 'AAAA' } })
+  const base = { tenantId: T1, workspaceId: 'w1', fileType: 'text/plain', sha256: H[0], now: 1_800_000_000_000 }
+  // Inserted out of order; the listing orders them.
+  engine.transaction(() => {
+    ;[...KEYS].reverse().forEach((k, i) => o.insertCompleted({ ...base, id: `f${i}`, key: k, originalName: k, size: GiB5 + i, info: info(`"${i}"`) }))
+    o.insertCompleted({ ...base, id: 'g-a', tenantId: T2, workspaceId: 'w2', key: 'a', originalName: 'a', size: 1, info: info('"two"') })
+  })
+  t.throws(
+    () => o.insertCompleted({ ...base, id: 'dup', key: 'a/b', originalName: 'b', size: 1, info: info('"d"') }),
+    'a key is unique among the live files of a bucket',
+  )
+  // A pending upload to a key, a failed one, and a deleted (noncurrent) file at a listed key.
+  const file = engine.prepare(
+    `INSERT INTO files (id, tenant_id, workspace_id, original_name, file_type, status, size_bytes, sha256, upload_expires_at, created_at, deleted_at, object_key)
+     VALUES (?, ?, ?, ?, 'text/plain', ?, 3, ?, 9, 1, ?, ?)`,
+  )
+  file.run('p1', T1, 'w1', 'pending', 'pending', null, null, 'pending')
+  file.run('x1', T1, 'w3', 'failed', 'failed', null, null, 'failed')
+  file.run('old', T1, 'w1', 'b', 'completed', H[1], 5, 'a/b')
+
+  seen.push(o.get('w1', 'é'), o.get('w2', 'a')?.fileId, o.get('w1', 'e\u0301')?.fileId, o.get('w1', 'pending'), o.get('w1', 'nope'))
+  t.equal(o.get('w1', '😀')!.size, GiB5 + KEYS.length - 1 - KEYS.indexOf('😀'), 'a size past 2^32 as a number')
+  seen.push(o.getInBucket(T1, 'photos', 'a/b'), o.getInBucket(T2, 'photos', 'a/b'), o.getInBucket(T2, 'photos', 'a')?.fileId)
+  seen.push(o.getInBucket(T1, 'PHOTOS', 'a'), o.getInBucket(T1, 'empty', 'a'))
+  t.equal(new ObjectsRepo(other).getInBucket(T1, 'photos', '日本/語')?.key, '日本/語', 'read by another connection')
+  seen.push(o.liveIdByKey('w1', 'pending'), o.liveIdByKey('w1', 'a/b'), o.liveIdByKey('w2', 'pending'))
+  seen.push(o.hasLiveFiles('w1'), o.hasLiveFiles('w3'), o.hasLiveFiles('w2'))
+
+  // The version a file is and its bucket's versioning; a noncurrent one's file is deleted but retained.
+  const a = o.get('w1', 'a')!
+  engine.prepare(`UPDATE workspaces SET versioning = 'Enabled' WHERE id = ?`).run('w1')
+  engine
+    .prepare(
+      `INSERT INTO object_versions (workspace_id, object_key, version_id, seq, tenant_id, file_id, size_bytes, created_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+    )
+    .run('w1', 'a', 'v-a', 1, T1, a.fileId, a.size, 1)
+  seen.push(o.get('w1', 'a'), o.byFile(a.fileId), o.byFile('old'), o.byFile('p1'), o.byFile('nope'))
+  t.equal(o.byFile('old')!.isLatest, false, "a deleted file is a noncurrent version's")
+  t.ok(o.setInfo('old', { ...info('"new"'), acl: 'public-read' }), "a noncurrent version's attributes are set")
+  t.notOk(o.setInfo('p1', info('"p"')), 'not those of a pending file')
+  seen.push(o.byFile('old')!.info)
+
+  // Every key, a page of 3 at a time from the last one: the keyset walk is in UTF-8 byte order.
+  const all: string[] = []
+  for (let after: string | undefined; ;) {
+    const page = [...o.page('w1', after === undefined ? {} : { after }, 3)].map((r) => r.key)
+    all.push(...page)
+    if (page.length < 3) break
+    after = page.at(-1)
+  }
+  t.same(all, [...KEYS].sort(utf8Compare), 'every live completed key once, in byte order')
+  seen.push(all)
+  seen.push([...o.page('w1', { from: 'a/', below: 'a0' }, 10)].map((r) => r.key))
+  seen.push([...o.page('w1', { after: 'a/b', from: 'a/', below: 'a0' }, 10)].map((r) => r.key))
+  seen.push([...o.page('w1', { from: '\ufffd' }, 2)].map((r) => r.key))
+  for (const r of o.page('w1', {}, 100)) {
+    t.equal(r.key, 'B', 'a page read as the caller iterates, and left early')
+    break
+  }
+
+  // ListObjects: prefix and delimiter, paged by the last entry (a key or a common prefix).
+  const pages = (q: { prefix: string; delimiter: string }, maxKeys: number) => {
+    const out: unknown[] = []
+    let after: string | undefined
+    for (;;) {
+      const r = listPage(o, 'w1', { ...q, after, maxKeys })
+      out.push(names(r))
+      if (!r.truncated) return out
+      after = r.last!.kind === 'object' ? r.last!.row.key : r.last!.prefix
+    }
+  }
+  seen.push(pages({ prefix: '', delimiter: '/' }, 4))
+  seen.push(pages({ prefix: 'a', delimiter: '/' }, 2))
+  seen.push(pages({ prefix: 'photos/', delimiter: '/' }, 1))
+  seen.push(pages({ prefix: '日本', delimiter: '/' }, 1000))
+  seen.push(pages({ prefix: '', delimiter: '' }, 7))
+  seen.push(pages({ prefix: 'é', delimiter: '' }, 1), pages({ prefix: '\uffff', delimiter: '/' }, 5))
+  t.same(listPage(o, 'w2', { prefix: '', delimiter: '', after: undefined, maxKeys: 10 }).entries.length, 1, "another tenant's bucket holds its own key only")
+
+  // A multipart object's part layout, offsets summed past 2^32; a copy shares it.
+  const mp = o.get('w1', 'photos/readme')!
+  engine.transaction(() =>
+    o.insertParts(mp.fileId, [
+      { partNumber: 1, size: GiB5, checksum: 'c1' },
+      { partNumber: 2, size: GiB5 },
+      { partNumber: 7, size: 10, checksum: 'c7' },
+    ]),
+  )
+  t.throws(() => o.insertParts(mp.fileId, [{ partNumber: 2, size: 1 }]), 'a part number once per object')
+  seen.push(o.part(mp.fileId, 1), o.part(mp.fileId, 7), o.part(mp.fileId, 3), o.part('nope', 1))
+  t.equal(o.part(mp.fileId, 7)!.offset, 2 * GiB5, 'the offset of a part past 2^32, as a number')
+  seen.push(o.partsPage(mp.fileId, 0, 2), o.partsPage(mp.fileId, 2, 10), o.partsPage(mp.fileId, 7, 10))
+  const z = o.get('w1', 'z z')!
+  o.copyParts(mp.fileId, z.fileId)
+  seen.push(o.partsPage(z.fileId, 0, 10), o.part(z.fileId, 7))
+
+  // A version restored by copy: the source's content under a new id, with the attributes given.
+  engine.transaction(() => {
+    engine.prepare('UPDATE files SET deleted_at = ? WHERE id = ?').run(10, z.fileId)
+    t.ok(o.insertCopy('restored', z.fileId, info('"r"'), 1_800_000_000_100))
+    t.notOk(o.insertCopy('nothing', 'p1', null, 11), 'a pending file has no content to copy')
+    t.notOk(o.insertCopy('nothing', 'nope', null, 11))
+  })
+  t.throws(() => o.insertCopy('again', 'old', null, 12), "not over the key's live object")
+  seen.push(o.get('w1', 'z z'), o.byFile('nothing'))
+  return seen
+})
