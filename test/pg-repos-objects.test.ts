@@ -9,7 +9,8 @@ import { TenantsRepo } from '../src/db/repos/tenants'
 import { WorkspacesRepo } from '../src/db/repos/workspaces'
 import { BlobsRepo } from '../src/db/repos/blobs'
 import { ObjectsRepo, type ObjectInfo } from '../src/db/repos/objects'
-import { listPage, utf8Compare, type ListResult } from '../src/s3/listing'
+import { MultipartRepo, type MultipartUpload, type Part } from '../src/db/repos/multipart'
+import { listPage, rollupPage, utf8Compare, type KeysetSource, type ListResult } from '../src/s3/listing'
 import { freshSchema, withPg } from './pg/fixture'
 import { tempDir } from './helper'
 
@@ -113,7 +114,7 @@ const KEYS = [
 ]
 
 /** A listing's page as names: objects by key, common prefixes with a trailing '…'. */
-const names = (r: ListResult) => [r.entries.map((e) => (e.kind === 'object' ? e.row.key : `${e.prefix}…`)), r.truncated]
+const names = <R extends { key: string }>(r: ListResult<R>) => [r.entries.map((e) => (e.kind === 'object' ? e.row.key : `${e.prefix}…`)), r.truncated]
 
 onBoth('objects', (t, { engine, other }) => {
   const seen: unknown[] = []
@@ -225,5 +226,123 @@ onBoth('objects', (t, { engine, other }) => {
   })
   t.throws(() => o.insertCopy('again', 'old', null, 12), "not over the key's live object")
   seen.push(o.get('w1', 'z z'), o.byFile('nothing'))
+  return seen
+})
+
+onBoth('multipart uploads', (t, { engine, other }) => {
+  const seen: unknown[] = []
+  buckets(engine)
+  const m = new MultipartRepo(engine)
+  const ws = new WorkspacesRepo(engine)
+  const tenants = new TenantsRepo(engine)
+  const now = 1_800_000_000_000
+  const upload = (id: string, key: string, createdAt: number, workspaceId = 'w1', tenantId = T1): MultipartUpload => ({
+    id,
+    tenantId,
+    workspaceId,
+    key,
+    info: { contentType: 'text/plain', meta: { a: 'é' }, checksumAlgorithm: 'crc32', checksumType: 'COMPOSITE' },
+    createdAt,
+    expiresAt: createdAt + 1000,
+  })
+  // Several uploads of one key, ids in byte order ('U…' before 'u…'); keys around '/' and multibyte.
+  engine.transaction(() => {
+    for (const [id, k, at] of [
+      ['u-b', 'k', now],
+      ['U-z', 'k', now + 1],
+      ['u-a', 'k', now + 2],
+      ['u-c', 'k/1', now + 3],
+      ['u-d', 'k-1', now + 4],
+      ['u-e', 'é/x', now + 5],
+      ['u-f', '😀', now + 6],
+      ['u-g', '\ufffd', now + 7],
+    ] as const)
+      m.insert(upload(id, k, at))
+    m.insert(upload('t2', 'k', now - 2, 'w2', T2))
+    m.insert(upload('gone', 'k', now - 1, 'w3'))
+  })
+  t.throws(() => m.insert(upload('u-a', 'other', now)), 'an upload id is unique')
+  seen.push(m.get('w1', 'u-a'), m.get('w2', 'u-a'), m.get('w1', 't2'), new MultipartRepo(other).get('w2', 't2')?.key)
+
+  // ListMultipartUploads: (key, upload id) order, paged by (key, id), rolled up at the delimiter.
+  const source = (workspaceId: string): KeysetSource<MultipartUpload, { key: string; id: string }> => ({
+    fetch: (range, limit) => m.list(workspaceId, range, limit),
+    key: (u) => u.key,
+    cursor: (u) => ({ key: u.key, id: u.id }),
+  })
+  const pages = (q: { prefix: string; delimiter: string }, maxKeys: number) => {
+    const out: unknown[] = []
+    let after: { key: string; cursor: { key: string; id: string } } | undefined
+    for (;;) {
+      const r = rollupPage(source('w1'), { ...q, after, maxKeys })
+      out.push([r.entries.map((e) => (e.kind === 'object' ? `${e.row.key}#${e.row.id}` : `${e.prefix}…`)), r.truncated])
+      if (!r.truncated) return out
+      const last = r.last!
+      after =
+        last.kind === 'object'
+          ? { key: last.row.key, cursor: { key: last.row.key, id: last.row.id } }
+          : { key: last.prefix, cursor: { key: last.prefix, id: '\uffff' } }
+    }
+  }
+  const all = [...m.list('w1', {}, 100)].map((u) => [u.key, u.id])
+  t.same(
+    all,
+    [...all].sort((a, b) => utf8Compare(a[0]!, b[0]!) || utf8Compare(a[1]!, b[1]!)),
+    'uploads in byte order of (key, id)',
+  )
+  seen.push(all, pages({ prefix: '', delimiter: '' }, 3), pages({ prefix: '', delimiter: '/' }, 2), pages({ prefix: 'k', delimiter: '/' }, 10))
+  // A key marker alone skips every upload of that key (U+FFFF after every id); with an id, resumes after it.
+  seen.push([...m.list('w1', { after: { key: 'k', id: '\uffff' } }, 2)].map((u) => u.id))
+  seen.push([...m.list('w1', { after: { key: 'k', id: 'U-z' } }, 2)].map((u) => u.id))
+  seen.push([...m.list('w1', { from: 'k', below: 'k0' }, 10)].map((u) => u.id))
+
+  // Parts: a retried UploadPart replaces its row; the triggers charge the parts, sizes past 2^32.
+  const part = (partNumber: number, size: number, sha256: string, checksum: string | null = null): Part => ({
+    partNumber,
+    size,
+    md5: `md5-${partNumber}-${size}`,
+    sha256,
+    checksum,
+    createdAt: now,
+  })
+  const used = () => [tenants.get(T1)!.usedBytes, ws.getLive(T1, 'w1')!.usedBytes, tenants.get(T2)!.usedBytes]
+  const before = used()
+  engine.transaction(() => {
+    m.putPart('u-a', part(1, GiB5, H[0], 'c1'))
+    m.putPart('u-a', part(2, GiB5, H[1]))
+    m.putPart('u-a', part(3, 7, H[2]))
+    m.putPart('t2', part(1, 9, H[3]))
+  })
+  t.equal(m.usage('u-a'), 2 * GiB5 + 7, 'usage past 2^32, as a number')
+  m.putPart('u-a', part(1, 11, H[3])) // retried: replaces part 1, its bytes released
+  t.equal(m.usage('u-a'), GiB5 + 18)
+  t.same(used(), [before[0]! + GiB5 + 18, before[1]! + GiB5 + 18, before[2]! + 9], 'the triggers charge the parts to their own tenant and bucket')
+  t.throws(() => m.putPart('u-a', part(10001, 1, H[0])), 'a part number past 10,000 is refused')
+  t.throws(() => m.putPart('nope', part(1, 1, H[0])), 'a part of no upload is refused')
+  seen.push(m.usage('u-a'), m.usage('u-b'), m.parts('u-a'), m.partsPage('u-a', 1, 1), m.partsPage('u-a', 3, 10), m.part('u-a', 1), m.part('u-a', 4))
+
+  // The TTL sweep's selection: expired strictly before now, oldest first; orphans of deleted buckets.
+  seen.push(
+    m.expired(now + 1001, 10).map((u) => u.id),
+    m.expired(now + 1000, 10).map((u) => u.id),
+    m.expired(now + 1005, 3).map((u) => u.id),
+  )
+  seen.push(m.orphaned(10))
+  t.ok(ws.softDelete(T1, 'w3', now))
+  seen.push(
+    m.orphaned(10).map((u) => u.id),
+    m.idsInWorkspace('w1').sort(),
+    m.idsInWorkspace('w2'),
+  )
+  seen.push(m.delete('u-a').sort(), m.delete('u-a'), m.get('w1', 'u-a'), m.parts('u-a'), m.usage('u-a'))
+  t.same(used(), [before[0]!, before[1]!, before[2]! + 9], 'an aborted upload releases its parts')
+
+  // Completed uploads remembered for a retried Complete, until (and at) their expiry; then forgotten.
+  m.insertCompleted('u-b', 'w1', 'file-b', now + 10)
+  m.insertCompleted('u-c', 'w1', 'file-c', now + 20)
+  m.insertCompleted('t2', 'w2', 'file-t2', now + 5)
+  t.throws(() => m.insertCompleted('u-b', 'w1', 'again', now), 'completed once')
+  seen.push(m.completedFile('w1', 'u-b', now + 10), m.completedFile('w1', 'u-b', now + 11), m.completedFile('w2', 'u-b', now), m.completedFile('w2', 't2', now))
+  seen.push(m.forgetCompleted(now + 10, 10), m.forgetCompleted(now + 100, 1), m.forgetCompleted(now + 100, 10), m.completedFile('w1', 'u-c', now))
   return seen
 })
