@@ -10,6 +10,8 @@ import { WorkspacesRepo } from '../src/db/repos/workspaces'
 import { BlobsRepo } from '../src/db/repos/blobs'
 import { ObjectsRepo, type ObjectInfo } from '../src/db/repos/objects'
 import { MultipartRepo, type MultipartUpload, type Part } from '../src/db/repos/multipart'
+import { BucketConfigsRepo } from '../src/db/repos/bucket-configs'
+import { LifecycleRepo } from '../src/db/repos/lifecycle'
 import { listPage, rollupPage, utf8Compare, type KeysetSource, type ListResult } from '../src/s3/listing'
 import { freshSchema, withPg } from './pg/fixture'
 import { tempDir } from './helper'
@@ -344,5 +346,96 @@ onBoth('multipart uploads', (t, { engine, other }) => {
   t.throws(() => m.insertCompleted('u-b', 'w1', 'again', now), 'completed once')
   seen.push(m.completedFile('w1', 'u-b', now + 10), m.completedFile('w1', 'u-b', now + 11), m.completedFile('w2', 'u-b', now), m.completedFile('w2', 't2', now))
   seen.push(m.forgetCompleted(now + 10, 10), m.forgetCompleted(now + 100, 1), m.forgetCompleted(now + 100, 10), m.completedFile('w1', 'u-c', now))
+  return seen
+})
+
+onBoth('lifecycle', (t, { engine, other }) => {
+  const seen: unknown[] = []
+  buckets(engine)
+  const ws = new WorkspacesRepo(engine)
+  const configs = new BucketConfigsRepo(engine)
+  const l = new LifecycleRepo(engine)
+  const now = 1_800_000_000_000
+  // Buckets by id in byte order ('w-B' before 'w-a' before 'w1'); one has only a CORS document.
+  const w = { quotaBytes: null, metadata: null, webhookUrl: null, now: 1 }
+  ws.insert({ ...w, id: 'w-a', tenantId: T1, name: 'cors', slug: 'cors' })
+  ws.insert({ ...w, id: 'w-B', tenantId: T2, name: 'logs', slug: 'logs' })
+  const doc = (id: string) => JSON.stringify({ rules: [{ id, status: 'Enabled', prefix: 'é' }] })
+  for (const id of ['w1', 'w2', 'w-B', 'w3']) configs.put(id, 'lifecycle', doc(id), 1)
+  configs.put('w-a', 'cors', '{}', 1)
+  t.ok(ws.softDelete(T1, 'w3', 2))
+  seen.push(l.buckets('', 10), l.buckets('', 1), l.buckets('w-B', 1), l.buckets('w2', 10))
+  seen.push(l.bucket('w1'), l.bucket('w-a'), l.bucket('w3'), new LifecycleRepo(other).bucket('w-B'))
+
+  // Versions of keys: the current one's file live, a noncurrent one's file deleted, a delete marker.
+  const o = new ObjectsRepo(engine)
+  const file = (id: string, key: string, size: number, deleted: boolean) => {
+    o.insertCompleted({
+      id,
+      tenantId: T1,
+      workspaceId: 'w1',
+      key: deleted ? `${key}#${id}` : key,
+      originalName: id,
+      fileType: 'text/plain',
+      size,
+      sha256: H[0],
+      info: { etag: `"${id}"`, contentType: 'text/plain', meta: {} },
+      now: 1,
+    })
+    if (deleted) engine.prepare('UPDATE files SET deleted_at = 5 WHERE id = ?').run(id)
+  }
+  const version = engine.prepare(
+    `INSERT INTO object_versions (workspace_id, object_key, version_id, seq, tenant_id, file_id, size_bytes, created_at, noncurrent_at, lock_until, legal_hold)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  )
+  engine.transaction(() => {
+    file('f3', 'a/1', GiB5, false)
+    file('f2', 'a/1', GiB5 + 1, true)
+    file('f9', 'B', 3, false)
+    version.run('w1', 'a/1', 'v3', 3, T1, 'f3', GiB5, now, null, now, 0) // retained until now: expirable at now
+    version.run('w1', 'a/1', 'v2', 2, T1, 'f2', GiB5 + 1, now - 10, now, now + 1, 0) // retained past now
+    version.run('w1', 'a/1', 'v1', 1, T1, null, 0, now - 20, now - 10, null, 1) // a delete marker under a legal hold
+    version.run('w1', 'B', 'vB', 1, T1, 'f9', 3, now, null, null, 0)
+    for (const [i, k] of ['é', 'e\u0301', '😀', '\ufffd', 'a/2', 'a0'].entries()) version.run('w1', k, `m${i}`, 1, T1, null, 0, now, null, null, 0)
+    version.run('w2', 'a/1', 'x', 1, T2, null, 0, now, null, null, 0)
+  })
+  seen.push(l.keys('w1', '', '', 100), l.keys('w1', 'B', '', 2), l.keys('w1', '', 'a/', 3), l.keys('w1', 'a/1', 'a/', 100), l.keys('w1', '😀', '', 10))
+  t.same(l.keys('w1', '', '', 100), [...l.keys('w1', '', '', 100)].sort(utf8Compare), 'keys in UTF-8 byte order')
+  seen.push(
+    l.versions('w1', 'a/1', now),
+    l.versions('w1', 'a/1', now + 1),
+    l.versions('w1', 'a/1', now - 1).map((v) => v.expirable),
+  )
+  seen.push(l.versions('w2', 'a/1', now), l.versions('w1', 'nope', now))
+  t.same(
+    l.versions('w1', 'a/1', now).map((v) => [v.versionId, v.size, v.expirable]),
+    [
+      ['v3', GiB5, true],
+      ['v2', GiB5 + 1, false],
+      ['v1', 0, false],
+    ],
+    'newest first; retained until now is expirable at now, a legal hold never',
+  )
+
+  // AbortIncompleteMultipartUpload's selection: under the prefix (é, not e + U+0301), initiated at or before.
+  const m = new MultipartRepo(engine)
+  const up = (id: string, key: string, createdAt: number, workspaceId = 'w1') =>
+    m.insert({ id, tenantId: T1, workspaceId, key, info: { contentType: 'text/plain', meta: {} }, createdAt, expiresAt: createdAt + 10 ** 9 })
+  engine.transaction(() => {
+    up('u1', 'é/late', now + 1)
+    up('u2', 'éa', now)
+    up('u3', 'e\u0301a', now - 1)
+    up('u4', 'é/x', now - 2)
+    up('u5', 'x/é', now - 3)
+    up('u6', 'é', now - 4, 'w-a')
+  })
+  seen.push(
+    l.uploadsInitiatedBefore('w1', 'é', now, 10),
+    l.uploadsInitiatedBefore('w1', 'é', now + 1, 1),
+    l.uploadsInitiatedBefore('w1', '', now, 10),
+    l.uploadsInitiatedBefore('w1', 'é/', now, 10),
+    l.uploadsInitiatedBefore('w-a', 'é', now, 10),
+    l.uploadsInitiatedBefore('w1', 'x/é/', now, 10),
+  )
   return seen
 })
