@@ -1,12 +1,17 @@
 import t, { type Test } from 'tap'
+import path from 'node:path'
 import { Worker } from 'node:worker_threads'
+import { openDatabase } from '../src/db/database'
+import { constraintViolated, engineOf, type Engine } from '../src/db/engine'
 import { PgBridge } from '../src/db/pg/bridge'
 import { ATTEMPTS, PgEngine } from '../src/db/pg/engine'
+import { migratePg } from '../src/db/pg/migrate'
 import { freshSchema, withPg } from './pg/fixture'
+import { tempDir } from './helper'
 
 // The PostgreSQL engine's transaction against the fixture (#30): a serialization failure or a
 // deadlock, caused by another connection that really conflicts, runs the transaction again, a
-// bounded number of times.
+// bounded number of times; and constraint violations, one kind on both databases.
 
 function bridge(t: Test, url: string): PgBridge {
   const b = new PgBridge({ url })
@@ -135,5 +140,67 @@ withPg(t, 'the engine against PostgreSQL', (url) => {
       { id: 1, n: 11 },
       { id: 2, n: 11 },
     ])
+  })
+})
+
+/** Violates each kind of constraint of the schema; returns what constraintViolated said of each error. */
+function violations(t: Test, engine: Engine): unknown[] {
+  const run = (sql: string, ...params: unknown[]) => engine.prepare(sql).run(...params)
+  const tenant = `INSERT INTO tenants (id, name, name_key, key_hash, key_kind, webhook_secret, quota_bytes, allowed_types, created_at)
+    VALUES (?, ?, ?, ?, 'live', 'w', ?, '[]', 1)`
+  run(tenant, 't1', 'one', 'one', Buffer.alloc(32, 1), 10)
+  const kinds: unknown[] = []
+  const kind = (what: string, fn: () => unknown) => {
+    const err = t.throws(fn, what)
+    kinds.push([what, constraintViolated(err)])
+  }
+  kind('a primary key taken', () => run(tenant, 't1', 'other', 'other', Buffer.alloc(32, 2), 10))
+  kind('a unique index', () => run(tenant, 't2', 'One', 'one', Buffer.alloc(32, 2), 10))
+  kind('a foreign key', () => run(`INSERT INTO workspaces (id, tenant_id, name, slug, created_at, updated_at) VALUES ('w', 'nobody', 'w', 'w', 1, 1)`))
+  kind('a check', () => run(tenant, 't3', 'three', 'three', Buffer.alloc(32, 3), -1))
+  kind('not null', () => run(tenant, 't4', null, 'four', Buffer.alloc(32, 4), 1))
+  kind('not a constraint', () => run('SELECT * FROM no_such_table'))
+  kinds.push(constraintViolated(new Error('x')), constraintViolated(Object.assign(new Error('x'), { code: '23505' })), constraintViolated('23505'))
+  // Going on after a violation inside a transaction: the statement in a nested transaction (a
+  // savepoint), which PostgreSQL needs (its transaction is otherwise aborted) and SQLite takes alike.
+  engine.transaction(() => {
+    try {
+      engine.transaction(() => run(tenant, 't1', 'dup', 'dup', Buffer.alloc(32, 5), 1))
+    } catch (err) {
+      if (constraintViolated(err) !== 'unique') throw err
+      kinds.push('caught')
+    }
+    run(tenant, 't5', 'five', 'five', Buffer.alloc(32, 5), 1)
+  })
+  kinds.push(engine.pluck('SELECT id FROM tenants ORDER BY id').all())
+  return kinds
+}
+
+t.test('constraint violations are one kind on SQLite and on PostgreSQL', async (t) => {
+  let onSqlite: unknown[] = []
+  await t.test('SQLite', async (t) => {
+    const dir = tempDir(t)
+    const db = openDatabase(path.join(dir, 'coffer.db'), dir)
+    t.teardown(() => db.close())
+    onSqlite = violations(t, engineOf(db))
+    t.same(onSqlite.slice(0, 9), [
+      ['a primary key taken', 'unique'],
+      ['a unique index', 'unique'],
+      ['a foreign key', 'foreign-key'],
+      ['a check', 'check'],
+      ['not null', 'not-null'],
+      ['not a constraint', undefined],
+      undefined,
+      undefined,
+      undefined,
+    ])
+    t.same(onSqlite.slice(9), ['caught', ['t1', 't5']], 'a violation caught in a nested transaction, and the outer one goes on')
+  })
+  withPg(t, 'PostgreSQL', (url) => {
+    void t.test('PostgreSQL', async (t) => {
+      const b = bridge(t, await freshSchema(t, url))
+      migratePg(b)
+      t.same(violations(t, new PgEngine(b)), onSqlite, "PostgreSQL's answers are SQLite's")
+    })
   })
 })
