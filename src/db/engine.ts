@@ -22,6 +22,12 @@ export interface Engine {
 export interface Statement<P extends unknown[], R> {
   get(...params: P): R | undefined
   all(...params: P): R[]
+  /**
+   * The rows one at a time (better-sqlite3's `iterate()`, which steps as the caller reads, so a
+   * listing that stops early reads no more). PostgreSQL's engine runs the statement at the call and
+   * hands out its rows, which the statement's LIMIT bounds.
+   */
+  iterate(...params: P): IterableIterator<R>
   /** `changes`: rows inserted, updated or deleted. */
   run(...params: P): { changes: number }
 }
@@ -62,3 +68,38 @@ export function engineOf(db: DB | Engine): Engine {
 
 /** The text for this engine's database. */
 export const dialect = (engine: Engine, sql: Dialects): string => sql[engine.dialect]
+
+/** The kinds of integrity constraint both databases report alike. */
+export type ConstraintKind = 'unique' | 'foreign-key' | 'check' | 'not-null'
+
+/** better-sqlite3's extended result codes (SqliteError.code) by kind; a primary key is a unique constraint. */
+const SQLITE_CONSTRAINTS: Record<string, ConstraintKind> = {
+  SQLITE_CONSTRAINT_UNIQUE: 'unique',
+  SQLITE_CONSTRAINT_PRIMARYKEY: 'unique',
+  SQLITE_CONSTRAINT_FOREIGNKEY: 'foreign-key',
+  SQLITE_CONSTRAINT_CHECK: 'check',
+  SQLITE_CONSTRAINT_NOTNULL: 'not-null',
+}
+
+/** PostgreSQL's SQLSTATEs of class 23 (Appendix A) by kind, as PgError carries them. */
+const PG_CONSTRAINTS: Record<string, ConstraintKind> = {
+  '23505': 'unique',
+  '23503': 'foreign-key',
+  '23514': 'check',
+  '23502': 'not-null',
+}
+
+/**
+ * The kind of constraint a statement's error says it violated, on either database, or undefined
+ * for any other error: the one test a service makes to catch, say, a row another node inserted
+ * first (#30). Read from the error's name and code, so SQLite's statements stay better-sqlite3's
+ * own, with nothing wrapped around them. On PostgreSQL a violation aborts the transaction
+ * (25P02 after it): a service that goes on after one runs the statement in a nested
+ * `transaction()`, a savepoint, as SQLite needs nothing for.
+ */
+export function constraintViolated(err: unknown): ConstraintKind | undefined {
+  if (!(err instanceof Error) || !('code' in err) || typeof err.code !== 'string') return undefined
+  if (err.name === 'SqliteError') return SQLITE_CONSTRAINTS[err.code]
+  if (err.name === 'PgError') return PG_CONSTRAINTS[err.code]
+  return undefined
+}

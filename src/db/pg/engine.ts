@@ -1,5 +1,6 @@
 import type { Engine, Statement } from '../engine'
 import type { PgBridge } from './bridge'
+import { PgError } from './errors'
 import { toPgParams } from './placeholders'
 
 /** A statement on PostgreSQL: translated once (placeholders.ts), sent with its values each time. */
@@ -22,6 +23,10 @@ class PgStatement<P extends unknown[], R> implements Statement<P, R> {
 
   all(...params: P): R[] {
     return this.rows(params)
+  }
+
+  iterate(...params: P): IterableIterator<R> {
+    return this.rows(params)[Symbol.iterator]()
   }
 
   run(...params: P): { changes: number } {
@@ -52,9 +57,28 @@ class PgStatement<P extends unknown[], R> implements Statement<P, R> {
 }
 
 /**
+ * SQLSTATEs after which the whole transaction runs again: serialization_failure (40001) and
+ * deadlock_detected (40P01). PostgreSQL rolled it back and applies none of it; "applications
+ * using this level must be prepared to retry transactions due to serialization failures"
+ * (PostgreSQL's manual, 13.2.2 and 13.3.4). Another node's transaction on the same rows is what
+ * causes them (#30); one process runs one transaction at a time and never conflicts with itself.
+ */
+const RETRIED = new Set(['40001', '40P01'])
+/** Runs of a transaction in all, the first included; the last one's failure is the caller's. */
+export const ATTEMPTS = 4
+const sleeper = new Int32Array(new SharedArrayBuffer(4))
+/**
+ * A few milliseconds, random and longer each time, before another run: two nodes whose
+ * transactions conflicted do not meet again in step. Synchronous, as every statement here is.
+ */
+const pause = (attempt: number): void => void Atomics.wait(sleeper, 0, 0, Math.random() * 5 * attempt)
+
+/**
  * The PostgreSQL engine over a synchronous bridge. Transactions nest as better-sqlite3's do: the
  * outermost is BEGIN … COMMIT, an inner one a savepoint, so a service calling another service's
- * transactional method keeps working.
+ * transactional method keeps working. The outermost one runs `fn` again after a serialization
+ * failure or a deadlock (RETRIED), up to ATTEMPTS runs: `fn` must be a service's transaction,
+ * reads, checks and writes with nothing done outside the database that a second run would repeat.
  */
 export class PgEngine implements Engine {
   readonly dialect = 'postgres'
@@ -72,11 +96,16 @@ export class PgEngine implements Engine {
 
   transaction<T>(fn: () => T): T {
     if (this.depth === 0) {
-      this.depth++
-      try {
-        return this.bridge.transaction(fn)
-      } finally {
-        this.depth--
+      for (let attempt = 1; ; attempt++) {
+        this.depth++
+        try {
+          return this.bridge.transaction(fn)
+        } catch (err) {
+          if (!(err instanceof PgError && RETRIED.has(err.code)) || attempt >= ATTEMPTS) throw err
+        } finally {
+          this.depth--
+        }
+        pause(attempt)
       }
     }
     const name = `coffer_${this.depth}`

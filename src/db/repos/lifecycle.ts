@@ -1,4 +1,5 @@
 import type { DB } from '../database'
+import { dialect, engineOf, type Engine } from '../engine'
 import type { ObjectInfo } from './objects'
 
 /** A bucket with a lifecycle configuration, as the lifecycle pass walks them. */
@@ -29,11 +30,25 @@ export interface LifecycleVersion {
  */
 export const EXPIRABLE = 'v.legal_hold = 0 AND (v.lock_until IS NULL OR v.lock_until <= @now)'
 
+/** Where the two databases differ (engine.ts), side by side. */
+const SQL = {
+  // A comparison is a boolean in PostgreSQL, which `pg` reads as true or false: cast to the 0 or 1 SQLite gives.
+  versions: {
+    sqlite: `SELECT v.version_id, v.seq, v.file_id, v.size_bytes, v.created_at, v.noncurrent_at, f.object_info, (${EXPIRABLE}) AS expirable
+         FROM object_versions v LEFT JOIN files f ON f.id = v.file_id
+         WHERE v.workspace_id = @workspaceId AND v.object_key = @key ORDER BY v.seq DESC`,
+    postgres: `SELECT v.version_id, v.seq, v.file_id, v.size_bytes, v.created_at, v.noncurrent_at, f.object_info, (${EXPIRABLE})::integer AS expirable
+         FROM object_versions v LEFT JOIN files f ON f.id = v.file_id
+         WHERE v.workspace_id = @workspaceId AND v.object_key = @key ORDER BY v.seq DESC`,
+  },
+}
+
 /** SQL the lifecycle pass (services/lifecycle.ts) reads; its writes go through the versions and multipart services. */
 export class LifecycleRepo {
   private readonly stmts
 
-  constructor(db: DB) {
+  constructor(database: DB | Engine) {
+    const db = engineOf(database)
     this.stmts = {
       buckets: db.prepare<[string, number], { workspace_id: string; tenant_id: string; document: string }>(
         `SELECT c.workspace_id, w.tenant_id, c.document FROM bucket_configs c JOIN workspaces w ON w.id = c.workspace_id
@@ -44,14 +59,12 @@ export class LifecycleRepo {
          WHERE c.name = 'lifecycle' AND w.deleted_at IS NULL AND c.workspace_id = ?`,
       ),
       // Keys in binary order from the keyset cursor, at or after the smallest prefix of the rules.
-      keys: db
-        .prepare<{ workspaceId: string; after: string; from: string; limit: number }, string>(
-          `SELECT DISTINCT object_key FROM object_versions
+      keys: db.pluck<[{ workspaceId: string; after: string; from: string; limit: number }], string>(
+        `SELECT DISTINCT object_key FROM object_versions
            WHERE workspace_id = @workspaceId AND object_key > @after AND object_key >= @from ORDER BY object_key LIMIT @limit`,
-        )
-        .pluck(),
+      ),
       versions: db.prepare<
-        { workspaceId: string; key: string; now: number },
+        [{ workspaceId: string; key: string; now: number }],
         {
           version_id: string
           seq: number
@@ -62,12 +75,8 @@ export class LifecycleRepo {
           object_info: string | null
           expirable: number
         }
-      >(
-        `SELECT v.version_id, v.seq, v.file_id, v.size_bytes, v.created_at, v.noncurrent_at, f.object_info, (${EXPIRABLE}) AS expirable
-         FROM object_versions v LEFT JOIN files f ON f.id = v.file_id
-         WHERE v.workspace_id = @workspaceId AND v.object_key = @key ORDER BY v.seq DESC`,
-      ),
-      uploads: db.prepare<{ workspaceId: string; prefix: string; before: number; limit: number }, { id: string; object_key: string }>(
+      >(dialect(db, SQL.versions)),
+      uploads: db.prepare<[{ workspaceId: string; prefix: string; before: number; limit: number }], { id: string; object_key: string }>(
         `SELECT id, object_key FROM s3_uploads WHERE workspace_id = @workspaceId AND created_at <= @before
            AND substr(object_key, 1, length(@prefix)) = @prefix ORDER BY created_at LIMIT @limit`,
       ),

@@ -1,4 +1,5 @@
 import type { DB } from '../database'
+import { dialect, engineOf, type Engine } from '../engine'
 import type { ChecksumType, ObjectInfo } from './objects'
 
 export interface MultipartUpload {
@@ -59,28 +60,43 @@ const toPart = (r: PartRow): Part => ({
   createdAt: r.created_at,
 })
 
+/** The listing's text; PostgreSQL cannot type a parameter tested for NULL before its use, so there it is cast. */
+const listSql = (cast: '' | '::text') => `SELECT * FROM s3_uploads WHERE workspace_id = @workspaceId
+           AND (@from${cast} IS NULL OR object_key >= @from) AND (@below${cast} IS NULL OR object_key < @below)
+           AND (@afterKey${cast} IS NULL OR (object_key, id) > (@afterKey, @afterId))
+         ORDER BY object_key, id LIMIT @limit`
+
+/** Where the two databases differ (engine.ts), side by side. */
+const SQL = {
+  list: { sqlite: listSql(''), postgres: listSql('::text') },
+  // sum() of a bigint is a numeric in PostgreSQL, which `pg` reads as a string: cast back.
+  partsUsage: {
+    sqlite: 'SELECT coalesce(sum(size_bytes), 0) FROM s3_parts WHERE upload_id = ?',
+    postgres: 'SELECT coalesce(sum(size_bytes), 0)::bigint FROM s3_parts WHERE upload_id = ?',
+  },
+}
+
 /** SQL for multipart uploads and their parts; quota charging is done by the s3_parts triggers. */
 export class MultipartRepo {
   private readonly stmts
 
-  constructor(db: DB) {
+  constructor(database: DB | Engine) {
+    const db = engineOf(database)
     this.stmts = {
       insert: db.prepare(
         `INSERT INTO s3_uploads (id, tenant_id, workspace_id, object_key, object_info, created_at, expires_at)
          VALUES (@id, @tenantId, @workspaceId, @key, @info, @createdAt, @expiresAt)`,
       ),
       get: db.prepare<[string, string], UploadRow>('SELECT * FROM s3_uploads WHERE id = ? AND workspace_id = ?'),
-      list: db.prepare<{ workspaceId: string; from: string | null; below: string | null; afterKey: string | null; afterId: string; limit: number }, UploadRow>(
-        `SELECT * FROM s3_uploads WHERE workspace_id = @workspaceId
-           AND (@from IS NULL OR object_key >= @from) AND (@below IS NULL OR object_key < @below)
-           AND (@afterKey IS NULL OR (object_key, id) > (@afterKey, @afterId))
-         ORDER BY object_key, id LIMIT @limit`,
-      ),
+      list: db.prepare<
+        [{ workspaceId: string; from: string | null; below: string | null; afterKey: string | null; afterId: string; limit: number }],
+        UploadRow
+      >(dialect(db, SQL.list)),
       expired: db.prepare<[number, number], UploadRow>('SELECT * FROM s3_uploads WHERE expires_at < ? ORDER BY expires_at LIMIT ?'),
       orphaned: db.prepare<[number], UploadRow>(
         'SELECT u.* FROM s3_uploads u JOIN workspaces w ON w.id = u.workspace_id WHERE w.deleted_at IS NOT NULL LIMIT ?',
       ),
-      byWorkspace: db.prepare<[string], string>('SELECT id FROM s3_uploads WHERE workspace_id = ?').pluck(),
+      byWorkspace: db.pluck<[string], string>('SELECT id FROM s3_uploads WHERE workspace_id = ?'),
       deleteUpload: db.prepare('DELETE FROM s3_uploads WHERE id = ?'),
       parts: db.prepare<[string], PartRow>('SELECT * FROM s3_parts WHERE upload_id = ? ORDER BY part_number'),
       partsPage: db.prepare<[string, number, number], PartRow>('SELECT * FROM s3_parts WHERE upload_id = ? AND part_number > ? ORDER BY part_number LIMIT ?'),
@@ -90,11 +106,11 @@ export class MultipartRepo {
       insertPart: db.prepare(
         'INSERT INTO s3_parts (upload_id, part_number, size_bytes, md5, sha256, checksum, created_at) VALUES (@uploadId, @partNumber, @size, @md5, @sha256, @checksum, @createdAt)',
       ),
-      partsUsage: db.prepare<[string], number>('SELECT coalesce(sum(size_bytes), 0) FROM s3_parts WHERE upload_id = ?').pluck(),
+      partsUsage: db.pluck<[string], number>(dialect(db, SQL.partsUsage)),
       insertCompleted: db.prepare('INSERT INTO s3_completed_uploads (id, workspace_id, file_id, expires_at) VALUES (?, ?, ?, ?)'),
-      completedFile: db
-        .prepare<[string, string, number], string>('SELECT file_id FROM s3_completed_uploads WHERE id = ? AND workspace_id = ? AND expires_at >= ?')
-        .pluck(),
+      completedFile: db.pluck<[string, string, number], string>(
+        'SELECT file_id FROM s3_completed_uploads WHERE id = ? AND workspace_id = ? AND expires_at >= ?',
+      ),
       forgetCompleted: db.prepare<[number, number]>(
         'DELETE FROM s3_completed_uploads WHERE id IN (SELECT id FROM s3_completed_uploads WHERE expires_at < ? ORDER BY expires_at LIMIT ?)',
       ),

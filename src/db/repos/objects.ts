@@ -1,4 +1,5 @@
 import type { DB } from '../database'
+import { dialect, engineOf, type Engine } from '../engine'
 
 /** S3's checksum types: of the bytes as a whole, or (multipart) of the parts' checksums. */
 export type ChecksumType = 'COMPOSITE' | 'FULL_OBJECT'
@@ -137,11 +138,35 @@ const VERSIONED = `${COLUMNS},
   (SELECT v.version_id FROM object_versions v WHERE v.file_id = files.id) AS version_id,
   (SELECT w.versioning FROM workspaces w WHERE w.id = files.workspace_id) AS versioning`
 
+/** The keyset page's text; PostgreSQL cannot type a parameter tested for NULL before its use, so there it is cast. */
+const pageSql = (cast: '' | '::text') => `SELECT ${COLUMNS} FROM files
+         WHERE workspace_id = @workspaceId AND deleted_at IS NULL AND object_key IS NOT NULL
+           AND (@after${cast} IS NULL OR object_key > @after)
+           AND (@from${cast} IS NULL OR object_key >= @from)
+           AND (@below${cast} IS NULL OR object_key < @below)
+           AND status = 'completed'
+         ORDER BY object_key LIMIT @limit`
+
+/** Where the two databases differ (engine.ts), side by side. */
+const SQL = {
+  page: { sqlite: pageSql(''), postgres: pageSql('::text') },
+  // sum() of a bigint is a numeric in PostgreSQL, which `pg` reads as a string: cast back.
+  part: {
+    sqlite: `SELECT part_number, size_bytes, checksum,
+           (SELECT coalesce(sum(size_bytes), 0) FROM s3_object_parts WHERE file_id = ? AND part_number < ?) AS offset
+         FROM s3_object_parts WHERE file_id = ? AND part_number = ?`,
+    postgres: `SELECT part_number, size_bytes, checksum,
+           (SELECT coalesce(sum(size_bytes), 0)::bigint FROM s3_object_parts WHERE file_id = ? AND part_number < ?) AS offset
+         FROM s3_object_parts WHERE file_id = ? AND part_number = ?`,
+  },
+}
+
 /** SQL for files seen as S3 objects (files with an object key); no rules here. */
 export class ObjectsRepo {
   private readonly stmts
 
-  constructor(db: DB) {
+  constructor(database: DB | Engine) {
+    const db = engineOf(database)
     this.stmts = {
       get: db.prepare<[string, string], Row>(
         `SELECT ${VERSIONED} FROM files WHERE workspace_id = ? AND object_key = ? AND deleted_at IS NULL AND status = 'completed'`,
@@ -159,7 +184,7 @@ export class ObjectsRepo {
         `SELECT ${VERSIONED}, (CASE WHEN deleted_at IS NULL THEN 1 ELSE 0 END) AS is_latest FROM files WHERE id = ? AND status = 'completed'`,
       ),
       setInfo: db.prepare<[string, string]>(`UPDATE files SET object_info = ? WHERE id = ? AND status = 'completed'`),
-      liveIdByKey: db.prepare<[string, string], string>(`SELECT id FROM files WHERE workspace_id = ? AND object_key = ? AND deleted_at IS NULL`).pluck(),
+      liveIdByKey: db.pluck<[string, string], string>(`SELECT id FROM files WHERE workspace_id = ? AND object_key = ? AND deleted_at IS NULL`),
       insert: db.prepare(
         `INSERT INTO files (id, tenant_id, workspace_id, original_name, file_type, status, size_bytes, declared_size, sha256,
            context, tags, upload_expires_at, created_at, completed_at, object_key, object_info)
@@ -167,39 +192,27 @@ export class ObjectsRepo {
            '', '{}', @now, @now, @now, @key, @info)`,
       ),
       // Keyset page over the unique index, in binary (UTF-8) key order.
-      page: db.prepare<{ workspaceId: string; after: string | null; from: string | null; below: string | null; limit: number }, Row>(
-        `SELECT ${COLUMNS} FROM files
-         WHERE workspace_id = @workspaceId AND deleted_at IS NULL AND object_key IS NOT NULL
-           AND (@after IS NULL OR object_key > @after)
-           AND (@from IS NULL OR object_key >= @from)
-           AND (@below IS NULL OR object_key < @below)
-           AND status = 'completed'
-         ORDER BY object_key LIMIT @limit`,
-      ),
+      page: db.prepare<[{ workspaceId: string; after: string | null; from: string | null; below: string | null; limit: number }], Row>(dialect(db, SQL.page)),
       insertPart: db.prepare('INSERT INTO s3_object_parts (file_id, part_number, size_bytes, checksum) VALUES (?, ?, ?, ?)'),
       copyParts: db.prepare(
         'INSERT INTO s3_object_parts (file_id, part_number, size_bytes, checksum) SELECT ?, part_number, size_bytes, checksum FROM s3_object_parts WHERE file_id = ?',
       ),
       // The offset sums the parts before it: at most 9,999 rows of the primary key, read once per request.
-      part: db.prepare<[string, number, string, number], PartRow>(
-        `SELECT part_number, size_bytes, checksum,
-           (SELECT coalesce(sum(size_bytes), 0) FROM s3_object_parts WHERE file_id = ? AND part_number < ?) AS offset
-         FROM s3_object_parts WHERE file_id = ? AND part_number = ?`,
-      ),
+      part: db.prepare<[string, number, string, number], PartRow>(dialect(db, SQL.part)),
       partsPage: db.prepare<[string, number, number], PartRow>(
         'SELECT part_number, size_bytes, checksum, 0 AS offset FROM s3_object_parts WHERE file_id = ? AND part_number > ? ORDER BY part_number LIMIT ?',
       ),
       // A version restored by copy (#25): a new completed file with the source's name, type, content,
       // API context and tags; its S3 attributes are the ones given (the caller drops what a copy
       // does not carry). No upload webhookUrl: that one was told how its own upload ended.
-      insertCopy: db.prepare<{ id: string; from: string; info: string | null; now: number }>(
+      insertCopy: db.prepare<[{ id: string; from: string; info: string | null; now: number }]>(
         `INSERT INTO files (id, tenant_id, workspace_id, original_name, file_type, status, size_bytes, declared_size, sha256,
            context, tags, upload_expires_at, created_at, completed_at, object_key, object_info)
          SELECT @id, tenant_id, workspace_id, original_name, file_type, 'completed', size_bytes, NULL, sha256,
            context, tags, @now, @now, @now, object_key, @info
          FROM files WHERE id = @from AND status = 'completed'`,
       ),
-      anyLive: db.prepare<[string], number>(`SELECT 1 FROM files WHERE workspace_id = ? AND deleted_at IS NULL AND status != 'failed' LIMIT 1`).pluck(),
+      anyLive: db.pluck<[string], number>(`SELECT 1 FROM files WHERE workspace_id = ? AND deleted_at IS NULL AND status != 'failed' LIMIT 1`),
     }
   }
 
