@@ -19,8 +19,15 @@ for (const file of files) {
   }
 }
 if (lines === 0) {
-  console.error('log scan: no log lines were captured; the mirror is broken')
-  process.exit(1)
+  // The whole suite always logs; a run of a few test files that start no server (the PostgreSQL
+  // engine's, say) has nothing to scan. Under CI, where the whole suite runs, nothing captured
+  // means the mirror is broken, and fails the run.
+  if (process.env.CI === 'true' || files.length > 0) {
+    console.error(`log scan: no log lines were captured from ${files.length} process(es); the mirror is broken`)
+    process.exit(1)
+  }
+  console.log('# log scan: no process logged in this run (none started a server?): nothing to scan')
+  process.exit(0)
 }
 if (leaks.length > 0) {
   console.error(`log scan: ${leaks.length} log line(s) leak credentials:\n${leaks.slice(0, 20).join('\n')}`)
