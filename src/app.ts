@@ -26,7 +26,7 @@ import { documentSecurity, registerOpenApi } from './http/openapi'
 import { metricsRoutes } from './http/routes/metrics'
 import { docsRoutes } from './http/routes/docs'
 import { bundledConsole, consoleRoutes } from './http/routes/console'
-import { s3CredentialRoutes } from './http/routes/s3-credentials'
+import { s3CredentialRoutes, tenantS3CredentialRoutes } from './http/routes/s3-credentials'
 
 export interface BuildAppOptions {
   logger: FastifyBaseLogger
@@ -140,6 +140,7 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
     await fileVersionsRoutes(scope, core)
     await workspacesRoutes(scope, core)
     await webhooksRoutes(scope, core)
+    await tenantS3CredentialRoutes(scope, core)
   })
   return app
 }
