@@ -18,6 +18,7 @@ const OPERATIONS: Record<string, string[]> = {
   '/api/v1/admin/tenants/{tenantId}/regenerate-key': ['post'],
   '/api/v1/admin/tenants/{tenantId}/s3-credentials': ['post', 'get'],
   '/api/v1/admin/tenants/{tenantId}/s3-credentials/{accessKeyId}': ['delete'],
+  '/api/v1/admin/overview': ['get'],
   '/api/v1/tenant/s3-credentials': ['get', 'post'],
   '/api/v1/tenant/s3-credentials/{accessKeyId}': ['delete'],
   '/api/v1/tenant/info': ['get'],
