@@ -78,6 +78,17 @@ t.test('tenant, keyboard only: create an S3 key, use it with the SDK, revoke it:
     'the SDK, signing with the new key, writes and lists as the tenant',
   )
 
+  // A dialog closed by its Cancel button (not by Escape) gives the focus back to its opener too.
+  const keep = `Revoke access key ${srv.s3.accessKeyId}`
+  await card.getByRole('button', { name: keep }).focus()
+  await page.keyboard.press('Enter')
+  await page.getByRole('dialog', { name: 'Revoke access key' }).waitFor()
+  await tabTo(page, 'Cancel', { max: 5 })
+  await page.keyboard.press('Enter')
+  await page.getByRole('dialog', { name: 'Revoke access key' }).waitFor({ state: 'detached' })
+  t.equal(await page.evaluate(() => document.activeElement?.getAttribute('aria-label')), keep, 'Cancel gives the focus back to the Revoke button')
+  await card.getByRole('button', { name: 'Create access key' }).focus()
+
   // Revoke it by keyboard: back from Create to the last row's Revoke (the newest key), Enter, Enter.
   await tabTo(page, `Revoke access key ${accessKeyId}`, { back: true, max: 5 })
   await page.keyboard.press('Enter')
