@@ -5,6 +5,7 @@ import fs from 'node:fs'
 import t from 'tap'
 import { admin, createTenant, fileBytes, makeApp, upload } from './helper'
 import { version } from '../package.json'
+import { RecentRequests } from '../src/lib/recent-requests'
 
 const URL = '/api/v1/admin/overview'
 
@@ -102,4 +103,25 @@ t.test('bad input and keys: 4xx envelopes', async (t) => {
   const asTenant = await app.inject({ url: URL, headers: tenant.headers })
   t.equal(asTenant.statusCode, 401, 'a tenant key is not the admin key')
   t.equal(asTenant.json().error.code, 'UNAUTHORIZED')
+})
+
+t.test("the last minute's ring: seconds leave the window one by one, a slot is reused after 60 s", async (t) => {
+  let now = 1_000_000_000_000
+  const recent = new RecentRequests(() => now)
+  for (const status of [200, 404, 500]) recent.record(status)
+  now += 30_000
+  recent.record(201)
+  recent.record(429)
+  t.same(recent.lastMinute(), { requests: 5, clientErrors: 2, serverErrors: 1 })
+  now += 29_999
+  t.same(recent.lastMinute(), { requests: 5, clientErrors: 2, serverErrors: 1 }, '59.999 s after the first: all in')
+  now += 1
+  t.same(recent.lastMinute(), { requests: 2, clientErrors: 1, serverErrors: 0 }, '60 s after the first: its second is out')
+  // The first second's slot again, 60 s on: its old counts are dropped, not added to.
+  recent.record(503)
+  t.same(recent.lastMinute(), { requests: 3, clientErrors: 1, serverErrors: 1 })
+  now += 30_000
+  t.same(recent.lastMinute(), { requests: 1, clientErrors: 0, serverErrors: 1 })
+  now += 3_600_000
+  t.same(recent.lastMinute(), { requests: 0, clientErrors: 0, serverErrors: 0 }, 'an hour idle: nothing')
 })
