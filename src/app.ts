@@ -26,7 +26,8 @@ import { documentSecurity, registerOpenApi } from './http/openapi'
 import { metricsRoutes } from './http/routes/metrics'
 import { docsRoutes } from './http/routes/docs'
 import { bundledConsole, consoleRoutes } from './http/routes/console'
-import { s3CredentialRoutes } from './http/routes/s3-credentials'
+import { s3CredentialRoutes, tenantS3CredentialRoutes } from './http/routes/s3-credentials'
+import { overviewRoutes } from './http/routes/overview'
 
 export interface BuildAppOptions {
   logger: FastifyBaseLogger
@@ -121,6 +122,7 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
     scope.addHook('onRoute', documentSecurity('adminKey'))
     await adminRoutes(scope, core)
     await s3CredentialRoutes(scope, core)
+    await overviewRoutes(scope, core)
   })
   // Token-authorised routes (presigned PUT, signed download) do their own authentication.
   await app.register(async (scope) => {
@@ -140,6 +142,7 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
     await fileVersionsRoutes(scope, core)
     await workspacesRoutes(scope, core)
     await webhooksRoutes(scope, core)
+    await tenantS3CredentialRoutes(scope, core)
   })
   return app
 }

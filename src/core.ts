@@ -58,6 +58,7 @@ import { Leases } from './services/leases'
 import { LifecycleService } from './services/lifecycle'
 import { LifecycleRepo } from './db/repos/lifecycle'
 import { FileVersions } from './services/file-versions'
+import { OverviewService } from './services/overview'
 
 /**
  * The composition root: every service built from one config, for the fronts (HTTP routes, CLI
@@ -108,6 +109,8 @@ export interface Core {
   readonly lifecycle: LifecycleService
   /** A file's versions through the API and the console: list, restore, deleted keys (#25). */
   readonly fileVersions: FileVersions
+  /** The admin overview (#31): version, uptime, disk, blobs, request rates, webhook backlog, usage. */
+  readonly overview: OverviewService
   close(): void
 }
 
@@ -150,7 +153,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   // Written before anything else can fill the disk; a delete on a full disk may need it (#24).
   const reserve = new DiskReserve(dataDir.reserve, config.diskReserveBytes, options.log ?? createLogger('silent'))
   reserve.ensure()
-  const metrics = new Metrics({ blobs: () => blobsRepo.stats(), outbox: () => outbox.counts() })
+  const metrics = new Metrics({ blobs: () => blobsRepo.stats(), outbox: () => outbox.counts(), now: () => clock.now() })
   // Small blobs live in the database on the disk store only; the S3 store's staging area keeps
   // every staged body in a file, which it uploads from.
   const s3Store = config.blobStore === 's3' ? createS3Store(config, new DiskBlobStore(dataDir.blobs, dataDir.tmp), metrics) : undefined
@@ -310,6 +313,15 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     objectLock,
     lifecycle,
     fileVersions,
+    overview: new OverviewService({
+      clock,
+      dataDir: dataDir.root,
+      blobStore: config.blobStore,
+      blobs: blobsRepo,
+      outbox,
+      tenants,
+      metrics,
+    }),
     close() {
       if (closed) return
       closed = true

@@ -4,7 +4,7 @@ import { loadConfig } from '../src/config'
 import { createCore } from '../src/core'
 import type { App } from '../src/http/types'
 
-const SUMMARY_KEYS = ['allowedFileTypes', 'createdAt', 'fileCount', 'id', 'name', 'quotaBytes', 'usedBytes']
+const SUMMARY_KEYS = ['allowedFileTypes', 'createdAt', 'fileCount', 'id', 'name', 'quotaBytes', 'selfServiceS3Credentials', 'usedBytes']
 const UNKNOWN_ID = '01890000-0000-7000-8000-000000000000'
 
 const get = (app: App, url: string) => app.inject({ url, headers: admin })

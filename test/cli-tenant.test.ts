@@ -88,6 +88,7 @@ t.test('tenant show, update and list report usage; update validates its flags', 
     usedBytes: 0,
     fileCount: 0,
     allowedFileTypes: created.allowedFileTypes,
+    selfServiceS3Credentials: true,
     createdAt: created.createdAt,
   })
   t.equal(
@@ -95,6 +96,10 @@ t.test('tenant show, update and list report usage; update validates its flags', 
     0,
   )
   t.match(JSON.parse(c.out()), { id: created.id, name: 'Big Library', quotaBytes: 10 * 2 ** 30, allowedFileTypes: ['image/png', 'application/pdf'] })
+  // Self-service S3 credentials (#31): off, and a word other than on/off is a usage error.
+  t.equal(await tenantCommand(['update', created.id, '--self-service-s3', 'off'], c.io), 0)
+  t.match(c.out(), /self-service S3 credentials: off/)
+  await t.rejects(tenantCommand(['update', created.id, '--self-service-s3', 'no'], c.io), { message: /--self-service-s3: must be on or off/ })
   t.equal(await tenantCommand(['update', created.id, '--quota-bytes', '2TB'], c.io), 0)
   t.match(c.out(), /used\/quota:\s+0\/2000000000000 bytes \(0\.0%\)/)
   t.equal(await tenantCommand(['show', created.id], c.io), 0)

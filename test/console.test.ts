@@ -298,7 +298,7 @@ t.test('admin: tenants with usage, create one, change its quota and types, regen
     await form.getByLabel('image/gif').uncheck()
     await form.getByRole('button', { name: 'Create tenant' }).click()
     const shown = page.getByRole('dialog', { name: 'Tenant acme created' })
-    const apiKey = await shown.getByLabel('New API key').inputValue()
+    const apiKey = await shown.getByLabel('New API key', { exact: true }).inputValue()
     t.match(apiKey, /^sk_live_/, 'the new key is shown once')
     t.equal((await api(srv.url, apiKey, '/api/v1/tenant/info')).status, 200, 'and it works')
     await shown.getByRole('button', { name: 'Done' }).click()
@@ -324,7 +324,7 @@ t.test('admin: tenants with usage, create one, change its quota and types, regen
 
     await row.getByRole('button', { name: 'Regenerate key of acme' }).click()
     await page.getByRole('dialog').getByRole('button', { name: 'Regenerate key' }).click()
-    const newKey = await page.getByRole('dialog', { name: 'New key for acme' }).getByLabel('New API key').inputValue()
+    const newKey = await page.getByRole('dialog', { name: 'New key for acme' }).getByLabel('New API key', { exact: true }).inputValue()
     t.not(newKey, apiKey)
     t.equal((await api(srv.url, apiKey, '/api/v1/tenant/info')).status, 401, 'the old key stops working')
     t.equal((await api(srv.url, newKey, '/api/v1/tenant/info')).status, 200, 'the new one works')

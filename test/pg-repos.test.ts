@@ -123,7 +123,24 @@ function scenario(t: Test, { engine, other }: Databases): unknown[] {
   t.not(tenants.dataVersion(), before, "another connection's key rotation changes dataVersion")
   t.equal(tenants.signingGeneration(ids[2]!), 1)
   t.equal(tenants.getByKeyHash(key(3)), undefined, 'the old key finds nothing')
-  t.ok(tenants.update({ id: ids[2]!, name: 'Zed renamed', quotaBytes: 5, allowedFileTypes: [] }))
+  t.ok(tenants.update({ id: ids[2]!, name: 'Zed renamed', quotaBytes: 5, allowedFileTypes: [], selfServiceS3Credentials: false }))
+  // Self-service S3 credentials (#31): on by default, off once updated so.
+  t.equal(tenants.get(T1)!.selfServiceS3Credentials, true, 'self-service S3 credentials are on by default')
+  t.equal(tenants.get(ids[2]!)!.selfServiceS3Credentials, false)
+  // The admin overview's usage table: most bytes first, ties by id (binary order), and the count.
+  t.same(
+    tenants.topByUsage(3).map((x) => [x.id, x.usedBytes]),
+    [
+      [T1, 300],
+      [ids[3], 0],
+      [ids[1], 0],
+    ],
+  )
+  t.equal(tenants.liveCount(), 4)
+  seen.push(
+    tenants.topByUsage(10).map((x) => [x.id, x.usedBytes, x.selfServiceS3Credentials]),
+    tenants.liveCount(),
+  )
   t.ok(tenants.markDeleted(ids[3]!, 10, `deleted:${ids[3]}`, key(40)))
   t.equal(tenants.get(ids[3]!), undefined)
   t.equal(tenants.signingGeneration(ids[3]!), undefined, 'a deleted tenant has no generation')

@@ -14,6 +14,7 @@ t.test("tenant isolation matrix: every route with an id, called with another ten
   const pending = (await handshake(app, alice.headers, { fileType: 'image/png', fileName: 'p.png' })).json() as Handshake
   await upload(app, alice.headers, { extra: { webhookUrl: 'https://hooks.example/coffer' } })
   const [delivery] = (await app.inject({ url: '/api/v1/webhooks/deliveries', headers: alice.headers })).json().deliveries
+  const aliceKey = (await app.inject({ method: 'POST', url: '/api/v1/tenant/s3-credentials', headers: alice.headers })).json()
   const FILE = 'FILE_NOT_FOUND'
   const WS = 'WORKSPACE_NOT_FOUND'
   const matrix: [string, string, string, unknown?, Record<string, string>?][] = [
@@ -39,6 +40,8 @@ t.test("tenant isolation matrix: every route with an id, called with another ten
     ['GET', `/api/v1/files/${done.fileId}/versions`, FILE],
     ['POST', `/api/v1/files/${done.fileId}/versions/null/restore`, FILE],
     ['GET', `/api/v1/files/deleted?workspaceId=${ws.id}`, WS],
+    // A tenant's own S3 credentials (#31): another tenant's access key id is not found.
+    ['DELETE', `/api/v1/tenant/s3-credentials/${aliceKey.accessKeyId}`, 'NOT_FOUND'],
   ]
   // Every parametric route the app serves must appear in the matrix (or be admin/token-only).
   const parametric = routePaths(app.printRoutes({ commonPrefix: false })).filter((p) => p.includes(':'))
@@ -51,6 +54,7 @@ t.test("tenant isolation matrix: every route with an id, called with another ten
     '/api/v1/webhooks/deliveries/:deliveryId/retry',
     '/api/v1/files/:fileId/versions',
     '/api/v1/files/:fileId/versions/:versionId/restore',
+    '/api/v1/tenant/s3-credentials/:accessKeyId',
   ]
   // Admin routes name a tenant by design; S3 requests are isolated by test/s3-sdk.test.ts.
   const exempt = [
@@ -70,10 +74,12 @@ t.test("tenant isolation matrix: every route with an id, called with another ten
   t.same((await app.inject({ url: '/api/v1/files', headers: bob.headers })).json(), { files: [], nextCursor: null, total: 0 })
   t.same((await app.inject({ url: '/api/v1/workspaces', headers: bob.headers })).json(), { workspaces: [] })
   t.same((await app.inject({ url: '/api/v1/webhooks/deliveries', headers: bob.headers })).json(), { deliveries: [] })
+  t.same((await app.inject({ url: '/api/v1/tenant/s3-credentials', headers: bob.headers })).json(), { credentials: [] })
   // Nothing changed for the owner.
   t.equal((await app.inject({ url: `/api/v1/files/${done.fileId}`, headers: alice.headers })).statusCode, 200)
   t.equal((await app.inject({ url: `/api/v1/workspaces/${ws.id}`, headers: alice.headers })).json().name, 'A')
   t.equal((await app.inject({ url: '/api/v1/files', headers: alice.headers })).json().total, 3)
+  t.equal((await app.inject({ url: '/api/v1/tenant/s3-credentials', headers: alice.headers })).json().credentials[0].accessKeyId, aliceKey.accessKeyId)
   // The token routes: a token minted for one tenant's file never opens another's.
   const bobFile = await upload(app, bob.headers)
   const signed = new URL((await app.inject({ url: `/api/v1/files/${done.fileId}/signed-url`, headers: alice.headers })).json().url)

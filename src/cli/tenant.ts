@@ -9,7 +9,7 @@ export const TENANT_HELP = `Usage:
   coffer tenant create --name NAME [--quota-bytes BYTES] [--types TYPE,…] [--json]
   coffer tenant list [--json]
   coffer tenant show TENANT_ID [--json]
-  coffer tenant update TENANT_ID [--name NAME] [--quota-bytes BYTES] [--types TYPE,…] [--json]
+  coffer tenant update TENANT_ID [--name NAME] [--quota-bytes BYTES] [--types TYPE,…] [--self-service-s3 on|off] [--json]
   coffer tenant delete TENANT_ID --yes
   coffer tenant regenerate-key TENANT_ID [--json]
   coffer tenant s3-credentials create|list TENANT_ID [--json]
@@ -19,7 +19,8 @@ Works offline on an existing data dir (--data-dir or COFFER_DATA_DIR, default ./
 while the server runs; changes count at the server's next request. The API key is printed once:
 store it. BYTES is an integer, optionally with a unit: 500MiB, 10GiB, 1TB (KiB/MiB/GiB/TiB are
 powers of 1024, KB/MB/GB/TB of 1000). A quota below the usage is allowed: uploads are refused
-until usage drops. delete is irreversible: the key and every signed URL stop at once, the files
+until usage drops. --self-service-s3 off stops the tenant creating, listing and revoking its own
+S3 credentials (on by default; the pairs it has keep working). delete is irreversible: the key and every signed URL stop at once, the files
 and workspaces are deleted (their content is collected after COFFER_DELETED_RETENTION_SECONDS),
 undelivered webhooks are dropped; it needs --yes.`
 
@@ -52,6 +53,7 @@ function printTenant(io: CliIO, t: TenantView): void {
   println(io.stdout, `  used/quota:  ${t.usedBytes}/${t.quotaBytes} bytes (${percent(t)})`)
   println(io.stdout, `  files:       ${t.fileCount}`)
   println(io.stdout, `  file types:  ${t.allowedFileTypes.join(', ')}`)
+  println(io.stdout, `  self-service S3 credentials: ${t.selfServiceS3Credentials ? 'on' : 'off'}`)
   println(io.stdout, `  created:     ${t.createdAt}`)
 }
 
@@ -138,10 +140,15 @@ export async function tenantCommand(args: string[], io: CliIO): Promise<number> 
     })
   }
   if (sub === 'update') {
-    const { values, positionals } = parse(rest, { ...opts, name: { type: 'string' }, 'quota-bytes': { type: 'string' }, types: { type: 'string' } }, 1)
+    const { values, positionals } = parse(
+      rest,
+      { ...opts, name: { type: 'string' }, 'quota-bytes': { type: 'string' }, types: { type: 'string' }, 'self-service-s3': { type: 'string' } },
+      1,
+    )
     if (values.help) return (println(io.stdout, TENANT_HELP), 0)
     const id = positionals[0]
     if (id === undefined) throw new UsageError('tenant update needs a TENANT_ID (coffer tenant list shows them)')
+    const selfService = values['self-service-s3']
     const input: UpdateTenantInput = {}
     if (values.name !== undefined) input.name = values.name
     if (values['quota-bytes'] !== undefined) input.quotaBytes = parseBytes('--quota-bytes', values['quota-bytes'])
@@ -150,7 +157,11 @@ export async function tenantCommand(args: string[], io: CliIO): Promise<number> 
         .split(',')
         .map((x) => x.trim())
         .filter(Boolean)
-    if (Object.keys(input).length === 0) throw new UsageError('tenant update needs at least one of --name, --quota-bytes, --types')
+    if (selfService !== undefined) {
+      if (selfService !== 'on' && selfService !== 'off') throw new UsageError('--self-service-s3: must be on or off')
+      input.selfServiceS3Credentials = selfService === 'on'
+    }
+    if (Object.keys(input).length === 0) throw new UsageError('tenant update needs at least one of --name, --quota-bytes, --types, --self-service-s3')
     try {
       checkTenantInput(input)
     } catch (err) {

@@ -3,6 +3,7 @@ import { api } from './api'
 import { formatBytes, formatTime, parseSize } from './format'
 import { Confirm, DataTable, ErrorText, Header, Modal, Pager, SecretBox, TextField, Usage, useAction } from './ui'
 import { FILE_TYPES } from '../lib/file-types'
+import { Overview } from './overview'
 
 interface Tenant {
   id: string
@@ -11,6 +12,7 @@ interface Tenant {
   usedBytes: number
   fileCount: number
   allowedFileTypes: string[]
+  selfServiceS3Credentials: boolean
   createdAt: string
 }
 interface Secret {
@@ -49,11 +51,17 @@ function EditTenant(props: { apiKey: string; tenant: Tenant; onClose: () => void
   const [name, setName] = useState(t.name)
   const [quota, setQuota] = useState(formatBytes(t.quotaBytes))
   const [types, setTypes] = useState(t.allowedFileTypes)
+  const [selfService, setSelfService] = useState(t.selfServiceS3Credentials)
   const [error, run] = useAction()
   const save = (e: Event) => {
     e.preventDefault()
     void run(async () => {
-      await api(props.apiKey, 'PATCH', `/api/v1/admin/tenants/${t.id}`, { name: name.trim(), quotaBytes: sizeOf(quota), allowedFileTypes: types })
+      await api(props.apiKey, 'PATCH', `/api/v1/admin/tenants/${t.id}`, {
+        name: name.trim(),
+        quotaBytes: sizeOf(quota),
+        allowedFileTypes: types,
+        selfServiceS3Credentials: selfService,
+      })
       props.onSaved()
       props.onClose()
     })
@@ -64,6 +72,10 @@ function EditTenant(props: { apiKey: string; tenant: Tenant; onClose: () => void
         <TextField label="Name" required maxLength={100} value={name} onValue={setName} />
         <TextField label="Quota" required value={quota} onValue={setQuota} />
         <TypesField value={types} onChange={setTypes} />
+        <label class="check">
+          <input type="checkbox" checked={selfService} onChange={(e) => setSelfService(e.currentTarget.checked)} />
+          The tenant may create and revoke its own S3 access keys
+        </label>
         <ErrorText error={error} />
         <div class="buttons">
           <button type="submit" class="primary" disabled={types.length === 0}>
@@ -114,6 +126,7 @@ export function AdminView(props: { apiKey: string; onSignOut: () => void }) {
     <div class="view">
       <Header title="Coffer admin" subtitle="Signed in with the admin key" onSignOut={props.onSignOut} />
       <ErrorText error={error} />
+      <Overview apiKey={key} refresh={version} />
       <section class="card" aria-labelledby="new-h">
         <h2 id="new-h">New tenant</h2>
         <form class="stacked" onSubmit={create}>
@@ -132,7 +145,7 @@ export function AdminView(props: { apiKey: string; onSignOut: () => void }) {
         <h2 id="tenants-h">Tenants</h2>
         {page && page.tenants.length === 0 && <p class="muted">No tenants yet.</p>}
         {page && page.tenants.length > 0 && (
-          <DataTable columns={['Name', 'Usage', 'Files', 'Allowed types', 'Created', 'Actions']}>
+          <DataTable columns={['Name', 'Usage', 'Files', 'Allowed types', 'S3 self-service', 'Created', 'Actions']}>
             {page.tenants.map((t) => (
               <tr key={t.id}>
                 <th scope="row" data-label="Name" class="name">
@@ -144,6 +157,7 @@ export function AdminView(props: { apiKey: string; onSignOut: () => void }) {
                 </td>
                 <td data-label="Files">{t.fileCount}</td>
                 <td data-label="Allowed types">{t.allowedFileTypes.length === FILE_TYPES.length ? 'all' : t.allowedFileTypes.join(', ')}</td>
+                <td data-label="S3 self-service">{t.selfServiceS3Credentials ? 'on' : 'off'}</td>
                 <td data-label="Created">{formatTime(t.createdAt)}</td>
                 <td class="actions">
                   <button type="button" aria-label={`Edit tenant ${t.name}`} onClick={() => setEditing(t)}>

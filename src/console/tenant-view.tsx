@@ -5,6 +5,7 @@ import { Confirm, DataTable, ErrorText, Header, Modal, Pager, TextField, Usage, 
 import { Workspaces, type Workspace } from './workspaces'
 import { Deliveries } from './deliveries'
 import { DeletedFiles, VersionsDialog } from './versions'
+import { AccessKeys } from './access-keys'
 
 interface Page {
   files: FileInfo[]
@@ -277,6 +278,7 @@ export function TenantView(props: { apiKey: string; onSignOut: () => void }) {
 
       <Workspaces apiKey={key} workspaces={workspaces} onChanged={() => (void loadWorkspaces(), refresh())} />
       <Deliveries apiKey={key} />
+      <AccessKeys apiKey={key} />
 
       {preview && (
         <Modal title={preview.file.originalName} onClose={closePreview} wide>

@@ -1,13 +1,21 @@
 import type { ComponentChildren } from 'preact'
 import { useEffect, useRef, useState } from 'preact/hooks'
-import { messageOf } from './api'
+import { copyText, messageOf } from './api'
 import { formatBytes, percent } from './format'
 
-/** A modal dialog: focus is trapped inside, Escape closes it (the browser's <dialog>). */
+/**
+ * A modal dialog: focus is trapped inside, Escape closes it (the browser's <dialog>). When it goes,
+ * the focus goes back to what had it before (the button that opened it), whether it was closed by
+ * Escape or by one of its buttons, so a keyboard user carries on where they were (#31).
+ */
 export function Modal(props: { title: string; onClose: () => void; children: ComponentChildren; wide?: boolean }) {
   const ref = useRef<HTMLDialogElement>(null)
   useEffect(() => {
+    const opener = document.activeElement
     ref.current?.showModal()
+    return () => {
+      if (opener instanceof HTMLElement && opener.isConnected) opener.focus()
+    }
   }, [])
   return (
     <dialog ref={ref} class={props.wide ? 'wide' : ''} aria-label={props.title} onClose={props.onClose}>
@@ -55,13 +63,25 @@ export function ErrorText(props: { error: string | null }) {
   ) : null
 }
 
-/** A secret shown once (a new API key), ready to copy. */
+/**
+ * A secret shown once (a new API key), ready to copy: a read-only field that selects itself on
+ * focus, and a Copy button that says whether the copy worked (the text, not a colour, tells).
+ */
 export function SecretBox(props: { label: string; value: string }) {
+  const [copied, setCopied] = useState<boolean | null>(null)
   return (
-    <label class="secret">
-      {props.label}
-      <input readOnly value={props.value} onFocus={(e) => e.currentTarget.select()} />
-    </label>
+    <div class="secret">
+      <label>
+        {props.label}
+        <input readOnly value={props.value} spellcheck={false} onFocus={(e) => e.currentTarget.select()} />
+      </label>
+      <button type="button" aria-label={`Copy ${props.label}`} onClick={() => void copyText(props.value).then(setCopied)}>
+        Copy
+      </button>
+      <span role="status" class="muted">
+        {copied === true ? 'Copied' : copied === false ? 'Copy refused by the browser: select the field and copy it by hand' : ''}
+      </span>
+    </div>
   )
 }
 

@@ -4,6 +4,12 @@ import { FILE_TYPES } from '../lib/file-types'
 import type { AuthenticatedTenant, Tenant } from '../db/repos/tenants'
 import { isoTime } from '../lib/clock'
 
+/** Whether a tenant manages its own S3 credentials through the tenant API and the console (#31). */
+export const SelfServiceS3Credentials = Type.Boolean({
+  description: 'Whether the tenant may create, list and revoke its own S3 credentials (/api/v1/tenant/s3-credentials); default true',
+  'x-message': 'must be true or false',
+})
+
 export const TenantName = Type.String({ minLength: 1, maxLength: 100, pattern: NO_CONTROL, 'x-message': NO_CONTROL_MESSAGE })
 
 export const CreateTenantBody = Type.Object(
@@ -11,6 +17,7 @@ export const CreateTenantBody = Type.Object(
     name: TenantName,
     quotaBytes: Type.Optional(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER })),
     allowedFileTypes: Type.Optional(Type.Array(FileTypeSchema, { minItems: 1, maxItems: FILE_TYPES.length * 4 })),
+    selfServiceS3Credentials: Type.Optional(SelfServiceS3Credentials),
   },
   { additionalProperties: false },
 )
@@ -25,8 +32,9 @@ export const UpdateTenantBody = Type.Object(
     allowedFileTypes: Type.Optional(
       Type.Array(FileTypeSchema, { minItems: 1, maxItems: FILE_TYPES.length * 4, description: 'Files already stored keep their type' }),
     ),
+    selfServiceS3Credentials: Type.Optional(SelfServiceS3Credentials),
   },
-  { additionalProperties: false, minProperties: 1, 'x-message': 'must set at least one of name, quotaBytes, allowedFileTypes' },
+  { additionalProperties: false, minProperties: 1, 'x-message': 'must set at least one of name, quotaBytes, allowedFileTypes, selfServiceS3Credentials' },
 )
 
 /** A tenant as the admin API lists it: settings and usage, never a key or secret. */
@@ -37,6 +45,7 @@ export const TenantSummary = Type.Object({
   usedBytes: Type.Integer({ description: 'Bytes of completed files plus reservations of pending uploads' }),
   fileCount: Type.Integer({ description: 'Files not deleted, whatever their processingStatus' }),
   allowedFileTypes: Type.Array(Type.String()),
+  selfServiceS3Credentials: Type.Boolean({ description: 'Whether the tenant manages its own S3 credentials' }),
   createdAt: IsoTime,
 })
 
@@ -120,6 +129,7 @@ export function tenantSummaryView(t: Tenant & { fileCount: number }): Static<typ
     usedBytes: t.usedBytes,
     fileCount: t.fileCount,
     allowedFileTypes: t.allowedFileTypes,
+    selfServiceS3Credentials: t.selfServiceS3Credentials,
     createdAt: isoTime(t.createdAt),
   }
 }

@@ -580,4 +580,15 @@ CREATE INDEX object_versions_deleted_keys_in_workspace ON object_versions (works
   WHERE file_id IS NULL AND noncurrent_at IS NULL;
 `,
   },
+  {
+    version: 22,
+    name: 'tenants: whether a tenant manages its own S3 credentials',
+    sql: `
+-- Self-service S3 credentials (#31): 1 lets the tenant create, list and revoke its own pairs through
+-- the tenant API (and the console), 0 leaves that to the admin. On by default: a tenant key can
+-- already read and write everything an S3 pair of the tenant can, so a pair grants nothing more
+-- (README, Web console).
+ALTER TABLE tenants ADD COLUMN self_service_s3 INTEGER NOT NULL DEFAULT 1 CHECK (self_service_s3 IN (0, 1));
+`,
+  },
 ]

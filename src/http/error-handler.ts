@@ -10,6 +10,8 @@ export const STATUS: Record<ErrorCode, number> = {
   FILE_TOO_LARGE: 400,
   BODY_TOO_LARGE: 413,
   QUOTA_EXCEEDED: 403,
+  // The admin turned a tenant's self-service off (#31): the key is fine, the act is not allowed.
+  SELF_SERVICE_DISABLED: 403,
   FILE_NOT_FOUND: 404,
   WORKSPACE_NOT_FOUND: 404,
   TENANT_NOT_FOUND: 404,

@@ -85,3 +85,9 @@ export function publishWorkDir(work: string, dest: string): void {
   fs.renameSync(work, dest)
   fsyncDir(path.dirname(dest))
 }
+
+/** The size of the file system holding `dir` and what an unprivileged process may still write there (statfs f_bavail). */
+export function diskSpace(dir: string): { totalBytes: number; freeBytes: number } {
+  const s = fs.statfsSync(dir)
+  return { totalBytes: s.blocks * s.bsize, freeBytes: s.bavail * s.bsize }
+}

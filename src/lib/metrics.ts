@@ -1,5 +1,6 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 import { RequestMetrics } from './request-metrics'
+import { RecentRequests, type RequestCounts } from './recent-requests'
 
 /** How an upload ended: `completed`, or the lower-cased error code that failed it, or `expired` (swept). */
 export type UploadOutcome =
@@ -52,6 +53,8 @@ export interface MetricSources {
    * without a source the gauge has no samples rather than a made-up zero.
    */
   outbox?: () => { pending: number; dead: number }
+  /** Wall-clock time for the last minute's request counts (the core's clock); Date.now without one. */
+  now?: () => number
 }
 
 /** Request durations from 5 ms to a minute: uploads of 100 MiB on a slow link take that long. */
@@ -102,8 +105,13 @@ export class Metrics implements UploadMeter, StoreMeter {
     registers: [this.registry],
   })
   private processMetrics = false
+  /** The last minute's responses, for the admin overview's rates (#31). */
+  private readonly recent: RecentRequests
+  /** Responses since start, by class: what the request counter's series add up to, kept as three numbers. */
+  private readonly totals: RequestCounts = { requests: 0, clientErrors: 0, serverErrors: 0 }
 
   constructor(sources: MetricSources) {
+    this.recent = new RecentRequests(sources.now ?? Date.now)
     const inFlight = () => this.inFlightSources.reduce((sum, count) => sum + count(), 0)
     new Gauge({
       name: 'coffer_http_requests_in_flight',
@@ -151,6 +159,15 @@ export class Metrics implements UploadMeter, StoreMeter {
   /** One finished HTTP request. */
   recordRequest(method: string, route: string, statusCode: number, seconds: number): void {
     this.requests.record(method, route, statusCode, seconds)
+    this.recent.record(statusCode)
+    this.totals.requests++
+    if (statusCode >= 500) this.totals.serverErrors++
+    else if (statusCode >= 400) this.totals.clientErrors++
+  }
+
+  /** Responses of both fronts since this process started, and over the last minute (the admin overview, #31). */
+  requestCounts(): { sinceStart: RequestCounts; lastMinute: RequestCounts } {
+    return { sinceStart: { ...this.totals }, lastMinute: this.recent.lastMinute() }
   }
 
   received(bytes: number): void {

@@ -1,7 +1,7 @@
 import { createCipheriv, createDecipheriv, randomBytes, randomInt } from 'node:crypto'
 import type { DB } from '../db/database'
 import type { S3CredentialsRepo } from '../db/repos/s3-credentials'
-import type { AuthenticatedTenant, TenantsRepo } from '../db/repos/tenants'
+import { authenticationView, type AuthenticatedTenant, type TenantsRepo } from '../db/repos/tenants'
 import { isoTime, type Clock } from '../lib/clock'
 import { deriveKey } from '../lib/secrets'
 import { notFound, AppError } from '../errors'
@@ -16,6 +16,9 @@ export const ACCESS_KEY_ID = /^CK[A-Z0-9]{18}$/
  */
 export const FIXED_ACCESS_KEY_ID = /^[A-Za-z0-9._-]{3,128}$/
 export const FIXED_SECRET = /^[A-Za-z0-9+/=._-]{4,128}$/
+
+/** The most S3 credential pairs a tenant may hold by creating them itself (#31). */
+export const SELF_SERVICE_LIMIT = 20
 
 function newAccessKeyId(): string {
   let id = 'CK'
@@ -88,6 +91,47 @@ export class S3CredentialsService {
     return this.repo.listByTenant(tenantId.toLowerCase()).map((c) => ({ accessKeyId: c.accessKeyId, createdAt: isoTime(c.createdAt) }))
   }
 
+  /**
+   * The tenant's own pairs through the tenant API (#31): allowed unless the admin turned the
+   * tenant's self-service off, which is read from the row on every call (no cache to outlive a
+   * change). Creating one more than SELF_SERVICE_LIMIT is refused: a tenant key cannot grow the
+   * table without bound; the admin API has no such limit.
+   */
+  createOwn(tenantId: string): CreatedS3Credential {
+    this.checkSelfService(tenantId)
+    const held = this.repo.listByTenant(tenantId).length
+    if (held >= SELF_SERVICE_LIMIT) {
+      throw new AppError('CONFLICT', `This tenant already holds ${held} S3 credential pairs, the most a tenant can create itself: revoke one first`, {
+        field: 'accessKeyId',
+        limit: SELF_SERVICE_LIMIT,
+      })
+    }
+    return this.create(tenantId)
+  }
+
+  /** listOwn and revokeOwn: `list` and `revoke` behind the same check as createOwn. */
+  listOwn(tenantId: string): { accessKeyId: string; createdAt: string }[] {
+    this.checkSelfService(tenantId)
+    return this.list(tenantId)
+  }
+
+  revokeOwn(tenantId: string, accessKeyId: string): void {
+    this.checkSelfService(tenantId)
+    this.revoke(tenantId, accessKeyId)
+  }
+
+  private checkSelfService(tenantId: string): void {
+    const tenant = this.tenants.get(tenantId)
+    if (!tenant) throw notFound.tenant()
+    if (!tenant.selfServiceS3Credentials) {
+      throw new AppError(
+        'SELF_SERVICE_DISABLED',
+        'The administrator has turned off self-service S3 credentials for this tenant: ask them to create or revoke a pair',
+        { setting: 'selfServiceS3Credentials' },
+      )
+    }
+  }
+
   /** Revokes a pair; the next request signed with it is refused. */
   revoke(tenantId: string, accessKeyId: string): void {
     if (!isUuid(tenantId) || !this.tenants.get(tenantId.toLowerCase())) throw notFound.tenant()
@@ -114,8 +158,7 @@ export class S3CredentialsService {
     const row = this.repo.get(accessKeyId)
     const tenant = row && this.tenants.get(row.tenantId)
     if (!row || !tenant) return undefined
-    const { usedBytes: _used, ...authenticated } = tenant
-    const found = { secret: this.open(accessKeyId, row.secretSealed), tenant: authenticated }
+    const found = { secret: this.open(accessKeyId, row.secretSealed), tenant: authenticationView(tenant) }
     if (this.verified.size >= 10_000) this.verified.clear()
     this.verified.set(accessKeyId, found)
     return found

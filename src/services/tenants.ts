@@ -1,7 +1,7 @@
 import type { Static } from '@sinclair/typebox'
 import { AppError, notFound, validationError } from '../errors'
 import type { DB } from '../db/database'
-import type { AuthenticatedTenant, Tenant, TenantsRepo } from '../db/repos/tenants'
+import { authenticationView, type AuthenticatedTenant, type Tenant, type TenantsRepo } from '../db/repos/tenants'
 import type { FilesRepo } from '../db/repos/files'
 import type { WorkspacesRepo } from '../db/repos/workspaces'
 import type { OutboxRepo } from '../db/repos/outbox'
@@ -18,6 +18,8 @@ export interface CreateTenantInput {
   name: string
   quotaBytes?: number
   allowedFileTypes?: string[]
+  /** Whether the tenant manages its own S3 credentials (#31); default true. */
+  selfServiceS3Credentials?: boolean
   /** `test` keys (`sk_test_…`) are made by the ephemeral CI-fixture mode. */
   keyKind?: 'live' | 'test'
 }
@@ -26,6 +28,7 @@ export interface UpdateTenantInput {
   name?: string
   quotaBytes?: number
   allowedFileTypes?: string[]
+  selfServiceS3Credentials?: boolean
 }
 
 /** A tenant with the number of its files (not deleted, whatever their status): what an operator lists. */
@@ -54,6 +57,8 @@ export function checkTenantInput(input: UpdateTenantInput): void {
   }
   const q = input.quotaBytes
   if (q !== undefined && (!Number.isSafeInteger(q) || q < 0)) throw validationError('/quotaBytes', 'must be an integer of at least 0')
+  const selfService = input.selfServiceS3Credentials
+  if (selfService !== undefined && typeof selfService !== 'boolean') throw validationError('/selfServiceS3Credentials', 'must be true or false')
   const types = input.allowedFileTypes
   if (types !== undefined) {
     if (types.length === 0) throw validationError('/allowedFileTypes', 'must list at least one file type')
@@ -106,6 +111,7 @@ export class TenantsService {
       webhookSecret: newWebhookSecret(),
       quotaBytes: input.quotaBytes ?? DEFAULT_TENANT_QUOTA,
       allowedFileTypes,
+      selfServiceS3Credentials: input.selfServiceS3Credentials ?? true,
       createdAt: this.clock.now(),
     }
     this.db
@@ -168,7 +174,7 @@ export class TenantsService {
     if (known) return timingSafeEqual(known.keyHash, keyHash) ? known.tenant : undefined
     const found = this.repo.getByKeyHash(keyHash)
     if (!found || !timingSafeEqual(found.keyHash, keyHash)) return undefined
-    const { usedBytes: _usage, ...tenant } = found.tenant
+    const tenant = authenticationView(found.tenant)
     this.authenticated.set(cacheKey, { tenant, keyHash: found.keyHash })
     return tenant
   }
@@ -201,8 +207,16 @@ export class TenantsService {
     })()
   }
 
+  /** Live tenants using the most bytes, most first, with their file counts; and how many live tenants there are (the admin overview, #31). */
+  topByUsage(limit: number): { tenants: TenantUsage[]; total: number } {
+    return this.db.transaction(() => ({
+      tenants: this.repo.topByUsage(limit).map((t) => ({ ...t, fileCount: this.repo.fileCount(t.id) })),
+      total: this.repo.liveCount(),
+    }))()
+  }
+
   /**
-   * Changes any of name, quota and allowed types. A quota below the current usage is allowed:
+   * Changes any of name, quota, allowed types and self-service S3 credentials. A quota below the current usage is allowed:
    * uploads are refused until usage drops under it. Files already stored keep their type.
    */
   update(tenantId: string, input: UpdateTenantInput): TenantUsage {
@@ -220,6 +234,7 @@ export class TenantsService {
           name: input.name ?? t.name,
           quotaBytes: input.quotaBytes ?? t.quotaBytes,
           allowedFileTypes: allowed === undefined ? t.allowedFileTypes : FILE_TYPES.filter((type) => allowed.includes(type)),
+          selfServiceS3Credentials: input.selfServiceS3Credentials ?? t.selfServiceS3Credentials,
         })
         return { ...this.repo.get(t.id)!, fileCount: this.repo.fileCount(t.id) }
       })

@@ -507,4 +507,13 @@ CREATE INDEX object_versions_deleted_keys_in_workspace ON object_versions (works
   WHERE file_id IS NULL AND noncurrent_at IS NULL;
 `,
   },
+  {
+    version: 22,
+    name: 'tenants: whether a tenant manages its own S3 credentials',
+    sql: `
+-- As SQLite's migration 22 (#31). Not among the columns of tenants_auth_changed: authentication
+-- never reads it; the tenant S3 credential routes read it from the row on each request.
+ALTER TABLE tenants ADD COLUMN self_service_s3 INTEGER NOT NULL DEFAULT 1 CHECK (self_service_s3 IN (0, 1));
+`,
+  },
 ]

@@ -110,6 +110,10 @@ export class OutboxRepo {
       retry: db.prepare(`UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = @now, updated_at = @now WHERE id = @id AND status != 'pending'`),
       retryAllDead: db.prepare(`UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = @now, updated_at = @now WHERE status = 'dead'`),
       dropPending: db.prepare(`DELETE FROM outbox WHERE tenant_id = ? AND status = 'pending'`),
+      // The admin overview (#31): ranges of outbox_by_status (status, created_at), so their cost is
+      // the backlog's size, never the delivered history's (kept for the API's listings).
+      countOf: db.pluck<[string], number>('SELECT count(*) FROM outbox WHERE status = ?'),
+      oldestOf: db.pluck<[string], number | null>('SELECT min(created_at) FROM outbox WHERE status = ?'),
       countByStatus: db.prepare<[], { status: OutboxStatus; n: number }>('SELECT status, count(*) AS n FROM outbox GROUP BY status'),
     }
   }
@@ -178,6 +182,16 @@ export class OutboxRepo {
     const out: Record<OutboxStatus, number> = { pending: 0, delivered: 0, dead: 0 }
     for (const r of this.stmts.countByStatus.all()) out[r.status] = r.n
     return out
+  }
+
+  /** Events still to deliver and dead ones, and when the oldest pending one was made (null when none is). */
+  backlog(): { pending: number; dead: number; oldestPendingAt: number | null } {
+    const oldest = this.stmts.oldestOf.get('pending')
+    return {
+      pending: Number(this.stmts.countOf.get('pending')),
+      dead: Number(this.stmts.countOf.get('dead')),
+      oldestPendingAt: oldest === null || oldest === undefined ? null : Number(oldest),
+    }
   }
 
   /** Drops a tenant's undelivered events (the tenant is being deleted); returns how many. */

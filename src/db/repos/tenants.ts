@@ -12,14 +12,23 @@ export interface Tenant {
   webhookSecret: string
   /** `test` for tenants made by ephemeral mode: their keys read `sk_test_…`. */
   keyKind: 'live' | 'test'
+  /** Whether the tenant may create, list and revoke its own S3 credentials (#31; migration 22). */
+  selfServiceS3Credentials: boolean
   createdAt: number
 }
 
 /**
  * What a request knows about its tenant (`request.tenant`): everything but the usage, which
- * changes with every upload; read that with TenantsService.quota().
+ * changes with every upload (read that with TenantsService.quota()), and the self-service
+ * setting, which the routes it governs read from the row itself (authenticationView).
  */
-export type AuthenticatedTenant = Omit<Tenant, 'usedBytes'>
+export type AuthenticatedTenant = Omit<Tenant, 'usedBytes' | 'selfServiceS3Credentials'>
+
+/** A tenant as authentication caches it: without its usage and the settings read afresh. */
+export function authenticationView(t: Tenant): AuthenticatedTenant {
+  const { usedBytes: _used, selfServiceS3Credentials: _selfService, ...authenticated } = t
+  return authenticated
+}
 
 interface Row {
   id: string
@@ -29,6 +38,7 @@ interface Row {
   allowed_types: string
   webhook_secret: string
   key_kind: 'live' | 'test'
+  self_service_s3: number
   created_at: number
 }
 
@@ -40,10 +50,11 @@ const toTenant = (r: Row): Tenant => ({
   allowedFileTypes: JSON.parse(r.allowed_types) as string[],
   webhookSecret: r.webhook_secret,
   keyKind: r.key_kind,
+  selfServiceS3Credentials: r.self_service_s3 === 1,
   createdAt: r.created_at,
 })
 
-const COLUMNS = 'id, name, quota_bytes, used_bytes, allowed_types, webhook_secret, key_kind, created_at'
+const COLUMNS = 'id, name, quota_bytes, used_bytes, allowed_types, webhook_secret, key_kind, self_service_s3, created_at'
 
 /** Where a page of tenants starts: strictly after this one, in listing order. */
 export interface TenantCursor {
@@ -79,17 +90,23 @@ export class TenantsRepo {
       pageAfter: db.prepare<[number, string, number], Row>(
         `SELECT ${COLUMNS} FROM tenants WHERE ${live} AND (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?`,
       ),
+      // The admin overview's usage table (#31): a pass over the tenants rows keeping the top
+      // `limit` (SQLite's sorter holds only those), never over files; no index on used_bytes,
+      // which every upload's commit changes.
+      topByUsage: db.prepare<[number], Row>(`SELECT ${COLUMNS} FROM tenants WHERE ${live} ORDER BY used_bytes DESC, id LIMIT ?`),
+      liveCount: db.pluck<[], number>(`SELECT count(*) FROM tenants WHERE ${live}`),
       // file_counts is keyed by tenant first: an index range, whatever the number of files.
       fileCount: db.pluck<[string], number>(dialect(db, SQL.fileCount)),
       insert: db.prepare(
-        `INSERT INTO tenants (id, name, name_key, key_hash, key_kind, webhook_secret, quota_bytes, allowed_types, created_at)
-         VALUES (@id, @name, @nameKey, @keyHash, @keyKind, @webhookSecret, @quotaBytes, @allowedTypes, @createdAt)`,
+        `INSERT INTO tenants (id, name, name_key, key_hash, key_kind, webhook_secret, quota_bytes, allowed_types, self_service_s3, created_at)
+         VALUES (@id, @name, @nameKey, @keyHash, @keyKind, @webhookSecret, @quotaBytes, @allowedTypes, @selfService, @createdAt)`,
       ),
       rotate: db.prepare(`UPDATE tenants SET key_hash = ?, webhook_secret = ?, signing_generation = signing_generation + 1 WHERE id = ? AND ${live}`),
       // A deleted tenant has no generation: none of its tokens verifies (#13).
       generation: db.pluck<[string], number>(`SELECT signing_generation FROM tenants WHERE id = ? AND ${live}`),
       update: db.prepare(
-        `UPDATE tenants SET name = @name, name_key = @nameKey, quota_bytes = @quotaBytes, allowed_types = @allowedTypes WHERE id = @id AND ${live}`,
+        `UPDATE tenants SET name = @name, name_key = @nameKey, quota_bytes = @quotaBytes, allowed_types = @allowedTypes, self_service_s3 = @selfService
+         WHERE id = @id AND ${live}`,
       ),
       markDeleted: db.prepare(`UPDATE tenants SET deleted_at = @now, name = @name, name_key = @name, key_hash = @keyHash WHERE id = @id AND ${live}`),
       purgeable: db.pluck<[number], string>(
@@ -155,6 +172,16 @@ export class TenantsRepo {
     return rows.map(toTenant)
   }
 
+  /** The `limit` live tenants using the most bytes, most first (ties by id). */
+  topByUsage(limit: number): Tenant[] {
+    return this.stmts.topByUsage.all(limit).map(toTenant)
+  }
+
+  /** How many live tenants there are. */
+  liveCount(): number {
+    return Number(this.stmts.liveCount.get())
+  }
+
   /** Live files of the tenant (any processing status), from the maintained counts. */
   fileCount(id: string): number {
     return this.stmts.fileCount.get(id) as number
@@ -168,9 +195,17 @@ export class TenantsRepo {
     webhookSecret: string
     quotaBytes: number
     allowedFileTypes: string[]
+    /** Default true (migration 22's default). */
+    selfServiceS3Credentials?: boolean
     createdAt: number
   }): void {
-    this.stmts.insert.run({ ...t, nameKey: nameKey(t.name), allowedTypes: JSON.stringify(t.allowedFileTypes) })
+    const { selfServiceS3Credentials, ...row } = t
+    this.stmts.insert.run({
+      ...row,
+      nameKey: nameKey(t.name),
+      allowedTypes: JSON.stringify(t.allowedFileTypes),
+      selfService: selfServiceS3Credentials === false ? 0 : 1,
+    })
   }
 
   /**
@@ -181,10 +216,16 @@ export class TenantsRepo {
     return this.stmts.rotate.run(keyHash, webhookSecret, id).changes === 1
   }
 
-  update(t: { id: string; name: string; quotaBytes: number; allowedFileTypes: string[] }): boolean {
+  update(t: { id: string; name: string; quotaBytes: number; allowedFileTypes: string[]; selfServiceS3Credentials: boolean }): boolean {
     return (
-      this.stmts.update.run({ id: t.id, name: t.name, nameKey: nameKey(t.name), quotaBytes: t.quotaBytes, allowedTypes: JSON.stringify(t.allowedFileTypes) })
-        .changes === 1
+      this.stmts.update.run({
+        id: t.id,
+        name: t.name,
+        nameKey: nameKey(t.name),
+        quotaBytes: t.quotaBytes,
+        allowedTypes: JSON.stringify(t.allowedFileTypes),
+        selfService: t.selfServiceS3Credentials ? 1 : 0,
+      }).changes === 1
     )
   }
 

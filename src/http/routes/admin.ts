@@ -82,7 +82,7 @@ export async function adminRoutes(app: App, core: Core): Promise<void> {
     {
       schema: {
         tags: ['admin'],
-        summary: "Change a tenant's name, quota or allowed file types",
+        summary: "Change a tenant's name, quota, allowed file types or self-service S3 credentials",
         params: TenantParams,
         body: UpdateTenantBody,
         response: withErrors({ 200: TenantSummary }, 404, 409, 413),
