@@ -1,6 +1,7 @@
 import type { Engine } from '../src/db/engine'
 import { BlobsRepo } from '../src/db/repos/blobs'
 import { FilesRepo, type FileRecord } from '../src/db/repos/files'
+import { VersionsRepo, type VersionCursor, type VersionRow } from '../src/db/repos/versions'
 import { WorkspacesRepo } from '../src/db/repos/workspaces'
 import { onBoth, T1, T2, twoTenants } from './pg/repos'
 
@@ -187,5 +188,143 @@ onBoth('files: counts and keyset pages over every filter', (t, { engine }) => {
     ids(files.list(T2, {}, undefined, 10)),
   )
   seen.push(counters(engine))
+  return seen
+})
+
+onBoth('versions: rows, the current one, keyset pages and deleted keys', (t, { engine, other }) => {
+  const seen: unknown[] = []
+  setUp(engine)
+  const files = new FilesRepo(engine)
+  const v = new VersionsRepo(engine)
+  const now = 1_800_000_000_000
+  const info = JSON.stringify({ etag: '"e"', contentType: 'text/plain', meta: { é: '\u0000"' } })
+  /** A completed file holding a version's content; soft-deleted when the version is noncurrent. */
+  const content = (id: string, tenantId: string, workspaceId: string, key: string, size: number, noncurrent: boolean) => {
+    files.insertPending(pending(id, { tenantId, workspaceId, objectKey: key, sizeBytes: size, createdAt: now }))
+    t.ok(files.complete(id, size, size === 5 ? H2 : H1, now))
+    engine.prepare('UPDATE files SET object_info = ? WHERE id = ?').run(info, id)
+    if (noncurrent) t.ok(files.softDelete(tenantId, id, now + 1))
+  }
+  const version = (r: Partial<VersionRow> & Pick<VersionRow, 'workspaceId' | 'key' | 'versionId' | 'seq'>): VersionRow => ({
+    tenantId: T1,
+    fileId: null,
+    size: 0,
+    createdAt: now,
+    noncurrentAt: null,
+    ...r,
+  })
+
+  seen.push(v.versioning('wa'), v.versioning('nope'))
+  v.setVersioning('wa', 'Enabled')
+  v.setVersioning('wb', 'Suspended')
+  seen.push(v.versioning('wa'), new VersionsRepo(other).versioning('wb'))
+
+  // wa's keys in byte order: 'B' < 'a' < 'a/b' < 'a0' < 'b' < 'é'.
+  engine.transaction(() => {
+    content('fa1', T1, 'wa', 'a', 5, true)
+    content('fa3', T1, 'wa', 'a', 3 * TIB, false)
+    v.insert(version({ workspaceId: 'wa', key: 'a', versionId: 'v1', seq: 1, fileId: 'fa1', size: 5, noncurrentAt: now + 1 }))
+    v.insert(version({ workspaceId: 'wa', key: 'a', versionId: 'v2', seq: 2, noncurrentAt: now + 2, createdAt: now + 1 }))
+    v.insert(version({ workspaceId: 'wa', key: 'a', versionId: 'v3', seq: 3, fileId: 'fa3', size: 3 * TIB, createdAt: now + 2 }))
+    content('fab1', T1, 'wa', 'a/b', 5, true)
+    v.insert(version({ workspaceId: 'wa', key: 'a/b', versionId: 'v1', seq: 1, fileId: 'fab1', size: 5, noncurrentAt: now + 10 }))
+    v.insert(version({ workspaceId: 'wa', key: 'a/b', versionId: 'v2', seq: 2, createdAt: now + 10 }))
+    v.insert(version({ workspaceId: 'wa', key: 'a0', versionId: 'v1', seq: 1, createdAt: now + 20 })) // a lone marker: nothing to restore
+    content('fB1', T1, 'wa', 'B', 3 * TIB, true)
+    v.insert(version({ workspaceId: 'wa', key: 'B', versionId: 'v1', seq: 1, fileId: 'fB1', size: 3 * TIB, noncurrentAt: now + 10 }))
+    v.insert(version({ workspaceId: 'wa', key: 'B', versionId: 'v2', seq: 2, createdAt: now + 10 }))
+    content('fe', T1, 'wa', 'é', 5, false)
+    v.insert(version({ workspaceId: 'wa', key: 'é', versionId: 'null', seq: 1, fileId: 'fe', size: 5 }))
+    content('fb1', T1, 'wa', 'b', 5, false)
+    v.insert(version({ workspaceId: 'wa', key: 'b', versionId: 'v1', seq: 1, fileId: 'fb1', size: 5 }))
+    // The same time as wa's markers: ties by workspace, then key, descending in byte order.
+    content('fwb', T1, 'wb', 'a/b', 5, true)
+    v.insert(version({ workspaceId: 'wb', key: 'a/b', versionId: 'v1', seq: 1, fileId: 'fwb', size: 5, noncurrentAt: now + 10 }))
+    v.insert(version({ workspaceId: 'wb', key: 'a/b', versionId: 'v2', seq: 2, createdAt: now + 10 }))
+    content('fz', T2, 'wz', 'x', 5, true)
+    v.insert(version({ workspaceId: 'wz', key: 'x', versionId: 'v1', seq: 1, tenantId: T2, fileId: 'fz', size: 5, noncurrentAt: now + 10 }))
+    v.insert(version({ workspaceId: 'wz', key: 'x', versionId: 'v2', seq: 2, tenantId: T2, createdAt: now + 10 }))
+  })
+  t.throws(() => v.insert(version({ workspaceId: 'wa', key: 'a', versionId: 'v3', seq: 9 })), 'a version id is unique in its key')
+  t.throws(() => v.insert(version({ workspaceId: 'wa', key: 'a', versionId: 'v9', seq: 3 })), 'a seq is unique in its key')
+  t.throws(() => v.insert(version({ workspaceId: 'wa', key: 'z', versionId: 'v1', seq: 1, size: 1 })), 'a delete marker has no size')
+  seen.push(counters(engine))
+
+  seen.push(v.latest('wa', 'a'), v.latest('wa', 'A'), v.byId('wa', 'a', 'v2'), v.byId('wa', 'a', 'nope'), v.byFile('fa1'), v.byFile('nope'))
+  seen.push(v.objectById('wa', 'a', 'v3'), v.objectById('wa', 'a', 'v2'), v.objectById('wb', 'a', 'v3'))
+  seen.push(v.previous('wa', 'a', 3), v.previous('wa', 'a', 1), v.countOfKey('wa', 'a'), v.countOfKey('wa', 'nope'), v.hasAny('wa'), v.hasAny('nope'))
+  seen.push(v.ofKey('wa', 'a', undefined, 10), v.ofKey('wa', 'a', 3, 1), v.ofKey('wa', 'a', 1, 10))
+
+  // Every page of two, each after the last version of the one before (inside a key or past it).
+  const walk = (bounds: { from?: string; below?: string }, size: number) => {
+    const pages: [string, string][][] = []
+    let after: VersionCursor | undefined
+    for (;;) {
+      const page = [...v.page('wa', { ...bounds, after }, size)]
+      if (page.length === 0) return pages
+      pages.push(page.map((x) => [x.key, x.versionId]))
+      after = { key: page.at(-1)!.key, seq: page.at(-1)!.seq }
+    }
+  }
+  seen.push(walk({}, 2), walk({}, 3), walk({ from: 'a/', below: 'b' }, 2), walk({ from: 'a0' }, 1))
+  t.same(
+    [...v.page('wa', {}, 100)].map((x) => x.key),
+    ['B', 'B', 'a', 'a', 'a', 'a/b', 'a/b', 'a0', 'b', 'é'],
+    'keys in byte order, each newest first',
+  )
+  // A cursor past the whole key, a cursor inside a key outside the bounds, a reader that stops early.
+  seen.push([...v.page('wa', { after: { key: 'a' } }, 3)].map((x) => [x.key, x.versionId, x.sha256, x.info, x.fileType]))
+  seen.push([...v.page('wa', { after: { key: 'a', seq: 3 }, from: 'a/' }, 10)].map((x) => [x.key, x.versionId]))
+  const early: string[] = []
+  for (const x of v.page('wa', {}, 5)) {
+    early.push(`${x.key} ${x.versionId}`)
+    if (early.length === 2) break // closes the statement's iterator (SQLite's connection is busy until then)
+  }
+  seen.push(early)
+
+  // Deleted keys: the current version a marker, with content below it; newest deletion first.
+  const deleted = (tenantId: string, ws: string | undefined, size: number) => {
+    const pages: unknown[] = []
+    let after: { deletedAt: number; workspaceId: string; key: string } | undefined
+    for (;;) {
+      const page = v.deletedKeys(tenantId, ws, after, size)
+      if (page.length === 0) return pages
+      pages.push(page)
+      const last = page.at(-1)!
+      after = { deletedAt: last.deletedAt, workspaceId: last.workspaceId, key: last.key }
+    }
+  }
+  seen.push(deleted(T1, undefined, 1), deleted(T1, 'wa', 2), deleted(T2, undefined, 10), deleted(T2, 'wa', 10))
+  seen.push(v.countDeletedKeys(T1, undefined), v.countDeletedKeys(T1, 'wa'), v.countDeletedKeys(T2, undefined), v.countDeletedKeys(T1, 'wz'))
+  t.same(
+    v.deletedKeys(T1, undefined, undefined, 10).map((d) => [d.workspaceId, d.key]),
+    [
+      ['wb', 'a/b'],
+      ['wa', 'a/b'],
+      ['wa', 'B'],
+    ],
+    'ties by workspace, then key, descending in byte order; the lone marker left out',
+  )
+
+  // Current ↔ noncurrent moves the version's bytes in the usage; a delete of a noncurrent one releases them.
+  t.ok(files.softDelete(T1, 'fb1', now + 30))
+  v.setNoncurrent('wa', 'b', 'v1', now + 30)
+  seen.push(v.latest('wa', 'b'), counters(engine))
+  v.setNoncurrent('wa', 'b', 'v1', null)
+  t.ok(files.restore('fb1'))
+  seen.push(counters(engine))
+  // A marker made noncurrent (its delete undone): the key is no longer deleted.
+  v.setNoncurrent('wa', 'B', 'v2', now + 40)
+  seen.push(
+    v.countDeletedKeys(T1, 'wa'),
+    v.deletedKeys(T1, 'wa', undefined, 10).map((d) => d.key),
+  )
+  t.ok(v.delete('wa', 'a', 'v1'))
+  t.notOk(v.delete('wa', 'a', 'v1'), 'deleted once')
+  seen.push(v.countOfKey('wa', 'a'), counters(engine))
+  v.deleteInWorkspace('wb')
+  seen.push(v.hasAny('wb'), counters(engine))
+  v.deleteAllOfTenant(T2)
+  seen.push(v.hasAny('wz'), v.hasAny('wa'), counters(engine))
   return seen
 })

@@ -22,6 +22,12 @@ export interface Engine {
 export interface Statement<P extends unknown[], R> {
   get(...params: P): R | undefined
   all(...params: P): R[]
+  /**
+   * The rows one at a time (better-sqlite3's `iterate()`, which steps as the caller reads, so a
+   * listing that stops early reads no more). PostgreSQL's engine runs the statement at the call and
+   * hands out its rows, which the statement's LIMIT bounds.
+   */
+  iterate(...params: P): IterableIterator<R>
   /** `changes`: rows inserted, updated or deleted. */
   run(...params: P): { changes: number }
 }

@@ -24,6 +24,10 @@ class PgStatement<P extends unknown[], R> implements Statement<P, R> {
     return this.rows(params)
   }
 
+  iterate(...params: P): IterableIterator<R> {
+    return this.rows(params)[Symbol.iterator]()
+  }
+
   run(...params: P): { changes: number } {
     return { changes: this.bridge.query(this.text, this.values(params)).rowCount }
   }
