@@ -1,10 +1,4 @@
 import t, { type Test } from 'tap'
-import path from 'node:path'
-import { openConnection, openDatabase } from '../src/db/database'
-import { engineOf, type Engine } from '../src/db/engine'
-import { PgBridge } from '../src/db/pg/bridge'
-import { PgEngine } from '../src/db/pg/engine'
-import { migratePg } from '../src/db/pg/migrate'
 import { TenantsRepo } from '../src/db/repos/tenants'
 import { S3CredentialsRepo } from '../src/db/repos/s3-credentials'
 import { WorkspacesRepo } from '../src/db/repos/workspaces'
@@ -16,44 +10,11 @@ import { OutboxRepo } from '../src/db/repos/outbox'
 import { BlobsRepo } from '../src/db/repos/blobs'
 import { EncryptionRepo } from '../src/db/repos/encryption'
 import { ObjectLocksRepo } from '../src/db/repos/object-locks'
-import { freshSchema, withPg } from './pg/fixture'
-import { tempDir } from './helper'
+import { withPg } from './pg/fixture'
+import { key, onBoth, postgres, sqlite, T1, T2, twoTenants, W1, type Databases } from './pg/repos'
 
 // The tenants and S3 credentials repositories on both databases (#30): the same scenario runs on
 // SQLite and on PostgreSQL, each checked as it goes, and the two transcripts must be the same.
-
-interface Databases {
-  engine: Engine
-  /** A second connection to the same database: another process, another node. */
-  other: Engine
-}
-
-const T1 = '00000000-0000-4000-8000-000000000001'
-const W1 = '00000000-0000-4000-8000-0000000000a1'
-const key = (n: number) => Buffer.alloc(32, n)
-
-async function sqlite(t: Test): Promise<Databases> {
-  const dir = tempDir(t)
-  const db = openDatabase(path.join(dir, 'coffer.db'), dir)
-  const other = openConnection(path.join(dir, 'coffer.db'), dir)
-  t.teardown(() => {
-    other.close()
-    db.close()
-  })
-  return { engine: engineOf(db), other: engineOf(other) }
-}
-
-async function postgres(t: Test, url: string): Promise<Databases> {
-  const schemaUrl = await freshSchema(t, url)
-  const a = new PgBridge({ url: schemaUrl })
-  const b = new PgBridge({ url: schemaUrl })
-  t.teardown(() => {
-    a.close()
-    b.close()
-  })
-  migratePg(a)
-  return { engine: new PgEngine(a), other: new PgEngine(b) }
-}
 
 /** The scenario; returns what it saw, for the comparison of the two databases. */
 function scenario(t: Test, { engine, other }: Databases): unknown[] {
@@ -176,31 +137,6 @@ t.test('the same scenario, the same answers, on SQLite and on PostgreSQL', async
     })
   })
 })
-
-/** Runs a repository's scenario on SQLite, then on PostgreSQL, whose transcript must be the same. */
-function onBoth(title: string, scenario: (t: Test, dbs: Databases) => unknown[]): void {
-  t.test(`${title}: the same answers on SQLite and on PostgreSQL`, async (t) => {
-    let onSqlite: unknown[] = []
-    await t.test('SQLite', async (t) => {
-      onSqlite = scenario(t, await sqlite(t))
-    })
-    withPg(t, 'PostgreSQL', (url) => {
-      void t.test('PostgreSQL', async (t) => {
-        t.same(scenario(t, await postgres(t, url)), onSqlite, "PostgreSQL's answers are SQLite's")
-      })
-    })
-  })
-}
-
-const T2 = '00000000-0000-4000-8000-000000000002'
-
-/** Two tenants, for the repositories whose rows belong to one. */
-function twoTenants(engine: Engine): void {
-  const tenants = new TenantsRepo(engine)
-  const base = { keyKind: 'live' as const, webhookSecret: 'w', quotaBytes: 1_000_000, allowedFileTypes: [], createdAt: 1 }
-  tenants.insert({ ...base, id: T1, name: 'one', keyHash: key(1) })
-  tenants.insert({ ...base, id: T2, name: 'two', keyHash: key(2) })
-}
 
 onBoth('workspaces', (t, { engine }) => {
   const seen: unknown[] = []

@@ -16,6 +16,12 @@ export interface Engine {
   pluck<P extends unknown[] = unknown[], V = unknown>(sql: string): Statement<P, V>
   /** Runs `fn` in a write transaction (nested: a savepoint), committed when it returns, rolled back when it throws. */
   transaction<T>(fn: () => T): T
+  /**
+   * Runs `fn`, which only reads, in a transaction of its own: all its statements see one snapshot
+   * (a page and its total agree). SQLite: a deferred transaction, which takes no write lock;
+   * PostgreSQL: REPEATABLE READ, READ ONLY. Nested in another transaction, it is part of that one.
+   */
+  read<T>(fn: () => T): T
 }
 
 /** A prepared statement. Parameters are positional, or one object for `@name` parameters. */
@@ -53,6 +59,10 @@ class SqliteEngine implements Engine {
 
   transaction<T>(fn: () => T): T {
     return this.db.transaction(fn).immediate()
+  }
+
+  read<T>(fn: () => T): T {
+    return this.db.transaction(fn)()
   }
 }
 

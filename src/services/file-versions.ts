@@ -1,5 +1,6 @@
 import { notFound, validationError } from '../errors'
 import type { DB } from '../db/database'
+import { engineOf, type Engine } from '../db/engine'
 import type { FileRecord, FilesRepo } from '../db/repos/files'
 import type { ObjectsRepo } from '../db/repos/objects'
 import type { AuthenticatedTenant } from '../db/repos/tenants'
@@ -61,7 +62,7 @@ function decodeDeleted(raw: string): DeletedKeyCursor {
 export class FileVersions {
   constructor(
     private readonly deps: {
-      db: DB
+      db: DB | Engine
       clock: Clock
       files: FilesRepo
       objects: ObjectsRepo
@@ -82,7 +83,7 @@ export class FileVersions {
    */
   list(tenant: AuthenticatedTenant, fileId: string, q: PageQuery): { versions: FileVersion[]; nextCursor: string | null; total: number } {
     const beforeSeq = q.cursor === undefined ? undefined : decodeSeq(q.cursor)
-    return this.deps.db.transaction(() => {
+    return engineOf(this.deps.db).read(() => {
       const { file, version } = this.resolve(tenant, fileId)
       if (!version) {
         const single = file.status === 'completed' && beforeSeq === undefined ? [soleVersion(file)] : []
@@ -107,7 +108,7 @@ export class FileVersions {
         nextCursor: rows.length > q.limit && last ? encodeSeq(last.seq) : null,
         total: versions.countOfKey(version.workspaceId, version.key),
       }
-    })()
+    })
   }
 
   /**
@@ -121,41 +122,39 @@ export class FileVersions {
    */
   restore(tenant: AuthenticatedTenant, fileId: string, versionId: string): { file: FileRecord; created: boolean } {
     const { db, clock, versions, objectVersions, objects, files, quotas, objectLock, events, workspaces } = this.deps
-    return db
-      .transaction(() => {
-        const { file, version } = this.resolve(tenant, fileId)
-        if (!version) {
-          // Its only version: current already (a pending or failed upload has none).
-          if (versionId !== NULL_VERSION || file.status !== 'completed') throw notFound.version()
-          return { file, created: false }
-        }
-        const { workspaceId, key } = version
-        const source = versions.byId(workspaceId, key, versionId)
-        if (!source) throw notFound.version()
-        if (source.fileId === null) throw validationError('/versionId', 'is a delete marker: it has no content to restore')
-        if (source.noncurrentAt === null) return { file: files.get(source.fileId)!, created: false }
-        if (!workspaces.getLive(tenant.id, workspaceId)) throw notFound.file()
-        const from = objects.byFile(source.fileId)
-        if (!from) throw notFound.version()
-        const now = clock.now()
-        objectVersions.retire(workspaceId, key, now)
-        // A pending API upload holding this very key is no version yet: it ends, as an S3 write ends it.
-        const pending = objects.liveIdByKey(workspaceId, key)
-        if (pending !== undefined && files.softDelete(tenant.id, pending, now)) events.deleted(pending)
-        // After the current version was retired: a null version it replaced no longer counts.
-        quotas.assertFits(tenant.id, workspaceId, from.size)
-        const id = uuidv7(now)
-        // As CopyObject with its default directives: metadata and tags are the version's, the ACL
-        // is not copied (a copy is private unless asked otherwise), and no lock travels with it.
-        const { acl: _acl, lock: _lock, ...info } = from.info ?? { etag: `"${from.sha256}"`, contentType: from.fileType, meta: {} }
-        if (!objects.insertCopy(id, source.fileId, from.info === null ? null : info, now)) throw notFound.version()
-        if (info.parts !== undefined) objects.copyParts(source.fileId, id)
-        const restored = objectVersions.record(tenant.id, workspaceId, key, id, from.size, now)
-        objectLock.applyToNew(workspaceId, key, restored, objectLock.retentionFor(workspaceId, undefined, now), undefined)
-        events.settled(id)
-        return { file: files.get(id)!, created: true }
-      })
-      .immediate()
+    return engineOf(db).transaction(() => {
+      const { file, version } = this.resolve(tenant, fileId)
+      if (!version) {
+        // Its only version: current already (a pending or failed upload has none).
+        if (versionId !== NULL_VERSION || file.status !== 'completed') throw notFound.version()
+        return { file, created: false }
+      }
+      const { workspaceId, key } = version
+      const source = versions.byId(workspaceId, key, versionId)
+      if (!source) throw notFound.version()
+      if (source.fileId === null) throw validationError('/versionId', 'is a delete marker: it has no content to restore')
+      if (source.noncurrentAt === null) return { file: files.get(source.fileId)!, created: false }
+      if (!workspaces.getLive(tenant.id, workspaceId)) throw notFound.file()
+      const from = objects.byFile(source.fileId)
+      if (!from) throw notFound.version()
+      const now = clock.now()
+      objectVersions.retire(workspaceId, key, now)
+      // A pending API upload holding this very key is no version yet: it ends, as an S3 write ends it.
+      const pending = objects.liveIdByKey(workspaceId, key)
+      if (pending !== undefined && files.softDelete(tenant.id, pending, now)) events.deleted(pending)
+      // After the current version was retired: a null version it replaced no longer counts.
+      quotas.assertFits(tenant.id, workspaceId, from.size)
+      const id = uuidv7(now)
+      // As CopyObject with its default directives: metadata and tags are the version's, the ACL
+      // is not copied (a copy is private unless asked otherwise), and no lock travels with it.
+      const { acl: _acl, lock: _lock, ...info } = from.info ?? { etag: `"${from.sha256}"`, contentType: from.fileType, meta: {} }
+      if (!objects.insertCopy(id, source.fileId, from.info === null ? null : info, now)) throw notFound.version()
+      if (info.parts !== undefined) objects.copyParts(source.fileId, id)
+      const restored = objectVersions.record(tenant.id, workspaceId, key, id, from.size, now)
+      objectLock.applyToNew(workspaceId, key, restored, objectLock.retentionFor(workspaceId, undefined, now), undefined)
+      events.settled(id)
+      return { file: files.get(id)!, created: true }
+    })
   }
 
   /**
@@ -171,12 +170,12 @@ export class FileVersions {
     const after = q.cursor === undefined ? undefined : decodeDeleted(q.cursor)
     const workspaceId = this.deps.workspacesService.scope(tenant.id, headerWorkspaceId, q.workspaceId)
     const { versions } = this.deps
-    return this.deps.db.transaction(() => {
+    return engineOf(this.deps.db).read(() => {
       const rows = versions.deletedKeys(tenant.id, workspaceId, after, q.limit + 1)
       const page = rows.slice(0, q.limit)
       const last = page.at(-1)
       return { files: page, nextCursor: rows.length > q.limit && last ? encodeDeleted(last) : null, total: versions.countDeletedKeys(tenant.id, workspaceId) }
-    })()
+    })
   }
 
   /**

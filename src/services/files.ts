@@ -1,6 +1,7 @@
 import { AppError, notFound, validationError } from '../errors'
 import type { FileRecord, FilesRepo, Cursor } from '../db/repos/files'
 import type { DB } from '../db/database'
+import { engineOf, type Engine } from '../db/engine'
 import type { AuthenticatedTenant } from '../db/repos/tenants'
 import type { Clock } from '../lib/clock'
 import { isUuid } from '../lib/ids'
@@ -31,8 +32,10 @@ export function decodeCursor(raw: string): Cursor {
 
 /** Reading, listing, deleting and sharing files. */
 export class FilesService {
+  private readonly engine: Engine
+
   constructor(
-    private readonly db: DB,
+    db: DB | Engine,
     private readonly files: FilesRepo,
     private readonly workspaces: WorkspacesService,
     private readonly urls: SignedUrls,
@@ -41,7 +44,9 @@ export class FilesService {
     private readonly reserve: Pick<DiskReserve, 'freeing'>,
     /** Object versions (#25): a file in a workspace is its key's current version. */
     private readonly versions?: ObjectVersions,
-  ) {}
+  ) {
+    this.engine = engineOf(db)
+  }
 
   /** One page of live files, newest first, and the total matching the filter. */
   list(tenant: AuthenticatedTenant, q: ListQuery, headerWorkspaceId: string | undefined): { files: FileRecord[]; nextCursor: string | null; total: number } {
@@ -49,7 +54,7 @@ export class FilesService {
     const workspaceId = this.workspaces.scope(tenant.id, headerWorkspaceId, q.workspaceId)
     const filter = { workspaceId, fileType: q.fileType, context: q.context }
     // One read transaction: the page and the total describe the same snapshot.
-    return this.db.transaction(() => {
+    return this.engine.read(() => {
       const rows = this.files.list(tenant.id, filter, cursor, q.limit + 1)
       const page = rows.slice(0, q.limit)
       const last = page.at(-1)
@@ -58,7 +63,7 @@ export class FilesService {
         nextCursor: rows.length > q.limit && last ? encodeCursor(last) : null,
         total: this.files.count(tenant.id, filter),
       }
-    })()
+    })
   }
 
   get(tenant: AuthenticatedTenant, fileId: string): FileRecord {
@@ -75,22 +80,20 @@ export class FilesService {
   delete(tenant: AuthenticatedTenant, fileId: string): void {
     // A delete is how a full disk is emptied: it may use the disk reserve (lib/disk-reserve.ts).
     this.reserve.freeing(() =>
-      this.db
-        .transaction(() => {
-          // Read under the write lock: the status decides the event, so it must be the one deleted.
-          const f = this.get(tenant, fileId)
-          const now = this.clock.now()
-          // A completed file in a workspace is its key's current version: deleted as S3 deletes
-          // it (#25), a delete marker in a versioned bucket (the content stays a noncurrent version).
-          if (this.versions && f.status === 'completed' && f.workspaceId !== null && f.objectKey !== null && this.versions.ofFile(f.id)) {
-            this.versions.deleteCurrent(tenant.id, f.workspaceId, f.objectKey, now)
-            return
-          }
-          this.files.softDelete(tenant.id, f.id, now)
-          if (f.status === 'pending') this.events.settled(f.id, { code: 'FILE_DELETED', message: 'The file was deleted before its upload completed' })
-          else this.events.deleted(f.id)
-        })
-        .immediate(),
+      this.engine.transaction(() => {
+        // Read under the write lock: the status decides the event, so it must be the one deleted.
+        const f = this.get(tenant, fileId)
+        const now = this.clock.now()
+        // A completed file in a workspace is its key's current version: deleted as S3 deletes
+        // it (#25), a delete marker in a versioned bucket (the content stays a noncurrent version).
+        if (this.versions && f.status === 'completed' && f.workspaceId !== null && f.objectKey !== null && this.versions.ofFile(f.id)) {
+          this.versions.deleteCurrent(tenant.id, f.workspaceId, f.objectKey, now)
+          return
+        }
+        this.files.softDelete(tenant.id, f.id, now)
+        if (f.status === 'pending') this.events.settled(f.id, { code: 'FILE_DELETED', message: 'The file was deleted before its upload completed' })
+        else this.events.deleted(f.id)
+      }),
     )
   }
 

@@ -1,5 +1,6 @@
 import { AppError, notFound } from '../errors'
 import type { DB } from '../db/database'
+import { engineOf, type Engine } from '../db/engine'
 import type { GroupCommit } from '../db/group-commit'
 import type { FileRecord, FilesRepo } from '../db/repos/files'
 import type { WorkspacesRepo } from '../db/repos/workspaces'
@@ -22,7 +23,7 @@ export type NewUpload = Parameters<FilesRepo['insertPending']>[0]
 export class UploadRecords {
   constructor(
     private readonly deps: {
-      db: DB
+      db: DB | Engine
       commits: GroupCommit
       clock: Clock
       files: FilesRepo
@@ -90,13 +91,11 @@ export class UploadRecords {
    */
   fail(fileId: string, code: string, message: string): boolean {
     const { db, clock, files, events } = this.deps
-    return db
-      .transaction(() => {
-        if (!files.fail(fileId, clock.now())) return false
-        events.settled(fileId, { code, message })
-        return true
-      })
-      .immediate()
+    return engineOf(db).transaction(() => {
+      if (!files.fail(fileId, clock.now())) return false
+      events.settled(fileId, { code, message })
+      return true
+    })
   }
 
   /** Pending uploads whose URL expired before `before`, oldest first. */

@@ -1,4 +1,5 @@
 import type { DB } from '../db/database'
+import { engineOf, type Engine } from '../db/engine'
 import type { FilesRepo } from '../db/repos/files'
 import type { VersionCursor, VersionedObject, VersionRow, VersioningStatus, VersionsRepo } from '../db/repos/versions'
 import type { FileEvents } from '../webhooks/events'
@@ -35,7 +36,7 @@ export function newVersionId(now: number): string {
 export class ObjectVersions {
   constructor(
     private readonly deps: {
-      db: DB
+      db: DB | Engine
       clock: Clock
       versions: VersionsRepo
       files: FilesRepo
@@ -54,7 +55,7 @@ export class ObjectVersions {
    */
   setStatus(workspaceId: string, status: 'Enabled' | 'Suspended'): void {
     const { db, versions } = this.deps
-    db.transaction(() => versions.setVersioning(workspaceId, status)).immediate()
+    engineOf(db).transaction(() => versions.setVersioning(workspaceId, status))
   }
 
   /**

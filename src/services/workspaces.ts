@@ -1,5 +1,6 @@
 import { AppError, notFound, validationError } from '../errors'
 import type { DB } from '../db/database'
+import { engineOf, type Engine } from '../db/engine'
 import type { Workspace, WorkspacesRepo } from '../db/repos/workspaces'
 import type { AuthenticatedTenant } from '../db/repos/tenants'
 import type { Clock } from '../lib/clock'
@@ -36,8 +37,10 @@ function checkMetadata(metadata: Record<string, unknown> | null | undefined): vo
 
 /** Workspaces partition a tenant's files, each with an optional quota of its own. */
 export class WorkspacesService {
+  private readonly engine: Engine
+
   constructor(
-    private readonly db: DB,
+    db: DB | Engine,
     private readonly repo: WorkspacesRepo,
     private readonly files: FilesRepo,
     private readonly clock: Clock,
@@ -45,7 +48,9 @@ export class WorkspacesService {
     private readonly webhookAllowPrivate: boolean,
     /** Object lock (#25): a workspace holding locked versions cannot be deleted. */
     private readonly objectLock?: { checkWorkspaceDeletable(workspaceId: string): void },
-  ) {}
+  ) {
+    this.engine = engineOf(db)
+  }
 
   /** The same rules as the handshake's webhookUrl (absolute http(s), SSRF literal checks). */
   private checkWebhookUrl(url: string | null | undefined): void {
@@ -81,23 +86,21 @@ export class WorkspacesService {
     this.checkWebhookUrl(input.webhookUrl)
     const now = this.clock.now()
     const id = uuidv7(now)
-    this.db
-      .transaction(() => {
-        if (this.repo.getBySlug(tenant.id, input.slug)) {
-          throw new AppError('CONFLICT', `A workspace with slug "${input.slug}" already exists`, { field: 'slug' })
-        }
-        this.repo.insert({
-          id,
-          tenantId: tenant.id,
-          name: input.name,
-          slug: input.slug,
-          quotaBytes: input.quotaBytes ?? null,
-          metadata: input.metadata ?? null,
-          webhookUrl: input.webhookUrl ?? null,
-          now,
-        })
+    this.engine.transaction(() => {
+      if (this.repo.getBySlug(tenant.id, input.slug)) {
+        throw new AppError('CONFLICT', `A workspace with slug "${input.slug}" already exists`, { field: 'slug' })
+      }
+      this.repo.insert({
+        id,
+        tenantId: tenant.id,
+        name: input.name,
+        slug: input.slug,
+        quotaBytes: input.quotaBytes ?? null,
+        metadata: input.metadata ?? null,
+        webhookUrl: input.webhookUrl ?? null,
+        now,
       })
-      .immediate()
+    })
     return this.repo.getLive(tenant.id, id)!
   }
 
@@ -105,22 +108,20 @@ export class WorkspacesService {
   update(tenant: AuthenticatedTenant, id: string, input: UpdateWorkspaceInput): Workspace {
     checkMetadata(input.metadata)
     this.checkWebhookUrl(input.webhookUrl)
-    return this.db
-      .transaction(() => {
-        const w = this.get(tenant, id)
-        if (input.slug !== undefined && input.slug !== w.slug) throw validationError('/slug', 'cannot be changed')
-        this.repo.update({
-          id: w.id,
-          tenantId: tenant.id,
-          name: input.name ?? w.name,
-          quotaBytes: input.quotaBytes === undefined ? w.quotaBytes : input.quotaBytes,
-          metadata: input.metadata === undefined ? w.metadata : input.metadata,
-          webhookUrl: input.webhookUrl === undefined ? w.webhookUrl : input.webhookUrl,
-          now: this.clock.now(),
-        })
-        return this.repo.getLive(tenant.id, w.id)!
+    return this.engine.transaction(() => {
+      const w = this.get(tenant, id)
+      if (input.slug !== undefined && input.slug !== w.slug) throw validationError('/slug', 'cannot be changed')
+      this.repo.update({
+        id: w.id,
+        tenantId: tenant.id,
+        name: input.name ?? w.name,
+        quotaBytes: input.quotaBytes === undefined ? w.quotaBytes : input.quotaBytes,
+        metadata: input.metadata === undefined ? w.metadata : input.metadata,
+        webhookUrl: input.webhookUrl === undefined ? w.webhookUrl : input.webhookUrl,
+        now: this.clock.now(),
       })
-      .immediate()
+      return this.repo.getLive(tenant.id, w.id)!
+    })
   }
 
   /**
@@ -128,17 +129,14 @@ export class WorkspacesService {
    * bytes at workspace and tenant level, and removes the workspace (its slug becomes reusable).
    */
   delete(tenant: AuthenticatedTenant, id: string): void {
-    this.db
-      .transaction(() => {
-        const w = this.get(tenant, id)
-        this.objectLock?.checkWorkspaceDeletable(w.id)
-        const now = this.clock.now()
-        const pending = this.files.pendingInWorkspace(w.id)
-        this.files.softDeleteInWorkspace(w.id, now)
-        this.repo.softDelete(tenant.id, w.id, now)
-        for (const fileId of pending)
-          this.events.settled(fileId, { code: 'WORKSPACE_DELETED', message: 'The workspace was deleted before the upload completed' })
-      })
-      .immediate()
+    this.engine.transaction(() => {
+      const w = this.get(tenant, id)
+      this.objectLock?.checkWorkspaceDeletable(w.id)
+      const now = this.clock.now()
+      const pending = this.files.pendingInWorkspace(w.id)
+      this.files.softDeleteInWorkspace(w.id, now)
+      this.repo.softDelete(tenant.id, w.id, now)
+      for (const fileId of pending) this.events.settled(fileId, { code: 'WORKSPACE_DELETED', message: 'The workspace was deleted before the upload completed' })
+    })
   }
 }

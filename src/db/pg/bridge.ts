@@ -83,11 +83,11 @@ export class PgBridge {
   /**
    * Runs `fn` between BEGIN and COMMIT, ROLLBACK if it throws. Not reentrant: PostgreSQL has no
    * nested BEGIN, and a nested call is a programming error here as it is with better-sqlite3's
-   * immediate transactions.
+   * immediate transactions. `begin` is the statement that opens it (an isolation level, READ ONLY).
    */
-  transaction<T>(fn: () => T): T {
+  transaction<T>(fn: () => T, begin = 'BEGIN'): T {
     if (this.inTransaction) throw new Error('PgBridge.transaction is not reentrant (PgEngine nests with savepoints)')
-    this.call({ seq: 0, op: 'exec', sql: 'BEGIN', tx: 'begin' })
+    this.call({ seq: 0, op: 'exec', sql: begin, tx: 'begin' })
     this.inTransaction = true
     let result: T
     try {

@@ -123,4 +123,16 @@ export class PgEngine implements Engine {
       this.depth--
     }
   }
+
+  read<T>(fn: () => T): T {
+    // Inside a transaction: a savepoint of it, as SQLite nests a deferred transaction.
+    if (this.depth > 0) return this.transaction(fn)
+    this.depth++
+    try {
+      // One snapshot for every statement; a read-only transaction at this level never fails to serialize.
+      return this.bridge.transaction(fn, 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY')
+    } finally {
+      this.depth--
+    }
+  }
 }

@@ -1,5 +1,5 @@
-import type { Statement } from 'better-sqlite3'
 import type { DB } from '../database'
+import { dialect, engineOf, type Engine, type Statement } from '../engine'
 
 export type FileStatus = 'pending' | 'completed' | 'failed'
 
@@ -90,12 +90,34 @@ const SOFT_DELETE_SET = `deleted_at = @now,
   completed_at = CASE WHEN status = 'pending' THEN @now ELSE completed_at END,
   status = CASE WHEN status = 'pending' THEN 'failed' ELSE status END`
 
+type CountParams = { tenantId: string; workspaceId: string | null; fileType: string | null; context: string | null }
+
+/** Where the two databases differ (engine.ts), side by side. */
+const SQL = {
+  // sum() of a bigint is a numeric in PostgreSQL, which `pg` reads as a string: cast back. An
+  // optional filter is a parameter only tested for NULL first, which PostgreSQL cannot type: cast.
+  count: {
+    sqlite: `SELECT coalesce(sum(n), 0) FROM file_counts
+         WHERE tenant_id = @tenantId
+           AND (@workspaceId IS NULL OR workspace_id = @workspaceId)
+           AND (@fileType IS NULL OR file_type = @fileType)
+           AND (@context IS NULL OR context = @context)`,
+    postgres: `SELECT coalesce(sum(n), 0)::bigint FROM file_counts
+         WHERE tenant_id = @tenantId
+           AND (@workspaceId::text IS NULL OR workspace_id = @workspaceId)
+           AND (@fileType::text IS NULL OR file_type = @fileType)
+           AND (@context::text IS NULL OR context = @context)`,
+  },
+}
+
 /** SQL for the files table; no rules here. */
 export class FilesRepo {
-  private readonly listStatements = new Map<string, Statement<unknown[], Row>>()
+  private readonly listStatements = new Map<string, Statement<[Record<string, unknown>], Row>>()
   private readonly stmts
+  private readonly db: Engine
 
-  constructor(private readonly db: DB) {
+  constructor(database: DB | Engine) {
+    const db = (this.db = engineOf(database))
     this.stmts = {
       insert: db.prepare(
         `INSERT INTO files (id, tenant_id, workspace_id, original_name, file_type, status, size_bytes, declared_size,
@@ -112,7 +134,7 @@ export class FilesRepo {
       fail: db.prepare(`UPDATE files SET status = 'failed', size_bytes = 0, completed_at = ? WHERE id = ? AND status = 'pending'`),
       softDelete: db.prepare(`UPDATE files SET ${SOFT_DELETE_SET} WHERE id = @id AND tenant_id = @tenantId AND deleted_at IS NULL`),
       softDeleteInWorkspace: db.prepare(`UPDATE files SET ${SOFT_DELETE_SET} WHERE workspace_id = @workspaceId AND deleted_at IS NULL`),
-      pendingInWorkspace: db.prepare<[string], string>(`SELECT id FROM files WHERE workspace_id = ? AND status = 'pending' AND deleted_at IS NULL`).pluck(),
+      pendingInWorkspace: db.pluck<[string], string>(`SELECT id FROM files WHERE workspace_id = ? AND status = 'pending' AND deleted_at IS NULL`),
       softDeleteAllOfTenant: db.prepare(`UPDATE files SET ${SOFT_DELETE_SET} WHERE tenant_id = @tenantId AND deleted_at IS NULL`),
       expiredPending: db.prepare<[number, number], Row>(
         `SELECT * FROM files WHERE status = 'pending' AND deleted_at IS NULL AND upload_expires_at < ?
@@ -130,15 +152,7 @@ export class FilesRepo {
       // A noncurrent version made current again (services/versions.ts): live again, charged again.
       restore: db.prepare(`UPDATE files SET deleted_at = NULL WHERE id = ? AND deleted_at IS NOT NULL AND status = 'completed'`),
       redelete: db.prepare('UPDATE files SET deleted_at = ? WHERE id = ? AND deleted_at IS NOT NULL'),
-      count: db
-        .prepare<[{ tenantId: string; workspaceId: string | null; fileType: string | null; context: string | null }], number>(
-          `SELECT coalesce(sum(n), 0) FROM file_counts
-         WHERE tenant_id = @tenantId
-           AND (@workspaceId IS NULL OR workspace_id = @workspaceId)
-           AND (@fileType IS NULL OR file_type = @fileType)
-           AND (@context IS NULL OR context = @context)`,
-        )
-        .pluck(),
+      count: db.pluck<[CountParams], number>(dialect(db, SQL.count)),
     }
   }
 
@@ -244,7 +258,7 @@ export class FilesRepo {
       if (f.fileType) where.push('file_type = @fileType')
       if (f.context !== undefined) where.push('context = @context')
       if (cursor) where.push('(created_at, id) < (@cursorCreatedAt, @cursorId)')
-      stmt = this.db.prepare<unknown[], Row>(`SELECT * FROM files WHERE ${where.join(' AND ')} ORDER BY created_at DESC, id DESC LIMIT @limit`)
+      stmt = this.db.prepare<[Record<string, unknown>], Row>(`SELECT * FROM files WHERE ${where.join(' AND ')} ORDER BY created_at DESC, id DESC LIMIT @limit`)
       this.listStatements.set(key, stmt)
     }
     const params: Record<string, unknown> = { tenantId, limit }

@@ -1,4 +1,5 @@
 import type { DB } from '../database'
+import { dialect, engineOf, type Engine } from '../engine'
 import type { ObjectInfo } from './objects'
 
 /** A bucket's versioning state as S3 names it; `null` when it was never enabled (unversioned). */
@@ -142,13 +143,32 @@ export interface VersionCursor {
   seq?: number
 }
 
+/** Where the two databases differ (engine.ts), side by side. */
+const SQL = {
+  // Keyset page over object_versions_order: keys in binary order, each key's versions newest first.
+  // PostgreSQL cannot type a parameter that is only tested for NULL first: the bounds are cast to text.
+  page: {
+    sqlite: `${JOINED} WHERE v.workspace_id = @workspaceId
+           AND (@after IS NULL OR v.object_key > @after)
+           AND (@from IS NULL OR v.object_key >= @from)
+           AND (@below IS NULL OR v.object_key < @below)
+         ORDER BY v.object_key, v.seq DESC LIMIT @limit`,
+    postgres: `${JOINED} WHERE v.workspace_id = @workspaceId
+           AND (@after::text IS NULL OR v.object_key > @after)
+           AND (@from::text IS NULL OR v.object_key >= @from)
+           AND (@below::text IS NULL OR v.object_key < @below)
+         ORDER BY v.object_key, v.seq DESC LIMIT @limit`,
+  },
+}
+
 /** SQL for object versions and buckets' versioning state; no rules here (services/versions.ts has them). */
 export class VersionsRepo {
   private readonly stmts
 
-  constructor(db: DB) {
+  constructor(database: DB | Engine) {
+    const db = engineOf(database)
     this.stmts = {
-      versioning: db.prepare<[string], VersioningStatus>('SELECT versioning FROM workspaces WHERE id = ?').pluck(),
+      versioning: db.pluck<[string], VersioningStatus>('SELECT versioning FROM workspaces WHERE id = ?'),
       setVersioning: db.prepare('UPDATE workspaces SET versioning = ? WHERE id = ?'),
       latest: db.prepare<[string, string], Row>(`SELECT ${COLUMNS} FROM object_versions WHERE workspace_id = ? AND object_key = ? ORDER BY seq DESC LIMIT 1`),
       byId: db.prepare<[string, string, string], Row>(`SELECT ${COLUMNS} FROM object_versions WHERE workspace_id = ? AND object_key = ? AND version_id = ?`),
@@ -165,36 +185,27 @@ export class VersionsRepo {
       delete: db.prepare('DELETE FROM object_versions WHERE workspace_id = ? AND object_key = ? AND version_id = ?'),
       deleteInWorkspace: db.prepare('DELETE FROM object_versions WHERE workspace_id = ?'),
       deleteOfTenant: db.prepare('DELETE FROM object_versions WHERE tenant_id = ?'),
-      any: db.prepare<[string], number>('SELECT 1 FROM object_versions WHERE workspace_id = ? LIMIT 1').pluck(),
-      fileIdsInWorkspace: db.prepare<[string], string>('SELECT file_id FROM object_versions WHERE workspace_id = ? AND file_id IS NOT NULL').pluck(),
+      any: db.pluck<[string], number>('SELECT 1 FROM object_versions WHERE workspace_id = ? LIMIT 1'),
+      fileIdsInWorkspace: db.pluck<[string], string>('SELECT file_id FROM object_versions WHERE workspace_id = ? AND file_id IS NOT NULL'),
       // The rest of one key's versions, newest first, below a version.
-      restOfKey: db.prepare<{ workspaceId: string; key: string; seq: number; limit: number }, JoinedRow>(
+      restOfKey: db.prepare<[{ workspaceId: string; key: string; seq: number; limit: number }], JoinedRow>(
         `${JOINED} WHERE v.workspace_id = @workspaceId AND v.object_key = @key AND v.seq < @seq ORDER BY v.seq DESC LIMIT @limit`,
       ),
-      countOfKey: db.prepare<[string, string], number>('SELECT count(*) FROM object_versions WHERE workspace_id = ? AND object_key = ?').pluck(),
-      deletedKeys: db.prepare<{ tenantId: string; at: number; ws: string; key: string; limit: number }, DeletedKeyRow>(
+      countOfKey: db.pluck<[string, string], number>('SELECT count(*) FROM object_versions WHERE workspace_id = ? AND object_key = ?'),
+      deletedKeys: db.prepare<[{ tenantId: string; at: number; ws: string; key: string; limit: number }], DeletedKeyRow>(
         `${DELETED_KEYS} AND m.tenant_id = @tenantId AND ${DELETED_AFTER} ${DELETED_ORDER}`,
       ),
-      deletedKeysIn: db.prepare<{ workspaceId: string; at: number; key: string; limit: number }, DeletedKeyRow>(
+      deletedKeysIn: db.prepare<[{ workspaceId: string; at: number; key: string; limit: number }], DeletedKeyRow>(
         `${DELETED_KEYS} AND m.workspace_id = @workspaceId AND ${DELETED_AFTER_IN} ${DELETED_ORDER}`,
       ),
-      countDeletedKeys: db
-        .prepare<[string], number>(
-          `SELECT count(*) FROM object_versions m WHERE m.tenant_id = ? AND m.file_id IS NULL AND m.noncurrent_at IS NULL AND ${HAS_CONTENT}`,
-        )
-        .pluck(),
-      countDeletedKeysIn: db
-        .prepare<[string], number>(
-          `SELECT count(*) FROM object_versions m WHERE m.workspace_id = ? AND m.file_id IS NULL AND m.noncurrent_at IS NULL AND ${HAS_CONTENT}`,
-        )
-        .pluck(),
-      // Keyset page over object_versions_order: keys in binary order, each key's versions newest first.
-      page: db.prepare<{ workspaceId: string; after: string | null; from: string | null; below: string | null; limit: number }, JoinedRow>(
-        `${JOINED} WHERE v.workspace_id = @workspaceId
-           AND (@after IS NULL OR v.object_key > @after)
-           AND (@from IS NULL OR v.object_key >= @from)
-           AND (@below IS NULL OR v.object_key < @below)
-         ORDER BY v.object_key, v.seq DESC LIMIT @limit`,
+      countDeletedKeys: db.pluck<[string], number>(
+        `SELECT count(*) FROM object_versions m WHERE m.tenant_id = ? AND m.file_id IS NULL AND m.noncurrent_at IS NULL AND ${HAS_CONTENT}`,
+      ),
+      countDeletedKeysIn: db.pluck<[string], number>(
+        `SELECT count(*) FROM object_versions m WHERE m.workspace_id = ? AND m.file_id IS NULL AND m.noncurrent_at IS NULL AND ${HAS_CONTENT}`,
+      ),
+      page: db.prepare<[{ workspaceId: string; after: string | null; from: string | null; below: string | null; limit: number }], JoinedRow>(
+        dialect(db, SQL.page),
       ),
     }
   }
