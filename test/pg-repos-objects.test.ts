@@ -1,10 +1,4 @@
-import t, { type Test } from 'tap'
-import path from 'node:path'
-import { openConnection, openDatabase } from '../src/db/database'
-import { engineOf, type Engine } from '../src/db/engine'
-import { PgBridge } from '../src/db/pg/bridge'
-import { PgEngine } from '../src/db/pg/engine'
-import { migratePg } from '../src/db/pg/migrate'
+import type { Engine } from '../src/db/engine'
 import { TenantsRepo } from '../src/db/repos/tenants'
 import { WorkspacesRepo } from '../src/db/repos/workspaces'
 import { BlobsRepo } from '../src/db/repos/blobs'
@@ -13,60 +7,12 @@ import { MultipartRepo, type MultipartUpload, type Part } from '../src/db/repos/
 import { BucketConfigsRepo } from '../src/db/repos/bucket-configs'
 import { LifecycleRepo } from '../src/db/repos/lifecycle'
 import { listPage, rollupPage, utf8Compare, type KeysetSource, type ListResult } from '../src/s3/listing'
-import { freshSchema, withPg } from './pg/fixture'
-import { tempDir } from './helper'
+import { key, onBoth, T1, T2 } from './pg/repos'
 
 // The S3 objects, multipart and lifecycle repositories on both databases (#30), as
 // test/pg-repos.test.ts does the others: the same scenario runs on SQLite and on PostgreSQL, each
 // checked as it goes, and the two transcripts must be the same.
 
-interface Databases {
-  engine: Engine
-  /** A second connection to the same database: another process, another node. */
-  other: Engine
-}
-
-async function sqlite(t: Test): Promise<Databases> {
-  const dir = tempDir(t)
-  const db = openDatabase(path.join(dir, 'coffer.db'), dir)
-  const other = openConnection(path.join(dir, 'coffer.db'), dir)
-  t.teardown(() => {
-    other.close()
-    db.close()
-  })
-  return { engine: engineOf(db), other: engineOf(other) }
-}
-
-async function postgres(t: Test, url: string): Promise<Databases> {
-  const schemaUrl = await freshSchema(t, url)
-  const a = new PgBridge({ url: schemaUrl })
-  const b = new PgBridge({ url: schemaUrl })
-  t.teardown(() => {
-    a.close()
-    b.close()
-  })
-  migratePg(a)
-  return { engine: new PgEngine(a), other: new PgEngine(b) }
-}
-
-/** Runs a repository's scenario on SQLite, then on PostgreSQL, whose transcript must be the same. */
-function onBoth(title: string, scenario: (t: Test, dbs: Databases) => unknown[]): void {
-  t.test(`${title}: the same answers on SQLite and on PostgreSQL`, async (t) => {
-    let onSqlite: unknown[] = []
-    await t.test('SQLite', async (t) => {
-      onSqlite = scenario(t, await sqlite(t))
-    })
-    withPg(t, 'PostgreSQL', (url) => {
-      void t.test('PostgreSQL', async (t) => {
-        t.same(scenario(t, await postgres(t, url)), onSqlite, "PostgreSQL's answers are SQLite's")
-      })
-    })
-  })
-}
-
-const T1 = '00000000-0000-4000-8000-000000000001'
-const T2 = '00000000-0000-4000-8000-000000000002'
-const key = (n: number) => Buffer.alloc(32, n)
 /** 5 GiB, S3's largest part: sizes, their sums and offsets are past 2^32. */
 const GiB5 = 5 * 2 ** 30
 const H = ['0a', 'b1', 'B1', 'ff'].map((x) => x.repeat(32)) as [string, string, string, string]
