@@ -3,6 +3,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { createHash, randomBytes } from 'node:crypto'
 import {
+  CompleteMultipartUploadCommand,
   CopyObjectCommand,
   CreateBucketCommand,
   CreateMultipartUploadCommand,
@@ -23,7 +24,7 @@ import { HEADER_BYTES, CHUNK_BYTES, TAG_BYTES } from '../src/lib/chunked-aead'
 import type { Test } from 'tap'
 
 // SSE-S3 without a master key (#27): objects asking for AES256 are sealed one by one under
-// Coffer's own SSE-S3 key, kept in the database.
+// Coffer's own SSE-S3 key, kept in the database; and the plaintext's SHA-256 of sealed multipart objects.
 
 type Ctx = Awaited<ReturnType<typeof makeS3>>
 
@@ -77,6 +78,11 @@ function cliIo(dir: string, env: Record<string, string>) {
   return { io: { env: { COFFER_DATA_DIR: dir, ...env }, stdout: sink(out), stderr: sink([]) }, out }
 }
 
+async function apiVersionSha(ctx: Ctx, key: string): Promise<string> {
+  const res = await ctx.app.inject({ url: `/api/v1/files/${fileIdOf(ctx, key)}/versions`, headers: ctx.tenant.headers })
+  return res.json().versions[0].sha256 as string
+}
+
 for (const store of ['disk', 's3'] as const) {
   const unavailable = store === 's3' ? fixtureEnv() : undefined
   const skip = unavailable && 'unavailable' in unavailable ? `the Ceph fixture is unavailable: ${unavailable.unavailable}` : false
@@ -124,6 +130,7 @@ for (const store of ['disk', 's3'] as const) {
     t.ok((await bodyOf(client.send(new GetObjectCommand({ Bucket: 'sse', Key: 'mp' })))).equals(whole), 'the multipart object reads back')
     const across = await bodyOf(client.send(new GetObjectCommand({ Bucket: 'sse', Key: 'mp', Range: `bytes=${p1.length - 100}-${p1.length + 100}` })))
     t.ok(across.equals(whole.subarray(p1.length - 100, p1.length + 101)), 'a range across the parts')
+    t.equal(await apiVersionSha(ctx, 'mp'), sha(whole), "the API's sha256 of the multipart object is the plaintext's")
     const api = await ctx.app.inject({ url: `/api/v1/files/${fileIdOf(ctx, 'a')}/download`, headers: ctx.tenant.headers })
     t.ok(api.rawPayload.equals(body), 'the Storage Brain API downloads it in the clear')
     t.equal(api.headers.etag, `"${sha(body)}"`, "the API's ETag is the plaintext's SHA-256")
@@ -242,4 +249,31 @@ t.test('the SSE-S3 key persists across restarts, is wrapped by a master key conf
   const fourth = await makeS3(t, rotated.env, { dir: first.dir, storeEnv: first.storeEnv, existing })
   t.ok((await bodyOf(fourth.client.send(new GetObjectCommand({ Bucket: 'persist', Key: 'a' })))).equals(body), 'after rotate-key, the old SSE-S3 object reads')
   t.ok((await bodyOf(fourth.client.send(new GetObjectCommand({ Bucket: 'persist', Key: 'b' })))).equals(next))
+})
+
+t.test('sealed multipart objects get the plaintext SHA-256 at Complete, as plain ones do: SSE-C (disk)', async (t) => {
+  const ctx = await makeS3(t, {}, { store: 'disk' })
+  const { client } = ctx
+  await client.send(new CreateBucketCommand({ Bucket: 'mpu' }))
+  const key = randomBytes(32)
+  const c = { SSECustomerAlgorithm: 'AES256', SSECustomerKey: key.toString('base64'), SSECustomerKeyMD5: createHash('md5').update(key).digest('base64') }
+  const p1 = pattern(5 * 1024 * 1024, 11)
+  const p2 = pattern(1234, 12)
+  const mp = await client.send(new CreateMultipartUploadCommand({ Bucket: 'mpu', Key: 'c', ...c }))
+  const u1 = await client.send(new UploadPartCommand({ Bucket: 'mpu', Key: 'c', UploadId: mp.UploadId, PartNumber: 1, Body: p1, ...c }))
+  const u2 = await client.send(new UploadPartCommand({ Bucket: 'mpu', Key: 'c', UploadId: mp.UploadId, PartNumber: 2, Body: p2, ...c }))
+  const parts = {
+    Parts: [
+      { PartNumber: 1, ETag: u1.ETag },
+      { PartNumber: 2, ETag: u2.ETag },
+    ],
+  }
+  await client.send(new CompleteMultipartUploadCommand({ Bucket: 'mpu', Key: 'c', UploadId: mp.UploadId, MultipartUpload: parts, ...c }))
+  t.equal(await apiVersionSha(ctx, 'c'), sha(Buffer.concat([p1, p2])), "an SSE-C multipart object's sha256 is the plaintext's, not the sealed blob's")
+  t.not(blobOf(ctx, 'c'), sha(Buffer.concat([p1, p2])), 'while its blob is the sealed bytes')
+  // A plain multipart object, for comparison: its sha256 is its blob's, the plaintext's.
+  const pm = await client.send(new CreateMultipartUploadCommand({ Bucket: 'mpu', Key: 'p' }))
+  const v1 = await client.send(new UploadPartCommand({ Bucket: 'mpu', Key: 'p', UploadId: pm.UploadId, PartNumber: 1, Body: p1 }))
+  await client.send(completeCommand('mpu', 'p', pm.UploadId, [[1, v1.ETag]]))
+  t.equal(await apiVersionSha(ctx, 'p'), sha(p1))
 })

@@ -124,7 +124,7 @@ export const multipartHandlers = {
     } catch (err) {
       if (!(err instanceof S3Error) || err.code !== 'NoSuchUpload') throw err
     }
-    const row = await s3.multipart.complete(tenant, bucket, key, query.get('uploadId')!, parts, expected)
+    const row = await s3.multipart.complete(tenant, bucket, key, query.get('uploadId')!, parts, expected, sse)
     const versionId = versionIdHeader(row, true)
     if (versionId !== undefined) reply.header('x-amz-version-id', versionId)
     if (row.info?.sse) reportKey(reply, sse ?? { stored: row.info.sse })
