@@ -18,8 +18,8 @@ export type { StoredSse }
 export interface SseS3KeySource {
   /** Whether an object asking for SSE-S3 is sealed on its own (no master key); else the data dir seals it. */
   readonly perObject: boolean
-  /** The key; made on first need without a master key. */
-  key(): Buffer
+  /** The key; made on the first write that needs it (`make`) without a master key. */
+  key(make?: boolean): Buffer
 }
 
 /** The server's keys an object can be sealed under: the KMS key ring and the SSE-S3 key. */
@@ -117,10 +117,10 @@ export function kmsKey(ring: KmsKeyRing, keyId: string): SseKey | undefined {
   }
 }
 
-/** The sealing key of Coffer's SSE-S3 key. */
-function sseS3Key(source: SseS3KeySource): SseKey {
+/** The sealing key of Coffer's SSE-S3 key (`make`: for a write, which makes the key if there is none yet). */
+function sseS3Key(source: SseS3KeySource, make = false): SseKey {
   return {
-    dataKey: Buffer.from(hkdfSync('sha256', source.key(), Buffer.alloc(0), 'coffer sse-s3 object key v1', 32)),
+    dataKey: Buffer.from(hkdfSync('sha256', source.key(make), Buffer.alloc(0), 'coffer sse-s3 object key v1', 32)),
     keyId: S3_KEY_ID,
     stored: { type: 'S3' },
   }
@@ -128,7 +128,7 @@ function sseS3Key(source: SseS3KeySource): SseKey {
 
 /** The key an SSE-S3 write seals its object under: Coffer's SSE-S3 key without a master key; undefined with one (the data dir seals it). */
 function sseS3WriteKey(source: SseS3KeySource): SseKey | undefined {
-  return source.perObject ? sseS3Key(source) : undefined
+  return source.perObject ? sseS3Key(source, true) : undefined
 }
 
 /**

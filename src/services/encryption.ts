@@ -75,12 +75,15 @@ export class SseS3Keys {
     return this.master === undefined
   }
 
-  /** The key; made (and kept) on first need when there is no master key. Throws when it cannot be had. */
-  key(): Buffer {
+  /**
+   * The key; made (and kept) on the first write that needs it (`make`) when there is no master key.
+   * Throws when it cannot be had (a read never makes one: what it would open was sealed under another).
+   */
+  key(make = false): Buffer {
     if (this.cached) return this.cached
     const repo = new EncryptionRepo(this.db)
     let row = repo.sseS3Key()
-    if (!row && !this.master) {
+    if (!row && !this.master && make) {
       // Two processes making one at once keep the first one made, which both then read.
       this.db.transaction(() => repo.insertSseS3Key(randomBytes(32), this.now())).immediate()
       row = repo.sseS3Key()
