@@ -49,7 +49,7 @@ import { BucketConfigsService } from './services/bucket-configs'
 import { MemoryBudget } from './blobs/memory-budget'
 import { loadMasterKey } from './lib/encryption-keys'
 import { KmsKeyRing, loadKmsKeys } from './lib/kms-keys'
-import { encryptedStore, openEncryption } from './services/encryption'
+import { SseS3Keys, encryptedStore, openEncryption } from './services/encryption'
 import { BucketEncryptionService } from './services/bucket-encryption'
 import { BucketCorsService } from './services/bucket-cors'
 import { PublicAccessService } from './services/public-access'
@@ -97,6 +97,8 @@ export interface Core {
   readonly bucketEncryption: BucketEncryptionService
   /** SSE-KMS's key ring (COFFER_KMS_KEYS_FILE; empty when unset, #27). */
   readonly kms: KmsKeyRing
+  /** Coffer's own SSE-S3 key (#27): seals objects asking for SSE-S3 when there is no master key. */
+  readonly sseS3: SseS3Keys
   /** Buckets' CORS rules (the 'cors' configuration document) and their matching. */
   readonly bucketCors: BucketCorsService
   /** What buckets make public: canned ACLs, policies, public access blocks (#26). */
@@ -160,6 +162,8 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const disk = createDiskStore(db, dataDir)
   const encryption = startEncryption(db, config, clock)
   const kms = startKms(db, config)
+  // The master key was read and checked by startEncryption just above.
+  const sseS3 = new SseS3Keys(db, encryption ? loadMasterKey(config) : undefined, () => clock.now())
   // Sealed inside any test wrapper: faults injected into the store see what callers see.
   const sealed = encryption ? encryptedStore(db, s3Store ?? disk, encryption.keys, encryption.repo) : (s3Store ?? disk)
   // The in-memory budget counts what is stored, sealed or not (#28).
@@ -194,7 +198,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   if (options.throwaway) skipSync(db)
   const leases = new Leases(new LeasesRepo(db), commits, clock, process.pid)
   const objectsRepo = new ObjectsRepo(db)
-  const bucketEncryption = new BucketEncryptionService(bucketConfigs, encryption !== undefined, kms)
+  const bucketEncryption = new BucketEncryptionService(bucketConfigs, encryption !== undefined, { kms, sseS3 })
   const records = new UploadRecords({
     db,
     commits,
@@ -238,6 +242,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     retentionMs: config.deletedRetentionSeconds * 1000,
     writes,
     reserve,
+    keys: { kms, sseS3 },
   })
   const fileVersions = new FileVersions({
     db,
@@ -307,6 +312,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     bucketConfigs,
     bucketEncryption,
     kms,
+    sseS3,
     bucketCors: new BucketCorsService(bucketConfigs),
     publicAccess: new PublicAccessService(bucketConfigs, config.s3BlockPublicAccess),
     leases,

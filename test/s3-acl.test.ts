@@ -108,7 +108,7 @@ t.test('x-amz-acl that names no canned ACL is 400 InvalidArgument wherever it is
     { what: 'PutObjectAcl', method: 'PUT', path: '/acls/src', query: { acl: '' }, headers: bad },
     { what: 'CreateBucket', method: 'PUT', path: '/acls-new', headers: bad },
     { what: 'PutObject', method: 'PUT', path: '/acls/new', headers: bad, payload: 'x' },
-    // Checked before the encryption header that is 501.
+    // Checked before the encryption header is taken.
     { what: 'PutObject with SSE', method: 'PUT', path: '/acls/new', headers: { ...bad, 'x-amz-server-side-encryption': 'AES256' }, payload: 'x' },
     { what: 'CopyObject', method: 'PUT', path: '/acls/copy', headers: { ...bad, 'x-amz-copy-source': '/acls/src' } },
     { what: 'CreateMultipartUpload', method: 'POST', path: '/acls/mp', query: { uploads: '' }, headers: bad },

@@ -591,4 +591,29 @@ CREATE INDEX object_versions_deleted_keys_in_workspace ON object_versions (works
 ALTER TABLE tenants ADD COLUMN self_service_s3 INTEGER NOT NULL DEFAULT 1 CHECK (self_service_s3 IN (0, 1));
 `,
   },
+  {
+    version: 23,
+    name: 'encryption at rest: the SSE-S3 key',
+    sql: `
+-- SSE-S3 without an encrypted data dir (#27): objects asking for AES256 are sealed one by one
+-- under Coffer's own random SSE-S3 key, made on first need and kept as row 2 of this table,
+-- beside the data-dir key (row 1). Stored as it is (wrapped = 0) while no master key is
+-- configured: it protects the blob store against whoever has the blobs but not this database.
+-- The first start with a master key wraps it (wrapped = 1) like the data-dir key, and
+-- \`coffer rotate-key\` re-wraps both. SQLite cannot change a CHECK in place: the table (one row
+-- at most until now) is rebuilt, its columns in the order PostgreSQL's ALTER TABLE leaves them.
+CREATE TABLE encryption_next (
+  id              INTEGER PRIMARY KEY CHECK (id IN (1, 2)),
+  wrapped_key     BLOB NOT NULL,
+  key_id          INTEGER NOT NULL,
+  plain_remaining INTEGER NOT NULL CHECK (plain_remaining IN (0, 1)),
+  created_at      INTEGER NOT NULL,
+  wrapped         INTEGER NOT NULL DEFAULT 1 CHECK (wrapped IN (0, 1))
+) STRICT;
+INSERT INTO encryption_next (id, wrapped_key, key_id, plain_remaining, created_at)
+  SELECT id, wrapped_key, key_id, plain_remaining, created_at FROM encryption;
+DROP TABLE encryption;
+ALTER TABLE encryption_next RENAME TO encryption;
+`,
+  },
 ]

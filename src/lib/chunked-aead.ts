@@ -211,7 +211,7 @@ export interface OpenOptions {
  * a chunk does not authenticate, before any of its bytes are returned. Input that ends early (cut
  * short) fails too: its last chunk was not sealed as final, or chunks the range needs are absent.
  */
-class Opener {
+export class Opener {
   private header: Buffer | undefined
   private key: Buffer | undefined
   private readonly pending = new Pending()

@@ -48,21 +48,27 @@ function kek(master: Buffer, salt: Buffer): Buffer {
   return Buffer.from(hkdfSync('sha256', master, salt, 'coffer key-encryption key v1', 32))
 }
 
+/**
+ * What a wrapping is of, authenticated with it: the data-dir key's (the default), or the SSE-S3
+ * key's, so that neither wrapping can be passed off as the other.
+ */
+export const SSE_S3_WRAP_AAD = Buffer.from('coffer sse-s3 key v1')
+
 /** salt (16) | nonce (12) | AES-256-GCM(data-dir key) (32) | tag (16): the GCM tag is the key check value. */
-export function wrapKey(master: Buffer, dataDirKey: Buffer): Buffer {
+export function wrapKey(master: Buffer, dataDirKey: Buffer, aad: Buffer = WRAP_AAD): Buffer {
   const salt = randomBytes(16)
   const iv = randomBytes(12)
   const c = createCipheriv('aes-256-gcm', kek(master, salt), iv)
-  c.setAAD(WRAP_AAD)
+  c.setAAD(aad)
   const body = Buffer.concat([c.update(dataDirKey), c.final()])
   return Buffer.concat([salt, iv, body, c.getAuthTag()])
 }
 
 /** The data-dir key, or undefined when `master` is not the key it was wrapped with. */
-export function unwrapKey(master: Buffer, wrapped: Buffer): Buffer | undefined {
+export function unwrapKey(master: Buffer, wrapped: Buffer, aad: Buffer = WRAP_AAD): Buffer | undefined {
   if (wrapped.length !== 16 + 12 + 32 + 16) return undefined
   const d = createDecipheriv('aes-256-gcm', kek(master, wrapped.subarray(0, 16)), wrapped.subarray(16, 28))
-  d.setAAD(WRAP_AAD)
+  d.setAAD(aad)
   d.setAuthTag(wrapped.subarray(60))
   try {
     return Buffer.concat([d.update(wrapped.subarray(28, 60)), d.final()])

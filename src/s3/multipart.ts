@@ -9,7 +9,7 @@ import { S3Error, fromAppError } from './errors'
 import { concatenate, ingest, type BodySpec } from './ingest'
 import { SigningKey } from './sigv4'
 import { checkKey, etagOf, openPlain, type ObjectInput, type S3Objects } from './objects'
-import { sealStream, sealedObjectSize } from './sealed-objects'
+import { openedAlongside, sealStream, sealedObjectSize, type ObjectKey } from './sealed-objects'
 import type { SseKey } from './sse'
 import type { S3Buckets, S3Deps } from './buckets'
 import type { StagedBlob } from '../blobs/blob-store'
@@ -260,12 +260,14 @@ export class S3Multipart {
     declared: { partNumber: number; etag: string; checksums: Partial<Record<ChecksumAlgorithm, string>> }[],
     /** The whole object's checksum the request expects (its x-amz-checksum-<algorithm> header). */
     expected?: { algorithm: string; value: string },
+    /** The key the upload's parts are sealed under (SSE-C, SSE-KMS, SSE-S3; #27), which opens them to hash the plaintext. */
+    sealKey?: ObjectKey,
   ): Promise<ObjectRow> {
     const slot = `${tenant.id}:${uploadId}`
     for (let running = this.completions.get(slot); running; running = this.completions.get(slot)) {
       await running.catch(() => undefined)
     }
-    const completion = this.claimed(uploadId, () => this.completeNow(tenant, bucket, key, uploadId, declared, expected))
+    const completion = this.claimed(uploadId, () => this.completeNow(tenant, bucket, key, uploadId, declared, expected, sealKey))
     this.completions.set(slot, completion)
     try {
       return await completion
@@ -296,6 +298,7 @@ export class S3Multipart {
     uploadId: string,
     declared: { partNumber: number; etag: string; checksums: Partial<Record<ChecksumAlgorithm, string>> }[],
     expected: { algorithm: string; value: string } | undefined,
+    sealKey: ObjectKey | undefined,
   ): Promise<ObjectRow> {
     const w = this.buckets.resolve(tenant, bucket)
     const found = this.deps.multipart.get(w.id, uploadId)
@@ -347,13 +350,20 @@ export class S3Multipart {
       .update(Buffer.concat(chosen.map((p) => Buffer.from(p.md5, 'hex'))))
       .digest('hex')}-${chosen.length}"`
     const total = chosen.reduce((n, p) => n + p.size, 0)
-    // An SSE-C or SSE-KMS upload's parts are sealed each on its own: joined as they are, one
-    // segment each (sealed-objects.ts), so completing needs no key (AWS's Complete carries none).
+    // An SSE-C, SSE-KMS or SSE-S3 upload's parts are sealed each on its own: joined as they are,
+    // one segment each (sealed-objects.ts). The plaintext's SHA-256, which the Storage Brain API
+    // reports as it does a plain object's (whose assembly hashes it), is hashed in the same pass:
+    // each part is opened on the side as it is copied, so the cost is CPU (AES-GCM and SHA-256 of
+    // the plaintext), no second read (README "Encryption at rest").
     const sse = upload.info.sse
     const segments = chosen.map((p) => p.size)
     const sealedTotal = sse ? sealedObjectSize(segments) : total
+    const plainHash = sse && sealKey ? createHash('sha256') : undefined
     const body = concatenate(
-      async (sha) => (await this.deps.store.open(sha)).body,
+      async (sha) => {
+        const part = (await this.deps.store.open(sha)).body
+        return plainHash ? Readable.from(openedAlongside(part as Buffer | AsyncIterable<Buffer>, sealKey!, (b) => plainHash.update(b))) : part
+      },
       chosen.map((p) => p.sha256),
     )
     // The assembled object takes no more room than its parts, which are charged already.
@@ -380,7 +390,7 @@ export class S3Multipart {
       etag,
       parts: chosen.length,
       ...(checksum ? { checksum } : {}),
-      ...(sse ? { sse: { ...sse, segments } } : {}),
+      ...(sse ? { sse: { ...sse, segments, ...(plainHash ? { sha256: plainHash.digest('hex') } : {}) } } : {}),
     }
 
     let released: string[] = []

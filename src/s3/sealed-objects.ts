@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import { Readable, Transform, pipeline } from 'node:stream'
 import type { BlobStore, ByteRange, OpenedBlob } from '../blobs/blob-store'
-import { HEADER_BYTES, OpenStream, SealStream, sealedSize, sealedSpan } from '../lib/chunked-aead'
+import { HEADER_BYTES, OpenStream, Opener, SealStream, sealedSize, sealedSpan } from '../lib/chunked-aead'
 
 /**
  * Objects sealed under a key of their own (SSE-C, SSE-KMS; #27): the blob holds the object's bytes
@@ -150,4 +150,20 @@ export async function openSealedObject(
     }
   }
   return { length, body: Readable.from(bytes(), { objectMode: false, highWaterMark: 1024 * 1024 }) }
+}
+
+/**
+ * The sealed bytes of one segment passed on as they are, while they are opened on the side under
+ * `key` and the plaintext given to `onPlain`: how CompleteMultipartUpload, which copies the sealed
+ * parts into the object, learns the plaintext's SHA-256 in the same pass (SHA-256 cannot be
+ * combined from the parts' own). A chunk that fails authentication fails the stream: a damaged
+ * part is never assembled into an object.
+ */
+export async function* openedAlongside(sealed: Buffer | AsyncIterable<Buffer>, key: ObjectKey, onPlain: (plain: Buffer) => void): AsyncGenerator<Buffer> {
+  const opener = new Opener((id) => (id === key.keyId ? key.dataKey : undefined), {})
+  for await (const chunk of Buffer.isBuffer(sealed) ? [sealed] : sealed) {
+    for (const plain of opener.feed(chunk)) onPlain(plain)
+    yield chunk
+  }
+  for (const plain of opener.end()) onPlain(plain)
 }

@@ -6,12 +6,27 @@ import { S3Error } from './errors'
 import type { ObjectKey } from './sealed-objects'
 
 /**
- * SSE-C and SSE-KMS (#27): which key an object is sealed under, from a request's headers, and what
- * is stored to find it again. The customer's key is never stored nor logged: what is stored is a
- * salted HMAC of it, which verifies a key a read brings and reveals nothing of it. An SSE-KMS
- * object stores its key's name in Coffer's key ring (lib/kms-keys.ts).
+ * SSE-C, SSE-KMS and SSE-S3 without a master key (#27): which key an object is sealed under, from
+ * a request's headers, and what is stored to find it again. The customer's key is never stored
+ * nor logged: what is stored is a salted HMAC of it, which verifies a key a read brings and
+ * reveals nothing of it. An SSE-KMS object stores its key's name in Coffer's key ring
+ * (lib/kms-keys.ts); an SSE-S3 one is sealed under Coffer's own SSE-S3 key (services/encryption.ts).
  */
 export type { StoredSse }
+
+/** Coffer's own SSE-S3 key (services/encryption.ts SseS3Keys). */
+export interface SseS3KeySource {
+  /** Whether an object asking for SSE-S3 is sealed on its own (no master key); else the data dir seals it. */
+  readonly perObject: boolean
+  /** The key; made on the first write that needs it (`make`) without a master key. */
+  key(make?: boolean): Buffer
+}
+
+/** The server's keys an object can be sealed under: the KMS key ring and the SSE-S3 key. */
+export interface ServerKeys {
+  kms: KmsKeyRing
+  sseS3: SseS3KeySource
+}
 
 /** A key to seal with or open with, and what the object stores of it. */
 export interface SseKey extends ObjectKey {
@@ -26,6 +41,7 @@ export const COPY_SOURCE_CUSTOMER = 'x-amz-copy-source-server-side-encryption-cu
 /** Header ids written in each sealed segment: a C object opened as KMS (or the reverse) fails authentication. */
 const C_KEY_ID = 0x53534543
 const KMS_KEY_ID = 0x4b4d5331
+const S3_KEY_ID = 0x53534533
 
 const one = (request: Pick<FastifyRequest, 'headers'>, name: string): string | undefined => {
   const v = request.headers[name]
@@ -101,6 +117,30 @@ export function kmsKey(ring: KmsKeyRing, keyId: string): SseKey | undefined {
   }
 }
 
+/** The sealing key of Coffer's SSE-S3 key (`make`: for a write, which makes the key if there is none yet). */
+function sseS3Key(source: SseS3KeySource, make = false): SseKey {
+  return {
+    dataKey: Buffer.from(hkdfSync('sha256', source.key(make), Buffer.alloc(0), 'coffer sse-s3 object key v1', 32)),
+    keyId: S3_KEY_ID,
+    stored: { type: 'S3' },
+  }
+}
+
+/** The key an SSE-S3 write seals its object under: Coffer's SSE-S3 key without a master key; undefined with one (the data dir seals it). */
+function sseS3WriteKey(source: SseS3KeySource): SseKey | undefined {
+  return source.perObject ? sseS3Key(source, true) : undefined
+}
+
+/**
+ * The key that opens an object stored with `stored` sealed under a key the server holds (SSE-KMS,
+ * SSE-S3); undefined when the ring no longer holds its KMS key (each front refuses in its own
+ * shape). An SSE-C object's key is only in the request that brings it (readKey).
+ */
+export function serverKey(keys: ServerKeys, stored: Exclude<StoredSse, { type: 'C' }>): SseKey | undefined {
+  const key = stored.type === 'KMS' ? kmsKey(keys.kms, stored.keyId) : sseS3Key(keys.sseS3)
+  return key && { ...key, stored }
+}
+
 function kmsSseKey(ring: KmsKeyRing, keyId: string): SseKey {
   const key = kmsKey(ring, keyId)
   if (!key) throw new S3Error('InvalidArgument', `Invalid keyId ${keyId}: no such key in Coffer's key ring (COFFER_KMS_KEYS_FILE)`)
@@ -113,28 +153,36 @@ function kmsSseKey(ring: KmsKeyRing, keyId: string): SseKey {
  * imports this module and not the other way round.
  */
 export type BucketEncryption =
-  /** SSE-S3: Coffer's own keys (the encrypted data dir). */
+  /** SSE-S3: Coffer's own keys (the encrypted data dir, else the SSE-S3 key). */
   | { algorithm: 'AES256' }
   /** SSE-KMS with a key of Coffer's key ring; `keyId` absent: the ring's default key at each write. */
   | { algorithm: 'aws:kms'; keyId?: string }
 
 /**
- * The key a write seals its object under: the request's (customer key, or aws:kms with its key id
- * or the ring's default), else the bucket's default encryption when it is aws:kms; undefined for
- * none of those (plain, or SSE-S3, which the data dir's own sealing is). checkSseHeader
- * (ops/encryption.ts) has already refused the combinations AWS refuses.
+ * The key a write seals its object under: the request's (customer key, aws:kms with its key id or
+ * the ring's default, AES256), else the bucket's default encryption; undefined for none of those
+ * (plain), and for SSE-S3 when there is a master key (the data dir's own sealing is SSE-S3 then).
+ * checkSseHeader (ops/encryption.ts) has already refused the combinations AWS refuses.
  */
 export function writeKey(
   request: Pick<FastifyRequest, 'headers'>,
-  ring: KmsKeyRing,
+  keys: ServerKeys,
   bucketDefault: BucketEncryption | undefined,
   prefix = CUSTOMER,
 ): SseKey | undefined {
   const c = customerKey(request, prefix)
   if (c) return customerSseKey(c, newVerifier(c.key))
   const sse = prefix === CUSTOMER ? one(request, 'x-amz-server-side-encryption') : undefined
-  if (sse === 'aws:kms') return kmsSseKey(ring, kmsKeyIdOf(request, ring))
-  if (sse === undefined && bucketDefault?.algorithm === 'aws:kms') return kmsSseKey(ring, bucketDefault.keyId ?? defaultKmsKey(ring))
+  if (sse === 'aws:kms') return kmsSseKey(keys.kms, kmsKeyIdOf(request, keys.kms))
+  if (sse === 'AES256') return sseS3WriteKey(keys.sseS3)
+  if (sse !== undefined) return undefined
+  return defaultKey(keys, bucketDefault)
+}
+
+/** The key a write asking for nothing seals its object under: its bucket's default encryption's (S3 writes, API uploads). */
+export function defaultKey(keys: ServerKeys, bucketDefault: BucketEncryption | undefined): SseKey | undefined {
+  if (bucketDefault?.algorithm === 'aws:kms') return kmsSseKey(keys.kms, bucketDefault.keyId ?? defaultKmsKey(keys.kms))
+  if (bucketDefault?.algorithm === 'AES256') return sseS3WriteKey(keys.sseS3)
   return undefined
 }
 
@@ -160,11 +208,12 @@ export function kmsKeyIdOf(request: Pick<FastifyRequest, 'headers'>, ring: KmsKe
  * ceph/s3-tests expect: an SSE-C object without the key, or with another key, is 400; customer key
  * headers for an object that is not SSE-C are 400 too.
  */
-export function readKey(request: Pick<FastifyRequest, 'headers'>, stored: StoredSse | undefined, ring: KmsKeyRing, prefix = CUSTOMER): SseKey | undefined {
+export function readKey(request: Pick<FastifyRequest, 'headers'>, stored: StoredSse | undefined, keys: ServerKeys, prefix = CUSTOMER): SseKey | undefined {
   const c = customerKey(request, prefix)
   if (stored?.type !== 'C') {
     if (c) throw new S3Error('InvalidArgument', 'The encryption parameters are not applicable to this object.')
-    if (stored?.type === 'KMS') return { ...kmsSseKey(ring, stored.keyId), stored }
+    if (stored?.type === 'KMS') return { ...kmsSseKey(keys.kms, stored.keyId), stored }
+    if (stored?.type === 'S3') return { ...sseS3Key(keys.sseS3), stored }
     return undefined
   }
   if (!c) {
@@ -179,9 +228,13 @@ export function readKey(request: Pick<FastifyRequest, 'headers'>, stored: Stored
   return { ...customerSseKey(c, stored.verifier), stored }
 }
 
-/** The headers an answer about an object sealed under `key` carries (AWS: the algorithm and key MD5, or aws:kms and its key id). */
+/** The headers an answer about an object sealed under `key` carries (AWS: the algorithm and key MD5, aws:kms and its key id, or AES256). */
 export function reportKey(reply: FastifyReply, key: Pick<SseKey, 'stored' | 'keyMd5'> | undefined): void {
   if (!key) return
+  if (key.stored.type === 'S3') {
+    reply.header('x-amz-server-side-encryption', 'AES256')
+    return
+  }
   if (key.stored.type === 'C') {
     reply.header(`${CUSTOMER}algorithm`, 'AES256')
     if (key.keyMd5 !== undefined) reply.header(`${CUSTOMER}key-md5`, key.keyMd5)

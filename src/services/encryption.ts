@@ -4,7 +4,7 @@ import { BlobsRepo } from '../db/repos/blobs'
 import { EncryptionRepo } from '../db/repos/encryption'
 import { EncryptedBlobStore } from '../blobs/encrypted-blob-store'
 import type { BlobStore } from '../blobs/blob-store'
-import { BlobKeys, unwrapKey, wrapKey } from '../lib/encryption-keys'
+import { BlobKeys, SSE_S3_WRAP_AAD, unwrapKey, wrapKey } from '../lib/encryption-keys'
 
 /** Encryption cannot start as configured: a missing or wrong master key (refused loudly at start). */
 export class EncryptionKeyError extends Error {
@@ -28,6 +28,8 @@ export function openEncryption(db: DB, master: Buffer | undefined, now: number):
     db.transaction(() => {
       if (repo.get()) throw new EncryptionKeyError('another process turned encryption on at the same time; start again')
       repo.insert(wrapKey(master, dataDirKey), keys.keyId, new BlobsRepo(db).stats().count > 0, now)
+      // An SSE-S3 key made while there was no master key is wrapped by it from now on.
+      wrapSseS3Key(repo, master)
     }).immediate()
     return { keys, repo }
   }
@@ -39,7 +41,59 @@ export function openEncryption(db: DB, master: Buffer | undefined, now: number):
     throw new EncryptionKeyError(
       "the configured master key (COFFER_ENCRYPTION_KEY_FILE or COFFER_ENCRYPTION_KEY) is not this data dir's: it does not open the data-dir key",
     )
+  // Kept as it is by a process that ran without the key at the same time (refused since): wrapped now.
+  if (repo.sseS3Key()?.wrapped === false) db.transaction(() => wrapSseS3Key(repo, master)).immediate()
   return { keys: new BlobKeys(dataDirKey), repo }
+}
+
+/** Wraps the SSE-S3 key under `master` if it is kept as it is (inside the caller's transaction). */
+function wrapSseS3Key(repo: EncryptionRepo, master: Buffer): void {
+  const row = repo.sseS3Key()
+  if (row && !row.wrapped) repo.wrapSseS3Key(wrapKey(master, row.key, SSE_S3_WRAP_AAD))
+}
+
+/**
+ * Coffer's own SSE-S3 key (#27), as Amazon holds the key of SSE-S3: without a master key, an
+ * object asking for AES256 (the request, or its bucket's default) is sealed on its own under a key
+ * derived from it (s3/sse.ts), since the data dir does not seal it. Made at random on first need
+ * and kept in the database (encryption row 2): it protects the blob store (disk or S3-compatible)
+ * against whoever has the blobs and not the database, not a data dir taken whole (the master key
+ * outside it is what does). With a master key the data dir seals every object already, so new
+ * SSE-S3 objects are not sealed again; the key (wrapped by then) still opens those sealed before.
+ */
+export class SseS3Keys {
+  private cached: Buffer | undefined
+
+  constructor(
+    private readonly db: DB,
+    private readonly master: Buffer | undefined,
+    private readonly now: () => number,
+  ) {}
+
+  /** Whether an object asking for SSE-S3 is sealed on its own: there is no master key to seal the data dir. */
+  get perObject(): boolean {
+    return this.master === undefined
+  }
+
+  /**
+   * The key; made (and kept) on the first write that needs it (`make`) when there is no master key.
+   * Throws when it cannot be had (a read never makes one: what it would open was sealed under another).
+   */
+  key(make = false): Buffer {
+    if (this.cached) return this.cached
+    const repo = new EncryptionRepo(this.db)
+    let row = repo.sseS3Key()
+    if (!row && !this.master && make) {
+      // Two processes making one at once keep the first one made, which both then read.
+      this.db.transaction(() => repo.insertSseS3Key(randomBytes(32), this.now())).immediate()
+      row = repo.sseS3Key()
+    }
+    if (!row) throw new EncryptionKeyError('an object is sealed under the SSE-S3 key, and this data dir has none')
+    if (!row.wrapped) return (this.cached = row.key)
+    const key = this.master ? unwrapKey(this.master, row.key, SSE_S3_WRAP_AAD) : undefined
+    if (!key) throw new EncryptionKeyError('the SSE-S3 key is wrapped under a master key the server does not have')
+    return (this.cached = key)
+  }
 }
 
 /** `store` sealing everything it stores under `keys`, with what it needs of the database. */
@@ -62,8 +116,9 @@ export function encryptedStore(db: DB, store: BlobStore, keys: BlobKeys, repo: E
 }
 
 /**
- * Master key rotation (`coffer rotate-key`): the data-dir key wrapped under the new master key,
- * in place of the old wrapping. Blobs are untouched: their keys derive from the data-dir key.
+ * Master key rotation (`coffer rotate-key`): the data-dir key (and the SSE-S3 key, if there is
+ * one) wrapped under the new master key, in place of the old wrapping. Blobs are untouched: their
+ * keys derive from those keys.
  */
 export function rotateMasterKey(db: DB, oldMaster: Buffer, newMaster: Buffer): void {
   const repo = new EncryptionRepo(db)
@@ -73,5 +128,11 @@ export function rotateMasterKey(db: DB, oldMaster: Buffer, newMaster: Buffer): v
     const dataDirKey = unwrapKey(oldMaster, row.wrappedKey)
     if (!dataDirKey) throw new EncryptionKeyError("the current master key is not this data dir's")
     repo.rewrap(wrapKey(newMaster, dataDirKey))
+    const sseS3 = repo.sseS3Key()
+    if (sseS3?.wrapped) {
+      const key = unwrapKey(oldMaster, sseS3.key, SSE_S3_WRAP_AAD)
+      if (!key) throw new EncryptionKeyError("the SSE-S3 key is not wrapped under this data dir's master key")
+      repo.wrapSseS3Key(wrapKey(newMaster, key, SSE_S3_WRAP_AAD))
+    } else if (sseS3) repo.wrapSseS3Key(wrapKey(newMaster, sseS3.key, SSE_S3_WRAP_AAD))
   }).immediate()
 }

@@ -6,6 +6,11 @@ import type { Clock } from '../lib/clock'
 import type { BlobWrites } from './blob-writes'
 import type { TenantsService } from './tenants'
 import type { DiskReserve } from '../lib/disk-reserve'
+import { createHash } from 'node:crypto'
+import { BlobNotFoundError } from '../blobs/blob-store'
+import { SealedObjectsRepo } from '../db/repos/sealed-objects'
+import { openSealedObject } from '../s3/sealed-objects'
+import { segmentsOf, serverKey, type ServerKeys } from '../s3/sse'
 
 /** A blob file with no row is an orphan only once it is this old: younger ones may be mid-commit. */
 export const ORPHAN_MIN_AGE_MS = 60 * 60_000
@@ -41,6 +46,8 @@ export class GarbageCollector {
       writes: BlobWrites
       /** GC's transactions free space: on a full disk they may use the reserve, which is written again after. */
       reserve: Pick<DiskReserve, 'freeing' | 'ensure'>
+      /** The keys of objects sealed under a key the server holds (SSE-KMS, SSE-S3; #27), which verify opens. */
+      keys?: ServerKeys
     },
   ) {}
 
@@ -146,6 +153,45 @@ export class GarbageCollector {
       if (rows.length < BATCH) break
       after = rows.at(-1)!.sha256
     }
+    if (rehash) await this.verifySealed(report)
     return report
+  }
+
+  /**
+   * Opens every object sealed under a key of its own that the server holds (SSE-KMS, SSE-S3; #27):
+   * every chunk's tag is checked, and the plaintext's SHA-256 against the one recorded. A blob
+   * that fails is corrupt even where its own hash held (sealed bytes that were never this object's).
+   * SSE-C objects (the key is the customer's) and those of a KMS key the ring no longer holds are
+   * checked by their blob's hash only.
+   */
+  private async verifySealed(report: VerifyReport): Promise<void> {
+    const { db, store, keys } = this.deps
+    if (!keys) return
+    const repo = new SealedObjectsRepo(db)
+    const skip = new Set([...report.missing, ...report.corrupt])
+    for (let after: string | undefined = ''; after !== undefined;) {
+      const page = repo.after(after, BATCH)
+      after = page.next
+      for (const o of page.rows) {
+        if (o.sse.type === 'C' || skip.has(o.sha256)) continue
+        const key = serverKey(keys, o.sse)
+        if (!key) continue
+        try {
+          const opened = await openSealedObject(store, o.sha256, segmentsOf(o.sse, o.size), key)
+          const hash = createHash('sha256')
+          if (Buffer.isBuffer(opened.body)) hash.update(opened.body)
+          else for await (const b of opened.body) hash.update(b as Buffer)
+          if (o.sse.sha256 === undefined || hash.digest('hex') === o.sse.sha256) continue
+        } catch (err) {
+          if (err instanceof BlobNotFoundError) {
+            skip.add(o.sha256)
+            report.missing.push(o.sha256)
+            continue
+          }
+        }
+        skip.add(o.sha256)
+        report.corrupt.push(o.sha256)
+      }
+    }
   }
 }

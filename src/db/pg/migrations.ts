@@ -516,4 +516,14 @@ CREATE INDEX object_versions_deleted_keys_in_workspace ON object_versions (works
 ALTER TABLE tenants ADD COLUMN self_service_s3 INTEGER NOT NULL DEFAULT 1 CHECK (self_service_s3 IN (0, 1));
 `,
   },
+  {
+    version: 23,
+    name: 'encryption at rest: the SSE-S3 key',
+    sql: `
+-- As SQLite's migration 23 (#27): row 2 holds the SSE-S3 key, wrapped or not.
+ALTER TABLE encryption DROP CONSTRAINT encryption_id_check;
+ALTER TABLE encryption ADD CONSTRAINT encryption_id_check CHECK (id IN (1, 2));
+ALTER TABLE encryption ADD COLUMN wrapped INTEGER NOT NULL DEFAULT 1 CHECK (wrapped IN (0, 1));
+`,
+  },
 ]

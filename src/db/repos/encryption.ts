@@ -1,11 +1,20 @@
 import type { DB } from '../database'
 import { dialect, engineOf, type Engine } from '../engine'
 
-/** The encryption row (one or none): the wrapped data-dir key of an encrypted data dir (#27). */
+/** The encryption table's row 1 (or none): the wrapped data-dir key of an encrypted data dir (#27). */
 export interface EncryptionRow {
   wrappedKey: Buffer
   keyId: number
   plainRemaining: boolean
+}
+
+/**
+ * Row 2 (or none): the SSE-S3 key (#27, migration 23), as it is (`wrapped` false) while no master
+ * key is configured, else wrapped under the master key as the data-dir key is.
+ */
+export interface SseS3KeyRow {
+  key: Buffer
+  wrapped: boolean
 }
 
 /** Where the two databases differ (engine.ts), side by side. */
@@ -28,6 +37,12 @@ export class EncryptionRepo {
       insert: db.prepare('INSERT INTO encryption (id, wrapped_key, key_id, plain_remaining, created_at) VALUES (1, ?, ?, ?, ?)'),
       rewrap: db.prepare('UPDATE encryption SET wrapped_key = ? WHERE id = 1'),
       sealedAll: db.prepare('UPDATE encryption SET plain_remaining = 0 WHERE id = 1'),
+      // Lower-case aliases: the same on both databases. ON CONFLICT … DO NOTHING runs as written on both.
+      sseS3: db.prepare<[], { k: Buffer; wrapped: number }>('SELECT wrapped_key AS k, wrapped FROM encryption WHERE id = 2'),
+      insertSseS3: db.prepare(
+        'INSERT INTO encryption (id, wrapped_key, key_id, plain_remaining, created_at, wrapped) VALUES (2, ?, 0, 0, ?, 0) ON CONFLICT (id) DO NOTHING',
+      ),
+      wrapSseS3: db.prepare('UPDATE encryption SET wrapped_key = ?, wrapped = 1 WHERE id = 2'),
     }
   }
 
@@ -48,5 +63,21 @@ export class EncryptionRepo {
   /** Every blob is sealed: content in the clear is no longer read. */
   markSealedAll(): void {
     this.stmts.sealedAll.run()
+  }
+
+  /** The SSE-S3 key's row, if one was ever made. */
+  sseS3Key(): SseS3KeyRow | undefined {
+    const r = this.stmts.sseS3.get()
+    return r && { key: r.k, wrapped: r.wrapped === 1 }
+  }
+
+  /** Keeps `key` as the SSE-S3 key, as it is, unless one is kept already (two processes making one at once: the first wins). */
+  insertSseS3Key(key: Buffer, now: number): void {
+    this.stmts.insertSseS3.run(key, now)
+  }
+
+  /** The SSE-S3 key wrapped under a master key, in place of what was kept (as it was, or another wrapping). */
+  wrapSseS3Key(wrappedKey: Buffer): void {
+    this.stmts.wrapSseS3.run(wrappedKey)
   }
 }

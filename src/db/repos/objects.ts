@@ -5,10 +5,11 @@ import { dialect, engineOf, type Engine } from '../engine'
 export type ChecksumType = 'COMPOSITE' | 'FULL_OBJECT'
 
 /**
- * How an SSE-C or SSE-KMS object is sealed (#27, s3/sse.ts): a salted HMAC verifying the
- * customer's key (never the key), or the name of the key ring's key.
+ * How an SSE-C, SSE-KMS or (without a master key) SSE-S3 object is sealed (#27, s3/sse.ts): a
+ * salted HMAC verifying the customer's key (never the key), the name of the key ring's key, or
+ * Coffer's own SSE-S3 key (services/encryption.ts SseS3Keys).
  */
-export type StoredSse = ({ type: 'C'; verifier: string } | { type: 'KMS'; keyId: string }) & {
+export type StoredSse = ({ type: 'C'; verifier: string } | { type: 'KMS'; keyId: string } | { type: 'S3' }) & {
   /** The plaintext sizes of the sealed segments (one per part) of a multipart object; absent: one segment of the object's size. */
   segments?: number[]
   /**

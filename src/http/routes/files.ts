@@ -22,7 +22,7 @@ import type { FileRecord } from '../../db/repos/files'
 import { BlobNotFoundError } from '../../blobs/blob-store'
 import { sendBlob } from '../send-blob'
 import { openSealedObject } from '../../s3/sealed-objects'
-import { kmsKey, segmentsOf } from '../../s3/sse'
+import { segmentsOf, serverKey } from '../../s3/sse'
 
 const FileParams = Type.Object({ fileId: PathId })
 
@@ -110,14 +110,15 @@ export async function downloadRoutes(app: App, core: Core): Promise<void> {
       )
       // Inline only for types that run nothing (#24): an S3 object may be text/html or SVG.
       const disposition = dispositionFor(file.originalName, file.fileType, request.query.disposition)
-      // An S3 object sealed under a key of its own (#27): the ring's key opens an SSE-KMS one; the
-      // customer's key of an SSE-C one is only ever in an S3 request, so the API cannot read it.
+      // An S3 object sealed under a key of its own (#27): the ring's key opens an SSE-KMS one,
+      // Coffer's SSE-S3 key an SSE-S3 one; the customer's key of an SSE-C one is only ever in an
+      // S3 request, so the API cannot read it.
       const sse = file.workspaceId ? core.s3.objects.sealedInfo(file.id) : undefined
       if (sse?.type === 'C') {
         throw new AppError('CONFLICT', 'This file is an S3 object encrypted with a customer-provided key (SSE-C): only an S3 GetObject with that key reads it')
       }
-      const key = sse ? kmsKey(core.kms, sse.keyId) : undefined
-      if (sse && !key) {
+      const key = sse ? serverKey(core, sse) : undefined
+      if (sse?.type === 'KMS' && !key) {
         // A restart with a ring without that key: refused in the API's envelope (S3's front answers 403).
         throw new AppError('CONFLICT', `This file is sealed under the KMS key ${JSON.stringify(sse.keyId)}, which the server's key ring does not hold`, {
           field: 'encryption',

@@ -9,9 +9,6 @@ import type { KmsKeyRing } from '../../lib/kms-keys'
 import type { BucketEncryption } from '../../services/bucket-encryption'
 import { hasCustomerHeaders, kmsKeyIdOf } from '../sse'
 
-/** Needs an encrypted data dir: what a request for SSE-S3 is told when there is none. */
-const NEEDS_KEY = 'Server-side encryption without an encrypted data dir (COFFER_ENCRYPTION_KEY_FILE, see README "Encryption at rest")'
-
 /** Writes that take x-amz-server-side-encryption (Amazon S3 API reference: PutObject, CopyObject, CreateMultipartUpload). */
 const SSE_WRITES = new Set<OperationName>(['PutObject', 'CopyObject', 'CreateMultipartUpload'])
 /** Reads that refuse it: the object's own encryption applies (ceph/s3-tests test_sse_s3_default_method_head). */
@@ -30,13 +27,13 @@ const SSE_REPORTED = new Set<OperationName>([
 
 /**
  * The server-side encryption headers of a request (#27), refused as AWS refuses them: on a write,
- * AES256 (SSE-S3) needs an encrypted data dir (else 501: never claimed and not done); aws:kms
- * needs a key of Coffer's key ring, named or the default (else 400); a KMS key id without aws:kms,
+ * AES256 (SSE-S3) is always taken (the data dir seals the object, else Coffer's SSE-S3 key does,
+ * ../sse.ts); aws:kms needs a key of Coffer's key ring, named or the default (else 400); a KMS key id without aws:kms,
  * or SSE-S3 or SSE-KMS with a customer key, is 400; any other value is 400. On a GET or HEAD the
  * header is 400 (InvalidArgument), as AWS answers: the object's own encryption applies. The
  * customer key's headers are checked by the operations that take them (../sse.ts).
  */
-export function checkSseHeader(request: Pick<FastifyRequest, 'headers'>, operation: OperationName, atRest: boolean, ring: KmsKeyRing): void {
+export function checkSseHeader(request: Pick<FastifyRequest, 'headers'>, operation: OperationName, ring: KmsKeyRing): void {
   const value = header(request, 'x-amz-server-side-encryption')
   const kmsKeyId = header(request, 'x-amz-server-side-encryption-aws-kms-key-id')
   if (value === undefined && kmsKeyId === undefined) return
@@ -60,7 +57,6 @@ export function checkSseHeader(request: Pick<FastifyRequest, 'headers'>, operati
   }
   if (value === 'aws:kms:dsse') throw notImplemented('SSE-KMS with dual-layer encryption (aws:kms:dsse)')
   if (value !== 'AES256') throw new S3Error('InvalidArgument', 'The encryption method specified is not supported')
-  if (!atRest) throw notImplemented(NEEDS_KEY)
 }
 
 /**
@@ -102,7 +98,6 @@ export const encryptionHandlers = {
     }
     const config: BucketEncryption = algorithm === 'AES256' ? { algorithm } : { algorithm, ...(keyId ? { keyId } : {}) }
     const refused = core.bucketEncryption.put(w.id, config)
-    if (refused === 'needs-data-dir-key') throw notImplemented(NEEDS_KEY)
     if (refused === 'unknown-kms-key') throw new S3Error('InvalidArgument', `Invalid keyId ${keyId}: no such key in Coffer's key ring (COFFER_KMS_KEYS_FILE)`)
     if (refused === 'no-default-kms-key') {
       throw new S3Error('InvalidArgument', 'aws:kms without a KMSMasterKeyID needs a default key (COFFER_KMS_DEFAULT_KEY)')

@@ -18,7 +18,7 @@ export const multipartHandlers = {
     const input = objectInput(request, tenant.id)
     checkLockRequest(c, input)
     // The upload's key (#27): each part is sealed under it, and must bring it again if it is the customer's.
-    const sse = writeKey(request, core.kms, core.bucketEncryption.get(s3.buckets.resolve(tenant, bucket).id))
+    const sse = writeKey(request, core, core.bucketEncryption.get(s3.buckets.resolve(tenant, bucket).id))
     const upload = s3.multipart.create(tenant, bucket, key, sse ? { ...input, sse: sse.stored } : input, checksum)
     reportKey(reply, sse)
     if (checksum) reply.header('x-amz-checksum-algorithm', checksum.algorithm.toUpperCase()).header('x-amz-checksum-type', checksum.type)
@@ -29,7 +29,7 @@ export const multipartHandlers = {
     const { uploadId, partNumber } = partOf(c)
     refuseUnsupported(c.request)
     // The upload's key: an SSE-C part brings the customer's key, which must be the upload's (#27).
-    const sse = readKey(c.request, c.s3.multipart.uploadInfo(c.tenant, c.bucket, c.key, uploadId).sse, c.core.kms)
+    const sse = readKey(c.request, c.s3.multipart.uploadInfo(c.tenant, c.bucket, c.key, uploadId).sse, c.core)
     const r = await c.s3.multipart.uploadPart(c.tenant, c.bucket, c.key, uploadId, partNumber, c.body(), sse)
     reportKey(c.reply, sse)
     c.reply.header('etag', r.etag)
@@ -41,10 +41,10 @@ export const multipartHandlers = {
     const { s3, tenant, bucket, key, request, reply } = c
     const { uploadId, partNumber } = partOf(c)
     refuseUnsupported(request)
-    const sse = readKey(request, s3.multipart.uploadInfo(tenant, bucket, key, uploadId).sse, c.core.kms)
+    const sse = readKey(request, s3.multipart.uploadInfo(tenant, bucket, key, uploadId).sse, c.core)
     const from = copySource(request, c.tenant.id)
     const source = s3.objects.head(tenant, from.bucket, from.key, from.versionId)
-    const sourceKey = readKey(request, source.info?.sse, c.core.kms, COPY_SOURCE_CUSTOMER)
+    const sourceKey = readKey(request, source.info?.sse, c.core, COPY_SOURCE_CUSTOMER)
     const sourceVersion = versionIdHeader(source)
     if (sourceVersion !== undefined) reply.header('x-amz-copy-source-version-id', sourceVersion)
     copyConditions(request)(source)
@@ -120,11 +120,11 @@ export const multipartHandlers = {
     // none or another is 400 (#27). A Complete retried after the upload completed is answered as before.
     let sse: SseKey | undefined
     try {
-      sse = readKey(request, s3.multipart.uploadInfo(tenant, bucket, key, query.get('uploadId')!).sse, core.kms)
+      sse = readKey(request, s3.multipart.uploadInfo(tenant, bucket, key, query.get('uploadId')!).sse, core)
     } catch (err) {
       if (!(err instanceof S3Error) || err.code !== 'NoSuchUpload') throw err
     }
-    const row = await s3.multipart.complete(tenant, bucket, key, query.get('uploadId')!, parts, expected)
+    const row = await s3.multipart.complete(tenant, bucket, key, query.get('uploadId')!, parts, expected, sse)
     const versionId = versionIdHeader(row, true)
     if (versionId !== undefined) reply.header('x-amz-version-id', versionId)
     if (row.info?.sse) reportKey(reply, sse ?? { stored: row.info.sse })

@@ -32,7 +32,7 @@ export const objectHandlers = {
     const { core, s3, tenant, bucket, key, request, reply, body } = c
     const input = objectInput(request, tenant.id)
     checkLockRequest(c, input)
-    const sse = writeKey(request, core.kms, core.bucketEncryption.get(s3.buckets.resolve(tenant, bucket).id))
+    const sse = writeKey(request, core, core.bucketEncryption.get(s3.buckets.resolve(tenant, bucket).id))
     const { etag, checksum, row } = await s3.objects.put(
       tenant,
       bucket,
@@ -56,7 +56,7 @@ export const objectHandlers = {
     const directive = (header(request, 'x-amz-metadata-directive') ?? 'COPY').toUpperCase()
     if (directive !== 'COPY' && directive !== 'REPLACE') throw new S3Error('InvalidArgument', 'Unknown metadata directive.')
     // The copy's own encryption (#27): the request's, else the destination bucket's default.
-    const sse = writeKey(request, core.kms, core.bucketEncryption.get(s3.buckets.resolve(tenant, bucket).id))
+    const sse = writeKey(request, core, core.bucketEncryption.get(s3.buckets.resolve(tenant, bucket).id))
     const changesEncryption =
       sse !== undefined || header(request, 'x-amz-server-side-encryption') !== undefined || hasCustomerHeaders(request, COPY_SOURCE_CUSTOMER)
     // Copying a version of the key over it is how a version is restored (AWS allows it), and so is
@@ -82,7 +82,7 @@ export const objectHandlers = {
     const tags = tagging === 'COPY' ? 'copy' : tagsOrError(() => parseTagQuery(header(request, 'x-amz-tagging') ?? ''))
     const conditions = { ifMatch: header(request, 'if-match'), ifNoneMatch: header(request, 'if-none-match') }
     // A source or a copy sealed under a key of its own cannot share content: re-sealed (#27).
-    const sourceKey = (o: ObjectRow) => readKey(request, o.info?.sse, core.kms, COPY_SOURCE_CUSTOMER)
+    const sourceKey = (o: ObjectRow) => readKey(request, o.info?.sse, core, COPY_SOURCE_CUSTOMER)
     if (sse !== undefined || hasCustomerHeaders(request, COPY_SOURCE_CUSTOMER) || sealedSource(c, from)) {
       const { row, source } = await s3.objects.copySealed(tenant, from, { bucket, key }, info, tags, copyConditions(request), conditions, lock, sourceKey, sse)
       versionHeader(reply, row, 'x-amz-version-id', true)
@@ -171,7 +171,7 @@ export const objectHandlers = {
       versionId: query.get('versionId'),
     })
     // An SSE-C object describes itself only to whoever brings its key, as GetObject (#27).
-    reportKey(reply, readKey(request, object.info?.sse, c.core.kms))
+    reportKey(reply, readKey(request, object.info?.sse, c.core))
     reply.header('last-modified', new Date(lastModified).toUTCString())
     versionHeader(reply, object)
     return xml(reply, 'GetObjectAttributesResponse', body)
@@ -186,7 +186,7 @@ function getOrHead(c: OpContext) {
   if (partNumber === undefined) {
     const object = s3.objects.head(tenant, bucket, key, versionId)
     lockHeadersOf(c, object)
-    return sendObject(core, request, reply, object, q, undefined, readKey(request, object.info?.sse, core.kms))
+    return sendObject(core, request, reply, object, q, undefined, readKey(request, object.info?.sse, core))
   }
   if (!/^\d{1,5}$/.test(partNumber) || Number(partNumber) < 1 || Number(partNumber) > MAX_PARTS) {
     throw new S3Error('InvalidArgument', 'Part number must be an integer between 1 and 10000, inclusive')
@@ -194,7 +194,7 @@ function getOrHead(c: OpContext) {
   if (request.headers.range !== undefined) throw new S3Error('InvalidRequest', 'Cannot specify both Range header and partNumber query parameter')
   const { object, part } = s3.objects.headPart(tenant, bucket, key, Number(partNumber), versionId)
   lockHeadersOf(c, object)
-  return sendObject(core, request, reply, object, q, part, readKey(request, object.info?.sse, core.kms))
+  return sendObject(core, request, reply, object, q, part, readKey(request, object.info?.sse, core))
 }
 
 /**
