@@ -58,6 +58,7 @@ import { Leases } from './services/leases'
 import { LifecycleService } from './services/lifecycle'
 import { LifecycleRepo } from './db/repos/lifecycle'
 import { FileVersions } from './services/file-versions'
+import { WorkspaceObjects } from './services/workspace-objects'
 
 /**
  * The composition root: every service built from one config, for the fronts (HTTP routes, CLI
@@ -108,6 +109,8 @@ export interface Core {
   readonly lifecycle: LifecycleService
   /** A file's versions through the API and the console: list, restore, deleted keys (#25). */
   readonly fileVersions: FileVersions
+  /** A workspace as the bucket browser sees it (#31): objects by prefix, one object's details, delete when empty. */
+  readonly workspaceObjects: WorkspaceObjects
   close(): void
 }
 
@@ -310,6 +313,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     objectLock,
     lifecycle,
     fileVersions,
+    workspaceObjects: new WorkspaceObjects({ db, objects: objectsRepo, files: filesRepo, workspaces, versions, objectLock }),
     close() {
       if (closed) return
       closed = true
