@@ -5,6 +5,7 @@ import { Confirm, DataTable, ErrorText, Header, Modal, Pager, TextField, Usage, 
 import { Workspaces, type Workspace } from './workspaces'
 import { Deliveries } from './deliveries'
 import { DeletedFiles, VersionsDialog } from './versions'
+import { Buckets } from './buckets'
 
 interface Page {
   files: FileInfo[]
@@ -141,6 +142,8 @@ export function TenantView(props: { apiKey: string; onSignOut: () => void }) {
           </p>
         )}
       </section>
+
+      <Buckets apiKey={key} refresh={version} onChanged={() => (void loadWorkspaces(), refresh())} />
 
       <section
         class={`card drop${dragging ? ' dragging' : ''}`}
