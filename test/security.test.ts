@@ -39,6 +39,11 @@ t.test("tenant isolation matrix: every route with an id, called with another ten
     ['GET', `/api/v1/files/${done.fileId}/versions`, FILE],
     ['POST', `/api/v1/files/${done.fileId}/versions/null/restore`, FILE],
     ['GET', `/api/v1/files/deleted?workspaceId=${ws.id}`, WS],
+    // A workspace as a bucket (#31): its objects, an object's details, the delete only when empty.
+    ['GET', `/api/v1/workspaces/${ws.id}/objects?delimiter=/`, WS],
+    ['GET', `/api/v1/workspaces/${ws.id}/objects/details?key=x`, WS],
+    ['DELETE', `/api/v1/workspaces/${ws.id}?ifEmpty=true`, WS],
+    ['POST', '/api/v1/upload/request', WS, { fileType: 'image/png', fileName: 'x.png', workspaceId: ws.id, objectKey: 'a/x.png' }],
   ]
   // Every parametric route the app serves must appear in the matrix (or be admin/token-only).
   const parametric = routePaths(app.printRoutes({ commonPrefix: false })).filter((p) => p.includes(':'))
@@ -51,6 +56,8 @@ t.test("tenant isolation matrix: every route with an id, called with another ten
     '/api/v1/webhooks/deliveries/:deliveryId/retry',
     '/api/v1/files/:fileId/versions',
     '/api/v1/files/:fileId/versions/:versionId/restore',
+    '/api/v1/workspaces/:workspaceId/objects',
+    '/api/v1/workspaces/:workspaceId/objects/details',
   ]
   // Admin routes name a tenant by design; S3 requests are isolated by test/s3-sdk.test.ts.
   const exempt = [

@@ -9,7 +9,7 @@ import type { App } from '../src/http/types'
 // listing, keyset-paged by `after`), one object's details, uploads to a chosen key, file counts
 // in the workspace list, and the delete that refuses a workspace that is not empty.
 
-const code = (res: { statusCode: number; json(): any }) => [res.statusCode, res.json().error?.code]
+const code = (res: { statusCode: number; json(): { error?: { code: string } } }) => [res.statusCode, res.json().error?.code]
 const ws = async (app: App, headers: Record<string, string>, slug: string) =>
   (await app.inject({ method: 'POST', url: '/api/v1/workspaces', headers, payload: { name: slug, slug } })).json().id as string
 const put = (app: App, headers: Record<string, string>, workspaceId: string, objectKey: string, seed = 1) =>

@@ -1,4 +1,4 @@
-import { AppError, notFound } from '../errors'
+import { AppError } from '../errors'
 import type { DB } from '../db/database'
 import type { ObjectRow, ObjectsRepo } from '../db/repos/objects'
 import type { AuthenticatedTenant } from '../db/repos/tenants'
