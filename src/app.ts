@@ -16,6 +16,7 @@ import { uploadContentRoutes, uploadRequestRoutes } from './http/routes/upload'
 import { downloadRoutes, filesRoutes } from './http/routes/files'
 import { fileVersionsRoutes } from './http/routes/file-versions'
 import { workspacesRoutes } from './http/routes/workspaces'
+import { workspaceObjectsRoutes } from './http/routes/workspace-objects'
 import { webhooksRoutes } from './http/routes/webhooks'
 import { registerRateLimit } from './http/rate-limit'
 import { registerJsonBody } from './http/json-body'
@@ -141,6 +142,7 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
     await filesRoutes(scope, core)
     await fileVersionsRoutes(scope, core)
     await workspacesRoutes(scope, core)
+    await workspaceObjectsRoutes(scope, core)
     await webhooksRoutes(scope, core)
     await tenantS3CredentialRoutes(scope, core)
   })

@@ -59,6 +59,7 @@ import { LifecycleService } from './services/lifecycle'
 import { LifecycleRepo } from './db/repos/lifecycle'
 import { FileVersions } from './services/file-versions'
 import { OverviewService } from './services/overview'
+import { WorkspaceObjects } from './services/workspace-objects'
 
 /**
  * The composition root: every service built from one config, for the fronts (HTTP routes, CLI
@@ -113,6 +114,8 @@ export interface Core {
   readonly fileVersions: FileVersions
   /** The admin overview (#31): version, uptime, disk, blobs, request rates, webhook backlog, usage. */
   readonly overview: OverviewService
+  /** A workspace as the bucket browser sees it (#31): objects by prefix, one object's details, delete when empty. */
+  readonly workspaceObjects: WorkspaceObjects
   close(): void
 }
 
@@ -328,6 +331,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
       tenants,
       metrics,
     }),
+    workspaceObjects: new WorkspaceObjects({ db, objects: objectsRepo, files: filesRepo, workspaces, versions, objectLock }),
     close() {
       if (closed) return
       closed = true

@@ -122,11 +122,19 @@ export interface Ephemeral {
   s3: { endpoint: string; region: string; accessKeyId: string; secretAccessKey: string }
 }
 
-/** The real bundle served `--ephemeral` (the console is compiled into it), stopped when the test ends. */
-export async function startEphemeral(t: Test): Promise<Ephemeral> {
+/**
+ * The real bundle served `--ephemeral` (the console is compiled into it), stopped when the test
+ * ends; `args` are more flags (`--bucket NAME=DIR` seeds a bucket before it is ready, `timeoutMs` then).
+ */
+export async function startEphemeral(t: Test, args: string[] = [], timeoutMs?: number): Promise<Ephemeral> {
   buildBundle()
   const cwd = tempDir(t)
-  const server: Running = await startCoffer(['serve', '--ephemeral', '--port', '0'], { cwd, env: { TMPDIR: cwd }, ready: /^\{"url":"(http:\/\/[^"]+)"/ })
+  const server: Running = await startCoffer(['serve', '--ephemeral', '--port', '0', ...args], {
+    cwd,
+    env: { TMPDIR: cwd },
+    ready: /^\{"url":"(http:\/\/[^"]+)"/,
+    ...(timeoutMs !== undefined ? { timeoutMs } : {}),
+  })
   t.teardown(async () => {
     server.child.kill('SIGTERM')
     await server.exited

@@ -34,6 +34,8 @@ const OPERATIONS: Record<string, string[]> = {
   '/api/v1/files/deleted': ['get'],
   '/api/v1/workspaces': ['get', 'post'],
   '/api/v1/workspaces/{workspaceId}': ['get', 'patch', 'delete'],
+  '/api/v1/workspaces/{workspaceId}/objects': ['get'],
+  '/api/v1/workspaces/{workspaceId}/objects/details': ['get'],
   '/api/v1/webhooks/deliveries': ['get'],
   '/api/v1/webhooks/deliveries/{deliveryId}/retry': ['post'],
 }

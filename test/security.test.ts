@@ -42,6 +42,11 @@ t.test("tenant isolation matrix: every route with an id, called with another ten
     ['GET', `/api/v1/files/deleted?workspaceId=${ws.id}`, WS],
     // A tenant's own S3 credentials (#31): another tenant's access key id is not found.
     ['DELETE', `/api/v1/tenant/s3-credentials/${aliceKey.accessKeyId}`, 'NOT_FOUND'],
+    // A workspace as a bucket (#31): its objects, an object's details, the delete only when empty.
+    ['GET', `/api/v1/workspaces/${ws.id}/objects?delimiter=/`, WS],
+    ['GET', `/api/v1/workspaces/${ws.id}/objects/details?key=x`, WS],
+    ['DELETE', `/api/v1/workspaces/${ws.id}?ifEmpty=true`, WS],
+    ['POST', '/api/v1/upload/request', WS, { fileType: 'image/png', fileName: 'x.png', workspaceId: ws.id, objectKey: 'a/x.png' }],
   ]
   // Every parametric route the app serves must appear in the matrix (or be admin/token-only).
   const parametric = routePaths(app.printRoutes({ commonPrefix: false })).filter((p) => p.includes(':'))
@@ -55,6 +60,8 @@ t.test("tenant isolation matrix: every route with an id, called with another ten
     '/api/v1/files/:fileId/versions',
     '/api/v1/files/:fileId/versions/:versionId/restore',
     '/api/v1/tenant/s3-credentials/:accessKeyId',
+    '/api/v1/workspaces/:workspaceId/objects',
+    '/api/v1/workspaces/:workspaceId/objects/details',
   ]
   // Admin routes name a tenant by design; S3 requests are isolated by test/s3-sdk.test.ts.
   const exempt = [

@@ -32,7 +32,7 @@ if (pkg.scripts?.['build:sea'] && (!fs.existsSync(sea) || fs.statSync(sea).mtime
 }
 
 await esbuild.build({
-  entryPoints: ['main', 'seed', 'bare-fastify', 'node-reference', 'put-cpu'].map((n) => path.join(root, 'scripts', 'bench', `${n}.ts`)),
+  entryPoints: ['main', 'seed', 'bare-fastify', 'node-reference', 'put-cpu', 'browse'].map((n) => path.join(root, 'scripts', 'bench', `${n}.ts`)),
   outdir,
   outExtension: { '.js': '.cjs' },
   bundle: true,
@@ -44,6 +44,7 @@ await esbuild.build({
   logLevel: 'warning',
 })
 
-// `npm run bench -- put-cpu BUNDLE…` runs the small-PutObject CPU harness (put-cpu.ts) instead.
-const tool = process.argv[2] === 'put-cpu' ? process.argv.splice(2, 1)[0] : 'main'
+// `npm run bench -- put-cpu BUNDLE…` runs the small-PutObject CPU harness (put-cpu.ts) instead,
+// `npm run bench -- browse [KEYS]` the bucket browser's pages in a bucket of a million keys (browse.ts).
+const tool = ['put-cpu', 'browse'].includes(process.argv[2]) ? process.argv.splice(2, 1)[0] : 'main'
 await import(pathToFileURL(path.join(outdir, `${tool}.cjs`)).href)

@@ -106,7 +106,7 @@ export interface FileInfo {
 export async function uploadFile(
   key: string,
   file: File,
-  opts: { workspaceId?: string; context?: string; onProgress: (loaded: number, total: number) => void },
+  opts: { workspaceId?: string; context?: string; objectKey?: string; onProgress: (loaded: number, total: number) => void },
 ): Promise<FileInfo> {
   // A browser gives an empty type for an extension it does not know; the API then names it.
   const type = file.type || 'application/octet-stream'
@@ -116,6 +116,7 @@ export async function uploadFile(
     fileSizeBytes: file.size,
     ...(opts.workspaceId ? { workspaceId: opts.workspaceId } : {}),
     ...(opts.context ? { context: opts.context } : {}),
+    ...(opts.objectKey ? { objectKey: opts.objectKey } : {}),
   })
   return new Promise((resolve, reject) => {
     const xhr = new XMLHttpRequest()

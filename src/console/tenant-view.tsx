@@ -6,6 +6,7 @@ import { Workspaces, type Workspace } from './workspaces'
 import { Deliveries } from './deliveries'
 import { DeletedFiles, VersionsDialog } from './versions'
 import { AccessKeys } from './access-keys'
+import { Buckets } from './buckets'
 
 interface Page {
   files: FileInfo[]
@@ -142,6 +143,8 @@ export function TenantView(props: { apiKey: string; onSignOut: () => void }) {
           </p>
         )}
       </section>
+
+      <Buckets apiKey={key} refresh={version} onChanged={() => (void loadWorkspaces(), refresh())} />
 
       <section
         class={`card drop${dragging ? ' dragging' : ''}`}

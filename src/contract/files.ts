@@ -38,6 +38,17 @@ export const HandshakeBody = Type.Object(
       Type.String({ maxLength: 2048, pattern: NO_CONTROL, 'x-message': NO_CONTROL_MESSAGE, description: 'Absolute http(s) URL notified when the upload ends' }),
     ),
     workspaceId: Type.Optional(Uuid),
+    // The console's bucket browser uploads into a prefix (#31). Without it the key is `<fileId>/<fileName>` (s3.md).
+    objectKey: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 1024,
+        pattern: NO_CONTROL,
+        'x-message': NO_CONTROL_MESSAGE,
+        description:
+          'The S3 key the file gets in its workspace (1-1024 bytes of UTF-8; needs a workspace); a key held by a live file is 409 CONFLICT. Default: `<fileId>/<fileName>`',
+      }),
+    ),
   },
   { additionalProperties: false },
 )

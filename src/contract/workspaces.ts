@@ -67,7 +67,14 @@ export const WorkspaceSchema = Type.Object({
   updatedAt: Type.Integer({ description: 'Unix time in seconds' }),
 })
 
-export const WorkspaceList = Type.Object({ workspaces: Type.Array(WorkspaceSchema) })
+export const WorkspaceList = Type.Object({
+  workspaces: Type.Array(
+    Type.Object({
+      ...WorkspaceSchema.properties,
+      fileCount: Type.Integer({ description: 'Live files in the workspace, of every status (as the files list counts them)' }),
+    }),
+  ),
+})
 
 /** The Workspace resource as the API shows it (spec part 2): times in Unix seconds. */
 export function workspaceView(w: Workspace): Static<typeof WorkspaceSchema> {

@@ -51,6 +51,11 @@ export class UploadRecords {
       if (record.workspaceId !== null && !workspaces.getLive(record.tenantId, record.workspaceId)) throw notFound.workspace()
       // Also refuses a tenant deleted since its key was checked, so none of its files outlives it (#13).
       quotas.assertFits(record.tenantId, record.workspaceId, record.declaredSize ?? 0)
+      // A key chosen by the client (#31) may be taken: the API never replaces an object (S3 does, with PutObject).
+      const chosenKey = record.workspaceId !== null && record.objectKey !== null && !record.objectKey.startsWith(`${record.id}/`)
+      if (chosenKey && this.deps.objects?.liveIdByKey(record.workspaceId!, record.objectKey!) !== undefined) {
+        throw new AppError('CONFLICT', 'An object with this key already exists in the workspace', { field: 'objectKey' })
+      }
       files.insertPending(record)
     })
   }
@@ -78,6 +83,9 @@ export class UploadRecords {
       if (sealed && !objects?.setInfo(fileId, sealed.info)) throw new Error('UploadRecords.commit: a sealed upload needs its key recorded')
       // Its key (`<fileId>/<name>`) is its own: the first version of it, before its event reads it.
       if (versions && current.workspaceId !== null && current.objectKey !== null) {
+        // A key chosen at the handshake (#31) may have a history (a delete marker current in a
+        // versioned workspace): that stops being current first, as for an S3 write.
+        if (!current.objectKey.startsWith(`${current.id}/`)) versions.retire(current.workspaceId, current.objectKey, now)
         versions.record(current.tenantId, current.workspaceId, current.objectKey, fileId, size, now)
       }
       events.settled(fileId)

@@ -1,5 +1,5 @@
 import type { Readable } from 'node:stream'
-import { AppError, isDiskFull, notFound, publicCode } from '../errors'
+import { AppError, isDiskFull, notFound, publicCode, validationError } from '../errors'
 import type { FileRecord } from '../db/repos/files'
 import type { AuthenticatedTenant } from '../db/repos/tenants'
 import type { BlobStore, StagedBlob } from '../blobs/blob-store'
@@ -26,6 +26,8 @@ export interface HandshakeInput {
   tags?: Record<string, string>
   webhookUrl?: string
   workspaceId?: string
+  /** The file's S3 key in its workspace (#31); default `<fileId>/<fileName>`. */
+  objectKey?: string
 }
 
 /** The content of an upload as a front received it; the front parsed its own headers. */
@@ -97,6 +99,8 @@ export class UploadsService {
     }
     if (input.webhookUrl !== undefined) parseWebhookUrl(input.webhookUrl, settings.webhookAllowPrivate)
     const workspaceId = this.deps.workspaces.scope(tenant.id, headerWorkspaceId, input.workspaceId) ?? null
+    if (input.objectKey !== undefined && workspaceId === null) throw validationError('/objectKey', 'needs a workspace (workspaceId or X-Workspace-Id)')
+    if (input.objectKey !== undefined && Buffer.byteLength(input.objectKey) > 1024) throw validationError('/objectKey', 'must be at most 1024 bytes as UTF-8')
     // A workspace whose default encryption cannot be honoured refuses before anything is reserved
     // (409); the PUT looks again, since the default may change in between.
     if (workspaceId !== null) this.deps.encryption?.uploadKey(workspaceId)
@@ -116,7 +120,7 @@ export class UploadsService {
       webhookUrl: input.webhookUrl ?? null,
       uploadExpiresAt: now + settings.uploadUrlTtlMs,
       createdAt: now,
-      objectKey: apiObjectKey(id, input.fileName, workspaceId),
+      objectKey: input.objectKey ?? apiObjectKey(id, input.fileName, workspaceId),
     }
     records.reserve(record)
     const file: FileRecord = { ...record, status: 'pending', sha256: null, metadata: null, completedAt: null, deletedAt: null }

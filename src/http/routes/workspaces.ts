@@ -1,4 +1,4 @@
-import { Type } from '@sinclair/typebox'
+import { Type, type Static } from '@sinclair/typebox'
 import type { App } from '../types'
 import type { Core } from '../../core'
 import { PathId, SuccessResponse } from '../../contract/common'
@@ -6,6 +6,17 @@ import { CreateWorkspaceBody, UpdateWorkspaceBody, WorkspaceList, WorkspaceSchem
 import { withErrors } from '../responses'
 
 const Params = Type.Object({ workspaceId: PathId })
+const DeleteQuery = Type.Object(
+  {
+    ifEmpty: Type.Optional(
+      Type.Boolean({
+        description:
+          'Delete only an empty workspace (no live file, version or delete marker), else 409 CONFLICT with details.reason NOT_EMPTY, as S3 DeleteBucket',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+)
 
 /** Workspace CRUD (registered in the tenant-key scope). */
 export async function workspacesRoutes(app: App, core: Core): Promise<void> {
@@ -13,7 +24,10 @@ export async function workspacesRoutes(app: App, core: Core): Promise<void> {
     '/api/v1/workspaces',
     { schema: { tags: ['workspaces'], summary: 'List workspaces, oldest first', response: withErrors({ 200: WorkspaceList }) } },
     async (request) => ({
-      workspaces: core.workspaces.list(request.tenant!).map(workspaceView),
+      // With each one's file count, from the maintained counts (#31: the console's bucket list).
+      workspaces: core.workspaces
+        .list(request.tenant!)
+        .map((w) => ({ ...workspaceView(w), fileCount: core.workspaceObjects.fileCount(request.tenant!, w.id) })),
     }),
   )
 
@@ -48,13 +62,17 @@ export async function workspacesRoutes(app: App, core: Core): Promise<void> {
     {
       schema: {
         tags: ['workspaces'],
-        summary: 'Delete a workspace: soft-deletes its files and releases their quota',
+        summary: 'Delete a workspace: soft-deletes its files and releases their quota (with ifEmpty=true: only an empty one)',
         params: Params,
-        response: withErrors({ 200: SuccessResponse }, 404),
+        querystring: DeleteQuery,
+        response: withErrors({ 200: SuccessResponse }, 404, 409),
       },
+      config: { inputPointer: '/query' },
     },
     async (request) => {
-      core.workspaces.delete(request.tenant!, request.params.workspaceId)
+      const query: Static<typeof DeleteQuery> = request.query
+      if (query.ifEmpty) core.workspaceObjects.deleteIfEmpty(request.tenant!, request.params.workspaceId)
+      else core.workspaces.delete(request.tenant!, request.params.workspaceId)
       return { success: true }
     },
   )
