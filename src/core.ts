@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify'
 import { ConfigError, type Config } from './config'
 import { openDatabase, releaseCache, skipSync, type DB } from './db/database'
+import { bundledSchemaImage } from './db/schema-image'
 import { onLoadOver } from './lib/heap-relief'
 import { markStartup } from './lib/startup-trace'
 import { GroupCommit, type SyncFile } from './db/group-commit'
@@ -144,7 +145,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const clock = options.clock ?? systemClock
   const dataDir = ensureDataDir(config.dataDir)
   markStartup('data dir and key')
-  const db = openDatabase(dataDir.db, dataDir.root, undefined, options.throwaway ? { throwaway: true } : {})
+  const db = openDatabase(dataDir.db, dataDir.root, undefined, { image: bundledSchemaImage(), ...(options.throwaway ? { throwaway: true } : {}) })
   // Once a load is over, SQLite's page cache (up to 16 MB, better-sqlite3's cache_size) goes back
   // to the allocator; the next reads fill it again from the OS's page cache (#29).
   markStartup('database opened and migrated')
