@@ -145,7 +145,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const clock = options.clock ?? systemClock
   const dataDir = ensureDataDir(config.dataDir)
   markStartup('data dir and key')
-  const db = openDatabase(dataDir.db, dataDir.root, undefined, { image: bundledSchemaImage(), ...(options.throwaway ? { throwaway: true } : {}) })
+  const db = openDatabase(dataDir.db, dataDir.root, undefined, { image: bundledSchemaImage, ...(options.throwaway ? { throwaway: true } : {}) })
   // Once a load is over, SQLite's page cache (up to 16 MB, better-sqlite3's cache_size) goes back
   // to the allocator; the next reads fill it again from the OS's page cache (#29).
   markStartup('database opened and migrated')

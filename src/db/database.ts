@@ -24,13 +24,14 @@ let addonLoaded = false
 /**
  * Opens (creating if needed) the SQLite database at `file` and brings its schema up to date.
  * `dataDir` is where the single executable may unpack its SQLite addon. `opts.image`, the schema
- * image of `migrations` (schema-image.ts), is what a database that does not exist yet starts as.
+ * image of `migrations` (schema-image.ts), or what makes it (called only for a database that does
+ * not exist yet), is what a database that does not exist yet starts as.
  */
 export function openDatabase(
   file: string,
   dataDir: string,
   migrations: readonly Migration[] = MIGRATIONS,
-  opts: { throwaway?: boolean; image?: Uint8Array } = {},
+  opts: { throwaway?: boolean; image?: Uint8Array | (() => Uint8Array | undefined) } = {},
 ): DB {
   const fromImage = opts.image !== undefined && startFromImage(file, opts.image, opts.throwaway === true)
   keepPrivate(file)
@@ -79,8 +80,10 @@ export function addFunctions(db: DB): void {
  * the same database at once (a CLI command on a new data dir) never sees half a file, and the
  * first one wins. Returns whether this call created the database.
  */
-function startFromImage(file: string, image: Uint8Array, throwaway: boolean): boolean {
+function startFromImage(file: string, imageOf: Uint8Array | (() => Uint8Array | undefined), throwaway: boolean): boolean {
   if ([file, ...COMPANIONS.map((suffix) => file + suffix)].some((f) => fs.existsSync(f))) return false
+  const image = typeof imageOf === 'function' ? imageOf() : imageOf
+  if (image === undefined) return false
   if (!throwaway) return publishFileSync(file, image, { mode: 0o600, exclusive: true })
   let fd: number
   try {
