@@ -229,6 +229,30 @@ const pgWorkerPlugin = ({ code, asset }) => ({
   },
 })
 
+/**
+ * The schema image (src/db/schema-image.ts, #28), packed and in base64: every migration run once
+ * here into an in-memory database, whose file a new data dir then starts from instead of running
+ * them all at each start. src/db/schema-image.ts is bundled on its own and run by this Node with
+ * node_modules' better-sqlite3 (the file format is the same on every CPU, so the arm64 release's
+ * image is made here too).
+ */
+async function buildSchemaImage() {
+  const tmp = path.join(root, 'dist', `.schema-image-${process.pid}.cjs`)
+  await esbuild.build({
+    entryPoints: [path.join(root, 'src', 'db', 'schema-image.ts')],
+    outfile: tmp,
+    ...NODE_BUNDLE,
+    external: ['better-sqlite3'],
+    logLevel: 'warning',
+  })
+  try {
+    const { buildSchemaImage, packImage } = require(tmp)
+    return packImage(buildSchemaImage()).toString('base64')
+  } finally {
+    fs.rmSync(tmp, { force: true })
+  }
+}
+
 /** Temp file + rename: a reader sees the old file or the new one, never a mix. */
 function replaceAtomically(file, bytes, mode = 0o644) {
   const tmp = `${file}.${process.pid}.tmp`
@@ -264,6 +288,7 @@ export async function build({ arch = process.arch, out = outFile, addonDest = ad
       __COFFER_BUNDLE__: 'true',
       __COFFER_ADDON_DIGEST__: JSON.stringify(addonDigest),
       __COFFER_CONSOLE__: JSON.stringify(await buildConsole()),
+      __COFFER_SCHEMA_IMAGE__: JSON.stringify(await buildSchemaImage()),
     },
     // package.json's bin points here: executable, run by the node on the PATH (#13).
     banner: { js: '#!/usr/bin/env node' },

@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto'
 import Fastify, { LogController, type FastifyBaseLogger } from 'fastify'
-import { SerializerSelector } from '@fastify/fast-json-stringify-compiler'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { Core } from './core'
 import type { App } from './http/types'
 import { registerErrorHandling, sendError } from './http/error-handler'
 import { AppError } from './errors'
 import { validatorCompiler } from './http/validation'
+import { compilersFactory } from './http/compilers'
 import { ErrorResponse } from './contract/common'
 import { tenantAuth } from './http/auth'
 import { healthRoutes } from './http/routes/health'
@@ -45,9 +45,6 @@ const apiFront: Front = {
   tenantId: (request) => request.tenant?.id,
 }
 
-/** Fastify's own response serializer compiler (fast-json-stringify), the one it uses by default. */
-const fastifySerializers = SerializerSelector()
-
 /** Builds the HTTP application on a core. Never listens: main.ts does, tests use inject(). */
 export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> {
   const app = Fastify({
@@ -84,19 +81,8 @@ export async function buildApp(core: Core, opts: BuildAppOptions): Promise<App> 
     clientErrorHandler,
     // Requests arriving during close are refused by request-lifecycle.ts, in the contract's error shape.
     return503OnClosing: false,
-    schemaController: {
-      compilersFactory: {
-        // Fastify's default serializers, each compiled on its route's first response instead of
-        // at start-up: compiling them all was a sixth of the cold start's CPU time (#7).
-        buildSerializer: (externalSchemas: unknown, options: unknown) => {
-          const compile = fastifySerializers(externalSchemas, options as never)
-          return (route: Parameters<typeof compile>[0]) => {
-            let serialize: ((doc: unknown) => string) | undefined
-            return (doc: unknown) => (serialize ??= compile(route))(doc)
-          }
-        },
-      },
-    },
+    // Validators and serializers compiled on first use, their modules loaded then (compilers.ts).
+    schemaController: { compilersFactory },
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   app.setValidatorCompiler(validatorCompiler)

@@ -1,7 +1,9 @@
 import type { FastifyBaseLogger } from 'fastify'
 import { ConfigError, type Config } from './config'
 import { openDatabase, releaseCache, skipSync, type DB } from './db/database'
+import { bundledSchemaImage } from './db/schema-image'
 import { onLoadOver } from './lib/heap-relief'
+import { markStartup } from './lib/startup-trace'
 import { GroupCommit, type SyncFile } from './db/group-commit'
 import { FilesRepo } from './db/repos/files'
 import { BlobsRepo } from './db/repos/blobs'
@@ -150,9 +152,11 @@ export interface CoreOptions {
 export function createCore(config: Config, options: CoreOptions = {}): Core {
   const clock = options.clock ?? systemClock
   const dataDir = ensureDataDir(config.dataDir)
-  const db = openDatabase(dataDir.db, dataDir.root, undefined, options.throwaway ? { throwaway: true } : {})
+  markStartup('data dir and key')
+  const db = openDatabase(dataDir.db, dataDir.root, undefined, { image: bundledSchemaImage, ...(options.throwaway ? { throwaway: true } : {}) })
   // Once a load is over, SQLite's page cache (up to 16 MB, better-sqlite3's cache_size) goes back
   // to the allocator; the next reads fill it again from the OS's page cache (#29).
+  markStartup('database opened and migrated')
   const stopShrinking = onLoadOver(() => releaseCache(db))
   const serverSecret = loadSecret(dataDir, config.secret)
   // Written before anything else can fill the disk; a delete on a full disk may need it (#24).

@@ -16,6 +16,7 @@ import { isWorker, leaveCluster } from './cli/workers'
 import { createLogger } from './lib/logger'
 import { armCrashPoint } from './lib/crash-points'
 import { isSea } from 'node:sea'
+import { markStartup } from './lib/startup-trace'
 import { version } from '../package.json'
 
 const HELP = `coffer ${version}: multi-tenant file storage in one executable
@@ -147,6 +148,7 @@ if (process.env.COFFER_TEST_CRASH_AT) armCrashPoint(process.env.COFFER_TEST_CRAS
 // more before its arguments: node:cluster passes the script to run first, and the executable,
 // which has none to run, keeps it as an argument (#29).
 const argv = process.argv.slice(isSea() && isWorker() ? 3 : 2)
+markStartup('modules evaluated')
 main(argv)
   // A cluster worker whose command ended (a start-up failure included) leaves the cluster, or its
   // IPC channel would keep it alive and the primary waiting.

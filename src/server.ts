@@ -11,6 +11,7 @@ import type { Background } from './lib/background'
 import { Periodic } from './lib/periodic'
 import { LeasedBackground } from './services/leases'
 import { buildS3App, type S3App } from './s3/server'
+import { markStartup } from './lib/startup-trace'
 
 /**
  * The server runtime: core + HTTP app + background components, started and stopped as one.
@@ -127,6 +128,7 @@ export async function startServer(config: Config, logger: Logger, opts: StartOpt
     ...(opts.memoryBudgetBytes !== undefined ? { memoryBudgetBytes: opts.memoryBudgetBytes } : {}),
     ...(opts.throwaway ? { throwaway: true } : {}),
   })
+  markStartup('core created')
   const startup = opts.startup ?? true
   let leftovers = 0
   try {
@@ -158,8 +160,11 @@ export async function startServer(config: Config, logger: Logger, opts: StartOpt
   // goes now, not at the first collection ten minutes on (#24).
   const deferred = startup ? await core.gc.releaseDeferred() : { blobs: 0, bytes: 0 }
   if (deferred.blobs > 0) logger.info({ removed: deferred.blobs, bytes: deferred.bytes }, 'removed content released before the previous run stopped')
+  markStartup('start-up clean-up')
   const app = await buildApp(core, { logger })
+  markStartup('API app built')
   const s3App = config.s3Port === 'off' ? undefined : await buildS3App(core, { logger })
+  markStartup('S3 app built')
   const background = backgroundComponents(core, logger)
   let closing: Promise<void> | undefined
   const close = () =>
@@ -188,6 +193,7 @@ export async function startServer(config: Config, logger: Logger, opts: StartOpt
     await close()
     throw err
   }
+  markStartup('before listen (buckets)')
   let listening: ListenError['listener'] = 'API'
   try {
     await app.listen({ port: config.port, host: config.host, listenTextResolver: (address) => `coffer listening on ${address}` })
@@ -197,6 +203,7 @@ export async function startServer(config: Config, logger: Logger, opts: StartOpt
     await close()
     throw new ListenError(listening, listening === 'API' ? config.port : (config.s3Port as number), err)
   }
+  markStartup('listening')
   for (const b of background) b.start()
   const addr = app.server.address()
   const port = typeof addr === 'object' && addr ? addr.port : config.port

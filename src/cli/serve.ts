@@ -9,6 +9,7 @@ import { parse, println, UsageError, type CliIO } from './io'
 import { createBuckets, fixtureSettings, hasFixture, persistentTenant, type FixtureSettings } from './fixture'
 import { detach, DETACHED_CHILD_ENV } from './detach'
 import { SETTLE_AFTER_MS, settleHeap } from '../lib/settle-heap'
+import { markStartup, startupTraceLine } from '../lib/startup-trace'
 
 export const SERVE_HELP = `Usage: coffer serve [--detach] [--port PORT] [--s3-port PORT|off] [--s3-sigv2 on|off] [--host HOST] [--data-dir DIR] [--log-level LEVEL] [--workers N]
        coffer serve --ephemeral [--detach] [--in-memory [--in-memory-max-bytes N]] [--port PORT] [--s3-port PORT|off] [--host HOST] [--log-level LEVEL]
@@ -126,6 +127,7 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
   // However the process ends (clean exit, a crash, a forced exit), the temporary data dir goes too.
   if (eph) proc.onExit(() => eph.remove())
   const config = eph?.config ?? loadConfig(io.env, flags)
+  markStartup('configured')
   const fixture = eph ? undefined : fixtureSettings(config, bucket)
   // Ephemeral mode keeps stdout for its one JSON line; the logs go to stderr.
   const logger = createLogger(config.logLevel, eph || detachedChild ? io.stderr : io.stdout)
@@ -185,6 +187,9 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
     const s3 = server.s3 ? { s3: { endpoint: server.s3.url, region: config.s3Region } } : {}
     println(io.stdout, JSON.stringify({ url: server.url, ...s3, ...pid }))
   }
+  markStartup('ready')
+  const trace = startupTraceLine()
+  if (trace !== undefined) println(io.stderr, trace)
   // Start-up's garbage collected once, a moment after the first requests (lib/settle-heap.ts, #29).
   const settle = setTimeout(settleHeap, SETTLE_AFTER_MS)
   const code = await closeOnStop(server, stopSignal, logger, 'signal received')

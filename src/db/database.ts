@@ -3,6 +3,7 @@ import Database from 'better-sqlite3'
 import { MIGRATIONS, type Migration } from './migrations'
 import { loadSqliteAddon } from './sqlite-addon'
 import { isFileName, nameKey, toFileName } from '../lib/text'
+import { publishFileSync } from '../lib/durable'
 
 export type DB = Database.Database
 
@@ -22,9 +23,17 @@ let addonLoaded = false
 
 /**
  * Opens (creating if needed) the SQLite database at `file` and brings its schema up to date.
- * `dataDir` is where the single executable may unpack its SQLite addon.
+ * `dataDir` is where the single executable may unpack its SQLite addon. `opts.image`, the schema
+ * image of `migrations` (schema-image.ts), or what makes it (called only for a database that does
+ * not exist yet), is what a database that does not exist yet starts as.
  */
-export function openDatabase(file: string, dataDir: string, migrations: readonly Migration[] = MIGRATIONS, opts: { throwaway?: boolean } = {}): DB {
+export function openDatabase(
+  file: string,
+  dataDir: string,
+  migrations: readonly Migration[] = MIGRATIONS,
+  opts: { throwaway?: boolean; image?: Uint8Array | (() => Uint8Array | undefined) } = {},
+): DB {
+  const fromImage = opts.image !== undefined && startFromImage(file, opts.image, opts.throwaway === true)
   keepPrivate(file)
   const db = openConnection(file, dataDir, {}, opts)
   // WAL: readers never block the writer and the writer never blocks readers; one fsync per commit.
@@ -46,13 +55,53 @@ export function openDatabase(file: string, dataDir: string, migrations: readonly
   db.pragma('foreign_keys = ON')
   // The CLI may write while the server runs: wait for the lock instead of failing with SQLITE_BUSY.
   db.pragma('busy_timeout = 5000')
+  addFunctions(db)
+  // An image records no time (schema-image.ts): its migrations were applied now, as far as anyone asks.
+  if (fromImage) db.prepare('UPDATE schema_migrations SET applied_at = ? WHERE applied_at = 0').run(Date.now())
+  migrate(db, migrations)
+  return db
+}
+
+/** The SQL functions the migrations call. */
+export function addFunctions(db: DB): void {
   // For migration 5, which fills tenants.name_key for rows written before it.
   db.function('coffer_name_key', { deterministic: true }, (name: unknown) => nameKey(String(name)))
   // For migration 12, which renames files whose name the handshake would refuse (#24).
   db.function('coffer_is_file_name', { deterministic: true }, (name: unknown) => (isFileName(String(name)) ? 1 : 0))
   db.function('coffer_file_name', { deterministic: true }, (path: unknown, id: unknown) => toFileName(String(path), String(id)))
-  migrate(db, migrations)
-  return db
+}
+
+/**
+ * A database that does not exist yet starts as the schema image (schema-image.ts, #28) instead of
+ * an empty file: the image is a complete SQLite file, written whole before SQLite opens it. Never
+ * over an existing database, nor beside a journal or WAL file an earlier run left (SQLite would
+ * read it as part of the database). A throwaway data dir is this process's alone and is not
+ * synced; any other is published with link(2) after an fsync, so that a second process creating
+ * the same database at once (a CLI command on a new data dir) never sees half a file, and the
+ * first one wins. Returns whether this call created the database.
+ */
+function startFromImage(file: string, imageOf: Uint8Array | (() => Uint8Array | undefined), throwaway: boolean): boolean {
+  if ([file, ...COMPANIONS.map((suffix) => file + suffix)].some((f) => fs.existsSync(f))) return false
+  const image = typeof imageOf === 'function' ? imageOf() : imageOf
+  if (image === undefined) return false
+  if (!throwaway) return publishFileSync(file, image, { mode: 0o600, exclusive: true })
+  let fd: number
+  try {
+    fd = fs.openSync(file, 'wx', 0o600)
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return false
+    throw err
+  }
+  try {
+    for (let off = 0; off < image.length;) off += fs.writeSync(fd, image, off, image.length - off)
+  } catch (err) {
+    // Half an image is no database: gone, so that the error is the write's (ENOSPC), not SQLite's.
+    fs.rmSync(file, { force: true })
+    throw err
+  } finally {
+    fs.closeSync(fd)
+  }
+  return true
 }
 
 /**
@@ -108,8 +157,8 @@ export function keepPrivate(file: string): void {
   }
 }
 
-/** Applies every migration newer than the recorded version, each in its own transaction. */
-export function migrate(db: DB, migrations: readonly Migration[]): void {
+/** Applies every migration newer than the recorded version, each in its own transaction; `now` is the applied_at recorded. */
+export function migrate(db: DB, migrations: readonly Migration[], now: () => number = Date.now): void {
   db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
     version    INTEGER PRIMARY KEY,
     name       TEXT NOT NULL,
@@ -129,7 +178,7 @@ export function migrate(db: DB, migrations: readonly Migration[]): void {
     db.transaction(() => {
       if (isApplied.get(m.version)) return
       db.exec(m.sql)
-      record.run(m.version, m.name, Date.now())
+      record.run(m.version, m.name, now())
     }).immediate()
   }
 }

@@ -1,5 +1,5 @@
-import Ajv, { type ErrorObject, type ValidateFunction } from 'ajv'
-import addFormats from 'ajv-formats'
+import type Ajv from 'ajv'
+import type { ErrorObject, ValidateFunction } from 'ajv'
 import type { FastifySchemaCompiler } from 'fastify'
 import { valueDeeperThan } from '../lib/json-depth'
 import { isSafeJson } from '../lib/text'
@@ -9,7 +9,12 @@ import { isSafeJson } from '../lib/text'
  * fields are errors), while query strings, params and headers arrive as text and are coerced.
  */
 function makeAjv(coerceTypes: boolean | 'array'): Ajv {
-  const ajv = new Ajv({
+  // Required here, by the first validation: an idle server never evaluates ajv (compilers.ts, #28).
+  /* eslint-disable @typescript-eslint/no-require-imports */
+  const { default: AjvClass } = require('ajv') as typeof import('ajv')
+  const { default: addFormats } = require('ajv-formats') as typeof import('ajv-formats')
+  /* eslint-enable @typescript-eslint/no-require-imports */
+  const ajv = new AjvClass({
     coerceTypes,
     useDefaults: true,
     removeAdditional: false,

@@ -4,6 +4,7 @@ import type { Core } from '../core'
 import { AppError, isDiskFull } from '../errors'
 import { discardRestOfBody } from '../http/discard-body'
 import { lazyRequestLogger } from '../http/lazy-request-logger'
+import { compilersFactory } from '../http/compilers'
 import { registerRequestLifecycle, type Front } from '../http/request-lifecycle'
 import { S3Error, fromAppError } from './errors'
 import { xmlDocument } from './xml'
@@ -113,6 +114,8 @@ export async function buildS3App(core: Core, opts: { logger: FastifyBaseLogger }
     genReqId: newRequestId,
     exposeHeadRoutes: false,
     return503OnClosing: false,
+    // Fastify's default compilers are not even loaded (src/http/compilers.ts, #28).
+    schemaController: { compilersFactory },
     routerOptions: { maxParamLength: 4096, ignoreDuplicateSlashes: false },
     frameworkErrors: (_error, request, reply) => {
       s3Front.stamp(request, reply)

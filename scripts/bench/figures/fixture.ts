@@ -7,7 +7,7 @@ import http from 'node:http'
 import path from 'node:path'
 import readline from 'node:readline'
 import { spawn, spawnSync } from 'node:child_process'
-import { freePort, rssBytes, startProc } from '../processes'
+import { cpuMs, freePort, rssBytes, startProc } from '../processes'
 import { signHeaders } from '../s3-sign'
 import { median, summarize } from '../stats'
 import type { BenchContext, FigureResult } from '../figure'
@@ -34,6 +34,8 @@ function listBuckets(endpoint: string): Promise<number> {
 interface Start {
   ms: number
   rss: number
+  /** User + system CPU time until ready (Coffer: its JSON line; node -e: its first answer), which load stretches less than wall time. */
+  cpu: number
 }
 
 /** One fixture: spawn, JSON line, one signed S3 request answered 200; then idle, RSS, SIGTERM. */
@@ -52,12 +54,13 @@ async function fixtureOnce(ctx: BenchContext, n: number, { command, args }: { co
       readline.createInterface({ input: child.stdout! }).once('line', resolve)
       void exited.then(() => reject(new Error('coffer serve --ephemeral exited before its JSON line')))
     })
+    const cpu = cpuMs(child.pid!)
     const { s3 } = JSON.parse(line) as { s3: { endpoint: string } }
     const status = await listBuckets(s3.endpoint)
     if (status !== 200) throw new Error(`signed ListBuckets answered ${status}`)
     const ms = performance.now() - t0
     await new Promise((r) => setTimeout(r, IDLE_MS))
-    return { ms, rss: rssBytes(child.pid!) }
+    return { ms, rss: rssBytes(child.pid!), cpu }
   } finally {
     child.kill('SIGTERM')
     await exited
@@ -67,10 +70,11 @@ async function fixtureOnce(ctx: BenchContext, n: number, { command, args }: { co
 async function nodeOnce(ctx: BenchContext): Promise<Start> {
   const port = await freePort()
   const p = await startProc(process.execPath, ['-e', NODE_LISTEN, String(port)], { port, healthPath: '/', logFile: path.join(ctx.dir, 'node-e.log') })
+  const cpu = cpuMs(p.pid)
   await new Promise((r) => setTimeout(r, IDLE_MS))
   const rss = rssBytes(p.pid)
   await p.stop()
-  return { ms: p.startMs, rss }
+  return { ms: p.startMs, rss, cpu }
 }
 
 /** `--against-bundle PATH`: another build, a bundle (`….cjs`, run by this Node) or an executable. */
@@ -116,6 +120,10 @@ export async function fixture(ctx: BenchContext): Promise<FigureResult[]> {
     node.map((s) => s.rss / MB),
     coffer.map((s) => s.rss / MB),
   )
+  const cpu = summarize(
+    node.map((s) => s.cpu),
+    coffer.map((s) => s.cpu),
+  )
   const range = (v: number[]) => `${Math.min(...v).toFixed(0)}–${Math.max(...v).toFixed(0)}`
   const otherRows: FigureResult[] = others.flatMap((o, k) => {
     const st = summarize(
@@ -125,6 +133,10 @@ export async function fixture(ctx: BenchContext): Promise<FigureResult[]> {
     const rs = summarize(
       node.map((s) => s.rss / MB),
       against[k]!.map((s) => s.rss / MB),
+    )
+    const cp = summarize(
+      node.map((s) => s.cpu),
+      against[k]!.map((s) => s.cpu),
     )
     const row = { baselineLabel: '`node -e`, same runs', target: 'reference', met: null, cofferText: undefined } as const
     return [
@@ -138,6 +150,17 @@ export async function fixture(ctx: BenchContext): Promise<FigureResult[]> {
         ratio: st.ratio,
         note: `runs ${range(st.subjectRuns)} ms`,
         details: { runs: st },
+      },
+      {
+        ...row,
+        key: 'fixture-cpu-against',
+        figure: `${o.label}: CPU until the JSON line`,
+        unit: 'ms',
+        coffer: cp.subject,
+        baseline: cp.baseline,
+        ratio: cp.ratio,
+        note: `runs ${range(cp.subjectRuns)} ms`,
+        details: { runs: cp },
       },
       {
         ...row,
@@ -166,6 +189,19 @@ export async function fixture(ctx: BenchContext): Promise<FigureResult[]> {
       met: start.subject < 150,
       note: `${ctx.shipped.note}; runs ${range(start.subjectRuns)} ms beside ${range(start.baselineRuns)} ms`,
       details: { runs: start },
+    },
+    {
+      key: 'fixture-cpu',
+      figure: `${ctx.shipped.label} serve --ephemeral: CPU (user + system) until the JSON line`,
+      baselineLabel: '`node -e` listening: CPU until its first answer',
+      unit: 'ms',
+      coffer: cpu.subject,
+      baseline: cpu.baseline,
+      ratio: cpu.ratio,
+      target: 'reference (load stretches it less than wall time)',
+      met: null,
+      note: `runs ${range(cpu.subjectRuns)} ms beside ${range(cpu.baselineRuns)} ms`,
+      details: { runs: cpu },
     },
     {
       key: 'fixture-idle-rss',
