@@ -162,6 +162,12 @@ withPg(t, 'migrate-metadata', (fixture) => {
       'and rewrites at most the last row of each table',
     )
 
+    // A row on the target only, then one value changed there: verification fails and names the table and the row.
+    await admin(url, `INSERT INTO leases (name, holder, expires_at) VALUES ('stray', 'nobody', 0)`)
+    const stray = await migrate(['--to', url, '--data-dir', src.dir, '--verify-only'])
+    t.equal(stray.code, 1)
+    t.match(stray.stderr, /table leases: 0 row\(s\) in the source, 1 in the target; row \["stray"\] is in the postgres target only/)
+    await admin(url, `DELETE FROM leases`)
     // One value changed on PostgreSQL: verification fails and names the table and the row.
     const file = [...src.files.keys()][1]!
     await admin(url, `UPDATE files SET original_name = 'changed' WHERE id = $1`, [file])
@@ -200,6 +206,13 @@ withPg(t, 'migrate-metadata', (fixture) => {
     const src = await fill(t)
     t.equal((await migrate(['--to', url, '--data-dir', src.dir])).code, 0)
     const back = path.join(tempDir(t), 'back')
+    // Killed once on the way back too: SQLite's triggers, dropped and created again inside each
+    // batch's transaction, are all there after the kill, and the next run resumes.
+    const killed = await migrate(['--from', url, '--to-data-dir', back, '--batch-size', '2'], { COFFER_TEST_MIGRATE_KILL_AFTER_BATCHES: '5' })
+    t.equal(killed.code, 'SIGKILL')
+    const half = new Database(path.join(back, 'coffer.db'), { readonly: true })
+    t.ok((half.prepare(`SELECT count(*) FROM sqlite_master WHERE type = 'trigger'`).pluck().get() as number) > 0, 'the triggers survive the kill')
+    half.close()
     const r = await migrate(['--from', url, '--to-data-dir', back])
     t.equal(r.code, 0, r.stderr)
     t.match(r.stdout, /verified equal in postgres .* and sqlite/)

@@ -209,8 +209,10 @@ function firstDifference(p: Plan, a: MetadataSide, b: MetadataSide, batchSize = 
       const x = ra[i]
       const y = rb[i]
       if (!x || !y || !rowDigest(p.columns, x).equals(rowDigest(p.columns, y))) {
-        const key = keyOf((x && y ? x : (x ?? y))!)
-        return `row ${JSON.stringify(key)}${!x ? ` is in the ${b.kind} side only` : !y ? ` is in the ${a.kind} side only` : ' differs'}`
+        if (!x) return `row ${JSON.stringify(keyOf(y!))} is in the ${b.kind} target only`
+        if (!y) return `row ${JSON.stringify(keyOf(x))} is in the ${a.kind} source only`
+        const [kx, ky] = [JSON.stringify(keyOf(x)), JSON.stringify(keyOf(y))]
+        return kx === ky ? `row ${kx} differs` : `the source's row ${kx} and the target's ${ky} stand at the same place in key order`
       }
     }
     if (ra.length < batchSize) return 'no row differs in key order (the sides changed during the check?)'
