@@ -274,6 +274,13 @@ withPg(t, 'migrate-metadata', (fixture) => {
 
     const other = await fill(t)
     t.equal((await migrate(['--to', url, '--data-dir', other.dir])).code, 0, 'another data dir copied there')
+    // A node working on the PostgreSQL database (its lease renewed) stops the copy back.
+    await admin(url, `INSERT INTO leases (name, holder, expires_at) VALUES ('gc', 'pid 1 node-b', $1)`, [Date.now() + 60_000])
+    const node = await migrate(['--from', url, '--to-data-dir', path.join(tempDir(t), 'back')])
+    t.equal(node.code, 2)
+    t.match(node.stderr, /a server is running on the PostgreSQL database .*pid 1 node-b/)
+    await admin(url, `DELETE FROM leases`)
+
     const mixed = await migrate(['--to', url, '--data-dir', src.dir])
     t.equal(mixed.code, 2)
     t.match(mixed.stderr, /holds (a row|rows) .*not a copy of this source/)
