@@ -33,6 +33,8 @@ Commands:
   backup DEST              consistent online copy of the data dir into DEST (coffer backup --help)
   migrate-blobs --to s3|disk
                            copy the content between the data dir and S3 storage (coffer migrate-blobs --help)
+  migrate-metadata --to postgres://…|--from postgres://… --to-data-dir DIR
+                           copy and verify the metadata between SQLite and PostgreSQL (coffer migrate-metadata --help)
   encrypt-blobs            seal content stored before encryption was turned on (coffer encrypt-blobs --help)
   rotate-key --new-key-file FILE
                            wrap the data dir's key under a new master key (coffer rotate-key --help)
@@ -82,6 +84,10 @@ const COMMANDS: Record<string, (args: string[], io: CliIO) => Promise<number>> =
   verify: verifyCommand,
   backup: backupCommand,
   'migrate-blobs': migrateBlobsCommand,
+  // Required when run, as __pg-bridge: no other command or start evaluates the PostgreSQL bridge.
+  'migrate-metadata': (args, io) =>
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    (require('./cli/migrate-metadata') as typeof import('./cli/migrate-metadata')).migrateMetadataCommand(args, io),
   'encrypt-blobs': encryptBlobsCommand,
   'rotate-key': rotateKeyCommand,
   upload: uploadCommand,
