@@ -1,5 +1,6 @@
 import type { DB } from './database'
 import { datasyncFile, KeptOpenSync } from '../lib/durable'
+import { WriteStats } from './write-stats'
 
 /** The connection's busy timeout (database.ts): how long a write waits for another process's lock. */
 const BUSY_WAIT_MS = 5000
@@ -62,6 +63,8 @@ export class GroupCommit {
 
   /** The WAL, kept open between flushes (unless a `sync` of the caller's is given). */
   private readonly walFile: KeptOpenSync | undefined
+  /** COFFER_WRITE_STATS: per-stage counters (write-stats.ts); undefined when unset. */
+  readonly stats: WriteStats | undefined
 
   constructor(
     private readonly db: DB,
@@ -82,11 +85,13 @@ export class GroupCommit {
     this.wait.get()
     this.wal = `${db.name}-wal`
     if (!sync) this.walFile = new KeptOpenSync(this.wal)
+    this.stats = WriteStats.fromEnv(this.wal)
   }
 
   /** Closes the WAL's descriptor (once a flush in flight ends); before the database closes. */
   close(): void {
     if (this.retry) clearTimeout(this.retry)
+    this.stats?.close()
     this.walFile?.close()
   }
 
@@ -209,6 +214,7 @@ export class GroupCommit {
       const batch: Job[] = []
       let entered = false
       const yielding = this.busySince === undefined || Date.now() - this.busySince < BUSY_WAIT_MS
+      const t0 = this.stats ? performance.now() : 0
       try {
         // Throws when the connection was closed meanwhile (a shutdown): every job then fails.
         this.normal.run()
@@ -235,9 +241,19 @@ export class GroupCommit {
           })
           .immediate()
         committed.push(...batch)
+        if (this.stats) {
+          this.stats.batches++
+          this.stats.jobs += batch.length
+          this.stats.commitMs += performance.now() - t0
+          if (this.busySince !== undefined) {
+            this.stats.busyWaits++
+            this.stats.busyWaitMs += Date.now() - this.busySince
+          }
+        }
         this.busySince = undefined
       } catch (err) {
         if (!entered && yielding && (err as { code?: string }).code === 'SQLITE_BUSY') {
+          if (this.stats) this.stats.busy++
           this.busySince ??= Date.now()
           return { committed, busy: jobs.slice(next) }
         }
@@ -256,8 +272,13 @@ export class GroupCommit {
   }
 
   private async syncWal(): Promise<void> {
+    const t0 = this.stats ? performance.now() : 0
     try {
       await (this.walFile ? this.walFile.datasync() : this.sync!(this.wal))
+      if (this.stats) {
+        this.stats.flushes++
+        this.stats.flushMs += performance.now() - t0
+      }
     } catch (err) {
       // No WAL: the last connection checkpointed it into the database and removed it (a second
       // process closing); the database file then holds everything.

@@ -82,7 +82,10 @@ export async function workersFigures(ctx: BenchContext): Promise<FigureResult[]>
   const creds = sides.map((s) => seed(s.dir))
   const servers: Coffer[] = []
   try {
-    for (const s of sides) servers.push(await startCoffer(s.dir, undefined, { COFFER_WORKERS: String(s.workers) }))
+    // COFFER_WRITE_STATS=<seconds> in the bench's environment: each worker logs its group commit's
+    // counters (src/db/write-stats.ts) into workers-N.log of the bench's dir (--keep keeps it).
+    const stats: Record<string, string> = process.env.COFFER_WRITE_STATS ? { COFFER_WRITE_STATS: process.env.COFFER_WRITE_STATS } : {}
+    for (const s of sides) servers.push(await startCoffer(s.dir, undefined, { COFFER_WORKERS: String(s.workers), ...stats }))
     await allReady(servers[1]!)
     const hosts = servers.map((c) => c.s3Url.replace('http://', ''))
     const out: FigureResult[] = []
