@@ -111,6 +111,19 @@ t.test('every #anchor link of README names one of its headings, the contents lis
   }
 })
 
+// The issue (#31): "no section reads as a work log"; measurement history goes to scripts/bench/README.md,
+// whose links back to README must then still name its headings.
+t.test('README reads as a reference, not a work log; the bench README links back to its headings', async (t) => {
+  const log = [/\bthis session\b/i, /\bthis round\b/i, /\bthe round before\b/i, /\b[0-9a-f]{7} → [0-9a-f]{7}\b/]
+  const history = README.split('\n').flatMap((line, i) => (log.some((re) => re.test(line)) ? [`README.md:${i + 1}: ${line}`] : []))
+  t.same(history, [], 'no line of README tells what a session or round changed')
+  const bench = fs.readFileSync(path.join(ROOT, 'scripts', 'bench', 'README.md'), 'utf8')
+  const known = anchors(README)
+  const back = [...bench.matchAll(/\]\(\.\.\/\.\.\/README\.md#([^)]+)\)/g)].map((m) => m[1]!)
+  t.ok(back.length >= 3, `scripts/bench/README.md links to README's sections (${back.length})`)
+  for (const a of back) t.ok(known.has(a), `scripts/bench/README.md's link to README.md#${a} names a heading`)
+})
+
 /** README's text from the heading `start` to the next heading of the same level or above (fences skipped). */
 function section(start: string): string {
   const lines = README.split('\n')
