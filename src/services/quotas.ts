@@ -41,10 +41,11 @@ export class Quotas {
 
   /** Bytes still free under the tenant and workspace quotas, and the error naming the tighter one. */
   room(tenantId: string, workspaceId: string | null): Room {
-    const tenant = this.tenants.get(tenantId)
+    // One statement for both rows: a write computes its room two or three times (#29).
+    const usage = this.workspaces.usage(tenantId, workspaceId)
     // Deleted between authentication and this transaction (#13): nothing more is stored for it.
-    if (!tenant) throw new AppError('UNAUTHORIZED', 'The tenant was deleted')
-    const ws = workspaceId === null ? undefined : this.workspaces.getLive(tenantId, workspaceId)
+    if (!usage) throw new AppError('UNAUTHORIZED', 'The tenant was deleted')
+    const { tenant, workspace: ws } = usage
     const tenantRoom = tenant.quotaBytes - tenant.usedBytes - this.streaming(`t:${tenantId}`)
     const wsRoom = ws && ws.quotaBytes !== null ? ws.quotaBytes - ws.usedBytes - this.streaming(`w:${workspaceId}`) : Infinity
     const scope =

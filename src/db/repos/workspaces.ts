@@ -1,5 +1,6 @@
 import type { DB } from '../database'
 import { engineOf, type Engine } from '../engine'
+import { noteBucketWrite } from '../bucket-changes'
 
 /** A workspace row. Times are epoch milliseconds. */
 export interface Workspace {
@@ -42,14 +43,29 @@ const toWorkspace = (r: Row): Workspace => ({
   updatedAt: r.updated_at,
 })
 
+/** A tenant's quota and usage, and its workspace's (Quotas). */
+export interface Usage {
+  tenant: { quotaBytes: number; usedBytes: number }
+  workspace: { quotaBytes: number | null; usedBytes: number } | null
+}
+
+interface UsageRow {
+  tenant_quota: number
+  tenant_used: number
+  workspace_quota: number | null
+  workspace_used: number | null
+}
+
 const COLUMNS = 'id, tenant_id, name, slug, quota_bytes, used_bytes, metadata, webhook_url, created_at, updated_at'
 
 /** SQL for the workspaces table; no rules here. Deleted workspaces keep their row (files point at it). */
 export class WorkspacesRepo {
   private readonly stmts
+  private readonly db: Engine
 
   constructor(database: DB | Engine) {
     const db = engineOf(database)
+    this.db = db
     this.stmts = {
       getLive: db.prepare<[string, string], Row>(`SELECT ${COLUMNS} FROM workspaces WHERE id = ? AND tenant_id = ? AND deleted_at IS NULL`),
       bySlug: db.prepare<[string, string], Row>(`SELECT ${COLUMNS} FROM workspaces WHERE tenant_id = ? AND slug = ? AND deleted_at IS NULL`),
@@ -65,6 +81,11 @@ export class WorkspacesRepo {
       ),
       softDeleteAllOfTenant: db.prepare('UPDATE workspaces SET deleted_at = @now WHERE tenant_id = @tenantId AND deleted_at IS NULL'),
       softDelete: db.prepare('UPDATE workspaces SET deleted_at = @now WHERE id = @id AND tenant_id = @tenantId AND deleted_at IS NULL'),
+      usage: db.prepare<[string | null, string], UsageRow>(
+        `SELECT t.quota_bytes AS tenant_quota, t.used_bytes AS tenant_used, w.quota_bytes AS workspace_quota, w.used_bytes AS workspace_used
+           FROM tenants t LEFT JOIN workspaces w ON w.id = ? AND w.tenant_id = t.id AND w.deleted_at IS NULL
+           WHERE t.id = ? AND t.deleted_at IS NULL`,
+      ),
     }
   }
 
@@ -98,6 +119,7 @@ export class WorkspacesRepo {
     webhookUrl: string | null
     now: number
   }): void {
+    noteBucketWrite(this.db)
     this.stmts.insert.run({ ...w, metadata: w.metadata === null ? null : JSON.stringify(w.metadata) })
   }
 
@@ -110,16 +132,33 @@ export class WorkspacesRepo {
     webhookUrl: string | null
     now: number
   }): boolean {
+    noteBucketWrite(this.db)
     return this.stmts.update.run({ ...w, metadata: w.metadata === null ? null : JSON.stringify(w.metadata) }).changes === 1
+  }
+
+  /**
+   * A live tenant's quota and usage, with its live workspace's (null when it has none, or none of
+   * that id), in one read: the quotas read them at every chunk and commit of a write (#29).
+   */
+  usage(tenantId: string, workspaceId: string | null): Usage | undefined {
+    const r = this.stmts.usage.get(workspaceId, tenantId)
+    return (
+      r && {
+        tenant: { quotaBytes: r.tenant_quota, usedBytes: r.tenant_used },
+        workspace: r.workspace_used === null ? null : { quotaBytes: r.workspace_quota, usedBytes: r.workspace_used },
+      }
+    )
   }
 
   /** Marks the workspace deleted (its slug becomes reusable); its files are the files repo's. */
   softDelete(tenantId: string, id: string, now: number): boolean {
+    noteBucketWrite(this.db)
     return this.stmts.softDelete.run({ id, tenantId, now }).changes === 1
   }
 
   /** Soft-deletes every live workspace of a tenant (its files are deleted apart). */
   softDeleteAllOfTenant(tenantId: string, now: number): number {
+    noteBucketWrite(this.db)
     return this.stmts.softDeleteAllOfTenant.run({ tenantId, now }).changes
   }
 }
