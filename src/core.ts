@@ -152,7 +152,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   // Written before anything else can fill the disk; a delete on a full disk may need it (#24).
   const reserve = new DiskReserve(dataDir.reserve, config.diskReserveBytes, options.log ?? createLogger('silent'))
   reserve.ensure()
-  const metrics = new Metrics({ blobs: () => blobsRepo.stats(), outbox: () => outbox.counts() })
+  const metrics = new Metrics({ blobs: () => blobsRepo.stats(), outbox: () => outbox.counts(), commits: () => commits.stats })
   // Small blobs live in the database on the disk store only; the S3 store's staging area keeps
   // every staged body in a file, which it uploads from.
   const s3Store = config.blobStore === 's3' ? createS3Store(config, new DiskBlobStore(dataDir.blobs, dataDir.tmp), metrics) : undefined

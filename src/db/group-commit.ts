@@ -60,6 +60,8 @@ export class GroupCommit {
   /** Something was committed (runUnflushed) that no flush has started to cover yet. */
   private dirty = false
   private failed: Error | undefined
+  /** Totals since start, for /metrics (#29): batch sizes, flushes, and the time each took. */
+  readonly stats = { batches: 0, jobs: 0, flushes: 0, commitSeconds: 0, flushSeconds: 0 }
 
   /** The WAL, kept open between flushes (unless a `sync` of the caller's is given). */
   private readonly walFile: KeptOpenSync | undefined
@@ -160,7 +162,9 @@ export class GroupCommit {
     if (this.failed) return this.refuseWaiting(this.failed)
     const jobs = this.pending
     this.pending = []
+    const began = performance.now()
     const { committed, busy } = jobs.length > 0 ? this.commitBatch(jobs) : { committed: [], busy: [] }
+    if (jobs.length > 0) this.stats.commitSeconds += (performance.now() - began) / 1000
     if (busy.length > 0) {
       // Another worker holds SQLite's one write lock: these wait for a later turn of the event
       // loop rather than in SQLite's busy handler, which sleeps in this thread (#29).
@@ -174,9 +178,12 @@ export class GroupCommit {
     this.waiters = []
     if (committed.length === 0 && waiters.length === 0 && !this.dirty) return
     this.dirty = false
+    const flushing = performance.now()
     this.running = this.syncWal().then(
       () => {
         this.running = undefined
+        this.stats.flushes++
+        this.stats.flushSeconds += (performance.now() - flushing) / 1000
         for (const job of committed) job.resolve(job.value)
         for (const w of waiters) w.resolve()
         if (this.pending.length > 0 || this.waiters.length > 0 || this.dirty) this.cycle()
@@ -242,6 +249,8 @@ export class GroupCommit {
         // the data version serves every job's bucket state (services/bucket-cache.ts).
         this.db.transaction(() => (this.changes ? this.changes.within(runJobs) : runJobs())).immediate()
         committed.push(...batch)
+        this.stats.batches++
+        this.stats.jobs += batch.length
         this.busySince = undefined
       } catch (err) {
         if (!entered && yielding && (err as { code?: string }).code === 'SQLITE_BUSY') {
