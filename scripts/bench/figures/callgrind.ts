@@ -86,7 +86,9 @@ export async function countInstructions(
     ['--tool=callgrind', '--instr-atstart=no', '--separate-threads=yes', `--callgrind-out-file=${path.join(outDir, 'callgrind.out')}`, command, ...args(port)],
     {
       cwd: outDir,
-      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env },
+      // One process (#29): `serve` otherwise starts a worker per core, which handle the requests
+      // while callgrind, which does not follow children, counted the idle primary (~70 a request).
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', COFFER_WORKERS: '1', ...env },
       stdio: ['ignore', log, log],
     },
   )

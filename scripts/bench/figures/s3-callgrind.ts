@@ -33,7 +33,7 @@ function apiDownloads() {
 }
 
 /** A tenant, an S3 credential, a bucket and `OBJECTS` 4 KiB objects put through S3, then read with GetObject in turn. */
-function s3Gets(s3Port: number) {
+function s3Gets(s3Port: number, method: 'GET' | 'PUT' = 'GET') {
   return async (base: string): Promise<Workload> => {
     const tenant = await adminTenant(base, 'callgrind-s3')
     const pair = await json<{ accessKeyId: string; secretAccessKey: string }>(
@@ -56,14 +56,14 @@ function s3Gets(s3Port: number) {
       await send('PUT', p, uniqueCopy(template))
       paths.push(p)
     }
-    return { paths, headers: (p) => signHeaders(creds, 'GET', host, p, 'UNSIGNED-PAYLOAD'), base: s3 }
+    return { paths, headers: (p) => signHeaders(creds, method, host, p, 'UNSIGNED-PAYLOAD'), base: s3 }
   }
 }
 
 /** The same set-up, then 4 KiB PutObjects one after the other, each to a new key and a unique body (#29). */
 function s3Puts(s3Port: number) {
   return async (base: string): Promise<Workload> => {
-    const gets = await s3Gets(s3Port)(base)
+    const gets = await s3Gets(s3Port, 'PUT')(base)
     const template = pngBytes(SIZE)
     return { ...gets, put: { body: () => uniqueCopy(template), path: (n) => encodePath(`/callgrind/puts/${n}.png`) } }
   }
