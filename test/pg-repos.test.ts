@@ -215,6 +215,9 @@ onBoth('workspaces', (t, { engine }) => {
     ws.bySlugAnyTenant('s1').map((w) => w.id),
   )
 
+  // The quotas' one read (#29): the tenant's quota and usage, with its live workspace's or null.
+  seen.push(ws.usage(T1, 'ws-z'), ws.usage(T1, 'ws-b'), ws.usage(T1, null), ws.usage(T2, 'ws-z'), ws.usage('no-such-tenant', 'ws-z'))
+  t.same(ws.usage(T1, 'ws-z')?.workspace, { quotaBytes: 7, usedBytes: 0 })
   t.ok(ws.update({ id: 'ws-z', tenantId: T1, name: 'new', quotaBytes: null, metadata: null, webhookUrl: null, now: 200 }))
   t.notOk(ws.update({ id: 'ws-z', tenantId: T2, name: 'x', quotaBytes: null, metadata: null, webhookUrl: null, now: 200 }), 'not through another tenant')
   seen.push(ws.getLive(T1, 'ws-z'))
@@ -306,6 +309,15 @@ onBoth('bucket configurations', (t, { engine }) => {
   seen.push(c.get('w1', 'lifecycle'), c.get('w1', 'cors') === doc, c.get('w3', 'cors'))
   seen.push(c.ofBucket(T1, 'photos', 'lifecycle'), c.ofBucket(T2, 'photos', 'lifecycle'), c.ofBucket(T2, 'photos', 'cors'), c.ofBucket(T1, 'PHOTOS', 'cors'))
   seen.push(c.byBucketName('photos', 'lifecycle').sort())
+  // Every document of a bucket in one read (the bucket state cache, #29).
+  seen.push([...c.allOf('w1')].sort(), [...c.allOf('w3')])
+  t.same(
+    new Map(c.allOf('w1')),
+    new Map([
+      ['lifecycle', '{"v":2}'],
+      ['cors', doc],
+    ]),
+  )
   t.ok(c.delete('w1', 'cors'))
   t.notOk(c.delete('w1', 'cors'), 'deleted once')
   t.ok(ws.softDelete(T2, 'w2', 20))
