@@ -215,9 +215,6 @@ onBoth('workspaces', (t, { engine }) => {
     ws.bySlugAnyTenant('s1').map((w) => w.id),
   )
 
-  // The quotas' one read (#29): the tenant's quota and usage, with its live workspace's or null.
-  seen.push(ws.usage(T1, 'ws-z'), ws.usage(T1, 'ws-b'), ws.usage(T1, null), ws.usage(T2, 'ws-z'), ws.usage('no-such-tenant', 'ws-z'))
-  t.same(ws.usage(T1, 'ws-z')?.workspace, { quotaBytes: 7, usedBytes: 0 })
   t.ok(ws.update({ id: 'ws-z', tenantId: T1, name: 'new', quotaBytes: null, metadata: null, webhookUrl: null, now: 200 }))
   t.notOk(ws.update({ id: 'ws-z', tenantId: T2, name: 'x', quotaBytes: null, metadata: null, webhookUrl: null, now: 200 }), 'not through another tenant')
   seen.push(ws.getLive(T1, 'ws-z'))

@@ -41,11 +41,11 @@ export class Quotas {
 
   /** Bytes still free under the tenant and workspace quotas, and the error naming the tighter one. */
   room(tenantId: string, workspaceId: string | null): Room {
-    // One statement for both rows: a write computes its room two or three times (#29).
-    const usage = this.workspaces.usage(tenantId, workspaceId)
+    // Two primary-key reads: one LEFT JOIN of both measured 75-80 µs against 25-31 for the pair (#29).
+    const tenant = this.tenants.get(tenantId)
     // Deleted between authentication and this transaction (#13): nothing more is stored for it.
-    if (!usage) throw new AppError('UNAUTHORIZED', 'The tenant was deleted')
-    const { tenant, workspace: ws } = usage
+    if (!tenant) throw new AppError('UNAUTHORIZED', 'The tenant was deleted')
+    const ws = workspaceId === null ? undefined : this.workspaces.getLive(tenantId, workspaceId)
     const tenantRoom = tenant.quotaBytes - tenant.usedBytes - this.streaming(`t:${tenantId}`)
     const wsRoom = ws && ws.quotaBytes !== null ? ws.quotaBytes - ws.usedBytes - this.streaming(`w:${workspaceId}`) : Infinity
     const scope =

@@ -77,9 +77,7 @@ export class ObjectVersions {
   replacedBytes(workspaceId: string, key: string): number {
     const status = this.status(workspaceId)
     if (status === 'Enabled') return 0
-    // Never configured: the key's only version, if any, is its null version, which latest() reads
-    // as well as byId() (#29: the statement the commit makes anyway, so its page is warm).
-    if (status === null) return this.deps.versions.latest(workspaceId, key)?.size ?? 0
+    // By its primary key: latest() (ORDER BY seq DESC LIMIT 1) measured 80 µs against 12 (#29).
     return this.deps.versions.byId(workspaceId, key, NULL_VERSION)?.size ?? 0
   }
 

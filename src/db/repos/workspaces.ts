@@ -43,19 +43,6 @@ const toWorkspace = (r: Row): Workspace => ({
   updatedAt: r.updated_at,
 })
 
-/** A tenant's quota and usage, and its workspace's (Quotas). */
-export interface Usage {
-  tenant: { quotaBytes: number; usedBytes: number }
-  workspace: { quotaBytes: number | null; usedBytes: number } | null
-}
-
-interface UsageRow {
-  tenant_quota: number
-  tenant_used: number
-  workspace_quota: number | null
-  workspace_used: number | null
-}
-
 const COLUMNS = 'id, tenant_id, name, slug, quota_bytes, used_bytes, metadata, webhook_url, created_at, updated_at'
 
 /** SQL for the workspaces table; no rules here. Deleted workspaces keep their row (files point at it). */
@@ -81,11 +68,6 @@ export class WorkspacesRepo {
       ),
       softDeleteAllOfTenant: db.prepare('UPDATE workspaces SET deleted_at = @now WHERE tenant_id = @tenantId AND deleted_at IS NULL'),
       softDelete: db.prepare('UPDATE workspaces SET deleted_at = @now WHERE id = @id AND tenant_id = @tenantId AND deleted_at IS NULL'),
-      usage: db.prepare<[string | null, string], UsageRow>(
-        `SELECT t.quota_bytes AS tenant_quota, t.used_bytes AS tenant_used, w.quota_bytes AS workspace_quota, w.used_bytes AS workspace_used
-           FROM tenants t LEFT JOIN workspaces w ON w.id = ? AND w.tenant_id = t.id AND w.deleted_at IS NULL
-           WHERE t.id = ? AND t.deleted_at IS NULL`,
-      ),
     }
   }
 
@@ -134,20 +116,6 @@ export class WorkspacesRepo {
   }): boolean {
     noteBucketWrite(this.db)
     return this.stmts.update.run({ ...w, metadata: w.metadata === null ? null : JSON.stringify(w.metadata) }).changes === 1
-  }
-
-  /**
-   * A live tenant's quota and usage, with its live workspace's (null when it has none, or none of
-   * that id), in one read: the quotas read them at every chunk and commit of a write (#29).
-   */
-  usage(tenantId: string, workspaceId: string | null): Usage | undefined {
-    const r = this.stmts.usage.get(workspaceId, tenantId)
-    return (
-      r && {
-        tenant: { quotaBytes: r.tenant_quota, usedBytes: r.tenant_used },
-        workspace: r.workspace_used === null ? null : { quotaBytes: r.workspace_quota, usedBytes: r.workspace_used },
-      }
-    )
   }
 
   /** Marks the workspace deleted (its slug becomes reusable); its files are the files repo's. */
