@@ -48,6 +48,8 @@ import { RateBudget } from './lib/rate-budget'
 import { DiskReserve } from './lib/disk-reserve'
 import { BucketConfigsRepo } from './db/repos/bucket-configs'
 import { BucketConfigsService } from './services/bucket-configs'
+import { BucketCache } from './services/bucket-cache'
+import { BucketChanges } from './db/bucket-changes'
 import { MemoryBudget } from './blobs/memory-budget'
 import { loadMasterKey } from './lib/encryption-keys'
 import { KmsKeyRing, loadKmsKeys } from './lib/kms-keys'
@@ -162,7 +164,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   // Written before anything else can fill the disk; a delete on a full disk may need it (#24).
   const reserve = new DiskReserve(dataDir.reserve, config.diskReserveBytes, options.log ?? createLogger('silent'))
   reserve.ensure()
-  const metrics = new Metrics({ blobs: () => blobsRepo.stats(), outbox: () => outbox.counts(), now: () => clock.now() })
+  const metrics = new Metrics({ blobs: () => blobsRepo.stats(), outbox: () => outbox.counts(), now: () => clock.now(), commits: () => commits.stats })
   // Small blobs live in the database on the disk store only; the S3 store's staging area keeps
   // every staged body in a file, which it uploads from.
   const s3Store = config.blobStore === 's3' ? createS3Store(config, new DiskBlobStore(dataDir.blobs, dataDir.tmp), metrics) : undefined
@@ -190,8 +192,12 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
 
   const versionsRepo = new VersionsRepo(db)
   const events = new FileEvents(outbox, filesRepo, workspacesRepo, clock, versionsRepo)
-  const versions = new ObjectVersions({ db, clock, versions: versionsRepo, files: filesRepo, events })
-  const bucketConfigs = new BucketConfigsService(new BucketConfigsRepo(db), clock)
+  // A bucket's workspace, versioning and documents, read once and kept across requests (#29).
+  const bucketChanges = new BucketChanges(db)
+  const bucketConfigsRepo = new BucketConfigsRepo(db)
+  const bucketCache = new BucketCache({ workspaces: workspacesRepo, versions: versionsRepo, configs: bucketConfigsRepo }, bucketChanges)
+  const versions = new ObjectVersions({ db, clock, versions: versionsRepo, files: filesRepo, events, cache: bucketCache })
+  const bucketConfigs = new BucketConfigsService(bucketConfigsRepo, clock, bucketCache)
   const objectLock = new ObjectLock({ db, clock, locks: new ObjectLocksRepo(db), versions: versionsRepo, configs: bucketConfigs })
   // A deleted tenant has no signing generation: it verifies no token (#13).
   const signer = new TokenSigner(serverSecret, (tenantId) => tenantsRepo.signingGeneration(tenantId))
@@ -200,7 +206,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const quotas = new Quotas(tenantsRepo, workspacesRepo)
   const workspaces = new WorkspacesService(db, workspacesRepo, filesRepo, clock, events, config.webhookAllowPrivate, objectLock)
   const files = new FilesService(db, filesRepo, workspaces, urls, clock, events, reserve, versions)
-  const commits = new GroupCommit(db, options.throwaway ? async () => {} : options.walSync)
+  const commits = new GroupCommit(db, options.throwaway ? async () => {} : options.walSync, bucketChanges)
   // The tenant, keys and buckets an ephemeral start writes next need no fsync either.
   if (options.throwaway) skipSync(db)
   const leases = new Leases(new LeasesRepo(db), commits, clock, process.pid)
@@ -272,6 +278,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     store,
     writes,
     workspaces: workspacesRepo,
+    buckets: bucketCache,
     objects: objectsRepo,
     multipart: new MultipartRepo(db),
     blobs: blobsRepo,

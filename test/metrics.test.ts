@@ -200,3 +200,20 @@ t.test("the request counter and histogram render exactly as prom-client's own Co
   theirs.resetMetrics()
   t.equal(await ours.metrics(), await theirs.metrics(), 'the same after a reset')
 })
+
+t.test('group commit: its batches, the writes they carried, its WAL flushes and the time each took (#29)', async (t) => {
+  const { app } = await makeApp(t)
+  const tenant = await createTenant(app)
+  const before = await scrape(app)
+  // Settled uploads commit through group commit (their handshakes do not wait for a flush).
+  await Promise.all(Array.from({ length: 6 }, (_, i) => upload(app, tenant.headers, { bytes: fileBytes('image/png', 1000, i + 1) })))
+  const after = await scrape(app)
+  const delta = (name: string) => sample(after, name)! - (sample(before, name) ?? 0)
+  const writes = delta('coffer_group_commit_writes_total')
+  const batches = delta('coffer_group_commit_batches_total')
+  t.ok(writes >= 6, `the six uploads' commits (${writes})`)
+  t.ok(batches >= 1 && batches <= writes, `in at most as many batches (${batches})`)
+  t.ok(delta('coffer_group_commit_flushes_total') >= 1, 'flushed')
+  t.ok(delta('coffer_group_commit_seconds_total') > 0, 'the time committing')
+  t.ok(delta('coffer_group_commit_flush_seconds_total') > 0, 'the time flushing')
+})

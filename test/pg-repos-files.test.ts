@@ -11,6 +11,8 @@ import type { ObjectLock } from '../src/services/object-lock'
 import { Quotas } from '../src/services/quotas'
 import { SignedUrls } from '../src/services/signed-urls'
 import { UploadRecords } from '../src/services/upload-records'
+import { BucketCache } from '../src/services/bucket-cache'
+import { BucketConfigsRepo } from '../src/db/repos/bucket-configs'
 import { ObjectVersions } from '../src/services/versions'
 import { WorkspacesService } from '../src/services/workspaces'
 import { FileEvents } from '../src/webhooks/events'
@@ -364,7 +366,9 @@ onBoth("services' transactions around files and versions", (t, { engine, other }
   const workspacesRepo = new WorkspacesRepo(engine)
   const outbox = new OutboxRepo(engine)
   const events = new FileEvents(outbox, filesRepo, workspacesRepo, clock, versionsRepo)
-  const objectVersions = new ObjectVersions({ db: engine, clock, versions: versionsRepo, files: filesRepo, events })
+  // No data-version source: the cache keeps nothing and reads the rows, as it does on PostgreSQL.
+  const cache = new BucketCache({ workspaces: workspacesRepo, versions: versionsRepo, configs: new BucketConfigsRepo(engine) }, undefined)
+  const objectVersions = new ObjectVersions({ db: engine, clock, versions: versionsRepo, files: filesRepo, events, cache })
   const workspaces = new WorkspacesService(engine, workspacesRepo, filesRepo, clock, events, true)
   const urls = new SignedUrls(new TokenSigner(Buffer.alloc(32, 7), (id) => tenantsRepo.signingGeneration(id)), filesRepo, clock)
   const service = new FilesService(engine, filesRepo, workspaces, urls, clock, events, { freeing: (fn) => fn() }, objectVersions)

@@ -259,6 +259,15 @@ onBoth('bucket configurations', (t, { engine }) => {
   seen.push(c.get('w1', 'lifecycle'), c.get('w1', 'cors') === doc, c.get('w3', 'cors'))
   seen.push(c.ofBucket(T1, 'photos', 'lifecycle'), c.ofBucket(T2, 'photos', 'lifecycle'), c.ofBucket(T2, 'photos', 'cors'), c.ofBucket(T1, 'PHOTOS', 'cors'))
   seen.push(c.byBucketName('photos', 'lifecycle').sort())
+  // Every document of a bucket in one read (the bucket state cache, #29).
+  seen.push([...c.allOf('w1')].sort(), [...c.allOf('w3')])
+  t.same(
+    new Map(c.allOf('w1')),
+    new Map([
+      ['lifecycle', '{"v":2}'],
+      ['cors', doc],
+    ]),
+  )
   t.ok(c.delete('w1', 'cors'))
   t.notOk(c.delete('w1', 'cors'), 'deleted once')
   t.ok(ws.softDelete(T2, 'w2', 20))

@@ -10,7 +10,16 @@ import path from 'node:path'
 import { execFileSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import Database from 'better-sqlite3'
-import { CompleteMultipartUploadCommand, CreateMultipartUploadCommand, GetObjectCommand, S3Client, UploadPartCommand } from '@aws-sdk/client-s3'
+import {
+  CompleteMultipartUploadCommand,
+  CreateBucketCommand,
+  CreateMultipartUploadCommand,
+  GetObjectCommand,
+  PutBucketVersioningCommand,
+  PutObjectCommand,
+  S3Client,
+  UploadPartCommand,
+} from '@aws-sdk/client-s3'
 import { NodeHttpHandler } from '@smithy/node-http-handler'
 import { buildBundle, createTenantOverHttp, startCoffer, type Running } from './process-helper'
 import { fileBytes, tempDir } from './helper'
@@ -262,6 +271,43 @@ t.test('coffer serve --workers 2 over one data dir', async (t) => {
     t.equal(db.prepare('SELECT count(*) FROM s3_parts').pluck().get(), 0, 'no parts left')
     t.equal(db.prepare("SELECT count(*) FROM leases WHERE name LIKE 's3-complete:%'").pluck().get(), 0, 'every completion claim released')
     db.close()
+  })
+
+  await t.test("a bucket's versioning set through one worker is seen by the next PutObject on both (#29: the bucket state cache)", async (t) => {
+    const client = () =>
+      new S3Client({
+        endpoint: s3Url,
+        region: 'us-east-1',
+        forcePathStyle: true,
+        credentials: S3_PAIR,
+        maxAttempts: 1,
+        requestHandler: new NodeHttpHandler({ httpAgent: new http.Agent({ keepAlive: false }) }),
+      })
+    const puts = (prefix: string) =>
+      Promise.all(Array.from({ length: 12 }, (_, i) => client().send(new PutObjectCommand({ Bucket: 'cached', Key: `${prefix}/${i}`, Body: 'x' }))))
+    await client().send(new CreateBucketCommand({ Bucket: 'cached' }))
+    // Both workers read the bucket (unversioned) and keep it.
+    const before = accessLines(server).length
+    const plain = await puts('before')
+    t.same(
+      plain.map((p) => p.VersionId),
+      Array(12).fill(undefined),
+      'unversioned: no version id',
+    )
+    await client().send(new PutBucketVersioningCommand({ Bucket: 'cached', VersioningConfiguration: { Status: 'Enabled' } }))
+    const versioned = await puts('after')
+    t.ok(
+      versioned.every((p) => typeof p.VersionId === 'string' && p.VersionId !== 'null'),
+      `every PutObject after it writes a new version (${versioned.map((p) => p.VersionId).join(', ')})`,
+    )
+    await sleep(200)
+    const putters = new Set(
+      accessLines(server)
+        .slice(before)
+        .filter((l) => l.method === 'PUT' && String(l.url).startsWith('/cached/'))
+        .map((l) => l.worker),
+    )
+    t.same([...putters].sort(), [1, 2], 'answered by both workers')
   })
 
   await t.test('background jobs run in one worker; a SIGKILLed worker is replaced, its jobs taken over, nothing acknowledged lost', async (t) => {

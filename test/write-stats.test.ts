@@ -26,7 +26,7 @@ t.test('unset, the group commit keeps no counters', async (t) => {
   t.teardown(() => db.close())
   const commits = new GroupCommit(db, datasyncFile)
   t.teardown(() => commits.close())
-  t.equal(commits.stats, undefined)
+  t.equal(commits.writeStats, undefined)
 })
 
 t.test("batches, flushes and the wait for another connection's write lock are counted", async (t) => {
@@ -38,7 +38,7 @@ t.test("batches, flushes and the wait for another connection's write lock are co
   const insert = db.prepare('INSERT INTO rows (n) VALUES (?)')
   const commits = new GroupCommit(db, datasyncFile)
   t.teardown(() => commits.close())
-  const stats = commits.stats!
+  const stats = commits.writeStats!
   t.ok(stats, 'on')
 
   // Three commits of one turn: one batch, one flush.

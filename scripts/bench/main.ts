@@ -4,7 +4,7 @@
  * markdown table and writes JSON (default dist/bench/results.json).
  *
  * Options: --runs N (pairs per figure, default 5), --only KEY,… (cold-start, fixture, metadata-read,
- * listing, transfers, s3, s3-store, s3-writes, encryption, workers, rss, callgrind, s3-callgrind), --against-bundle PATH[,PATH…] (callgrind, s3-callgrind and fixture (which also takes an executable) also count other builds of
+ * listing, transfers, s3, s3-store, s3-writes, encryption, workers, rss, callgrind, s3-callgrind, s3-put-callgrind), --against-bundle PATH[,PATH…] (callgrind, s3-callgrind, s3-put-callgrind and fixture (which also takes an executable) also count other builds of
  * Coffer, e.g. an old dist/coffer.cjs), --quick (3 runs, short load runs, 10k/100k files: a smoke test, not
  * the figures), --files N and --large-files N (dataset sizes), --out FILE, --keep (keep the temp dir),
  * --cpu-prof (every Coffer process writes a V8 CPU profile into dist/bench/profiles/).
@@ -33,7 +33,7 @@ import { fixture } from './figures/fixture'
 import { diskCosts, type DiskCosts } from './figures/disk'
 import { machine } from './machine'
 import { callgrindFigure, ensureValgrind } from './figures/callgrind'
-import { s3CallgrindFigure } from './figures/s3-callgrind'
+import { s3CallgrindFigure, s3PutCallgrindFigure } from './figures/s3-callgrind'
 
 const FIGURES: Record<string, (ctx: BenchContext) => Promise<FigureResult | FigureResult[]>> = {
   'cold-start': coldStart,
@@ -49,6 +49,7 @@ const FIGURES: Record<string, (ctx: BenchContext) => Promise<FigureResult | Figu
   rss: peakRss,
   callgrind: callgrindFigure,
   's3-callgrind': s3CallgrindFigure,
+  's3-put-callgrind': s3PutCallgrindFigure,
 }
 
 function table(results: FigureResult[]): string {
@@ -127,7 +128,10 @@ async function main(): Promise<void> {
         ? ensureWrk(log)
         : { unavailable: 'not requested' },
       shipped: shippedCommand(),
-      valgrind: only.includes('callgrind') || only.includes('s3-callgrind') ? ensureValgrind(log) : { unavailable: 'not requested' },
+      valgrind:
+        only.includes('callgrind') || only.includes('s3-callgrind') || only.includes('s3-put-callgrind')
+          ? ensureValgrind(log)
+          : { unavailable: 'not requested' },
       callgrindRequests: values.quick ? { warmup: 1000, measured: 500 } : { warmup: 3000, measured: 2000 },
       againstBundles,
       log,

@@ -43,6 +43,14 @@ function seed(dir: string): Credentials {
   }
 }
 
+/** Group commit's totals from /metrics (builds before #29's counters have none: undefined). */
+async function commitTotals(url: string): Promise<Record<string, number> | undefined> {
+  const text = await (await fetch(`${url}/metrics`)).text()
+  const out: Record<string, number> = {}
+  for (const m of text.matchAll(/^coffer_group_commit_(\w+)_total (\S+)$/gm)) out[m[1]!] = Number(m[2])
+  return Object.keys(out).length > 0 ? out : undefined
+}
+
 /** RSS by mapping (anonymous memory together), the largest first. */
 function smaps(pid: number): string {
   const by = new Map<string, number>()
@@ -99,6 +107,7 @@ async function main(): Promise<void> {
       const r = ++n
       const paths = Array.from({ length: CAP * secs }, (_, i) => encodePath(`/bench/small/${r}/${i}.bin`))
       const file = prepareSigned(path.join(dir, `put-${r}.signed`), s.creds, 'PUT', s.coffer.s3Url.replace('http://', ''), paths)
+      const commits0 = await commitTotals(s.coffer.url)
       const cpu0 = cpuMs(s.coffer.pid)
       const main0 = threadCpuMs(s.coffer.pid)
       const w = await wrk({
@@ -112,7 +121,20 @@ async function main(): Promise<void> {
       })
       const cpu = cpuMs(s.coffer.pid) - cpu0
       const main = threadCpuMs(s.coffer.pid) - main0
-      return { rps: w.rps, p50: w.p50Ms, cpuPerReq: cpu / w.good, mainPerReq: main / w.good, wrkShare: w.generatorCpuShare }
+      const commits1 = await commitTotals(s.coffer.url)
+      // Writes per batch and per flush, the share of the run a flush was in progress, and the
+      // event loop's time committing per PutObject (#29: does the flush overlap other work?).
+      const d = (k: string) => (commits1?.[k] ?? 0) - (commits0?.[k] ?? 0)
+      const batching =
+        commits0 && commits1
+          ? {
+              perBatch: d('writes') / d('batches'),
+              perFlush: d('writes') / d('flushes'),
+              flushShare: d('flush_seconds') / secs,
+              commitMsPerReq: (d('seconds') * 1000) / d('writes'),
+            }
+          : undefined
+      return { rps: w.rps, p50: w.p50Ms, cpuPerReq: cpu / w.good, mainPerReq: main / w.good, wrkShare: w.generatorCpuShare, batching }
     }
     for (const s of servers) await run(s, 1)
     const results: Record<string, ReturnType<typeof run> extends Promise<infer R> ? R[] : never> = {}
@@ -121,8 +143,12 @@ async function main(): Promise<void> {
       for (const s of order) {
         const r = await run(s, seconds)
         ;(results[s.label] ??= []).push(r)
+        const b = r.batching
+        const batching = b
+          ? `, ${b.perBatch.toFixed(1)} per batch, ${b.perFlush.toFixed(1)} per flush, a flush in progress ${(b.flushShare * 100).toFixed(0)}% of the time, commit ${b.commitMsPerReq.toFixed(3)} ms/req`
+          : ''
         process.stderr.write(
-          `${s.label}: ${r.rps.toFixed(0)}/s p50 ${r.p50.toFixed(1)} ms, CPU ${r.cpuPerReq.toFixed(3)} ms/req (main ${r.mainPerReq.toFixed(3)}), wrk ${(r.wrkShare * 100).toFixed(0)}%, load ${os.loadavg()[0]!.toFixed(1)}\n`,
+          `${s.label}: ${r.rps.toFixed(0)}/s p50 ${r.p50.toFixed(1)} ms, CPU ${r.cpuPerReq.toFixed(3)} ms/req (main ${r.mainPerReq.toFixed(3)}), wrk ${(r.wrkShare * 100).toFixed(0)}%, load ${os.loadavg()[0]!.toFixed(1)}${batching}\n`,
         )
       }
     }

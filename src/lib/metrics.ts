@@ -55,6 +55,8 @@ export interface MetricSources {
   outbox?: () => { pending: number; dead: number }
   /** Wall-clock time for the last minute's request counts (the core's clock); Date.now without one. */
   now?: () => number
+  /** Group commit's totals so far (db/group-commit.ts): how many writes share a transaction and a WAL flush (#29). */
+  commits?: () => { batches: number; jobs: number; flushes: number; commitSeconds: number; flushSeconds: number }
 }
 
 /** Request durations from 5 ms to a minute: uploads of 100 MiB on a slow link take that long. */
@@ -137,6 +139,23 @@ export class Metrics implements UploadMeter, StoreMeter {
         this.set(sources.blobs().count)
       },
     })
+    const commits = sources.commits
+    const total = (name: string, help: string, read: (c: NonNullable<ReturnType<NonNullable<MetricSources['commits']>>>) => number) =>
+      commits &&
+      new Counter({
+        name,
+        help,
+        registers: [this.registry],
+        collect() {
+          this.reset()
+          this.inc(read(commits()))
+        },
+      })
+    total('coffer_group_commit_batches_total', 'Group-commit transactions committed (each a batch of writes)', (c) => c.batches)
+    total('coffer_group_commit_writes_total', 'Writes committed by group commit (PutObject, uploads): divided by batches, the batch size', (c) => c.jobs)
+    total('coffer_group_commit_flushes_total', 'WAL flushes (fdatasync) of group commit', (c) => c.flushes)
+    total('coffer_group_commit_seconds_total', 'Time the event loop spent committing batches (their statements, BEGIN and COMMIT)', (c) => c.commitSeconds)
+    total('coffer_group_commit_flush_seconds_total', 'Time a WAL flush of group commit was in progress (in the thread pool)', (c) => c.flushSeconds)
     new Gauge({
       name: 'coffer_webhook_outbox_events',
       help: 'Webhook events in the outbox, by state: pending (to deliver) or dead (gave up)',

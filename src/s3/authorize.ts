@@ -1,6 +1,6 @@
 import type { Core } from '../core'
 import type { AuthenticatedTenant } from '../db/repos/tenants'
-import type { Workspace } from '../db/repos/workspaces'
+import type { BucketWorkspace as Workspace } from '../services/bucket-cache'
 import { isUuid } from '../lib/ids'
 import { evaluatePolicy, type CompiledPolicy, type PolicyRequest } from '../services/bucket-policy'
 import type { BucketAcl, PublicAccessBlock } from '../services/public-access'

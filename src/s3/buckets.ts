@@ -17,6 +17,7 @@ import { uuidv7 } from '../lib/ids'
 import { S3Error } from './errors'
 import type { DiskReserve } from '../lib/disk-reserve'
 import type { ObjectVersions } from '../services/versions'
+import type { BucketCache, BucketWorkspace } from '../services/bucket-cache'
 
 /** Everything the S3 front's operations work with: the same repositories and store as the API. */
 export interface S3Deps {
@@ -28,6 +29,8 @@ export interface S3Deps {
   /** New content in (under a lease on a remote store) and released content out, as the API's uploads. */
   writes: BlobWrites
   workspaces: WorkspacesRepo
+  /** Buckets by name, as every request resolves its own (#29): kept across requests. */
+  buckets: BucketCache
   objects: ObjectsRepo
   multipart: MultipartRepo
   blobs: BlobsRepo
@@ -116,8 +119,8 @@ export class S3Buckets {
   }
 
   /** The tenant's live bucket of that name, if any. */
-  find(tenantId: string, name: string): Workspace | undefined {
-    return isBucketName(name) ? this.deps.workspaces.getBySlug(tenantId, name) : undefined
+  find(tenantId: string, name: string): BucketWorkspace | undefined {
+    return isBucketName(name) ? this.deps.buckets.workspace(tenantId, name) : undefined
   }
 
   /** Up to two live buckets of that name, of any tenant (anonymous plain names, #26). */
@@ -125,8 +128,8 @@ export class S3Buckets {
     return isBucketName(name) ? this.deps.workspaces.bySlugAnyTenant(name) : []
   }
 
-  resolve(tenant: AuthenticatedTenant, name: string): Workspace {
-    const w = isBucketName(name) ? this.deps.workspaces.getBySlug(tenant.id, name) : undefined
+  resolve(tenant: AuthenticatedTenant, name: string): BucketWorkspace {
+    const w = isBucketName(name) ? this.deps.buckets.workspace(tenant.id, name) : undefined
     if (!w) throw new S3Error('NoSuchBucket', 'The specified bucket does not exist', { BucketName: name })
     return w
   }

@@ -1,6 +1,6 @@
 import type { AuthenticatedTenant } from '../db/repos/tenants'
 import type { ObjectInfo, ObjectPart, ObjectRow } from '../db/repos/objects'
-import type { Workspace } from '../db/repos/workspaces'
+import type { BucketWorkspace as Workspace } from '../services/bucket-cache'
 import { Readable } from 'node:stream'
 import type { BlobStore, ByteRange, StagedBlob } from '../blobs/blob-store'
 import { openSealedObject, sealStream } from './sealed-objects'
@@ -239,12 +239,14 @@ export class S3Objects {
    * the old version stays stored and counted.
    */
   replace(tenant: AuthenticatedTenant, w: Workspace, key: string, sha256: string, size: number, requested: ObjectInfo): ObjectRow {
-    const { objects, workspaces, clock } = this.deps
+    const { objects, buckets, clock } = this.deps
     // The lock asked for goes onto the version's row (lockNewVersion), not into the stored info.
     const { lock, ...info } = requested
-    if (!workspaces.getLive(tenant.id, w.id)) throw new S3Error('NoSuchBucket', 'The specified bucket does not exist', { BucketName: w.slug })
+    // The bucket state cache answers as a read of the row would, in this transaction (#29).
+    const live = buckets.live(tenant.id, w.id)
+    if (!live) throw new S3Error('NoSuchBucket', 'The specified bucket does not exist', { BucketName: w.slug })
     const now = clock.now()
-    this.deps.versions.retire(w.id, key, now)
+    const next = this.deps.versions.retire(w.id, key, now)
     // A pending API upload holding this very key (`<fileId>/<name>`) is no version yet: it ends.
     const old = objects.liveIdByKey(w.id, key)
     if (old !== undefined) this.softDelete(tenant, old, now)
@@ -254,24 +256,39 @@ export class S3Objects {
       throw err instanceof AppError ? fromAppError(err) : err
     }
     const id = uuidv7(now)
+    const row: ObjectRow = {
+      fileId: id,
+      tenantId: tenant.id,
+      workspaceId: w.id,
+      key,
+      size,
+      sha256,
+      info,
+      fileType: info.contentType,
+      originalName: nameOfKey(key, id),
+      completedAt: now,
+    }
     objects.insertCompleted({
       id,
       tenantId: tenant.id,
       workspaceId: w.id,
       key,
-      originalName: nameOfKey(key, id),
+      originalName: row.originalName,
       fileType: info.contentType,
       size,
       sha256,
       info,
       now,
     })
-    const versionId = this.deps.versions.record(tenant.id, w.id, key, id, size, now)
-    this.lockNewVersion(w, key, versionId, lock, now)
+    row.versionId = this.deps.versions.record(tenant.id, w.id, key, id, size, now, next)
+    row.versioning = next.status
+    this.lockNewVersion(w, key, row.versionId, lock, now)
     // In the transaction of the write, like the API's commit: PutObject, CopyObject and
-    // CompleteMultipartUpload all end here.
-    this.deps.events.settled(id)
-    return objects.get(w.id, key)!
+    // CompleteMultipartUpload all end here. The object has no webhook of its own: only its
+    // bucket's is told, which the cache has just read.
+    this.deps.events.settledObject(id, live.webhookUrl)
+    // The row as written, not read back (#29): what objects.get would answer, one statement fewer.
+    return row
   }
 
   /**

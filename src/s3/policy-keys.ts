@@ -1,5 +1,5 @@
 import type { Core } from '../core'
-import type { Workspace } from '../db/repos/workspaces'
+import type { BucketWorkspace as Workspace } from '../services/bucket-cache'
 import type { Operation } from './operations'
 
 /** What authorization reads of a request: its headers, client address and scheme. */

@@ -1,5 +1,6 @@
 import type { BucketConfigsRepo } from '../db/repos/bucket-configs'
 import type { Clock } from '../lib/clock'
+import type { BucketCache } from './bucket-cache'
 
 /**
  * A bucket's configuration documents (CORS rules, a policy, public access block, tags, lifecycle
@@ -11,10 +12,13 @@ export class BucketConfigsService {
   constructor(
     private readonly repo: BucketConfigsRepo,
     private readonly clock: Clock,
+    /** Every request reads the documents of its bucket: kept across requests (#29). */
+    private readonly cache?: BucketCache,
   ) {}
 
   get<T>(workspaceId: string, family: string): T | undefined {
-    const text = this.repo.get(workspaceId, family)
+    // Parsed at each call, so that no caller can change what the next one reads.
+    const text = this.cache ? this.cache.config(workspaceId, family) : this.repo.get(workspaceId, family)
     return text === undefined ? undefined : (JSON.parse(text) as T)
   }
 

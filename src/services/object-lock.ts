@@ -4,6 +4,7 @@ import type { LockMode, LockedVersion, ObjectLocksRepo, VersionLock } from '../d
 import type { VersionsRepo } from '../db/repos/versions'
 import type { BucketConfigsService } from './bucket-configs'
 import { AppError } from '../errors'
+import { noteBucketWrite } from '../db/bucket-changes'
 
 export const OBJECT_LOCK_FAMILY = 'object-lock'
 const DAY_MS = 86_400_000
@@ -44,6 +45,8 @@ export class ObjectLock {
   /** CreateBucket with x-amz-bucket-object-lock-enabled: versioning Enabled for good, lock on. */
   enableOnNewBucket(workspaceId: string): void {
     const { db, versions, configs } = this.deps
+    // The bucket state cache (services/bucket-cache.ts) reads it again (#29).
+    noteBucketWrite(db)
     db.transaction(() => {
       versions.setVersioning(workspaceId, 'Enabled')
       configs.put(workspaceId, OBJECT_LOCK_FAMILY, { enabled: true } satisfies ObjectLockConfig)

@@ -41,6 +41,7 @@ export class Quotas {
 
   /** Bytes still free under the tenant and workspace quotas, and the error naming the tighter one. */
   room(tenantId: string, workspaceId: string | null): Room {
+    // Two primary-key reads: one LEFT JOIN of both measured 75-80 µs against 25-31 for the pair (#29).
     const tenant = this.tenants.get(tenantId)
     // Deleted between authentication and this transaction (#13): nothing more is stored for it.
     if (!tenant) throw new AppError('UNAUTHORIZED', 'The tenant was deleted')

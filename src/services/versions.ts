@@ -5,9 +5,17 @@ import type { VersionCursor, VersionedObject, VersionRow, VersioningStatus, Vers
 import type { FileEvents } from '../webhooks/events'
 import type { Clock } from '../lib/clock'
 import { randomBytes } from 'node:crypto'
+import { noteBucketWrite } from '../db/bucket-changes'
+import type { BucketCache } from './bucket-cache'
 
 /** The versionId of the null version (AWS: objects written while a bucket is unversioned or suspended). */
 export const NULL_VERSION = 'null'
+
+/** What a write of a key that retire() made ready records: the bucket's versioning and the new version's seq. */
+export interface NextVersion {
+  status: VersioningStatus
+  seq: number
+}
 
 /** What a delete did, as DeleteObject(s) answer it (x-amz-delete-marker, x-amz-version-id). */
 export interface DeleteOutcome {
@@ -41,11 +49,13 @@ export class ObjectVersions {
       versions: VersionsRepo
       files: FilesRepo
       events: FileEvents
+      /** Buckets' versioning, which every write reads: kept across requests (#29). */
+      cache: BucketCache
     },
   ) {}
 
   status(workspaceId: string): VersioningStatus {
-    return this.deps.versions.versioning(workspaceId)
+    return this.deps.cache.versioning(workspaceId)
   }
 
   /**
@@ -55,6 +65,8 @@ export class ObjectVersions {
    */
   setStatus(workspaceId: string, status: 'Enabled' | 'Suspended'): void {
     const { db, versions } = this.deps
+    // The bucket state cache (services/bucket-cache.ts) reads it again (#29).
+    noteBucketWrite(db)
     engineOf(db).transaction(() => versions.setVersioning(workspaceId, status))
   }
 
@@ -64,10 +76,10 @@ export class ObjectVersions {
    * where every version stays stored and counted.
    */
   replacedBytes(workspaceId: string, key: string): number {
-    const { versions } = this.deps
-    const status = versions.versioning(workspaceId)
+    const status = this.status(workspaceId)
     if (status === 'Enabled') return 0
-    return versions.byId(workspaceId, key, NULL_VERSION)?.size ?? 0
+    // By its primary key: latest() (ORDER BY seq DESC LIMIT 1) measured 80 µs against 12 (#29).
+    return this.deps.versions.byId(workspaceId, key, NULL_VERSION)?.size ?? 0
   }
 
   /**
@@ -75,23 +87,32 @@ export class ObjectVersions {
    * being current. A null version is replaced (removed, its file soft-deleted); any other current
    * version becomes noncurrent (its file soft-deleted but retained, its bytes still counted).
    */
-  retire(workspaceId: string, key: string, now: number): void {
+  retire(workspaceId: string, key: string, now: number): NextVersion {
     const { versions } = this.deps
-    const status = versions.versioning(workspaceId)
+    const status = this.status(workspaceId)
     const latest = versions.latest(workspaceId, key)
+    // Above every version the key has: retiring removes or demotes versions, never adds one.
+    const next = { status, seq: (latest?.seq ?? 0) + 1 }
     if (status !== 'Enabled') {
-      const nullVersion = versions.byId(workspaceId, key, NULL_VERSION)
+      // A bucket never configured holds only null versions: its latest is the null version, if any.
+      const nullVersion = status === null ? (latest?.versionId === NULL_VERSION ? latest : undefined) : versions.byId(workspaceId, key, NULL_VERSION)
       if (nullVersion) this.remove(nullVersion)
-      if (!latest || latest.versionId === NULL_VERSION) return
+      if (!latest || latest.versionId === NULL_VERSION) return next
     }
     if (latest && latest.noncurrentAt === null) this.demote(latest, now)
+    return next
   }
 
-  /** In the write transaction, after the new file row of `key` is inserted: it is the key's current version. */
-  record(tenantId: string, workspaceId: string, key: string, fileId: string, size: number, now: number): string {
+  /**
+   * In the write transaction, after the new file row of `key` is inserted: it is the key's current
+   * version. `next`: what retire() returned in the same transaction, which spares reading the
+   * bucket's versioning and the key's latest version again (#29).
+   */
+  record(tenantId: string, workspaceId: string, key: string, fileId: string, size: number, now: number, next?: NextVersion): string {
     const { versions } = this.deps
-    const versionId = versions.versioning(workspaceId) === 'Enabled' ? newVersionId(now) : NULL_VERSION
-    const seq = (versions.latest(workspaceId, key)?.seq ?? 0) + 1
+    const status = next ? next.status : this.status(workspaceId)
+    const versionId = status === 'Enabled' ? newVersionId(now) : NULL_VERSION
+    const seq = next ? next.seq : (versions.latest(workspaceId, key)?.seq ?? 0) + 1
     versions.insert({ workspaceId, key, versionId, seq, tenantId, fileId, size, createdAt: now, noncurrentAt: null })
     return versionId
   }
@@ -103,7 +124,7 @@ export class ObjectVersions {
    */
   deleteCurrent(tenantId: string, workspaceId: string, key: string, now: number): DeleteOutcome {
     const { versions } = this.deps
-    const status = versions.versioning(workspaceId)
+    const status = this.status(workspaceId)
     if (status === null) {
       const latest = versions.latest(workspaceId, key)
       if (latest) this.remove(latest)

@@ -60,6 +60,8 @@ export interface Workload {
   headers: http.OutgoingHttpHeaders | ((path: string) => http.OutgoingHttpHeaders)
   /** The server's port to send them to, when not the API's (`base` is the API's). */
   base?: string
+  /** PUT with this body (the path of each request then names a new key), instead of GET. */
+  put?: { body: (n: number) => Buffer; path: (n: number) => string }
 }
 
 export const ADMIN_KEY = 'bench-callgrind-admin-key-0123456789'
@@ -84,7 +86,9 @@ export async function countInstructions(
     ['--tool=callgrind', '--instr-atstart=no', '--separate-threads=yes', `--callgrind-out-file=${path.join(outDir, 'callgrind.out')}`, command, ...args(port)],
     {
       cwd: outDir,
-      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env },
+      // One process (#29): `serve` otherwise starts a worker per core, which handle the requests
+      // while callgrind, which does not follow children, counted the idle primary (~70 a request).
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', COFFER_WORKERS: '1', ...env },
       stdio: ['ignore', log, log],
     },
   )
@@ -103,9 +107,14 @@ export async function countInstructions(
     let i = 0
     const target = work.base ?? base
     const get = async () => {
-      const p = work.paths[i++ % work.paths.length]!
-      const res = await request(target + p, { headers: typeof work.headers === 'function' ? work.headers(p) : work.headers, agent })
-      if (res.status !== 200) throw new Error(`${name}: GET ${p}: ${res.status} ${res.body.toString().slice(0, 200)}`)
+      const n = i++
+      const p = work.put ? work.put.path(n) : work.paths[n % work.paths.length]!
+      const res = await request(target + p, {
+        headers: typeof work.headers === 'function' ? work.headers(p) : work.headers,
+        agent,
+        ...(work.put ? { method: 'PUT', body: work.put.body(n) } : {}),
+      })
+      if (res.status !== 200) throw new Error(`${name}: ${work.put ? 'PUT' : 'GET'} ${p}: ${res.status} ${res.body.toString().slice(0, 200)}`)
     }
     for (let n = 0; n < counts.warmup; n++) await get()
     // V8 may still be compiling the path after the warm-up (its optimising compiler runs on

@@ -33,7 +33,7 @@ function apiDownloads() {
 }
 
 /** A tenant, an S3 credential, a bucket and `OBJECTS` 4 KiB objects put through S3, then read with GetObject in turn. */
-function s3Gets(s3Port: number) {
+function s3Gets(s3Port: number, method: 'GET' | 'PUT' = 'GET') {
   return async (base: string): Promise<Workload> => {
     const tenant = await adminTenant(base, 'callgrind-s3')
     const pair = await json<{ accessKeyId: string; secretAccessKey: string }>(
@@ -56,8 +56,70 @@ function s3Gets(s3Port: number) {
       await send('PUT', p, uniqueCopy(template))
       paths.push(p)
     }
-    return { paths, headers: (p) => signHeaders(creds, 'GET', host, p, 'UNSIGNED-PAYLOAD'), base: s3 }
+    return { paths, headers: (p) => signHeaders(creds, method, host, p, 'UNSIGNED-PAYLOAD'), base: s3 }
   }
+}
+
+/** The same set-up, then 4 KiB PutObjects one after the other, each to a new key and a unique body (#29). */
+function s3Puts(s3Port: number) {
+  return async (base: string): Promise<Workload> => {
+    const gets = await s3Gets(s3Port, 'PUT')(base)
+    const template = pngBytes(SIZE)
+    return { ...gets, put: { body: () => uniqueCopy(template), path: (n) => encodePath(`/callgrind/puts/${n}.png`) } }
+  }
+}
+
+/**
+ * `--only s3-put-callgrind` (#29): instructions per 4 KiB PutObject of this build and of each
+ * `--against-bundle`, a before/after count that req/s on a loaded machine cannot give. The
+ * requests go one after the other, so each is a group-commit batch of its own (BEGIN, COMMIT and
+ * a WAL flush apiece): a floor of what batching at c=16 shares.
+ */
+export async function s3PutCallgrindFigure(ctx: BenchContext): Promise<FigureResult[]> {
+  const figure = '4 KiB PutObject instructions/request (callgrind)'
+  const vg = ctx.valgrind
+  if ('unavailable' in vg)
+    return [notMeasured({ key: 's3-put-callgrind', figure, baselineLabel: 'other builds', unit: 'instr', target: 'report' }, vg.unavailable)]
+  const counts = ctx.callgrindRequests
+  const measure = async (name: string, bundle: string) => {
+    const dataDir = fs.mkdtempSync(path.join(ctx.dir, `s3-put-callgrind-data-${name}-`))
+    const s3Port = await freePort()
+    ctx.log(`  ${name}: ${bundle}`)
+    return countInstructions(
+      ctx,
+      vg,
+      name,
+      process.execPath,
+      (port) => [bundle, 'serve', '--port', String(port), '--s3-port', String(s3Port), '--data-dir', dataDir],
+      { COFFER_ADMIN_API_KEY: ADMIN_KEY },
+      s3Puts(s3Port),
+      counts,
+    )
+  }
+  const own = await measure('s3-put', BUNDLE)
+  const results: FigureResult[] = [
+    instructionRow({
+      key: 's3-put-callgrind',
+      figure,
+      baselineLabel: 'itself (see the rows against other builds)',
+      coffer: own.perRequest,
+      baseline: own.perRequest,
+      ratio: 1,
+      target: 'report',
+      met: null,
+      note: `user-space instructions per PutObject on the server's main thread, ${counts.measured} one after the other on one keep-alive connection after ${counts.warmup} of warm-up, each a batch of its own`,
+      details: { blocks: own.blocks, allThreads: own.allThreads, counts, valgrind: vg.version },
+    }),
+  ]
+  for (const [i, against] of ctx.againstBundles.entries()) {
+    const other = await measure(`s3-put-against-${i + 1}`, against)
+    results.push(
+      againstRow(`s3-put-callgrind-against-${i + 1}`, '4 KiB PutObject', against, other.perRequest, own.perRequest, {
+        details: { blocks: other.blocks, allThreads: other.allThreads },
+      }),
+    )
+  }
+  return results
 }
 
 export async function s3CallgrindFigure(ctx: BenchContext): Promise<FigureResult[]> {

@@ -1,12 +1,15 @@
 import type { DB } from '../database'
 import { engineOf, type Engine } from '../engine'
+import { noteBucketWrite } from '../bucket-changes'
 
 /** SQL for bucket_configs: one JSON document per bucket (workspace) and configuration family. */
 export class BucketConfigsRepo {
   private readonly stmts
+  private readonly db: Engine
 
   constructor(database: DB | Engine) {
     const db = engineOf(database)
+    this.db = db
     this.stmts = {
       get: db.pluck<[string, string], string>('SELECT document FROM bucket_configs WHERE workspace_id = ? AND name = ?'),
       put: db.prepare(
@@ -14,6 +17,7 @@ export class BucketConfigsRepo {
          ON CONFLICT (workspace_id, name) DO UPDATE SET document = excluded.document, updated_at = excluded.updated_at`,
       ),
       delete: db.prepare('DELETE FROM bucket_configs WHERE workspace_id = ? AND name = ?'),
+      allOf: db.prepare<[string], { name: string; document: string }>('SELECT name, document FROM bucket_configs WHERE workspace_id = ?'),
       ofBucket: db.pluck<[string, string, string], string>(
         `SELECT c.document FROM bucket_configs c JOIN workspaces w ON w.id = c.workspace_id
            WHERE w.tenant_id = ? AND w.slug = ? AND w.deleted_at IS NULL AND c.name = ?`,
@@ -30,7 +34,13 @@ export class BucketConfigsRepo {
     return this.stmts.get.get(workspaceId, name)
   }
 
+  /** Every document of the bucket (JSON text) by family, in one read. */
+  allOf(workspaceId: string): Map<string, string> {
+    return new Map(this.stmts.allOf.all(workspaceId).map((r) => [r.name, r.document]))
+  }
+
   put(workspaceId: string, name: string, document: string, now: number): void {
+    noteBucketWrite(this.db)
     this.stmts.put.run({ workspaceId, name, document, now })
   }
 
@@ -46,6 +56,7 @@ export class BucketConfigsRepo {
 
   /** True when there was one to delete. */
   delete(workspaceId: string, name: string): boolean {
+    noteBucketWrite(this.db)
     return this.stmts.delete.run(workspaceId, name).changes > 0
   }
 }

@@ -1,5 +1,6 @@
 import type { DB } from '../database'
 import { engineOf, type Engine } from '../engine'
+import { noteBucketWrite } from '../bucket-changes'
 
 /** A workspace row. Times are epoch milliseconds. */
 export interface Workspace {
@@ -47,9 +48,11 @@ const COLUMNS = 'id, tenant_id, name, slug, quota_bytes, used_bytes, metadata, w
 /** SQL for the workspaces table; no rules here. Deleted workspaces keep their row (files point at it). */
 export class WorkspacesRepo {
   private readonly stmts
+  private readonly db: Engine
 
   constructor(database: DB | Engine) {
     const db = engineOf(database)
+    this.db = db
     this.stmts = {
       getLive: db.prepare<[string, string], Row>(`SELECT ${COLUMNS} FROM workspaces WHERE id = ? AND tenant_id = ? AND deleted_at IS NULL`),
       bySlug: db.prepare<[string, string], Row>(`SELECT ${COLUMNS} FROM workspaces WHERE tenant_id = ? AND slug = ? AND deleted_at IS NULL`),
@@ -98,6 +101,7 @@ export class WorkspacesRepo {
     webhookUrl: string | null
     now: number
   }): void {
+    noteBucketWrite(this.db)
     this.stmts.insert.run({ ...w, metadata: w.metadata === null ? null : JSON.stringify(w.metadata) })
   }
 
@@ -110,16 +114,19 @@ export class WorkspacesRepo {
     webhookUrl: string | null
     now: number
   }): boolean {
+    noteBucketWrite(this.db)
     return this.stmts.update.run({ ...w, metadata: w.metadata === null ? null : JSON.stringify(w.metadata) }).changes === 1
   }
 
   /** Marks the workspace deleted (its slug becomes reusable); its files are the files repo's. */
   softDelete(tenantId: string, id: string, now: number): boolean {
+    noteBucketWrite(this.db)
     return this.stmts.softDelete.run({ id, tenantId, now }).changes === 1
   }
 
   /** Soft-deletes every live workspace of a tenant (its files are deleted apart). */
   softDeleteAllOfTenant(tenantId: string, now: number): number {
+    noteBucketWrite(this.db)
     return this.stmts.softDeleteAllOfTenant.run({ tenantId, now }).changes
   }
 }

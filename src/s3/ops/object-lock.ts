@@ -1,4 +1,4 @@
-import type { Workspace } from '../../db/repos/workspaces'
+import type { BucketWorkspace as Workspace } from '../../services/bucket-cache'
 import { readSmallBody } from '../ingest'
 import { MAX_XML_BODY_BYTES } from '../xml'
 import { S3Error } from '../errors'
