@@ -5,7 +5,6 @@ import { randomBytes } from 'node:crypto'
 import {
   CopyObjectCommand,
   CreateBucketCommand,
-  CreateMultipartUploadCommand,
   DeleteBucketEncryptionCommand,
   GetBucketEncryptionCommand,
   GetObjectCommand,
@@ -14,9 +13,8 @@ import {
   PutBucketEncryptionCommand,
   PutObjectCommand,
   S3Client,
-  UploadPartCommand,
 } from '@aws-sdk/client-s3'
-import { completeCommand, makeS3, pattern, s3Error, sendSigned as send } from './s3-helper'
+import { bodyOf, makeS3, pattern, s3Error, sendSigned as send, sseS3Multipart } from './s3-helper'
 import { createTenant, fileBytes, makeApp, purgeStoredBlobs, tempDir, testStoreEnv, upload } from './helper'
 import { migrateBlobsCommand } from '../src/cli/migrate-blobs'
 import { fixtureEnv } from './s3/fixture'
@@ -56,8 +54,6 @@ async function storedBytes(ctx: Awaited<ReturnType<typeof makeS3>>): Promise<Buf
   }
 }
 
-const bodyOf = async (p: Promise<{ Body?: { transformToByteArray(): Promise<Uint8Array> } }>) => Buffer.from(await (await p).Body!.transformToByteArray())
-
 for (const store of ['disk', 's3'] as const) {
   const unavailable = store === 's3' ? fixtureEnv() : undefined
   const skip = unavailable && 'unavailable' in unavailable ? `the Ceph fixture is unavailable: ${unavailable.unavailable}` : false
@@ -79,24 +75,7 @@ for (const store of ['disk', 's3'] as const) {
     const copy = await client.send(new CopyObjectCommand({ Bucket: 'sse', Key: 'c', CopySource: 'sse/a', ServerSideEncryption: 'AES256' }))
     t.equal(copy.ServerSideEncryption, 'AES256', 'CopyObject reports it')
     // Multipart.
-    const mp = await client.send(new CreateMultipartUploadCommand({ Bucket: 'sse', Key: 'mp', ServerSideEncryption: 'AES256' }))
-    t.equal(mp.ServerSideEncryption, 'AES256', 'CreateMultipartUpload reports it')
-    const p1 = pattern(5 * 1024 * 1024, 3)
-    const p2 = pattern(70_000, 4)
-    const u1 = await client.send(new UploadPartCommand({ Bucket: 'sse', Key: 'mp', UploadId: mp.UploadId, PartNumber: 1, Body: p1 }))
-    t.equal(u1.ServerSideEncryption, 'AES256', 'UploadPart reports it')
-    const u2 = await client.send(new UploadPartCommand({ Bucket: 'sse', Key: 'mp', UploadId: mp.UploadId, PartNumber: 2, Body: p2 }))
-    const done = await client.send(
-      completeCommand('sse', 'mp', mp.UploadId, [
-        [1, u1.ETag],
-        [2, u2.ETag],
-      ]),
-    )
-    t.equal(done.ServerSideEncryption, 'AES256', 'CompleteMultipartUpload reports it')
-    const whole = Buffer.concat([p1, p2])
-    t.ok((await bodyOf(client.send(new GetObjectCommand({ Bucket: 'sse', Key: 'mp' })))).equals(whole), 'the multipart object reads back')
-    const across = await bodyOf(client.send(new GetObjectCommand({ Bucket: 'sse', Key: 'mp', Range: `bytes=${p1.length - 100}-${p1.length + 100}` })))
-    t.ok(across.equals(whole.subarray(p1.length - 100, p1.length + 101)), 'a range across the parts')
+    const { parts } = await sseS3Multipart(t, client, 'sse', 'mp')
     // What AWS refuses.
     const getSse = await send(ctx, { method: 'GET', path: '/sse/a', headers: { 'x-amz-server-side-encryption': 'AES256' } })
     t.equal(getSse.status, 400, 'GetObject with x-amz-server-side-encryption is 400')
@@ -121,7 +100,7 @@ for (const store of ['disk', 's3'] as const) {
       t.match(res.body, '<Code>InvalidArgument</Code>')
     }
     // Nothing of any object is in the store in the clear.
-    const probes = [body, pattern(5000, 2), p1, p2].map((b) => b.subarray(1000, 1032))
+    const probes = [body, pattern(5000, 2), ...parts].map((b) => b.subarray(1000, 1032))
     const stored = await storedBytes(ctx)
     t.equal(stored.length, 3, `${stored.length} stored blobs read directly (a and its copy are one; the parts went with the completion)`)
     t.same(stored.filter((s) => probes.some((p) => s.includes(p))).length, 0, 'no stored blob holds plaintext')

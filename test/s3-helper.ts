@@ -3,7 +3,14 @@ import http from 'node:http'
 import type { Test } from 'tap'
 import type { InjectOptions } from 'fastify'
 import { SignatureV4 } from '@smithy/signature-v4'
-import { CompleteMultipartUploadCommand, S3Client, type S3ServiceException } from '@aws-sdk/client-s3'
+import {
+  CompleteMultipartUploadCommand,
+  CreateMultipartUploadCommand,
+  GetObjectCommand,
+  S3Client,
+  UploadPartCommand,
+  type S3ServiceException,
+} from '@aws-sdk/client-s3'
 import { buildApp } from '../src/app'
 import { loadConfig, type Config } from '../src/config'
 import { createCore, type Core } from '../src/core'
@@ -115,6 +122,36 @@ export const completeCommand = (bucket: string, key: string, uploadId: string | 
     UploadId: uploadId,
     MultipartUpload: { Parts: parts.map(([PartNumber, ETag]) => ({ PartNumber, ETag })) },
   })
+
+/** The body of a GetObject (or any answer with one) as a Buffer. */
+export const bodyOf = async (p: Promise<{ Body?: { transformToByteArray(): Promise<Uint8Array> } }>) =>
+  Buffer.from(await (await p).Body!.transformToByteArray())
+
+/**
+ * A two-part multipart upload asking for SSE-S3 (AES256), each answer checked to report it, then
+ * read back whole and by a range across the parts; the object's bytes and its parts' are returned.
+ */
+export async function sseS3Multipart(t: Test, client: S3Client, bucket: string, key: string): Promise<{ whole: Buffer; parts: Buffer[] }> {
+  const mp = await client.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: key, ServerSideEncryption: 'AES256' }))
+  t.equal(mp.ServerSideEncryption, 'AES256', 'CreateMultipartUpload reports it')
+  const p1 = pattern(5 * 1024 * 1024, 3)
+  const p2 = pattern(70_000, 4)
+  const u1 = await client.send(new UploadPartCommand({ Bucket: bucket, Key: key, UploadId: mp.UploadId, PartNumber: 1, Body: p1 }))
+  t.equal(u1.ServerSideEncryption, 'AES256', 'UploadPart reports it')
+  const u2 = await client.send(new UploadPartCommand({ Bucket: bucket, Key: key, UploadId: mp.UploadId, PartNumber: 2, Body: p2 }))
+  const done = await client.send(
+    completeCommand(bucket, key, mp.UploadId, [
+      [1, u1.ETag],
+      [2, u2.ETag],
+    ]),
+  )
+  t.equal(done.ServerSideEncryption, 'AES256', 'CompleteMultipartUpload reports it')
+  const whole = Buffer.concat([p1, p2])
+  t.ok((await bodyOf(client.send(new GetObjectCommand({ Bucket: bucket, Key: key })))).equals(whole), 'the multipart object reads back')
+  const across = await bodyOf(client.send(new GetObjectCommand({ Bucket: bucket, Key: key, Range: `bytes=${p1.length - 100}-${p1.length + 100}` })))
+  t.ok(across.equals(whole.subarray(p1.length - 100, p1.length + 101)), 'a range across the parts')
+  return { whole, parts: [p1, p2] }
+}
 
 /** Deterministic pseudo-random bytes. */
 export function pattern(size: number, seed = 1): Buffer {

@@ -15,7 +15,7 @@ import {
   S3Client,
   UploadPartCommand,
 } from '@aws-sdk/client-s3'
-import { completeCommand, makeS3, pattern } from './s3-helper'
+import { bodyOf, completeCommand, makeS3, pattern, sseS3Multipart } from './s3-helper'
 import { fileBytes, tempDir, upload } from './helper'
 import { fixtureEnv } from './s3/fixture'
 import { verifyCommand } from '../src/cli/maintenance'
@@ -28,7 +28,6 @@ import type { Test } from 'tap'
 
 type Ctx = Awaited<ReturnType<typeof makeS3>>
 
-const bodyOf = async (p: Promise<{ Body?: { transformToByteArray(): Promise<Uint8Array> } }>) => Buffer.from(await (await p).Body!.transformToByteArray())
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex')
 const probe = (b: Buffer) => b.subarray(1000, 1032)
 
@@ -112,31 +111,14 @@ for (const store of ['disk', 's3'] as const) {
     const copy = await client.send(new CopyObjectCommand({ Bucket: 'sse', Key: 'c', CopySource: 'sse/plain', ServerSideEncryption: 'AES256' }))
     t.equal(copy.ServerSideEncryption, 'AES256', 'CopyObject reports it')
     // Multipart.
-    const mp = await client.send(new CreateMultipartUploadCommand({ Bucket: 'sse', Key: 'mp', ServerSideEncryption: 'AES256' }))
-    t.equal(mp.ServerSideEncryption, 'AES256', 'CreateMultipartUpload reports it')
-    const p1 = pattern(5 * 1024 * 1024, 3)
-    const p2 = pattern(70_000, 4)
-    const u1 = await client.send(new UploadPartCommand({ Bucket: 'sse', Key: 'mp', UploadId: mp.UploadId, PartNumber: 1, Body: p1 }))
-    t.equal(u1.ServerSideEncryption, 'AES256', 'UploadPart reports it')
-    const u2 = await client.send(new UploadPartCommand({ Bucket: 'sse', Key: 'mp', UploadId: mp.UploadId, PartNumber: 2, Body: p2 }))
-    const done = await client.send(
-      completeCommand('sse', 'mp', mp.UploadId, [
-        [1, u1.ETag],
-        [2, u2.ETag],
-      ]),
-    )
-    t.equal(done.ServerSideEncryption, 'AES256', 'CompleteMultipartUpload reports it')
-    const whole = Buffer.concat([p1, p2])
-    t.ok((await bodyOf(client.send(new GetObjectCommand({ Bucket: 'sse', Key: 'mp' })))).equals(whole), 'the multipart object reads back')
-    const across = await bodyOf(client.send(new GetObjectCommand({ Bucket: 'sse', Key: 'mp', Range: `bytes=${p1.length - 100}-${p1.length + 100}` })))
-    t.ok(across.equals(whole.subarray(p1.length - 100, p1.length + 101)), 'a range across the parts')
+    const { whole, parts } = await sseS3Multipart(t, client, 'sse', 'mp')
     t.equal(await apiVersionSha(ctx, 'mp'), sha(whole), "the API's sha256 of the multipart object is the plaintext's")
     const api = await ctx.app.inject({ url: `/api/v1/files/${fileIdOf(ctx, 'a')}/download`, headers: ctx.tenant.headers })
     t.ok(api.rawPayload.equals(body), 'the Storage Brain API downloads it in the clear')
     t.equal(api.headers.etag, `"${sha(body)}"`, "the API's ETag is the plaintext's SHA-256")
 
     const stored = await storedBytes(ctx)
-    const sealed = [body, pattern(5000, 2), p1, p2].map(probe)
+    const sealed = [body, pattern(5000, 2), ...parts].map(probe)
     t.ok(
       stored.some((s) => s.includes(probe(pattern(5000, 2)))),
       'the plain object is in the store as it is (the probe finds plaintext where there is some)',
