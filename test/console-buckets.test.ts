@@ -75,7 +75,7 @@ t.test('buckets: counts, a bucket of 10,000 keys browsed by prefix with pages, f
   await buckets.getByRole('button', { name: 'Open bucket big' }).click()
   const browser = page.getByRole('region', { name: /^Bucket big/ })
   await browser.getByText('2 folders and 0 objects on this page').waitFor()
-  t.same(await browser.locator('tbody tr.folder th').allTextContents(), ['📁 logs/', '📁 photos/'])
+  t.same(await browser.locator('tbody tr.folder th').allTextContents(), ['logs/', 'photos/'])
 
   // logs/: 9,000 keys, 100 a page, in key order; the next page starts after the last one.
   await browser.getByRole('button', { name: 'Open folder logs' }).click()
