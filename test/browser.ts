@@ -4,7 +4,7 @@ import path from 'node:path'
 import zlib from 'node:zlib'
 import { spawnSync } from 'node:child_process'
 import type { Test } from 'tap'
-import { chromium, type BrowserContext, type Page } from 'playwright-core'
+import { chromium, type BrowserContext, type Locator, type Page } from 'playwright-core'
 import { buildBundle, ROOT, startCoffer, type Running } from './process-helper'
 import { tempDir } from './helper'
 
@@ -113,6 +113,88 @@ export function textPdf(text: string): Buffer {
  * run leaves the checkout as it found it; otherwise the screenshots go to the test's temp dir. */
 export const SCREENSHOTS = path.join(ROOT, 'test', 'screenshots')
 export const UPDATE_SCREENSHOTS = process.env.COFFER_UPDATE_SCREENSHOTS === '1'
+
+/** The two widths README shows: a desktop window and a small phone (#31). */
+export const SHOT_SIZES = [
+  { size: 'desktop', width: 1280, height: 900 },
+  { size: '360px', width: 360, height: 780 },
+] as const
+export const SHOT_SCHEMES = ['light', 'dark'] as const
+/** README shows the PNGs inline: each stays under this, or the README page gets slow to open. */
+export const SHOT_MAX_BYTES = 250 * 1024
+
+export interface ShotOptions {
+  /** Crop to this element (a card, a dialog) rather than the page: a full page of the tenant view is megapixels of things shown elsewhere. */
+  target?: Locator
+  /** The whole page, beyond the viewport; without a target, only the viewport is taken. */
+  fullPage?: boolean
+  /** The page from its top to the bottom of this element (the cards under it left out, to keep the PNG small). */
+  until?: Locator
+}
+
+/**
+ * The names of table rows (`tbody th.name`) of at most 16 characters without a space that the
+ * layout broke over lines: a squeezed column shows "dropped.pdf" as "dropped.p" over "df".
+ */
+function brokenNames(page: Page): Promise<string[]> {
+  return page.evaluate(() => {
+    const out: string[] = []
+    for (const th of document.querySelectorAll('tbody th.name')) {
+      if (th.getClientRects().length === 0) continue
+      const walker = document.createTreeWalker(th, NodeFilter.SHOW_TEXT, { acceptNode: (n) => (n.textContent!.trim() ? 1 : 3) })
+      const first = walker.nextNode()
+      const text = first?.textContent?.trim() ?? ''
+      if (!first || text.length > 16 || /\s/.test(text)) continue
+      const range = document.createRange()
+      range.selectNodeContents(first)
+      const tops = [...range.getClientRects()].map((r) => r.top).sort((a, b) => a - b)
+      if (tops.some((top, i) => i > 0 && top - tops[i - 1]! > 4)) out.push(text)
+    }
+    return out
+  })
+}
+
+/**
+ * README's pictures of the console (#31): `<name>-{desktop,360px}-{light,dark}.png`, the page (or
+ * `target`) at 1280 and at 360 px wide, in the light and the dark theme (prefers-color-scheme,
+ * emulated). At each width the page must not scroll sideways and the target must hold its content
+ * (a phone user would otherwise pan to reach a button); each PNG must be a real picture under
+ * SHOT_MAX_BYTES. The viewport and the colour scheme are put back afterwards.
+ */
+export async function screenshots(t: Test, page: Page, name: string, opts: ShotOptions = {}): Promise<void> {
+  const dir = UPDATE_SCREENSHOTS ? SCREENSHOTS : tempDir(t)
+  fs.mkdirSync(dir, { recursive: true })
+  const viewport = page.viewportSize()
+  for (const { size, width, height } of SHOT_SIZES) {
+    await page.setViewportSize({ width, height })
+    // A dialog taller than the window scrolls inside it: the window grows until the picture shows all of it.
+    const hidden = opts.target ? await opts.target.evaluate((e) => e.scrollHeight - e.clientHeight) : 0
+    if (hidden > 0) await page.setViewportSize({ width, height: height + hidden + 16 })
+    const pageWidth = await page.evaluate(() => document.documentElement.scrollWidth)
+    t.ok(pageWidth <= width, `${name}, ${size}: the page does not scroll sideways (scrollWidth ${pageWidth} <= ${width})`)
+    const broken = await brokenNames(page)
+    t.same(broken, [], `${name}, ${size}: no short name in a table is broken over two lines`)
+    if (opts.target) {
+      const fit = await opts.target.evaluate((e) => ({ scroll: e.scrollWidth, client: e.clientWidth, right: Math.ceil(e.getBoundingClientRect().right) }))
+      t.ok(fit.scroll <= fit.client && fit.right <= width, `${name}, ${size}: the content fits in its box (${JSON.stringify(fit)})`)
+    }
+    for (const colorScheme of SHOT_SCHEMES) {
+      await page.emulateMedia({ colorScheme })
+      const file = path.join(dir, `${name}-${size}-${colorScheme}.png`)
+      if (opts.target) await opts.target.screenshot({ path: file, animations: 'disabled' })
+      else if (opts.until) {
+        const bottom = await opts.until.evaluate((e) => Math.ceil(e.getBoundingClientRect().bottom + window.scrollY + 16))
+        await page.screenshot({ path: file, fullPage: true, clip: { x: 0, y: 0, width, height: bottom }, animations: 'disabled' })
+      } else await page.screenshot({ path: file, fullPage: opts.fullPage ?? false, animations: 'disabled' })
+      const png = fs.readFileSync(file)
+      t.ok(png.subarray(0, 8).equals(Buffer.from('89504e470d0a1a0a', 'hex')) && png.length > 5000, `${path.basename(file)} is a PNG of the page`)
+      t.ok(png.length < SHOT_MAX_BYTES, `${path.basename(file)} is ${Math.round(png.length / 1024)} KiB, under ${SHOT_MAX_BYTES / 1024} KiB`)
+    }
+  }
+  // Playwright's default scheme is light: what the tests after this one expect.
+  await page.emulateMedia({ colorScheme: 'light' })
+  if (viewport) await page.setViewportSize(viewport)
+}
 
 /** The JSON line of `coffer serve --ephemeral`. */
 export interface Ephemeral {

@@ -2,14 +2,15 @@ import t from 'tap'
 import fs from 'node:fs'
 import type { Page } from 'playwright-core'
 import { CreateBucketCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3'
-import { CHROMIUM, launchBrowser, noisePng, startEphemeral, watchPage, type Ephemeral } from './browser'
+import { CHROMIUM, launchBrowser, noisePng, screenshots, startEphemeral, watchPage, type Ephemeral } from './browser'
 import { formatBytes } from '../src/console/format'
 import type { Overview as OverviewData } from '../src/contract/overview'
 
 // The console's admin overview (#31) and its themes in Debian's chromium: the figures shown are the
 // ones GET /api/v1/admin/overview answered, after known uploads and a webhook that died; the dark
 // theme follows the system setting (prefers-color-scheme) and every text of the main views keeps
-// a contrast of 4.5:1 or more, in both themes.
+// a contrast of 4.5:1 or more, in both themes. README's picture of the overview is taken here, at
+// 1280 and 360 px, light and dark.
 
 if (!fs.existsSync(CHROMIUM)) t.setTimeout(20 * 60_000)
 
@@ -128,6 +129,7 @@ t.test('admin overview: the numbers the API returns, after known uploads and a d
     'the usage table in the order the API gave',
   )
   t.match(await rows.first().textContent(), `${formatBytes(shown.tenants.byUsage[0]!.usedBytes)} of`)
+  await screenshots(t, page, 'console-overview', { target: card })
 
   // Keyboard: Refresh overview is reachable and asks the API again.
   await card.getByRole('button', { name: 'Refresh overview' }).focus()

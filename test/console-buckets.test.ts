@@ -3,15 +3,16 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { createHash } from 'node:crypto'
 import type { Page } from 'playwright-core'
-import { CreateBucketCommand, DeleteObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3'
-import { CHROMIUM, launchBrowser, noisePng, startEphemeral, textPdf, watchPage, type Ephemeral } from './browser'
+import { CreateBucketCommand, DeleteObjectCommand, ListObjectsV2Command, PutBucketVersioningCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3'
+import { CHROMIUM, launchBrowser, noisePng, screenshots, startEphemeral, textPdf, watchPage, type Ephemeral } from './browser'
 import { tempDir } from './helper'
 
 // The console's bucket browser (#31) in Debian's chromium: buckets with their counts, created and
 // deleted (the non-empty refusal shown), a bucket of 10,000 keys browsed by prefix with keyset
 // pages, filter and sort; a folder uploaded into a prefix with a progress bar per file; previews,
 // a share link opened without a key, an object's details, several objects deleted at once with
-// the one that failed named; and one flow by keyboard alone.
+// the one that failed named; and one flow by keyboard alone. README's pictures of the browser and
+// of an object's details are taken here, at 1280 and 360 px, light and dark.
 
 // Seeding 10,000 objects takes 30 s of the file's time on a loaded machine: four minutes in all.
 t.setTimeout(fs.existsSync(CHROMIUM) ? 240_000 : 20 * 60_000)
@@ -75,7 +76,7 @@ t.test('buckets: counts, a bucket of 10,000 keys browsed by prefix with pages, f
   await buckets.getByRole('button', { name: 'Open bucket big' }).click()
   const browser = page.getByRole('region', { name: /^Bucket big/ })
   await browser.getByText('2 folders and 0 objects on this page').waitFor()
-  t.same(await browser.locator('tbody tr.folder th').allTextContents(), ['📁 logs/', '📁 photos/'])
+  t.same(await browser.locator('tbody tr.folder th').allTextContents(), ['logs/', 'photos/'])
 
   // logs/: 9,000 keys, 100 a page, in key order; the next page starts after the last one.
   await browser.getByRole('button', { name: 'Open folder logs' }).click()
@@ -258,4 +259,55 @@ t.test('a folder upload into a prefix, previews, a share link without a key, det
   await browser.getByRole('button', { name: 'Open folder sub' }).click()
   await browser.getByRole('button', { name: 'Preview b.pdf' }).click()
   await page.getByRole('dialog', { name: 'Preview of b.pdf' }).locator('iframe[src^="blob:"]').waitFor()
+})
+
+t.test("README's pictures: a bucket of folders and objects of several types, two selected, and an object's details; usable at 360 px", async (t) => {
+  const srv = await startEphemeral(t)
+  const s3 = s3Of(t, srv)
+  // A team's bucket as one would find it: folders, a README, documents, media, an archive.
+  await s3.send(new CreateBucketCommand({ Bucket: 'team-site' }))
+  await s3.send(new PutBucketVersioningCommand({ Bucket: 'team-site', VersioningConfiguration: { Status: 'Enabled' } }))
+  const seed: [string, string, Buffer | string, Record<string, string>?, string?][] = [
+    ['README.txt', 'text/plain', 'What is where in this bucket.\nphotos/: the website pictures, by year.\ndocs/: contracts and brochures.\n'],
+    ['budget-2026.csv', 'text/csv', 'month,spent\n' + Array.from({ length: 12 }, (_, i) => `${i + 1},${1000 + i * 37}`).join('\n')],
+    ['brochure.pdf', 'application/pdf', textPdf('Spring brochure')],
+    ['logo.png', 'image/png', noisePng(240, 120), { author: 'design team', source: 'logo-v3.svg' }, 'project=website&reviewed=yes'],
+    ['intro.mp4', 'video/mp4', Buffer.alloc(1_843_200, 7)],
+    ['podcast-episode-1.mp3', 'audio/mpeg', Buffer.alloc(912_384, 3)],
+    ['site-backup-2026-11-01.tar.gz', 'application/gzip', Buffer.alloc(2_621_440, 1)],
+    ['settings.json', 'application/json', JSON.stringify({ theme: 'auto', locale: 'en' }, null, 2)],
+    ['docs/contract-2026.pdf', 'application/pdf', textPdf('Contract')],
+    ['docs/handbook.pdf', 'application/pdf', textPdf('Handbook')],
+    ['photos/2026/03/harbour.png', 'image/png', noisePng(320, 200, 11)],
+    ['photos/2026/04/team-day.png', 'image/png', noisePng(320, 200, 12)],
+    ['videos/launch.mp4', 'video/mp4', Buffer.alloc(300_000, 9)],
+  ]
+  for (const [Key, ContentType, Body, Metadata, Tagging] of seed) {
+    await s3.send(new PutObjectCommand({ Bucket: 'team-site', Key, Body, ContentType, ...(Metadata ? { Metadata } : {}), ...(Tagging ? { Tagging } : {}) }))
+  }
+
+  const context = await launchBrowser(t)
+  if (!context) return
+  const page = await context.newPage()
+  page.setDefaultTimeout(15_000)
+  watchPage(t, page)
+  await signIn(page, srv)
+  await page.getByRole('button', { name: 'Open bucket team-site' }).click()
+  const browser = page.getByRole('region', { name: /^Bucket team-site/ })
+  await browser.getByText('3 folders and 8 objects on this page').waitFor()
+  t.same(await browser.locator('tbody tr.folder th').allTextContents(), ['docs/', 'photos/', 'videos/'])
+  t.equal(await browser.locator('tr.folder svg.icon').count(), 3, "each folder's mark is drawn, not an emoji a font may lack")
+  await browser.getByRole('checkbox', { name: 'Select brochure.pdf' }).check()
+  await browser.getByRole('checkbox', { name: 'Select logo.png' }).check()
+  await browser.getByRole('button', { name: 'Delete selected (2)' }).waitFor()
+  t.equal(await browser.locator('tr.selected').count(), 2, 'two rows selected, and marked so')
+  await screenshots(t, page, 'console-bucket-browser', { target: browser })
+
+  await browser.getByRole('button', { name: 'Details of logo.png' }).click()
+  const details = page.getByRole('dialog', { name: 'Details of logo.png' })
+  await details.getByRole('table', { name: 'Tags' }).waitFor()
+  t.match(await details.locator('dl').textContent(), /versioning enabled/)
+  await screenshots(t, page, 'console-object-details', { target: details })
+  await page.keyboard.press('Escape')
+  await details.waitFor({ state: 'detached' })
 })

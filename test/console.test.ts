@@ -1,9 +1,7 @@
-import t, { type Test } from 'tap'
+import t from 'tap'
 import fs from 'node:fs'
 import path from 'node:path'
-import type { Page } from 'playwright-core'
-import { tempDir } from './helper'
-import { CHROMIUM, launchBrowser, noisePng, SCREENSHOTS, startEphemeral, textPdf, UPDATE_SCREENSHOTS, watchPage } from './browser'
+import { CHROMIUM, launchBrowser, noisePng, screenshots, startEphemeral, textPdf, watchPage } from './browser'
 import { CONSOLE_CSP } from '../src/http/routes/console'
 import { formatBytes } from '../src/console/format'
 
@@ -13,19 +11,6 @@ import { formatBytes } from '../src/console/format'
 // Installing chromium (scripts/chromium.sh) may wait for another apt run to finish: give this file
 // the time then (CI installs it before the tests).
 if (!fs.existsSync(CHROMIUM)) t.setTimeout(20 * 60_000)
-
-async function screenshots(t: Test, page: Page, name: string): Promise<void> {
-  const dir = UPDATE_SCREENSHOTS ? SCREENSHOTS : tempDir(t)
-  fs.mkdirSync(dir, { recursive: true })
-  await page.screenshot({ path: path.join(dir, `${name}-desktop.png`), fullPage: true })
-  await page.setViewportSize({ width: 360, height: 780 })
-  await page.screenshot({ path: path.join(dir, `${name}-360px.png`), fullPage: true })
-  await page.setViewportSize({ width: 1280, height: 900 })
-  for (const size of ['desktop', '360px']) {
-    const png = fs.readFileSync(path.join(dir, `${name}-${size}.png`))
-    t.ok(png.subarray(0, 8).equals(Buffer.from('89504e470d0a1a0a', 'hex')) && png.length > 5000, `${name}-${size}.png is a PNG of the page`)
-  }
-}
 
 const api = (base: string, key: string, p: string, init: RequestInit = {}) =>
   fetch(`${base}${p}`, { ...init, headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', ...init.headers } })
@@ -204,8 +189,7 @@ t.test('tenant: sign in, upload two files, preview, copy a link and open it, del
   const { workspaces } = await (await api(srv.url, key, '/api/v1/workspaces')).json()
   t.match(workspaces, [{ name: 'Client archive', slug: 'client-photos', quotaBytes: 2 ** 30 }])
 
-  await page.getByRole('region', { name: 'Files', exact: true }).scrollIntoViewIfNeeded()
-  await screenshots(t, page, 'console-tenant')
+  await screenshots(t, page, 'console-tenant', { until: page.getByRole('region', { name: 'Files', exact: true }) })
 
   // Delete, confirmed in a dialog.
   await page.getByRole('button', { name: 'Delete report.pdf' }).click()
@@ -320,7 +304,7 @@ t.test('admin: tenants with usage, create one, change its quota and types, regen
       { quotaBytes: 2 ** 31, allowedFileTypes: ['image/jpeg', 'image/png', 'image/webp', 'image/gif', 'image/avif', 'application/pdf'] },
       'quota and types changed on the server',
     )
-    await screenshots(t, page, 'console-admin')
+    await screenshots(t, page, 'console-admin', { fullPage: true })
 
     await row.getByRole('button', { name: 'Regenerate key of acme' }).click()
     await page.getByRole('dialog').getByRole('button', { name: 'Regenerate key' }).click()

@@ -124,6 +124,20 @@ t.test('README reads as a reference, not a work log; the bench README links back
   for (const a of back) t.ok(known.has(a), `scripts/bench/README.md's link to README.md#${a} names a heading`)
 })
 
+t.test('every image README shows is in the repository, with a text saying what it shows', async (t) => {
+  // <img src="…"> (the console's screenshots, #31) and Markdown's ![alt](path): GitHub shows a
+  // broken picture for a path that is not committed, e.g. after a screenshot is renamed.
+  const images = [
+    ...[...README.matchAll(/<img\s[^>]*>/g)].map((m) => ({ src: /\ssrc="([^"]*)"/.exec(m[0])?.[1] ?? '', alt: /\salt="([^"]*)"/.exec(m[0])?.[1] ?? '' })),
+    ...[...README.matchAll(/!\[([^\]]*)\]\(([^)\s]+)\)/g)].map((m) => ({ src: m[2]!, alt: m[1]! })),
+  ]
+  t.ok(images.length >= 4, `README shows images (${images.length})`)
+  for (const { src, alt } of images) {
+    t.ok(src !== '' && !/^[a-z]+:/i.test(src) && fs.existsSync(path.join(ROOT, src)), `${src || '(no src)'} exists`)
+    t.ok(alt.length >= 10, `${src} has an alt text (${JSON.stringify(alt)})`)
+  }
+})
+
 /** README's text from the heading `start` to the next heading of the same level or above (fences skipped). */
 function section(start: string): string {
   const lines = README.split('\n')

@@ -62,6 +62,19 @@ function crumbs(prefix: string): string[] {
   return out
 }
 
+/**
+ * A folder's mark, drawn rather than the 📁 emoji: a system without a colour emoji font (Debian's
+ * chromium on a server, many Linux desktops) shows the emoji as an empty box. Decorative: the
+ * button's name says "Open folder" and the Type column says "Folder".
+ */
+function FolderIcon() {
+  return (
+    <svg class="icon" viewBox="0 0 16 16" aria-hidden="true" focusable="false">
+      <path fill="currentColor" d="M1 3.5C1 2.7 1.7 2 2.5 2h3.6l1.5 1.5h5.9c.8 0 1.5.7 1.5 1.5v7.5c0 .8-.7 1.5-1.5 1.5h-11C1.7 14 1 13.3 1 12.5z" />
+    </svg>
+  )
+}
+
 const lastSegment = (path: string) => path.replace(/\/$/, '').split('/').at(-1) ?? path
 
 /**
@@ -365,7 +378,7 @@ export function BucketBrowser(props: { apiKey: string; bucket: Bucket; onBack: (
                 <td />
                 <th scope="row" data-label="Name" class="name">
                   <button type="button" class="link" aria-label={`Open folder ${lastSegment(p)}`} onClick={() => go(p)}>
-                    <span aria-hidden="true">📁 </span>
+                    <FolderIcon />
                     {p.slice(prefix.length)}
                   </button>
                 </th>
