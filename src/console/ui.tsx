@@ -10,15 +10,26 @@ import { formatBytes, percent } from './format'
  */
 export function Modal(props: { title: string; onClose: () => void; children: ComponentChildren; wide?: boolean }) {
   const ref = useRef<HTMLDialogElement>(null)
+  const gone = useRef(false)
   useEffect(() => {
     const opener = document.activeElement
-    ref.current?.showModal()
+    const dialog = ref.current
+    dialog?.showModal()
     return () => {
+      // Closed by one of its buttons, the dialog is still modal here, the page behind it inert, and
+      // focus() there would do nothing (the focus then fell to the body once the dialog was removed,
+      // depending on timing): close it first. Its `close` event comes later and must not call
+      // onClose a second time.
+      gone.current = true
+      if (dialog?.open) dialog.close()
       if (opener instanceof HTMLElement && opener.isConnected) opener.focus()
     }
   }, [])
+  const closed = () => {
+    if (!gone.current) props.onClose()
+  }
   return (
-    <dialog ref={ref} class={props.wide ? 'wide' : ''} aria-label={props.title} onClose={props.onClose}>
+    <dialog ref={ref} class={props.wide ? 'wide' : ''} aria-label={props.title} onClose={closed}>
       <h2>{props.title}</h2>
       {props.children}
     </dialog>
