@@ -32,6 +32,12 @@ export interface StageGuard {
   expectedBytes?: number
   /** Called once with the first bytes (up to 64, fewer if the content is shorter); may throw. */
   checkHead?: (head: Buffer) => void
+  /**
+   * The caller hashes the content itself, so the store does not, and the `sha256` it answers is
+   * '': the encrypted store stages sealed bytes and keeps the plaintext's SHA-256, and the sealed
+   * bytes' was a second SHA-256 pass over every upload, thrown away (#27).
+   */
+  unhashed?: boolean
 }
 
 /** Inclusive byte offsets, as in `Content-Range`; `end = start - 1` asks for no bytes (HEAD). */

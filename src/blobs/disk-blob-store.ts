@@ -64,7 +64,7 @@ export class Inspector extends Transform {
     } catch (err) {
       return cb(err as Error)
     }
-    this.hash.update(chunk)
+    if (!this.guard.unhashed) this.hash.update(chunk)
     cb(null, chunk)
   }
 
@@ -274,7 +274,7 @@ export class DiskBlobStore implements BlobStore {
       inline = await fs.promises.readFile(tmpPath)
       await fs.promises.rm(tmpPath, { force: true })
     }
-    return { sha256: inspector.hash.digest('hex'), size: inspector.size, tmpPath, ...(inline ? { inline } : {}) }
+    return { sha256: guard.unhashed ? '' : inspector.hash.digest('hex'), size: inspector.size, tmpPath, ...(inline ? { inline } : {}) }
   }
 
   async place(staged: StagedBlob): Promise<void> {

@@ -83,6 +83,8 @@ export class EncryptedBlobStore implements BlobStore {
       inner = await this.inner.stage(seal, {
         maxBytes: sealedSize(guard.maxBytes),
         onOverflow: guard.onOverflow,
+        // The plaintext's SHA-256 is the one kept (inspector): the sealed bytes' would be thrown away.
+        unhashed: true,
         ...(guard.expectedBytes !== undefined ? { expectedBytes: sealedSize(guard.expectedBytes) } : {}),
       })
     } catch (err) {
