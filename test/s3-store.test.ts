@@ -283,7 +283,8 @@ function run(env: Record<string, string>): void {
   })
 
   t.test('coffer migrate-blobs moves a data dir to S3 and back: verified, resumable, while the server runs', async (t) => {
-    const disk = await makeApp(t, { ...testStoreEnv('disk'), COFFER_DELETED_RETENTION_SECONDS: '0' })
+    // On the disk store whatever the run's COFFER_TEST_BLOB_STORE: the content moves from there to the bucket.
+    const disk = await makeApp(t, { COFFER_BLOB_STORE: 'disk', COFFER_DELETED_RETENTION_SECONDS: '0' })
     const tenant = await createTenant(disk.app)
     const contents = [fileBytes('image/png', 5000, 21), fileBytes('application/pdf', 9 * MiB, 22), fileBytes('image/png', 700, 23)]
     const ids: string[] = []
