@@ -1,7 +1,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks'
 import { api, copyText, fetchContent, messageOf, uploadFile } from './api'
 import { formatBytes, formatTime, percent } from './format'
-import { Confirm, ErrorText, Modal, Pager, TextField, useAction } from './ui'
+import { Confirm, ErrorText, LinkNotice, Modal, Pager, TextField, useAction } from './ui'
 import { ObjectDetails } from './object-details'
 import type { Bucket } from './buckets'
 
@@ -336,14 +336,7 @@ export function BucketBrowser(props: { apiKey: string; bucket: Bucket; onBack: (
           )}
         </div>
       )}
-      {link && (
-        <div class="notice" role="status">
-          <p>
-            {link.copied ? 'Link copied' : 'Link ready (copy it from the field)'} for {link.key}, valid until {formatTime(link.expiresAt)}.
-          </p>
-          <input readOnly aria-label="Share link" value={link.url} onFocus={(e) => e.currentTarget.select()} />
-        </div>
-      )}
+      {link && <LinkNotice link={link} name={link.key} label="Share link" />}
 
       {page && !empty && (
         <table class="stack browser">

@@ -1,7 +1,7 @@
 import { useEffect, useState } from 'preact/hooks'
 import { api, copyText, fetchContent, uploadFile, type FileInfo } from './api'
 import { formatBytes, formatTime, percent } from './format'
-import { Confirm, DataTable, ErrorText, Header, Modal, Pager, TextField, Usage, useAction } from './ui'
+import { Confirm, DataTable, ErrorText, Header, LinkNotice, Modal, Pager, TextField, Usage, useAction } from './ui'
 import { Workspaces, type Workspace } from './workspaces'
 import { Deliveries } from './deliveries'
 import { DeletedFiles, VersionsDialog } from './versions'
@@ -215,14 +215,7 @@ export function TenantView(props: { apiKey: string; onSignOut: () => void }) {
             </select>
           </label>
         </form>
-        {link && (
-          <div class="notice" role="status">
-            <p>
-              {link.copied ? 'Link copied' : 'Link ready (copy it from the field)'} for {link.name}, valid until {formatTime(link.expiresAt)}.
-            </p>
-            <input readOnly aria-label="Signed link" value={link.url} onFocus={(e) => e.currentTarget.select()} />
-          </div>
-        )}
+        {link && <LinkNotice link={link} name={link.name} label="Signed link" />}
         {page && (
           <DataTable
             caption={`${page.total} file${page.total === 1 ? '' : 's'}`}

@@ -1,7 +1,7 @@
 import type { ComponentChildren } from 'preact'
 import { useEffect, useRef, useState } from 'preact/hooks'
 import { copyText, messageOf } from './api'
-import { formatBytes, percent } from './format'
+import { formatBytes, formatTime, percent } from './format'
 
 /**
  * A modal dialog: focus is trapped inside, Escape closes it (the browser's <dialog>). When it goes,
@@ -190,5 +190,18 @@ export function Usage(props: { used: number; quota: number; label: string; id?: 
         {formatBytes(used)} of {formatBytes(quota)} used ({percent(used, quota)})
       </span>
     </>
+  )
+}
+
+/** A signed link just made: announced, with the URL in a field to copy from when the clipboard refused. */
+export function LinkNotice(props: { link: { url: string; expiresAt: string; copied: boolean }; name: string; label: string }) {
+  const { link } = props
+  return (
+    <div class="notice" role="status">
+      <p>
+        {link.copied ? 'Link copied' : 'Link ready (copy it from the field)'} for {props.name}, valid until {formatTime(link.expiresAt)}.
+      </p>
+      <input readOnly aria-label={props.label} value={link.url} onFocus={(e) => e.currentTarget.select()} />
+    </div>
   )
 }
