@@ -19,6 +19,17 @@ const sha = (b: Buffer) => crypto.createHash('sha256').update(b).digest('hex')
 export type Spec = Omit<FigureResult, 'coffer' | 'baseline' | 'ratio' | 'met'>
 type Transfer = 'largePut' | 'largeGet' | 'smallPut' | 'smallGet'
 
+/** The four rows of a side-by-side run: keys `<key>-put-100mib` …, figures titled `<title>: …`. */
+export function transferSpecs(key: string, title: string, baselineLabel: string): Record<Transfer, Spec> {
+  const spec = (s: Pick<Spec, 'key' | 'figure' | 'unit'>): Spec => ({ ...s, baselineLabel, target: 'report' })
+  return {
+    largePut: spec({ key: `${key}-put-100mib`, figure: `${title}: one 100 MiB PUT, MB/s`, unit: 'MB/s' }),
+    largeGet: spec({ key: `${key}-get-100mib`, figure: `${title}: one 100 MiB GET, MB/s`, unit: 'MB/s' }),
+    smallPut: spec({ key: `${key}-put-4kib`, figure: `${title}: 4 KiB uploads/s (handshake + PUT, wrk c=16)`, unit: 'uploads/s' }),
+    smallGet: spec({ key: `${key}-get-4kib`, figure: `${title}: 4 KiB downloads/s (wrk c=16)`, unit: 'req/s' }),
+  }
+}
+
 export interface Side {
   url: string
   key: string

@@ -10,16 +10,9 @@ import crypto from 'node:crypto'
 import { startCoffer, type Coffer } from '../coffer'
 import { seedDataset } from '../datasets'
 import type { BenchContext, FigureResult } from '../figure'
-import { sideBySideTransfers, type Spec } from '../side-by-side'
+import { sideBySideTransfers, transferSpecs } from '../side-by-side'
 
-const BASELINE = 'the same on a plain data dir, same run'
-const spec = (s: Omit<Spec, 'baselineLabel' | 'target'>): Spec => ({ ...s, baselineLabel: BASELINE, target: 'report' })
-const SPECS = {
-  largePut: spec({ key: 'encrypted-put-100mib', figure: 'Encrypted data dir: one 100 MiB PUT, MB/s', unit: 'MB/s' }),
-  largeGet: spec({ key: 'encrypted-get-100mib', figure: 'Encrypted data dir: one 100 MiB GET, MB/s', unit: 'MB/s' }),
-  smallPut: spec({ key: 'encrypted-put-4kib', figure: 'Encrypted data dir: 4 KiB uploads/s (handshake + PUT, wrk c=16)', unit: 'uploads/s' }),
-  smallGet: spec({ key: 'encrypted-get-4kib', figure: 'Encrypted data dir: 4 KiB downloads/s (wrk c=16)', unit: 'req/s' }),
-}
+const SPECS = transferSpecs('encrypted', 'Encrypted data dir', 'the same on a plain data dir, same run')
 
 export async function encryptionFigures(ctx: BenchContext): Promise<FigureResult[]> {
   const plainSet = seedDataset(path.join(ctx.dir, 'encryption-plain'), 0)

@@ -10,19 +10,12 @@ import { spawnSync } from 'node:child_process'
 import { ROOT, startCoffer, type Coffer } from '../coffer'
 import { seedDataset } from '../datasets'
 import { notMeasured, type BenchContext, type FigureResult } from '../figure'
-import { sideBySideTransfers, type Spec } from '../side-by-side'
+import { sideBySideTransfers, transferSpecs } from '../side-by-side'
 import { loadConfig } from '../../../src/config'
 import { createS3Store } from '../../../src/core'
 import { DiskBlobStore } from '../../../src/blobs/disk-blob-store'
 
-const BASELINE = 'the same on the disk store, same run'
-const spec = (s: Omit<Spec, 'baselineLabel' | 'target'>): Spec => ({ ...s, baselineLabel: BASELINE, target: 'report' })
-const SPECS = {
-  largePut: spec({ key: 's3-store-put-100mib', figure: 'S3 store: one 100 MiB PUT, MB/s', unit: 'MB/s' }),
-  largeGet: spec({ key: 's3-store-get-100mib', figure: 'S3 store: one 100 MiB GET, MB/s', unit: 'MB/s' }),
-  smallPut: spec({ key: 's3-store-put-4kib', figure: 'S3 store: 4 KiB uploads/s (handshake + PUT, wrk c=16)', unit: 'uploads/s' }),
-  smallGet: spec({ key: 's3-store-get-4kib', figure: 'S3 store: 4 KiB downloads/s (wrk c=16)', unit: 'req/s' }),
-}
+const SPECS = transferSpecs('s3-store', 'S3 store', 'the same on the disk store, same run')
 
 /** The fixture's COFFER_BLOB_S3_* env, started with the project's script, or why it cannot be had. */
 function fixture(): { env: Record<string, string> } | { unavailable: string } {
