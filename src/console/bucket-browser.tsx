@@ -1,7 +1,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks'
 import { api, copyText, fetchContent, messageOf, uploadFile } from './api'
 import { formatBytes, formatTime, percent } from './format'
-import { Confirm, ErrorText, LinkNotice, Modal, Pager, TextField, useAction } from './ui'
+import { Confirm, ErrorText, LifetimeSelect, LinkNotice, Modal, Pager, TextField, useAction } from './ui'
 import { ObjectDetails } from './object-details'
 import type { Bucket } from './buckets'
 
@@ -34,11 +34,6 @@ type Preview =
 const PAGE_SIZE = 100
 /** A text preview reads at most this much (one Range request): a log of gigabytes stays on the server. */
 const TEXT_CAP = 64 * 1024
-const LIFETIMES = [
-  { seconds: 300, label: '5 minutes' },
-  { seconds: 3600, label: '1 hour' },
-  { seconds: 86400, label: '1 day' },
-]
 const PARALLEL_UPLOADS = 3
 let uploadSeq = 0
 
@@ -293,16 +288,7 @@ export function BucketBrowser(props: { apiKey: string; bucket: Bucket; onBack: (
             }}
           />
         </label>
-        <label>
-          Link lifetime
-          <select value={lifetime} onChange={(e) => setLifetime(Number(e.currentTarget.value))}>
-            {LIFETIMES.map((l) => (
-              <option key={l.seconds} value={l.seconds}>
-                {l.label}
-              </option>
-            ))}
-          </select>
-        </label>
+        <LifetimeSelect value={lifetime} onValue={setLifetime} />
         <button type="button" class="danger" disabled={selected.size === 0} onClick={() => setDeleting(true)}>
           Delete selected ({selected.size})
         </button>

@@ -1,7 +1,7 @@
 import { useEffect, useState } from 'preact/hooks'
 import { api, copyText, fetchContent, uploadFile, type FileInfo } from './api'
 import { formatBytes, formatTime, percent } from './format'
-import { Confirm, DataTable, ErrorText, Header, LinkNotice, Modal, Pager, TextField, Usage, useAction } from './ui'
+import { Confirm, DataTable, ErrorText, Header, LifetimeSelect, LinkNotice, Modal, Pager, TextField, Usage, useAction } from './ui'
 import { Workspaces, type Workspace } from './workspaces'
 import { Deliveries } from './deliveries'
 import { DeletedFiles, VersionsDialog } from './versions'
@@ -30,11 +30,6 @@ interface Link {
 
 const PAGE_SIZE = 20
 const PREVIEWABLE = /^(image\/|application\/pdf$)/
-const LIFETIMES = [
-  { seconds: 300, label: '5 minutes' },
-  { seconds: 3600, label: '1 hour' },
-  { seconds: 86400, label: '1 day' },
-]
 /** Parallel PUTs per batch: enough to fill a link, few enough to keep each bar moving. */
 const PARALLEL_UPLOADS = 3
 let uploadSeq = 0
@@ -204,16 +199,7 @@ export function TenantView(props: { apiKey: string; onSignOut: () => void }) {
           </label>
           <TextField label="Context" value={draft.context} maxLength={100} onValue={(context) => setDraft({ ...draft, context })} />
           <button type="submit">Filter</button>
-          <label>
-            Link lifetime
-            <select value={lifetime} onChange={(e) => setLifetime(Number(e.currentTarget.value))}>
-              {LIFETIMES.map((l) => (
-                <option key={l.seconds} value={l.seconds}>
-                  {l.label}
-                </option>
-              ))}
-            </select>
-          </label>
+          <LifetimeSelect value={lifetime} onValue={setLifetime} />
         </form>
         {link && <LinkNotice link={link} name={link.name} label="Signed link" />}
         {page && (

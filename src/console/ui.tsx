@@ -205,3 +205,26 @@ export function LinkNotice(props: { link: { url: string; expiresAt: string; copi
     </div>
   )
 }
+
+/** How long a signed link made in the console lasts (the API allows 60 s to 1 day). */
+const LIFETIMES = [
+  { seconds: 300, label: '5 minutes' },
+  { seconds: 3600, label: '1 hour' },
+  { seconds: 86400, label: '1 day' },
+]
+
+/** The "Link lifetime" choice of the views that make signed links, in seconds. */
+export function LifetimeSelect(props: { value: number; onValue: (seconds: number) => void }) {
+  return (
+    <label>
+      Link lifetime
+      <select value={props.value} onChange={(e) => props.onValue(Number(e.currentTarget.value))}>
+        {LIFETIMES.map((l) => (
+          <option key={l.seconds} value={l.seconds}>
+            {l.label}
+          </option>
+        ))}
+      </select>
+    </label>
+  )
+}
