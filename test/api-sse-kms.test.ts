@@ -5,7 +5,7 @@ import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { createHash, randomBytes } from 'node:crypto'
 import { CreateBucketCommand, GetObjectCommand, HeadObjectCommand, PutBucketEncryptionCommand } from '@aws-sdk/client-s3'
-import { makeS3 } from './s3-helper'
+import { makeS3, storedBytes } from './s3-helper'
 import { fileBytes, handshake, putContent, receivedAtLeast, tempDir, upload, type Handshake } from './helper'
 import type { Test } from 'tap'
 
@@ -26,18 +26,6 @@ function ringFile(t: Test, keys: Record<string, Buffer>): string {
 }
 
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex')
-
-/** Every byte the data dir holds in files, and the inline blobs of its database. */
-function storedBytes(ctx: Awaited<ReturnType<typeof makeS3>>): Buffer[] {
-  const out: Buffer[] = []
-  for (const dir of [ctx.core.dataDir.blobs, ctx.core.dataDir.tmp]) {
-    for (const e of fs.readdirSync(dir, { recursive: true, withFileTypes: true })) {
-      if (e.isFile()) out.push(fs.readFileSync(path.join(e.parentPath, e.name)))
-    }
-  }
-  for (const c of ctx.core.db.prepare('SELECT content FROM blob_inline').pluck().all() as Buffer[]) out.push(c)
-  return out
-}
 
 async function kmsBucket(t: Test, env: Record<string, string>, keyId: string | undefined) {
   const ctx = await makeS3(t, { COFFER_WEBHOOK_ALLOW_PRIVATE: 'true', ...env }, { store: 'disk' })
@@ -70,7 +58,7 @@ t.test('an API upload into an aws:kms workspace is sealed under the ring key, wi
   t.equal(tiny.put.statusCode, 200, tiny.put.body)
 
   // What is stored: no plaintext anywhere, under the sealed bytes' hash, the key recorded.
-  const stored = storedBytes(ctx)
+  const stored = await storedBytes(ctx, { tmp: true })
   t.ok(stored.length >= 2)
   for (const [name, body] of [
     ['large', large],
@@ -158,7 +146,7 @@ t.test('a bucket default of aws:kms without a key id takes the default key; a wo
   t.equal(h.ServerSideEncryption, 'aws:kms')
   t.equal(h.SSEKMSKeyId, 'ring-1')
   t.notOk(
-    storedBytes(ctx).some((b) => b.includes(bytes.subarray(5000, 5032))),
+    (await storedBytes(ctx, { tmp: true })).some((b) => b.includes(bytes.subarray(5000, 5032))),
     'no plaintext',
   )
   // The upload's checks still hold on the plaintext, and a refused PUT leaves nothing.
@@ -236,7 +224,7 @@ t.test('a workspace default of AES256 with an encrypted data dir: the API upload
   const h = await ctx.client.send(new HeadObjectCommand({ Bucket: 'sse', Key: `${r.fileId}/photo.png` }))
   t.equal(h.ServerSideEncryption, 'AES256')
   t.notOk(
-    storedBytes(ctx).some((b) => b.includes(bytes.subarray(5000, 5032))),
+    (await storedBytes(ctx, { tmp: true })).some((b) => b.includes(bytes.subarray(5000, 5032))),
     'sealed by the data dir',
   )
   const got = await ctx.app.inject({ url: `/api/v1/files/${r.fileId}/download`, headers: ctx.tenant.headers })
@@ -254,7 +242,7 @@ t.test('a PUT cut off mid-body: what was staged is sealed too, and nothing of it
   req.on('error', () => undefined)
   req.write(bytes.subarray(0, 400_000))
   await receivedAtLeast(ctx.core.dataDir.tmp, 300_000)
-  const staged = storedBytes(ctx)
+  const staged = await storedBytes(ctx, { tmp: true })
   t.notOk(
     staged.some((b) => b.includes(bytes.subarray(200_000, 200_032))),
     'the staging file holds no plaintext',

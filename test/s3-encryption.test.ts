@@ -9,12 +9,10 @@ import {
   GetBucketEncryptionCommand,
   GetObjectCommand,
   HeadObjectCommand,
-  ListObjectsV2Command,
   PutBucketEncryptionCommand,
   PutObjectCommand,
-  S3Client,
 } from '@aws-sdk/client-s3'
-import { bodyOf, makeS3, pattern, s3Error, sendSigned as send, sseS3Multipart } from './s3-helper'
+import { bodyOf, makeS3, pattern, s3Error, sendSigned as send, sseS3Multipart, storedBytes } from './s3-helper'
 import { createTenant, fileBytes, makeApp, purgeStoredBlobs, tempDir, testStoreEnv, upload } from './helper'
 import { migrateBlobsCommand } from '../src/cli/migrate-blobs'
 import { fixtureEnv } from './s3/fixture'
@@ -24,34 +22,6 @@ function keyEnv(t: Test): Record<string, string> {
   const file = path.join(tempDir(t, 'coffer-key-'), 'master.key')
   fs.writeFileSync(file, randomBytes(32).toString('base64'), { mode: 0o600 })
   return { COFFER_ENCRYPTION_KEY_FILE: file }
-}
-
-/** Every stored object's bytes: the data dir's blob files, or the Ceph bucket's objects under the app's prefix. */
-async function storedBytes(ctx: Awaited<ReturnType<typeof makeS3>>): Promise<Buffer[]> {
-  if (ctx.config.blobStore === 'disk') {
-    const walk = (d: string): string[] =>
-      fs.existsSync(d) ? fs.readdirSync(d, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(path.join(d, e.name)) : [path.join(d, e.name)])) : []
-    const rows = ctx.core.db.prepare('SELECT content FROM blob_inline').pluck().all() as Buffer[]
-    return [...walk(ctx.core.dataDir.blobs).map((f) => fs.readFileSync(f)), ...rows]
-  }
-  const c = ctx.config
-  const store = new S3Client({
-    endpoint: c.blobS3Endpoint!,
-    region: c.blobS3Region,
-    forcePathStyle: true,
-    credentials: { accessKeyId: c.blobS3AccessKeyId!, secretAccessKey: c.blobS3SecretAccessKey! },
-  })
-  try {
-    const out: Buffer[] = []
-    const listed = await store.send(new ListObjectsV2Command({ Bucket: c.blobS3Bucket!, Prefix: c.blobS3Prefix ?? '' }))
-    for (const o of listed.Contents ?? []) {
-      const got = await store.send(new GetObjectCommand({ Bucket: c.blobS3Bucket!, Key: o.Key! }))
-      out.push(Buffer.from(await got.Body!.transformToByteArray()))
-    }
-    return out
-  } finally {
-    store.destroy()
-  }
 }
 
 for (const store of ['disk', 's3'] as const) {

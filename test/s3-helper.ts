@@ -1,5 +1,7 @@
 import { createHash, createHmac } from 'node:crypto'
+import fs from 'node:fs'
 import http from 'node:http'
+import path from 'node:path'
 import type { Test } from 'tap'
 import type { InjectOptions } from 'fastify'
 import { SignatureV4 } from '@smithy/signature-v4'
@@ -7,6 +9,7 @@ import {
   CompleteMultipartUploadCommand,
   CreateMultipartUploadCommand,
   GetObjectCommand,
+  ListObjectsV2Command,
   S3Client,
   UploadPartCommand,
   type S3ServiceException,
@@ -151,6 +154,41 @@ export async function sseS3Multipart(t: Test, client: S3Client, bucket: string, 
   const across = await bodyOf(client.send(new GetObjectCommand({ Bucket: bucket, Key: key, Range: `bytes=${p1.length - 100}-${p1.length + 100}` })))
   t.ok(across.equals(whole.subarray(p1.length - 100, p1.length + 101)), 'a range across the parts')
   return { whole, parts: [p1, p2] }
+}
+
+/** Every file below `dir` (none when it does not exist). */
+export function filesBelow(dir: string): string[] {
+  return fs.existsSync(dir)
+    ? fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? filesBelow(path.join(dir, e.name)) : [path.join(dir, e.name)]))
+    : []
+}
+
+/**
+ * Every stored blob's bytes, read behind Coffer's back: on the disk store the data dir's blob files
+ * (and its tmp/ files with `tmp`) and the database's inline blobs; on the S3 store the bucket's
+ * objects under the app's prefix. What the encryption tests search for plaintext.
+ */
+export async function storedBytes(ctx: Pick<S3Context, 'config' | 'core'>, opts: { tmp?: boolean } = {}): Promise<Buffer[]> {
+  if (ctx.config.blobStore === 'disk') {
+    const files = [...filesBelow(ctx.core.dataDir.blobs), ...(opts.tmp ? filesBelow(ctx.core.dataDir.tmp) : [])]
+    const rows = ctx.core.db.prepare('SELECT content FROM blob_inline').pluck().all() as Buffer[]
+    return [...files.map((f) => fs.readFileSync(f)), ...rows]
+  }
+  const c = ctx.config
+  const store = new S3Client({
+    endpoint: c.blobS3Endpoint!,
+    region: c.blobS3Region,
+    forcePathStyle: true,
+    credentials: { accessKeyId: c.blobS3AccessKeyId!, secretAccessKey: c.blobS3SecretAccessKey! },
+  })
+  try {
+    const out: Buffer[] = []
+    const listed = await store.send(new ListObjectsV2Command({ Bucket: c.blobS3Bucket!, Prefix: c.blobS3Prefix ?? '' }))
+    for (const o of listed.Contents ?? []) out.push(await bodyOf(store.send(new GetObjectCommand({ Bucket: c.blobS3Bucket!, Key: o.Key! }))))
+    return out
+  } finally {
+    store.destroy()
+  }
 }
 
 /** Deterministic pseudo-random bytes. */

@@ -15,7 +15,7 @@ import {
   UploadPartCommand,
   UploadPartCopyCommand,
 } from '@aws-sdk/client-s3'
-import { completeCommand, makeS3, pattern, s3Error, sendSigned as send } from './s3-helper'
+import { completeCommand, makeS3, pattern, s3Error, sendSigned as send, storedBytes } from './s3-helper'
 import { tempDir } from './helper'
 import type { Test } from 'tap'
 
@@ -36,14 +36,6 @@ function masterKeyEnv(t: Test): Record<string, string> {
   const file = path.join(tempDir(t, 'coffer-key-'), 'master.key')
   fs.writeFileSync(file, randomBytes(32).toString('hex'), { mode: 0o600 })
   return { COFFER_ENCRYPTION_KEY_FILE: file }
-}
-
-/** Every stored blob's bytes (disk store: files and inline rows). */
-function storedBytes(ctx: Awaited<ReturnType<typeof makeS3>>): Buffer[] {
-  const walk = (d: string): string[] =>
-    fs.existsSync(d) ? fs.readdirSync(d, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(path.join(d, e.name)) : [path.join(d, e.name)])) : []
-  const rows = ctx.core.db.prepare('SELECT content FROM blob_inline').pluck().all() as Buffer[]
-  return [...walk(ctx.core.dataDir.blobs).map((f) => fs.readFileSync(f)), ...rows]
 }
 
 for (const dataDir of ['plain', 'encrypted'] as const) {
@@ -99,7 +91,7 @@ for (const dataDir of ['plain', 'encrypted'] as const) {
     const plainSha = createHash('sha256').update(body).digest('hex')
     t.equal(shas.filter((s) => s === plainSha).length, 1, 'only the plain object is addressed by its SHA-256, the others by their sealed bytes')
     const probe = body.subarray(100_000, 100_032)
-    const stored = storedBytes(ctx)
+    const stored = await storedBytes(ctx)
     const holding = stored.filter((b) => b.includes(probe))
     t.equal(holding.length, dataDir === 'plain' ? 1 : 0, 'only the plain object is in the clear (in a plain data dir)')
 

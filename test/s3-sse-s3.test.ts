@@ -9,13 +9,11 @@ import {
   CreateMultipartUploadCommand,
   GetObjectCommand,
   HeadObjectCommand,
-  ListObjectsV2Command,
   PutBucketEncryptionCommand,
   PutObjectCommand,
-  S3Client,
   UploadPartCommand,
 } from '@aws-sdk/client-s3'
-import { bodyOf, completeCommand, makeS3, pattern, sseS3Multipart } from './s3-helper'
+import { bodyOf, completeCommand, filesBelow, makeS3, pattern, sseS3Multipart, storedBytes } from './s3-helper'
 import { fileBytes, tempDir, upload } from './helper'
 import { fixtureEnv } from './s3/fixture'
 import { verifyCommand } from '../src/cli/maintenance'
@@ -30,35 +28,6 @@ type Ctx = Awaited<ReturnType<typeof makeS3>>
 
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex')
 const probe = (b: Buffer) => b.subarray(1000, 1032)
-
-/** Every stored blob's bytes: the data dir's files and inline rows, or the Ceph bucket's objects under the app's prefix. */
-async function storedBytes(ctx: Ctx): Promise<Buffer[]> {
-  if (ctx.config.blobStore === 'disk') {
-    const rows = ctx.core.db.prepare('SELECT content FROM blob_inline').pluck().all() as Buffer[]
-    return [...blobFiles(ctx).map((f) => fs.readFileSync(f)), ...rows]
-  }
-  const c = ctx.config
-  const store = new S3Client({
-    endpoint: c.blobS3Endpoint!,
-    region: c.blobS3Region,
-    forcePathStyle: true,
-    credentials: { accessKeyId: c.blobS3AccessKeyId!, secretAccessKey: c.blobS3SecretAccessKey! },
-  })
-  try {
-    const out: Buffer[] = []
-    const listed = await store.send(new ListObjectsV2Command({ Bucket: c.blobS3Bucket!, Prefix: c.blobS3Prefix ?? '' }))
-    for (const o of listed.Contents ?? []) out.push(await bodyOf(store.send(new GetObjectCommand({ Bucket: c.blobS3Bucket!, Key: o.Key! }))))
-    return out
-  } finally {
-    store.destroy()
-  }
-}
-
-function blobFiles(ctx: Ctx): string[] {
-  const walk = (d: string): string[] =>
-    fs.existsSync(d) ? fs.readdirSync(d, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(path.join(d, e.name)) : [path.join(d, e.name)])) : []
-  return walk(ctx.core.dataDir.blobs)
-}
 
 const fileIdOf = (ctx: Ctx, key: string) => ctx.core.db.prepare('SELECT id FROM files WHERE object_key = ? AND deleted_at IS NULL').pluck().get(key) as string
 const blobOf = (ctx: Ctx, key: string) => ctx.core.db.prepare('SELECT sha256 FROM files WHERE object_key = ? AND deleted_at IS NULL').pluck().get(key) as string
@@ -167,7 +136,7 @@ t.test('a flipped byte of an SSE-S3 object is a read error and a coffer verify f
   await client.send(new PutObjectCommand({ Bucket: 'flip', Key: 'b', Body: pattern(100_000, 8), ServerSideEncryption: 'AES256' }))
   const verifyOk = cliIo(ctx.dir, {})
   t.equal(await verifyCommand(['--json'], verifyOk.io), 0, 'coffer verify passes before the damage')
-  const file = blobFiles(ctx).find((f) => path.basename(f) === blobOf(ctx, 'a'))!
+  const file = filesBelow(ctx.core.dataDir.blobs).find((f) => path.basename(f) === blobOf(ctx, 'a'))!
   const fd = fs.openSync(file, 'r+')
   const at = HEADER_BYTES + 5 * (CHUNK_BYTES + TAG_BYTES) + 100
   const one = Buffer.alloc(1)
