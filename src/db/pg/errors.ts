@@ -29,6 +29,16 @@ export const SQLSTATE = {
   queryCanceled: '57014',
 } as const
 
+/**
+ * Whether an error means the connection is gone: the connection class (08xxx), or the server
+ * ending the session (57P01 admin_shutdown, e.g. pg_terminate_backend or a fast shutdown; 57P02
+ * crash_shutdown; 57P03 cannot_connect_now). The server sends 57P01 before it closes the socket, so
+ * the statement that receives it is the first to know: the connection must be dropped there and
+ * then, not when the socket's close is noticed later (a later statement of the same transaction
+ * would otherwise run on the dead client and fail as if nothing were known).
+ */
+export const endsConnection = (code: string): boolean => code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03'
+
 /** The plain shape an error crosses the thread boundary in (structured clone keeps no class). */
 export interface WireError {
   message: string

@@ -4,7 +4,7 @@
 // I/O, keep a synchronous interface over work that is not).
 import { workerData, type MessagePort } from 'node:worker_threads'
 import pg from 'pg'
-import { SQLSTATE, type WireError } from './errors'
+import { endsConnection, SQLSTATE, type WireError } from './errors'
 import type { Reply, Request, WorkerData } from './protocol'
 
 const { url, flag, port, statementTimeoutMs, connectTimeoutMs } = workerData as WorkerData & { port: MessagePort }
@@ -92,8 +92,9 @@ async function handle(req: Request): Promise<Reply> {
     return { ok: true, rows: r.rows as Record<string, unknown>[], fields: r.fields.map((f) => f.name), rowCount: r.rowCount ?? 0 }
   } catch (err) {
     const wire = toWire(err, connecting)
-    // A connection-class failure leaves the client unusable: the next request connects again.
-    if (wire.code.startsWith('08') && client) {
+    // A connection-class failure, or the server ending the session, leaves the client unusable:
+    // the next request connects again (and one inside a transaction is refused, above).
+    if (endsConnection(wire.code) && client) {
       void client.end().catch(() => {})
       client = undefined
     }
