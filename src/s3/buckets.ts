@@ -1,7 +1,7 @@
 import type { Leases } from '../services/leases'
 import type { ObjectLock } from '../services/object-lock'
 import type { DB } from '../db/database'
-import type { GroupCommit } from '../db/group-commit'
+import type { Commits } from '../db/group-commit'
 import type { AuthenticatedTenant } from '../db/repos/tenants'
 import type { Workspace, WorkspacesRepo } from '../db/repos/workspaces'
 import type { ObjectsRepo } from '../db/repos/objects'
@@ -23,7 +23,7 @@ import type { BucketCache, BucketWorkspace } from '../services/bucket-cache'
 export interface S3Deps {
   db: DB
   /** The hot commits (PutObject) share WAL flushes with the JSON API's uploads. */
-  commits: GroupCommit
+  commits: Commits
   clock: Clock
   store: BlobStore
   /** New content in (under a lease on a remote store) and released content out, as the API's uploads. */

@@ -1,7 +1,7 @@
 import { AppError, notFound } from '../errors'
 import type { DB } from '../db/database'
 import { engineOf, type Engine } from '../db/engine'
-import type { GroupCommit } from '../db/group-commit'
+import type { Commits } from '../db/group-commit'
 import type { FileRecord, FilesRepo } from '../db/repos/files'
 import type { WorkspacesRepo } from '../db/repos/workspaces'
 import type { ObjectInfo, ObjectsRepo } from '../db/repos/objects'
@@ -24,7 +24,7 @@ export class UploadRecords {
   constructor(
     private readonly deps: {
       db: DB | Engine
-      commits: GroupCommit
+      commits: Commits
       clock: Clock
       files: FilesRepo
       workspaces: WorkspacesRepo
