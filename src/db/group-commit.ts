@@ -357,22 +357,17 @@ export class EngineCommits implements Commits {
    * Runs `fn` in a transaction of its own once the caller's turn of the event loop is over (as
    * GroupCommit's batch: never before `run` returns); counted in `stats` as a batch of one.
    */
-  run<T>(fn: () => T): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      setImmediate(() => {
-        const began = performance.now()
-        try {
-          const value = this.engine.transaction(fn)
-          this.stats.batches++
-          this.stats.jobs++
-          resolve(value)
-        } catch (err) {
-          reject(err)
-        } finally {
-          this.stats.commitSeconds += (performance.now() - began) / 1000
-        }
-      })
-    })
+  async run<T>(fn: () => T): Promise<T> {
+    await new Promise<void>((resolve) => setImmediate(resolve))
+    const began = performance.now()
+    try {
+      const value = this.engine.transaction(fn)
+      this.stats.batches++
+      this.stats.jobs++
+      return value
+    } finally {
+      this.stats.commitSeconds += (performance.now() - began) / 1000
+    }
   }
 
   runUnflushed<T>(fn: () => T): T {
