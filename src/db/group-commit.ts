@@ -1,4 +1,5 @@
 import type { DB } from './database'
+import type { Engine } from './engine'
 import { datasyncFile, KeptOpenSync } from '../lib/durable'
 import { WriteStats } from './write-stats'
 import type { BucketChanges } from './bucket-changes'
@@ -8,6 +9,19 @@ const BUSY_WAIT_MS = 5000
 
 /** Makes a file's written data durable (fdatasync), off the event loop. */
 export type SyncFile = (file: string) => Promise<void>
+
+/**
+ * What services use of group commit, on either database: `GroupCommit` on SQLite, `EngineCommits`
+ * on PostgreSQL (`commitsFor` picks).
+ */
+export interface Commits {
+  run<T>(fn: () => T): Promise<T>
+  runUnflushed<T>(fn: () => T): T
+  flush(): Promise<void>
+  close(): void
+  readonly stats: { batches: number; jobs: number; flushes: number; commitSeconds: number; flushSeconds: number }
+  readonly writeStats: WriteStats | undefined
+}
 
 /**
  * Group commit for the hot write transactions (an upload's handshake and its settle, PutObject).
@@ -41,7 +55,7 @@ export type SyncFile = (file: string) => Promise<void>
  * (their transactions may or may not survive; none of them was acknowledged; those still waiting
  * for their batch are never committed) until a restart lets SQLite recover the WAL.
  */
-export class GroupCommit {
+export class GroupCommit implements Commits {
   private readonly normal
   private readonly full
   private readonly noWait
@@ -321,4 +335,55 @@ class BatchLost extends Error {
   constructor(override readonly cause: unknown) {
     super('the batch was rolled back', { cause })
   }
+}
+
+/**
+ * Group commit's interface on PostgreSQL (#30): each unit is an engine transaction of its own,
+ * retried there after a serialization failure or a deadlock, and durable when its COMMIT returns
+ * (`synchronous_commit = on`, PostgreSQL's default: the server flushes its WAL before it answers).
+ * There is no WAL of ours to flush, so `flush` has nothing to wait for and `runUnflushed` is
+ * `run` without the wait. Sharing one flush among a node's concurrent writes, as GroupCommit does
+ * on SQLite, is left to the server (README, "Metadata in PostgreSQL"): the bridge's one connection
+ * runs one transaction at a time, and PostgreSQL already groups the flushes of its connections'
+ * commits (`commit_delay`, `commit_siblings`).
+ */
+export class EngineCommits implements Commits {
+  readonly stats = { batches: 0, jobs: 0, flushes: 0, commitSeconds: 0, flushSeconds: 0 }
+  readonly writeStats = undefined
+
+  constructor(private readonly engine: Engine) {}
+
+  /**
+   * Runs `fn` in a transaction of its own once the caller's turn of the event loop is over (as
+   * GroupCommit's batch: never before `run` returns); counted in `stats` as a batch of one.
+   */
+  async run<T>(fn: () => T): Promise<T> {
+    await new Promise<void>((resolve) => setImmediate(resolve))
+    const began = performance.now()
+    try {
+      const value = this.engine.transaction(fn)
+      this.stats.batches++
+      this.stats.jobs++
+      return value
+    } finally {
+      this.stats.commitSeconds += (performance.now() - began) / 1000
+    }
+  }
+
+  runUnflushed<T>(fn: () => T): T {
+    return this.engine.transaction(fn)
+  }
+
+  flush(): Promise<void> {
+    return Promise.resolve()
+  }
+
+  close(): void {}
+}
+
+/** Group commit for a database: GroupCommit on SQLite (its WAL flushed once per batch), EngineCommits on PostgreSQL. */
+export function commitsFor(db: DB | Engine, sync?: SyncFile, changes?: BucketChanges): Commits {
+  if (!('dialect' in db)) return new GroupCommit(db, sync, changes)
+  if (db.dialect === 'postgres') return new EngineCommits(db)
+  return new GroupCommit((db as Engine & { db: DB }).db, sync, changes)
 }

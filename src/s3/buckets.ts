@@ -1,7 +1,8 @@
 import type { Leases } from '../services/leases'
 import type { ObjectLock } from '../services/object-lock'
 import type { DB } from '../db/database'
-import type { GroupCommit } from '../db/group-commit'
+import { constraintViolated, engineOf, type Engine } from '../db/engine'
+import type { Commits } from '../db/group-commit'
 import type { AuthenticatedTenant } from '../db/repos/tenants'
 import type { Workspace, WorkspacesRepo } from '../db/repos/workspaces'
 import type { ObjectsRepo } from '../db/repos/objects'
@@ -21,9 +22,15 @@ import type { BucketCache, BucketWorkspace } from '../services/bucket-cache'
 
 /** Everything the S3 front's operations work with: the same repositories and store as the API. */
 export interface S3Deps {
-  db: DB
+  /**
+   * The database. Every transaction of the S3 front runs on its engine (#30): on PostgreSQL a run
+   * that meets a deadlock or a serialization failure runs again, so each one does nothing outside
+   * the database that a second run would repeat (a store's deletions wait for `writes.drain`
+   * after the commit; what the disk store does inside one is idempotent, BlobWrites).
+   */
+  db: DB | Engine
   /** The hot commits (PutObject) share WAL flushes with the JSON API's uploads. */
-  commits: GroupCommit
+  commits: Commits
   clock: Clock
   store: BlobStore
   /** New content in (under a lease on a remote store) and released content out, as the API's uploads. */
@@ -144,33 +151,47 @@ export class S3Buckets {
     const { db, clock, workspaces, region } = this.deps
     const now = clock.now()
     const id = uuidv7(now)
-    const existing = db
-      .transaction(() => {
-        const owned = workspaces.getBySlug(tenant.id, name)
-        if (owned && region === 'us-east-1') return owned
-        if (owned) {
-          throw new S3Error('BucketAlreadyOwnedByYou', 'Your previous request to create the named bucket succeeded and you already own it.', {
-            BucketName: name,
-          })
-        }
-        workspaces.insert({ id, tenantId: tenant.id, name, slug: name, quotaBytes: null, metadata: null, webhookUrl: null, now })
-        return undefined
+    const engine = engineOf(db)
+    const existing = (): Workspace | undefined => {
+      const owned = workspaces.getBySlug(tenant.id, name)
+      if (owned && region === 'us-east-1') return owned
+      if (owned) {
+        throw new S3Error('BucketAlreadyOwnedByYou', 'Your previous request to create the named bucket succeeded and you already own it.', {
+          BucketName: name,
+        })
+      }
+      return undefined
+    }
+    let found: Workspace | undefined
+    try {
+      found = engine.transaction(() => {
+        const owned = existing()
+        if (!owned) workspaces.insert({ id, tenantId: tenant.id, name, slug: name, quotaBytes: null, metadata: null, webhookUrl: null, now })
+        return owned
       })
-      .immediate()
-    return existing ?? workspaces.getLive(tenant.id, id)!
+    } catch (err) {
+      // Another node (PostgreSQL, #30) created the same name between the check and the insert: the
+      // unique index (tenant, slug) refused ours, and the answer is the one a later request gets.
+      if (constraintViolated(err) !== 'unique') throw err
+      found = engine.read(existing)
+      if (!found) throw err
+    }
+    return found ?? workspaces.getLive(tenant.id, id)!
   }
 
   /** Deletes an empty bucket (its workspace), aborting multipart uploads still in progress. */
   async delete(tenant: AuthenticatedTenant, name: string): Promise<void> {
     const { db, clock, workspaces, objects, multipart } = this.deps
-    db.transaction(() => {
+    // Rows only (a remote store's content is tombstoned here and deleted by the drain after it):
+    // safe to run again after a PostgreSQL retry.
+    engineOf(db).transaction(() => {
       const w = this.resolve(tenant, name)
       // A versioned bucket is empty only without versions and delete markers too, as AWS.
       if (objects.hasLiveFiles(w.id) || this.deps.versions.hasAny(w.id))
         throw new S3Error('BucketNotEmpty', 'The bucket you tried to delete is not empty', { BucketName: name })
       for (const uploadId of multipart.idsInWorkspace(w.id)) this.dropBlobs(multipart.delete(uploadId))
       workspaces.softDelete(tenant.id, w.id, clock.now())
-    }).immediate()
+    })
     await this.deps.writes.drainQuietly()
   }
 

@@ -13,6 +13,7 @@ import { openedAlongside, sealStream, sealedObjectSize, type ObjectKey } from '.
 import type { SseKey } from './sse'
 import type { S3Buckets, S3Deps } from './buckets'
 import type { StagedBlob } from '../blobs/blob-store'
+import { engineOf } from '../db/engine'
 import { rollupPage, type KeysetSource, type ListResult } from './listing'
 import { BlobWrites } from '../services/blob-writes'
 import { crashPoint } from '../lib/crash-points'
@@ -82,7 +83,7 @@ export class S3Multipart {
       createdAt: now,
       expiresAt: now + this.deps.multipartTtlMs,
     }
-    this.deps.db.transaction(() => this.deps.multipart.insert(upload)).immediate()
+    engineOf(this.deps.db).transaction(() => this.deps.multipart.insert(upload))
     return upload
   }
 
@@ -207,7 +208,11 @@ export class S3Multipart {
       // The part row, written with the blob's, keeps the content from collection until the
       // upload completes, aborts or expires (BlobsRepo.sizeIfUnreferenced counts parts).
       await writes.write(BlobWrites.writerId(), staged, (settle) => {
-        db.transaction(() => {
+        // Safe to run twice (a PostgreSQL retry, #30): releasing the bytes in flight and settling
+        // are idempotent, the replaced part is read again, and its content is only tombstoned
+        // (remote store; deleted by the drain below) or unlinked (disk, which a second run skips).
+        engineOf(db).transaction(() => {
+          replaced = undefined
           if (!multipart.get(w.id, upload.id)) throw noSuchUpload()
           const old = multipart.part(upload.id, partNumber)
           releaseInFlight()
@@ -222,7 +227,7 @@ export class S3Multipart {
             this.buckets.dropBlobs([old.sha256])
             replaced = old.sha256
           }
-        }).immediate()
+        })
         // Committed: this is the part now, and it answers after the commit before it did.
         before = this.partAnswers.get(slot)
         const mine = new Promise<void>((resolve) => (answered = resolve))
@@ -464,12 +469,10 @@ export class S3Multipart {
     // One on another worker is not waited for (that would take a lease, a write a full disk may
     // refuse): its commit finds the upload gone and answers NoSuchUpload, as after any abort.
     this.deps.reserve.freeing(() =>
-      this.deps.db
-        .transaction(() => {
-          const { upload } = this.upload(tenant, bucket, key, uploadId)
-          this.buckets.dropBlobs(this.deps.multipart.delete(upload.id))
-        })
-        .immediate(),
+      engineOf(this.deps.db).transaction(() => {
+        const { upload } = this.upload(tenant, bucket, key, uploadId)
+        this.buckets.dropBlobs(this.deps.multipart.delete(upload.id))
+      }),
     )
     await this.deps.writes.drainQuietly()
   }
@@ -515,16 +518,17 @@ export class S3Multipart {
    * released (on a remote store tombstoned, and deleted by the next GC run's drain).
    */
   reclaim(): number {
-    const { db, multipart, clock } = this.deps
+    const { multipart, clock } = this.deps
+    const engine = engineOf(this.deps.db)
     let reclaimed = 0
     for (const u of [...multipart.expired(clock.now(), 200), ...multipart.orphaned(200)]) {
-      db.transaction(() => {
+      engine.transaction(() => {
         this.buckets.dropBlobs(multipart.delete(u.id))
-      }).immediate()
+      })
       reclaimed++
     }
     // Completed uploads are remembered for a retried Complete until their time is up.
-    db.transaction(() => multipart.forgetCompleted(clock.now(), 1000)).immediate()
+    engine.transaction(() => multipart.forgetCompleted(clock.now(), 1000))
     return reclaimed
   }
 }

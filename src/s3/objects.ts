@@ -9,6 +9,7 @@ import { uuidv7 } from '../lib/ids'
 import { toFileName } from '../lib/text'
 import { AppError } from '../errors'
 import { BlobWrites } from '../services/blob-writes'
+import { engineOf } from '../db/engine'
 import { lockError } from './object-lock'
 import { S3Error, fromAppError } from './errors'
 import { ingest, type BodySpec } from './ingest'
@@ -419,14 +420,14 @@ export class S3Objects {
     const { db, clock, reserve } = this.deps
     let outcome: DeleteOutcome = { deleteMarker: false }
     reserve.freeing(() =>
-      db
-        .transaction(() => {
-          const w = this.buckets.resolve(tenant, bucket)
-          // Checked under the write lock: no write can slip in between the check and the delete.
-          this.checkDeleteConditions(w, key, versionId, conditions)
-          outcome = this.deleteOne(tenant, w, key, versionId, clock.now())
-        })
-        .immediate(),
+      // Rows only (and the disk store's idempotent unlinks): a run the disk reserve or PostgreSQL
+      // repeats checks again and sets the outcome again.
+      engineOf(db).transaction(() => {
+        const w = this.buckets.resolve(tenant, bucket)
+        // Checked under the write lock: no write can slip in between the check and the delete.
+        this.checkDeleteConditions(w, key, versionId, conditions)
+        outcome = this.deleteOne(tenant, w, key, versionId, clock.now())
+      }),
     )
     return outcome
   }
@@ -492,8 +493,9 @@ export class S3Objects {
     type Deleted = { key: string; versionId?: string; deleteMarker: boolean; deleteMarkerVersionId?: string }
     type Failed = { key: string; versionId?: string; code: string; message: string }
     const out = { deleted: [] as Deleted[], errors: [] as Failed[] }
-    const run = db.transaction(() => {
-      // A run the disk reserve repeats (a full disk) reports what its last run did.
+    const run = () => {
+      // A run the disk reserve repeats (a full disk), or PostgreSQL after a deadlock or a
+      // serialization failure (#30), reports what its last run did.
       out.deleted.length = out.errors.length = 0
       const w = this.buckets.resolve(tenant, bucket)
       const now = clock.now()
@@ -517,8 +519,8 @@ export class S3Objects {
         else if (o.deleteMarker) out.deleted.push({ key, deleteMarker: true, deleteMarkerVersionId: o.versionId! })
         else out.deleted.push({ key, deleteMarker: false })
       }
-    })
-    reserve.freeing(() => run.immediate())
+    }
+    reserve.freeing(() => engineOf(db).transaction(run))
     return out
   }
 
@@ -528,15 +530,13 @@ export class S3Objects {
    * An object uploaded through the API (no S3 info) gets the info its GET already answers with.
    */
   setTags(tenant: AuthenticatedTenant, bucket: string, key: string, tags: Record<string, string>, versionId?: string): ObjectRow {
-    return this.deps.db
-      .transaction(() => {
-        const o = this.head(tenant, bucket, key, versionId)
-        const { tags: _old, ...rest } = o.info ?? { etag: etagOf(o), contentType: o.fileType, meta: {} }
-        const info: ObjectInfo = Object.keys(tags).length > 0 ? { ...rest, tags } : rest
-        this.deps.objects.setInfo(o.fileId, info)
-        return { ...o, info }
-      })
-      .immediate()
+    return engineOf(this.deps.db).transaction(() => {
+      const o = this.head(tenant, bucket, key, versionId)
+      const { tags: _old, ...rest } = o.info ?? { etag: etagOf(o), contentType: o.fileType, meta: {} }
+      const info: ObjectInfo = Object.keys(tags).length > 0 ? { ...rest, tags } : rest
+      this.deps.objects.setInfo(o.fileId, info)
+      return { ...o, info }
+    })
   }
 
   /** CopyObject within the tenant: the content is shared (same blob), not copied. */
@@ -555,20 +555,19 @@ export class S3Objects {
     lock?: ObjectInfo['lock'],
   ): { row: ObjectRow; source: ObjectRow } {
     checkKey(to.key)
-    const { db } = this.deps
-    return db
-      .transaction(() => {
-        const source = this.head(tenant, from.bucket, from.key, from.versionId)
-        check(source)
-        const target = this.buckets.resolve(tenant, to.bucket)
-        checkWriteConditions(conditions, this.deps.objects.get(target.id, to.key))
-        const { lock: _sourceLock, ...copied } = copiedInfo(source, info, tags)
-        const row = this.replace(tenant, target, to.key, source.sha256, source.size, { ...copied, ...(lock ? { lock } : {}) })
-        // The copy keeps the source's parts count, so it keeps the layout that partNumber reads (#24).
-        if (copied.parts !== undefined) this.deps.objects.copyParts(source.fileId, row.fileId)
-        return { row, source }
-      })
-      .immediate()
+    // Rows only: the content is shared, nothing is written to the store, so a run PostgreSQL
+    // repeats (#30) reads and checks again and makes one copy.
+    return engineOf(this.deps.db).transaction(() => {
+      const source = this.head(tenant, from.bucket, from.key, from.versionId)
+      check(source)
+      const target = this.buckets.resolve(tenant, to.bucket)
+      checkWriteConditions(conditions, this.deps.objects.get(target.id, to.key))
+      const { lock: _sourceLock, ...copied } = copiedInfo(source, info, tags)
+      const row = this.replace(tenant, target, to.key, source.sha256, source.size, { ...copied, ...(lock ? { lock } : {}) })
+      // The copy keeps the source's parts count, so it keeps the layout that partNumber reads (#24).
+      if (copied.parts !== undefined) this.deps.objects.copyParts(source.fileId, row.fileId)
+      return { row, source }
+    })
   }
 
   /**

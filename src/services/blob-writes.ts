@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import type { DB } from '../db/database'
+import { engineOf, type Engine } from '../db/engine'
 import type { BlobsRepo } from '../db/repos/blobs'
 import type { BlobStore, StagedBlob } from '../blobs/blob-store'
 import type { Clock } from '../lib/clock'
@@ -16,11 +17,17 @@ import type { RemoteBlobs } from './remote-blobs'
  * On disk the transaction's lock orders a write and a deletion of the same hash; on a remote store
  * leases and tombstones do (RemoteBlobs). Nothing else calls place, ensurePlaced or removeSync on
  * the store being served (`coffer migrate-blobs` places into the other store, which nothing collects).
+ *
+ * Transactions run on the engine (#30): on PostgreSQL a run that meets a deadlock or a
+ * serialization failure runs again, so what they do outside the database is idempotent: the disk
+ * store's `ensurePlaced` places content that is not there yet, and `removeSync` deletes what is
+ * there (a second run finds nothing to delete); a remote store's deletions wait for `drain`, after
+ * the commit. Counters are added up after the commit, never inside a run.
  */
 export class BlobWrites {
   constructor(
     private readonly deps: {
-      db: DB
+      db: DB | Engine
       clock: Clock
       blobs: BlobsRepo
       store: BlobStore
@@ -102,18 +109,20 @@ export class BlobWrites {
   async releaseDeferred(shas?: string[]): Promise<{ blobs: number; bytes: number }> {
     const { db, blobs } = this.deps
     const result = { blobs: 0, bytes: 0 }
-    const finish = (batch: string[]) =>
-      db
-        .transaction(() => {
-          for (const sha of batch) {
-            const size = this.releaseInTx(sha)
-            blobs.undefer(sha)
-            if (size === undefined) continue
-            result.blobs++
-            result.bytes += size
-          }
-        })
-        .immediate()
+    const finish = (batch: string[]) => {
+      // Freed sizes are kept by the run that commits: a run PostgreSQL repeats starts over.
+      const freed = engineOf(db).transaction(() => {
+        const sizes: number[] = []
+        for (const sha of batch) {
+          const size = this.releaseInTx(sha)
+          blobs.undefer(sha)
+          if (size !== undefined) sizes.push(size)
+        }
+        return sizes
+      })
+      result.blobs += freed.length
+      for (const size of freed) result.bytes += size
+    }
     if (shas) finish(shas)
     else {
       for (;;) {
@@ -149,7 +158,7 @@ export class BlobWrites {
         if (leased) await remote.discardIfUnused(writer, sha256)
         return
       }
-      db.transaction(() => this.removeOrphanInTx(sha256)).immediate()
+      engineOf(db).transaction(() => this.removeOrphanInTx(sha256))
     } catch {
       // Best effort: `coffer gc` removes orphans it finds later.
     }

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import type { GroupCommit } from '../db/group-commit'
+import type { Commits } from '../db/group-commit'
 import type { LeasesRepo } from '../db/repos/leases'
 import type { Background } from '../lib/background'
 import type { Clock } from '../lib/clock'
@@ -32,7 +32,7 @@ export class Leases {
 
   constructor(
     private readonly repo: LeasesRepo,
-    private readonly commits: GroupCommit,
+    private readonly commits: Commits,
     private readonly clock: Clock,
     pid: number,
   ) {

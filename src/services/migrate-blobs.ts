@@ -1,5 +1,6 @@
 import { Readable } from 'node:stream'
 import type { DB } from '../db/database'
+import { engineOf, type Engine } from '../db/engine'
 import { BlobsRepo } from '../db/repos/blobs'
 import { BlobNotFoundError, type BlobStore } from '../blobs/blob-store'
 
@@ -25,7 +26,7 @@ export interface MigrateReport {
  * during the run is copied by the next run, content collected meanwhile is reported missing (its
  * copy, if made, is an orphan the target's `coffer gc` sweeps). The source is never modified.
  */
-export async function migrateBlobs(deps: { db: DB; from: BlobStore; to: BlobStore }): Promise<MigrateReport> {
+export async function migrateBlobs(deps: { db: DB | Engine; from: BlobStore; to: BlobStore }): Promise<MigrateReport> {
   const { from, to } = deps
   const blobs = new BlobsRepo(deps.db)
   const report: MigrateReport = { checked: 0, copied: 0, bytesCopied: 0, present: 0, missing: [], corrupt: [] }
@@ -72,8 +73,9 @@ export async function migrateBlobs(deps: { db: DB; from: BlobStore; to: BlobStor
           continue
         }
         await to.place(staged)
-        // What a commit does: the disk store writes content it keeps inline here, durably.
-        deps.db.transaction(() => to.ensurePlaced(staged)).immediate()
+        // What a commit does: the disk store writes content it keeps inline here, durably. Safe to
+        // run twice (a PostgreSQL retry): ensurePlaced writes nothing that is there already.
+        engineOf(deps.db).transaction(() => to.ensurePlaced(staged))
         report.copied++
         report.bytesCopied += size
       } finally {

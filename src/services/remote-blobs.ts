@@ -1,5 +1,6 @@
 import { storeUnavailable } from '../errors'
 import type { DB } from '../db/database'
+import { engineOf, type Engine } from '../db/engine'
 import type { BlobLeasesRepo } from '../db/repos/blob-leases'
 import type { BlobsRepo } from '../db/repos/blobs'
 import type { BlobStore } from '../blobs/blob-store'
@@ -33,11 +34,17 @@ export const LEASE_MS = 60 * 60_000
  * finished (or its claim ran out, which bounds a lost request's window) before an upload writes H
  * again. A crashed deleter leaves a tombstone that the next collection (or the next upload of H)
  * completes; a crashed upload leaves a lease that expires, and an object the orphan sweep removes.
+ *
+ * The transactions run on the engine (#30) and touch nothing but rows: every call to the store
+ * (a deletion) and every wait happens between them, so a run PostgreSQL repeats after a deadlock
+ * or a serialization failure repeats no store call.
  */
 export class RemoteBlobs {
+  private readonly engine: Engine
+
   constructor(
     private readonly deps: {
-      db: DB
+      db: DB | Engine
       clock: Clock
       leases: BlobLeasesRepo
       blobs: BlobsRepo
@@ -45,7 +52,9 @@ export class RemoteBlobs {
       /** The store's per-call timeout: how long a lease waits on someone else's deletion. */
       timeoutMs: number
     },
-  ) {}
+  ) {
+    this.engine = engineOf(deps.db)
+  }
 
   /** How long a deleter holds a claimed tombstone: its DELETE (with retries) is over by then. */
   private get claimMs(): number {
@@ -54,19 +63,17 @@ export class RemoteBlobs {
 
   /** Step 1 of an upload: waits out (or completes) a deletion of `sha256`, then leases it. */
   async lease(uploadId: string, sha256: string): Promise<void> {
-    const { db, clock, leases } = this.deps
+    const { clock, leases } = this.deps
     const deadline = Date.now() + this.deps.timeoutMs
     for (;;) {
-      const state = db
-        .transaction(() => {
-          const now = clock.now()
-          if (!leases.tombstoned(sha256)) {
-            leases.lease(uploadId, sha256, now + LEASE_MS)
-            return 'leased'
-          }
-          return leases.claim(sha256, now, now + this.claimMs) ? 'claimed' : 'busy'
-        })
-        .immediate()
+      const state = this.engine.transaction(() => {
+        const now = clock.now()
+        if (!leases.tombstoned(sha256)) {
+          leases.lease(uploadId, sha256, now + LEASE_MS)
+          return 'leased'
+        }
+        return leases.claim(sha256, now, now + this.claimMs) ? 'claimed' : 'busy'
+      })
       if (state === 'leased') return
       if (state === 'claimed') await this.deleteClaimed(sha256)
       else if (Date.now() > deadline) throw storeUnavailable('lease')
@@ -76,7 +83,7 @@ export class RemoteBlobs {
 
   /** Drops an upload's lease (it failed; on success the commit drops it). */
   release(uploadId: string): void {
-    this.deps.db.transaction(() => this.deps.leases.release(uploadId)).immediate()
+    this.engine.transaction(() => this.deps.leases.release(uploadId))
   }
 
   /** Inside the commit transaction: the lease must still hold, else a collector may have deleted the object. */
@@ -100,13 +107,11 @@ export class RemoteBlobs {
 
   /** Deletes the content of a failed upload when nothing else needs it (best effort: orphans are swept later). */
   async discardIfUnused(uploadId: string, sha256: string): Promise<void> {
-    const { db, blobs } = this.deps
-    const condemned = db
-      .transaction(() => {
-        this.deps.leases.release(uploadId)
-        return !blobs.exists(sha256) && this.condemnInTx(sha256)
-      })
-      .immediate()
+    const { blobs } = this.deps
+    const condemned = this.engine.transaction(() => {
+      this.deps.leases.release(uploadId)
+      return !blobs.exists(sha256) && this.condemnInTx(sha256)
+    })
     if (condemned) await this.drain().catch(() => undefined)
   }
 
@@ -116,16 +121,16 @@ export class RemoteBlobs {
    * tombstones stay for the next run).
    */
   async drain(): Promise<{ deleted: number; failed: number }> {
-    const { db, clock, leases } = this.deps
+    const { clock, leases } = this.deps
     const out = { deleted: 0, failed: 0 }
-    db.transaction(() => leases.dropExpired(clock.now())).immediate()
+    this.engine.transaction(() => leases.dropExpired(clock.now()))
     const failed = new Set<string>()
     for (;;) {
       const batch = leases.claimable(clock.now(), 100).filter((sha) => !failed.has(sha))
       if (batch.length === 0) return out
       for (const sha256 of batch) {
         const now = clock.now()
-        if (!db.transaction(() => leases.claim(sha256, now, now + this.claimMs)).immediate()) continue
+        if (!this.engine.transaction(() => leases.claim(sha256, now, now + this.claimMs))) continue
         try {
           await this.deleteClaimed(sha256)
           out.deleted++
@@ -144,14 +149,14 @@ export class RemoteBlobs {
 
   /** Deletes a claimed tombstone's object and removes the tombstone; on failure releases the claim for a retry. */
   private async deleteClaimed(sha256: string): Promise<void> {
-    const { db, leases, store } = this.deps
+    const { leases, store } = this.deps
     try {
       await store.remove(sha256)
     } catch (err) {
       // A DELETE that timed out may still land: the claim is released only after it surely has.
-      if ((err as { operation?: string }).operation === undefined) db.transaction(() => leases.unclaim(sha256)).immediate()
+      if ((err as { operation?: string }).operation === undefined) this.engine.transaction(() => leases.unclaim(sha256))
       throw err
     }
-    db.transaction(() => leases.bury(sha256)).immediate()
+    this.engine.transaction(() => leases.bury(sha256))
   }
 }

@@ -1,7 +1,7 @@
 import { AppError, notFound } from '../errors'
 import type { DB } from '../db/database'
 import { engineOf, type Engine } from '../db/engine'
-import type { GroupCommit } from '../db/group-commit'
+import type { Commits } from '../db/group-commit'
 import type { FileRecord, FilesRepo } from '../db/repos/files'
 import type { WorkspacesRepo } from '../db/repos/workspaces'
 import type { ObjectInfo, ObjectsRepo } from '../db/repos/objects'
@@ -19,12 +19,18 @@ export type NewUpload = Parameters<FilesRepo['insertPending']>[0]
  * to a file's status writes its webhook event in the same transaction. The two that every
  * upload makes, reserve and commit, go through the group commit: they resolve once durable, with
  * one WAL flush shared by all the uploads settling at the same time.
+ *
+ * On PostgreSQL each is an engine transaction of its own (group-commit.ts EngineCommits), which
+ * runs again after a deadlock or a serialization failure (#30), so each is safe to run twice:
+ * releasing the bytes in flight (StreamCharge.release) does nothing the second time, `settle`
+ * places idempotently and writes rows, and the webhook event is an outbox row, sent by the
+ * scheduler after the commit.
  */
 export class UploadRecords {
   constructor(
     private readonly deps: {
       db: DB | Engine
-      commits: GroupCommit
+      commits: Commits
       clock: Clock
       files: FilesRepo
       workspaces: WorkspacesRepo

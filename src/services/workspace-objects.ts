@@ -1,5 +1,6 @@
 import { AppError } from '../errors'
 import type { DB } from '../db/database'
+import { engineOf, type Engine } from '../db/engine'
 import type { ObjectRow, ObjectsRepo } from '../db/repos/objects'
 import type { AuthenticatedTenant } from '../db/repos/tenants'
 import type { FilesRepo } from '../db/repos/files'
@@ -32,7 +33,7 @@ const summary = (o: ObjectRow): ObjectSummary => ({
 export class WorkspaceObjects {
   constructor(
     private readonly deps: {
-      db: DB
+      db: DB | Engine
       objects: ObjectsRepo
       files: FilesRepo
       workspaces: WorkspacesService
@@ -100,7 +101,8 @@ export class WorkspaceObjects {
    */
   deleteIfEmpty(tenant: AuthenticatedTenant, workspaceId: string): void {
     const { db, objects, versions, workspaces } = this.deps
-    db.transaction(() => {
+    // Rows only: a run PostgreSQL repeats (40001/40P01) checks again and deletes once.
+    engineOf(db).transaction(() => {
       const w = workspaces.get(tenant, workspaceId)
       const files = this.fileCount(tenant, w.id)
       if (files > 0 || objects.hasLiveFiles(w.id)) {
@@ -118,6 +120,6 @@ export class WorkspaceObjects {
         })
       }
       workspaces.delete(tenant, w.id)
-    }).immediate()
+    })
   }
 }
