@@ -10,8 +10,15 @@ import vm from 'node:vm'
  * of dead chunks resident and triggers costly full collections. A young-generation collection
  * every few MiB transferred frees them while they are still young, for well under a millisecond.
  * Measured on a 100 MiB upload: peak RSS 128-147 MB without, 104 MB with (see README, Performance).
+ *
+ * Every 2 MiB, not 8: the young chunks' bytes count against the heap's limit until a scavenge
+ * frees them, and a server's heap is small (~20 MB), so 8 MiB of them still started a full
+ * mark-compact every ~20 MiB streamed. Per 100 MiB PutObject, V8's helper threads spent 110-160 ms
+ * of CPU (about the MD5's 150 ms) with 8 MiB and 10-70 ms with 2 MiB, alternating in the same run;
+ * the scavenges, ~50 per 100 MiB, cost the main thread no measurable time (#29,
+ * scripts/bench/README.md "Where a 100 MiB PutObject's CPU goes").
  */
-const EVERY_BYTES = 8 * 1024 * 1024
+const EVERY_BYTES = 2 * 1024 * 1024
 
 /**
  * After a load, V8 keeps the heap it grew and the dead Buffers' off-heap memory until its own
