@@ -28,6 +28,10 @@ import { makeS3, pattern } from './s3-helper'
 import { BUNDLE, buildBundle, startCoffer } from './process-helper'
 import { admin, freshSchema, withPg } from './pg/fixture'
 
+// Every statement on PostgreSQL is a round trip through the synchronous bridge: hundreds of them take
+// 40 s on a quiet machine and came within 20 s of the suite's 120 s per file at load 15.
+t.setTimeout(300_000)
+
 buildBundle()
 
 interface Run {

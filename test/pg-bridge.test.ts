@@ -6,6 +6,10 @@ import { PgError } from '../src/db/pg/errors'
 import { toPgParams } from '../src/db/pg/placeholders'
 import { admin, freshSchema, withPg } from './pg/fixture'
 
+// Every statement on PostgreSQL is a round trip through the synchronous bridge: hundreds of them take
+// 40 s on a quiet machine and came within 20 s of the suite's 120 s per file at load 15.
+t.setTimeout(300_000)
+
 // The synchronous bridge to PostgreSQL (#30): results as better-sqlite3 gives them, errors as
 // SQLSTATEs, transactions, and what happens when the server is slow, gone or never answers.
 

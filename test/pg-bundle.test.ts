@@ -6,6 +6,10 @@ import { tempDir } from './helper'
 import { withPg } from './pg/fixture'
 import { checkBridge, PROBE_PRELOAD } from './pg/artifact'
 
+// Every statement on PostgreSQL is a round trip through the synchronous bridge: hundreds of them take
+// 40 s on a quiet machine and came within 20 s of the suite's 120 s per file at load 15.
+t.setTimeout(300_000)
+
 // The PostgreSQL bridge inside dist/coffer.cjs (#30): its worker thread, pg inlined, starts from
 // the bundle alone. The single executable's twin is in sea.test.ts, which builds it.
 

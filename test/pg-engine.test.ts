@@ -9,6 +9,10 @@ import { migratePg } from '../src/db/pg/migrate'
 import { freshSchema, withPg } from './pg/fixture'
 import { tempDir } from './helper'
 
+// Every statement on PostgreSQL is a round trip through the synchronous bridge: hundreds of them take
+// 40 s on a quiet machine and came within 20 s of the suite's 120 s per file at load 15.
+t.setTimeout(300_000)
+
 // The PostgreSQL engine's transaction against the fixture (#30): a serialization failure or a
 // deadlock, caused by another connection that really conflicts, runs the transaction again, a
 // bounded number of times; and constraint violations, one kind on both databases.

@@ -10,6 +10,10 @@ import { PgBridge } from '../src/db/pg/bridge'
 import { admin, freshSchema, withPg } from './pg/fixture'
 import { tempDir } from './helper'
 
+// Every statement on PostgreSQL is a round trip through the synchronous bridge: hundreds of them take
+// 40 s on a quiet machine and came within 20 s of the suite's 120 s per file at load 15.
+t.setTimeout(300_000)
+
 // PostgreSQL's schema (#30): SQLite's migrations in PostgreSQL's dialect, applied once under an
 // advisory lock however many nodes start together.
 

@@ -1,3 +1,4 @@
+import t from 'tap'
 import type { Engine } from '../src/db/engine'
 import type { GroupCommit } from '../src/db/group-commit'
 import type { ObjectsRepo } from '../src/db/repos/objects'
@@ -21,6 +22,10 @@ import { FilesRepo, type FileRecord } from '../src/db/repos/files'
 import { VersionsRepo, type VersionCursor, type VersionRow } from '../src/db/repos/versions'
 import { WorkspacesRepo } from '../src/db/repos/workspaces'
 import { onBoth, T1, T2, twoTenants } from './pg/repos'
+
+// Every statement on PostgreSQL is a round trip through the synchronous bridge: hundreds of them take
+// 40 s on a quiet machine and came within 20 s of the suite's 120 s per file at load 15.
+t.setTimeout(300_000)
 
 // The files and versions repositories on both databases (#30): each scenario runs on SQLite and
 // on PostgreSQL, checked as it goes, and the two transcripts must be the same. What the triggers

@@ -1,3 +1,4 @@
+import t from 'tap'
 import type { Engine } from '../src/db/engine'
 import { TenantsRepo } from '../src/db/repos/tenants'
 import { WorkspacesRepo } from '../src/db/repos/workspaces'
@@ -8,6 +9,10 @@ import { BucketConfigsRepo } from '../src/db/repos/bucket-configs'
 import { LifecycleRepo } from '../src/db/repos/lifecycle'
 import { listPage, rollupPage, utf8Compare, type KeysetSource, type ListResult } from '../src/s3/listing'
 import { key, onBoth, T1, T2 } from './pg/repos'
+
+// Every statement on PostgreSQL is a round trip through the synchronous bridge: hundreds of them take
+// 40 s on a quiet machine and came within 20 s of the suite's 120 s per file at load 15.
+t.setTimeout(300_000)
 
 // The S3 objects, multipart and lifecycle repositories on both databases (#30), as
 // test/pg-repos.test.ts does the others: the same scenario runs on SQLite and on PostgreSQL, each

@@ -13,6 +13,10 @@ import { ObjectLocksRepo } from '../src/db/repos/object-locks'
 import { withPg } from './pg/fixture'
 import { key, onBoth, postgres, sqlite, T1, T2, twoTenants, W1, type Databases } from './pg/repos'
 
+// Every statement on PostgreSQL is a round trip through the synchronous bridge: hundreds of them take
+// 40 s on a quiet machine and came within 20 s of the suite's 120 s per file at load 15.
+t.setTimeout(300_000)
+
 // The tenants and S3 credentials repositories on both databases (#30): the same scenario runs on
 // SQLite and on PostgreSQL, each checked as it goes, and the two transcripts must be the same.
 

@@ -42,6 +42,10 @@ import { postgres, sqlite, key, T1, T2 } from './pg/repos'
 import { withPg } from './pg/fixture'
 import { tempDir } from './helper'
 
+// Every statement on PostgreSQL is a round trip through the synchronous bridge: hundreds of them take
+// 40 s on a quiet machine and came within 20 s of the suite's 120 s per file at load 15.
+t.setTimeout(300_000)
+
 // The S3 front's operations and the services around blobs on both databases (#30): one scenario
 // runs on SQLite, on SQLite with every outermost transaction run twice (the first run rolled
 // back, as PostgreSQL's engine runs one again after 40001/40P01), and on PostgreSQL; the three
