@@ -9,6 +9,13 @@ import { PgEngine } from '../src/db/pg/engine'
 import { migratePg } from '../src/db/pg/migrate'
 import { TenantsRepo } from '../src/db/repos/tenants'
 import { WorkspacesRepo } from '../src/db/repos/workspaces'
+import { OutboxRepo } from '../src/db/repos/outbox'
+import { ManualClock } from '../src/lib/clock'
+import { deliver, type DeliveryResult } from '../src/webhooks/deliver'
+import { systemResolver } from '../src/webhooks/ssrf'
+import { RETRY_DELAYS_MS, WebhookScheduler } from '../src/webhooks/scheduler'
+import { postgres, sqlite, type Databases } from './pg/repos'
+import { startReceiver } from './webhook-receiver'
 import { freshSchema, withPg } from './pg/fixture'
 import type { NodeDatabase, NodeTask, Reserved } from './pg/node-worker'
 import { tempDir } from './helper'
@@ -97,7 +104,7 @@ async function startNodes(t: Test, database: NodeDatabase, n: number): Promise<T
   return nodes
 }
 
-function tenantWithQuota(engine: Engine, id: string, quotaBytes: number, n: number): void {
+function tenant(engine: Engine, id: string, quotaBytes: number, n: number): void {
   new TenantsRepo(engine).insert({
     id,
     name: `tenant ${n}`,
@@ -124,8 +131,8 @@ onBoth('uploads reserved by several nodes at once never pass a quota: exactly as
   const size = 100
   const fit = 25
   // The tenant's quota has room for `fit`; the other tenant's is large, its workspace's has room for `fit`.
-  tenantWithQuota(engine, T1, fit * size, 1)
-  tenantWithQuota(engine, T2, 1_000_000_000, 2)
+  tenant(engine, T1, fit * size, 1)
+  tenant(engine, T2, 1_000_000_000, 2)
   new WorkspacesRepo(engine).insert({ id: W2, tenantId: T2, name: 'w', slug: 'w', quotaBytes: fit * size, metadata: null, webhookUrl: null, now: 1 })
   const used = (sql: string) => engine.prepare<[string], { used_bytes: number; quota_bytes: number | null }>(sql)
   const pending = engine.pluck<[string], number>("SELECT count(*) FROM files WHERE tenant_id = ? AND status = 'pending'")
@@ -150,3 +157,106 @@ onBoth('uploads reserved by several nodes at once never pass a quota: exactly as
     t.equal(Number(pending.get(tenantId)), fit, `${scope}: one pending row per success`)
   }
 })
+
+const T3 = '00000000-0000-4000-8000-000000000003'
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+onBoth('two nodes delivering from one outbox send every event exactly once, with the same retries and dead letters', async (t, { engine, database }) => {
+  const ok = await startReceiver(t, [200])
+  const failing = await startReceiver(t, [500])
+  const tenants = [T1, T2, T3]
+  tenants.forEach((id, i) => tenant(engine, id, 1_000_000, i + 1))
+  const outbox = new OutboxRepo(engine)
+  const now = Date.now()
+  const events = 60
+  engine.transaction(() => {
+    for (let i = 0; i < events; i++) {
+      const ev = { tenantId: tenants[i % 3]!, fileId: `f${i}`, event: 'file.uploaded' as const, payload: JSON.stringify({ i }), now }
+      outbox.insert({ ...ev, id: `ev-${String(i).padStart(2, '0')}`, url: ok.url })
+    }
+    outbox.insert({ id: 'ev-dead', tenantId: T1, fileId: 'fd', event: 'file.failed', url: failing.url, payload: '{}', now })
+  })
+  const nodes = await startNodes(t, database, 2)
+  nodes.forEach((n, i) => n.send({ kind: 'deliver', holder: `node ${i}`, claimMs: 60_000 }))
+  t.same(await Promise.all(nodes.map((n) => n.next())), ['delivering', 'delivering'])
+
+  await ok.waitFor(events, 60_000)
+  await failing.waitFor(3, 60_000)
+  // Until nothing is pending, then a little longer: a second sending of any event would come now.
+  for (const deadline = Date.now() + 30_000; outbox.counts().pending > 0 && Date.now() < deadline;) await sleep(50)
+  await sleep(500)
+  nodes.forEach((n) => n.send({ kind: 'stop' }))
+  t.same(await Promise.all(nodes.map((n) => n.next())), ['stopped', 'stopped'])
+
+  const ids = ok.received.map((r) => String(r.headers['webhook-id']))
+  t.equal(ids.length, events, `${events} deliveries for ${events} events`)
+  t.equal(new Set(ids).size, events, 'each event sent once')
+  t.same(outbox.counts(), { pending: 0, delivered: events, dead: 1 })
+  t.same(new Set(outbox.list('delivered', events).map((e) => e.attempts)), new Set([1]), 'each delivered at its first attempt')
+  // The dead letter: 3 attempts in all, 1 s then 2 s apart (at least), whichever node made each.
+  t.equal(failing.received.length, 3, 'a failing receiver is tried 3 times, not 3 per node')
+  const at = failing.received.map((r) => r.at)
+  t.ok(
+    at[1]! - at[0]! >= RETRY_DELAYS_MS[0] && at[2]! - at[1]! >= RETRY_DELAYS_MS[1],
+    `retried after 1 s and 2 s (${at[1]! - at[0]!} ms, ${at[2]! - at[1]!} ms)`,
+  )
+  t.match(outbox.get('ev-dead'), { status: 'dead', attempts: 3, lastError: 'HTTP 500' })
+})
+
+/** Runs `body` on two connections to a fresh SQLite database, then to a fresh PostgreSQL schema. */
+function onBothConnections(title: string, body: (t: Test, dbs: Databases) => Promise<void>): void {
+  t.test(title, async (t) => {
+    await t.test('SQLite', async (t) => body(t, await sqlite(t)))
+    withPg(t, 'PostgreSQL', (url) => {
+      void t.test('PostgreSQL', async (t) => body(t, await postgres(t, url)))
+    })
+  })
+}
+
+onBothConnections(
+  'a node that dies mid-delivery leaves its claim to lapse, then another sends the event; one that stops gives it up at once',
+  async (t, { engine, other }) => {
+    const receiver = await startReceiver(t, [200])
+    tenant(engine, T1, 1_000_000, 1)
+    const clock = new ManualClock(Date.now())
+    const claimMs = 30_000
+    const log = { info() {}, warn() {}, error() {} } as never
+    // Node a's receiver never answers: a node that hangs or died mid-delivery looks the same from outside.
+    const hang = (_d: unknown, signal: AbortSignal) =>
+      new Promise<DeliveryResult>((resolve) => signal.addEventListener('abort', () => resolve({ ok: false, error: 'aborted' })))
+    const send = (d: Parameters<typeof deliver>[0], signal: AbortSignal) => deliver(d, { allowPrivate: true, resolve: systemResolver, signal })
+    const scheduler = (db: Engine, holder: string, s: typeof send) =>
+      new WebhookScheduler({ outbox: new OutboxRepo(db), tenants: new TenantsRepo(db), clock, log, holder, claimMs, send: s })
+    const outbox = new OutboxRepo(engine)
+    const insert = (id: string) => outbox.insert({ id, tenantId: T1, fileId: id, event: 'file.uploaded', url: receiver.url, payload: '{}', now: clock.now() })
+
+    insert('e1')
+    const a = scheduler(engine, 'a', hang)
+    const b = scheduler(other, 'b', send)
+    const aRun = a.runOnce()
+    t.equal(await b.runOnce(), 0, 'node b does not send what node a claimed')
+    clock.advance(claimMs - 1)
+    t.equal(await b.runOnce(), 0, 'nor before the claim lapses')
+    clock.advance(1)
+    t.equal(await b.runOnce(), 1, 'once it lapses, node b sends it')
+    t.equal(receiver.received.length, 1)
+    t.match(outbox.get('e1'), { status: 'delivered', attempts: 1 })
+    // Node a stops (its attempt aborted): the event is delivered already, and stays so.
+    await a.stop()
+    await aRun
+    t.match(outbox.get('e1'), { status: 'delivered', attempts: 1 })
+
+    insert('e2')
+    const a2 = scheduler(engine, 'a2', hang)
+    const a2Run = a2.runOnce()
+    t.equal(await b.runOnce(), 0, 'e2 is claimed by node a2')
+    await a2.stop()
+    await a2Run
+    t.equal(await b.runOnce(), 1, 'a node that stops gives its claims up: node b sends e2 without waiting for the claim to lapse')
+    t.same(
+      receiver.received.map((r) => r.headers['webhook-id']),
+      ['e1', 'e2'],
+    )
+    t.match(outbox.get('e2'), { status: 'delivered', attempts: 1 })
+  },
+)

@@ -11,20 +11,26 @@ import type { GroupCommit } from '../../src/db/group-commit'
 import { PgBridge } from '../../src/db/pg/bridge'
 import { PgEngine } from '../../src/db/pg/engine'
 import { FilesRepo } from '../../src/db/repos/files'
+import { OutboxRepo } from '../../src/db/repos/outbox'
 import { TenantsRepo } from '../../src/db/repos/tenants'
 import { WorkspacesRepo } from '../../src/db/repos/workspaces'
 import { AppError } from '../../src/errors'
 import { systemClock } from '../../src/lib/clock'
 import { Quotas } from '../../src/services/quotas'
 import { UploadRecords } from '../../src/services/upload-records'
+import { deliver } from '../../src/webhooks/deliver'
+import { systemResolver } from '../../src/webhooks/ssrf'
 import type { FileEvents } from '../../src/webhooks/events'
+import { WebhookScheduler } from '../../src/webhooks/scheduler'
 
 /**
  * What a node is asked to do, one message at a time; it answers each. A reservation run waits at
  * `gate` (posting 'waiting' first) until the test opens it for every node at once.
  */
 export type NodeTask =
-  { kind: 'reserve'; tenantId: string; workspaceId: string | null; count: number; size: number; gate: SharedArrayBuffer } | { kind: 'stop' }
+  | { kind: 'reserve'; tenantId: string; workspaceId: string | null; count: number; size: number; gate: SharedArrayBuffer }
+  | { kind: 'deliver'; holder: string; claimMs: number }
+  | { kind: 'stop' }
 
 /** A node's connection: a PostgreSQL URL (its schema on the search path), or a SQLite database file. */
 export type NodeDatabase = { postgres: string } | { sqlite: string }
@@ -47,6 +53,7 @@ function open(): { engine: Engine; close: () => void } {
 const { engine, close } = open()
 const tenants = new TenantsRepo(engine)
 const workspaces = new WorkspacesRepo(engine)
+let scheduler: WebhookScheduler | undefined
 
 /** The API handshake's transaction (UploadRecords.reserve), `count` times, each a write transaction of its own. */
 function reserve(task: Extract<NodeTask, { kind: 'reserve' }>): Reserved[] {
@@ -92,10 +99,28 @@ function reserve(task: Extract<NodeTask, { kind: 'reserve' }>): Reserved[] {
   return results
 }
 
+/** A webhook scheduler as `coffer serve` runs it, delivering to the test's receiver on 127.0.0.1. */
+function startDelivering(task: Extract<NodeTask, { kind: 'deliver' }>): void {
+  scheduler = new WebhookScheduler({
+    outbox: new OutboxRepo(engine),
+    tenants,
+    clock: systemClock,
+    log: { info() {}, warn() {}, error() {} } as never,
+    pollMs: 20,
+    holder: task.holder,
+    claimMs: task.claimMs,
+    send: (delivery, signal) => deliver(delivery, { allowPrivate: true, resolve: systemResolver, signal }),
+  })
+  scheduler.start()
+}
+
 port.on('message', (task: NodeTask) => {
   if (task.kind === 'reserve') port.postMessage(reserve(task))
-  else {
-    void Promise.resolve().then(() => {
+  else if (task.kind === 'deliver') {
+    startDelivering(task)
+    port.postMessage('delivering')
+  } else {
+    void (scheduler?.stop() ?? Promise.resolve()).then(() => {
       close()
       port.postMessage('stopped')
       port.close()
