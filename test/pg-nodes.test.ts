@@ -16,6 +16,14 @@ import { systemResolver } from '../src/webhooks/ssrf'
 import { RETRY_DELAYS_MS, WebhookScheduler } from '../src/webhooks/scheduler'
 import { postgres, sqlite, type Databases } from './pg/repos'
 import { startReceiver } from './webhook-receiver'
+import Fastify from 'fastify'
+import { spawn, type ChildProcess } from 'node:child_process'
+import { once } from 'node:events'
+import { ErrorResponse } from '../src/contract/common'
+import { registerErrorHandling } from '../src/http/error-handler'
+import { healthRoutes } from '../src/http/routes/health'
+import type { App } from '../src/http/types'
+import { makeApp } from './helper'
 import { freshSchema, withPg } from './pg/fixture'
 import type { NodeDatabase, NodeTask, Reserved } from './pg/node-worker'
 import { tempDir } from './helper'
@@ -260,3 +268,76 @@ onBothConnections(
     t.match(outbox.get('e2'), { status: 'delivered', attempts: 1 })
   },
 )
+
+/** /health and /ready over `db`, and a route whose statement runs on it, as the API's routes do. */
+async function probes(t: Test, db: Engine): Promise<App> {
+  const { core } = await makeApp(t)
+  const app = Fastify() as unknown as App
+  app.addSchema(ErrorResponse)
+  registerErrorHandling(app)
+  await healthRoutes(app, { db, dataDir: core.dataDir, store: core.store })
+  app.get('/statement', async () => ({ one: db.pluck('SELECT 1').get() }))
+  t.teardown(() => app.close())
+  return app
+}
+
+t.test('/health reports the database: 503 with Retry-After while it is lost, 200 again once it is back (SQLite: a closed connection)', async (t) => {
+  await t.test('SQLite', async (t) => {
+    const dir = tempDir(t)
+    const db = openDatabase(path.join(dir, 'coffer.db'), dir)
+    const app = await probes(t, engineOf(db))
+    t.same((await app.inject({ url: '/health' })).json(), { status: 'ok' })
+    db.close()
+    const res = await app.inject({ url: '/health' })
+    t.equal(res.statusCode, 503)
+    t.equal(res.headers['retry-after'], '5')
+    t.match(res.json(), { error: { code: 'DATABASE_UNAVAILABLE', details: { checks: { database: /^failed/ } } } })
+  })
+  withPg(t, 'PostgreSQL', (url) => {
+    void t.test('PostgreSQL, its connection through a proxy that is stopped, then started again', async (t) => {
+      const target = new URL(url)
+      // The proxy is another process: the bridge blocks this thread while it waits for PostgreSQL.
+      const proxy = async (port: number): Promise<{ child: ChildProcess; port: number }> => {
+        const child = spawn(process.execPath, ['-e', PROXY, String(port), target.port], { stdio: ['ignore', 'pipe', 'inherit'] })
+        t.teardown(() => void child.kill('SIGKILL'))
+        const [line] = (await once(child.stdout!, 'data')) as [Buffer]
+        return { child, port: Number(String(line).trim()) }
+      }
+      const first = await proxy(0)
+      const through = new URL(url)
+      through.port = String(first.port)
+      const bridge = new PgBridge({ url: through.toString(), connectTimeoutMs: 2000 })
+      t.teardown(() => bridge.close())
+      const app = await probes(t, new PgEngine(bridge))
+
+      t.equal((await app.inject({ url: '/health' })).statusCode, 200, 'connected: 200')
+      first.child.kill('SIGKILL')
+      await once(first.child, 'exit')
+      for (const path of ['/health', '/statement']) {
+        const res = await app.inject({ url: path })
+        t.equal(res.statusCode, 503, `${path}: the connection lost, 503`)
+        t.equal(res.headers['retry-after'], '5', `${path}: with Retry-After`)
+        t.equal(res.json().error.code, 'DATABASE_UNAVAILABLE')
+      }
+      t.match((await app.inject({ url: '/health' })).json(), { error: { details: { checks: { database: /^unavailable: 08/ } } } }, 'nobody listening: refused')
+      t.match((await app.inject({ url: '/ready' })).json(), { error: { code: 'NOT_READY', details: { checks: { database: 'failed' } } } })
+
+      await proxy(first.port)
+      t.same((await app.inject({ url: '/health' })).json(), { status: 'ok' }, 'the database back: 200, with nothing done but asking again')
+      t.same((await app.inject({ url: '/statement' })).json(), { one: 1 })
+    })
+  })
+})
+
+/** A TCP proxy to PostgreSQL on 127.0.0.1: `node -e PROXY <listen port or 0> <target port>`; prints its port. */
+const PROXY = `
+const net = require('node:net')
+const [listen, target] = process.argv.slice(1).map(Number)
+const server = net.createServer((c) => {
+  const u = net.connect(target, '127.0.0.1')
+  const end = () => { c.destroy(); u.destroy() }
+  for (const s of [c, u]) { s.on('error', end); s.on('close', end) }
+  c.pipe(u); u.pipe(c)
+})
+server.listen(listen, '127.0.0.1', () => console.log(server.address().port))
+`
