@@ -23,7 +23,10 @@ import { ErrorResponse } from '../src/contract/common'
 import { registerErrorHandling } from '../src/http/error-handler'
 import { healthRoutes } from '../src/http/routes/health'
 import type { App } from '../src/http/types'
-import { makeApp } from './helper'
+import { captureLogs, makeApp } from './helper'
+import { loadConfig } from '../src/config'
+import { createLogger } from '../src/lib/logger'
+import { startServer } from '../src/server'
 import { freshSchema, withPg } from './pg/fixture'
 import type { NodeDatabase, NodeTask, Reserved } from './pg/node-worker'
 import { tempDir } from './helper'
@@ -341,3 +344,22 @@ const server = net.createServer((c) => {
 })
 server.listen(listen, '127.0.0.1', () => console.log(server.address().port))
 `
+
+t.test('a server starting on SQLite drops the claims of the previous run: an event it was sending goes out at once', async (t) => {
+  const receiver = await startReceiver(t, [200])
+  const dir = tempDir(t)
+  const config = loadConfig({ COFFER_WEBHOOK_ALLOW_PRIVATE: 'true' }, { port: '0', 's3-port': '0', 'data-dir': dir })
+  // The previous run: the event claimed (for an hour) by a process that is gone.
+  const before = await startServer(config, createLogger('silent', captureLogs().stream), { startup: false })
+  const now = Date.now()
+  tenant(engineOf(before.core.db), T1, 1_000_000, 1)
+  before.core.outbox.insert({ id: 'ev', tenantId: T1, fileId: 'f', event: 'file.uploaded', url: receiver.url, payload: '{}', now })
+  t.same(before.core.outbox.claim(['ev'], 'gone', now, now + 3_600_000), ['ev'])
+  await before.close()
+  t.equal(receiver.received.length, 0, 'not sent by the previous run')
+
+  const server = await startServer(config, createLogger('silent', captureLogs().stream))
+  t.teardown(() => server.close())
+  await receiver.waitFor(1, 20_000)
+  t.equal(receiver.received[0]!.headers['webhook-id'], 'ev', 'sent without waiting an hour for the claim to lapse')
+})
