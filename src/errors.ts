@@ -23,6 +23,7 @@ export const ERROR_CODES = [
   'PRECONDITION_FAILED',
   'INSUFFICIENT_STORAGE',
   'STORE_UNAVAILABLE',
+  'DATABASE_UNAVAILABLE',
   'NOT_FOUND',
   'NOT_READY',
   'INTERNAL_ERROR',
@@ -78,6 +79,12 @@ export const validationError = (path: string, message: string): AppError =>
  * header): long enough for a gateway restart or a slow-down to pass, short enough to matter.
  */
 export const STORE_RETRY_AFTER_SECONDS = 5
+
+/**
+ * How long a client should wait after DATABASE_UNAVAILABLE (#30): PostgreSQL's connection was
+ * lost, and the next request connects again, so a restart or a failover is what it waits for.
+ */
+export const DATABASE_RETRY_AFTER_SECONDS = 5
 
 /**
  * The blob store (an S3-compatible object store) is down, slow past its timeout, or refusing us.

@@ -136,6 +136,8 @@ export async function startServer(config: Config, logger: Logger, opts: StartOpt
       leftovers = emptyTmp(core.dataDir)
       // Their holders are gone with the previous run: its jobs start here at once, not after their leases expire.
       core.leases.clear()
+      // So are the claims of the events it was sending (#30): they go out again at once (at-least-once).
+      core.outbox.releaseClaims(core.clock.now())
     }
   } catch (err) {
     core.close()

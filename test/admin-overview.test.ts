@@ -22,7 +22,8 @@ t.test('after known uploads: blobs, usage by size, requests, webhook backlog, up
   await upload(app, big.headers, { bytes: fileBytes('image/png', sizes.c, 3), extra: { webhookUrl: 'https://hooks.example/b' } })
   // Two webhook events wait (the scheduler is not running); one of them fails for good.
   const [dying] = core.outbox.list('pending', 10)
-  core.outbox.markFailed(dying!.id, 'refused', clock.now(), clock.now(), 1)
+  core.outbox.claim([dying!.id], 'test', clock.now(), clock.now())
+  core.outbox.markFailed(dying!.id, 'test', 'refused', clock.now(), clock.now(), 1)
   // Known answers: two 404s (one 4xx per bad id) besides the 2xx above.
   for (let i = 0; i < 2; i++) t.equal((await app.inject({ url: '/api/v1/files/nope', headers: small.headers })).statusCode, 404)
   clock.advance(5_000)

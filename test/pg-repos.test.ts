@@ -324,10 +324,15 @@ onBoth('webhook outbox', (t, { engine }) => {
   )
   seen.push(o.nextDueAt(), o.get('z1'))
 
-  o.markFailed('e1', 'x'.repeat(600), now + 2, now + 100, 2)
+  // An attempt's failure is recorded for the node that claimed the event (#30).
+  t.same(o.claim(['e1', 'nope'], 'n1', now + 2, now + 50), ['e1'], 'a claim takes the due events it names')
+  t.same(o.claim(['e1'], 'n2', now + 2, now + 50), [], 'a claimed event is no longer due')
+  t.notOk(o.markFailed('e1', 'n2', 'not mine', now + 2, now + 100, 2), 'nor is a failure recorded by another node')
+  o.markFailed('e1', 'n1', 'x'.repeat(600), now + 2, now + 100, 2)
   t.equal(o.get('e1')!.lastError!.length, 500, 'the error is cut at 500 characters')
   t.same([o.get('e1')!.status, o.get('e1')!.attempts], ['pending', 1])
-  o.markFailed('e1', 'again', now + 3, now + 200, 2)
+  o.claim(['e1'], 'n1', now + 100, now + 150)
+  o.markFailed('e1', 'n1', 'again', now + 3, now + 200, 2)
   t.same([o.get('e1')!.status, o.get('e1')!.attempts, o.get('e1')!.nextAttemptAt], ['dead', 2, now + 200], 'dead after its last attempt')
   o.markDelivered('E3', now + 4)
   o.markDelivered('E3', now + 5) // once only
@@ -343,7 +348,8 @@ onBoth('webhook outbox', (t, { engine }) => {
   t.ok(o.retryDead(T1, 'e1', now + 6))
   t.notOk(o.retry('e1', now + 7), 'already pending')
   t.ok(o.retry('E3', now + 7), 'a delivered one is re-driven')
-  o.markFailed('e2', 'boom', now + 8, now + 9, 1)
+  o.claim(['e2'], 'n1', now + 8, now + 9)
+  o.markFailed('e2', 'n1', 'boom', now + 8, now + 9, 1)
   t.equal(o.retryAllDead(now + 10), 1)
   seen.push(o.get('e1'), o.get('E3'), o.counts())
   t.equal(o.dropPending(T1), 4)

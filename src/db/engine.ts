@@ -113,3 +113,21 @@ export function constraintViolated(err: unknown): ConstraintKind | undefined {
   if (err.name === 'PgError') return PG_CONSTRAINTS[err.code]
   return undefined
 }
+
+/**
+ * SQLSTATEs of a PostgreSQL connection lost or refused (#30): class 08 (connection exception,
+ * the bridge's own 08001 and 08006 among them) and the server going away (57P01 admin shutdown,
+ * 57P02 crash shutdown, 57P03 cannot connect now: starting, or a standby not yet open).
+ */
+const CONNECTION_LOST = /^(08...|57P0[123])$/
+
+/**
+ * Whether a statement failed because the database could not be reached, not because of what it
+ * asked: the request may be made again once it is back (503 with Retry-After, not a 500). Nothing
+ * of its transaction was committed (PostgreSQL rolls back what a lost connection held). Read from
+ * the error's name and code, as constraintViolated, so the bridge's modules stay unloaded.
+ */
+export function connectionLost(err: unknown): boolean {
+  if (!(err instanceof Error) || err.name !== 'PgError' || !('code' in err) || typeof err.code !== 'string') return false
+  return CONNECTION_LOST.test(err.code)
+}

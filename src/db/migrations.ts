@@ -616,4 +616,15 @@ DROP TABLE encryption;
 ALTER TABLE encryption_next RENAME TO encryption;
 `,
   },
+  {
+    version: 24,
+    name: 'webhook outbox: the node delivering an event',
+    sql: `
+-- Several nodes deliver from one outbox (#30): a node claims a due event before it sends it, in
+-- one conditional UPDATE that writes its name here and moves next_attempt_at to when the claim
+-- lapses, so the event is no longer due for any other node. The outcome clears it; a node that
+-- dies mid-delivery leaves the claim to lapse, and the event is due again (at-least-once).
+ALTER TABLE outbox ADD COLUMN claimed_by TEXT;
+`,
+  },
 ]

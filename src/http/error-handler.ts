@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { AppError, isDiskFull, publicCode, STORE_RETRY_AFTER_SECONDS, type ErrorCode } from '../errors'
+import { AppError, DATABASE_RETRY_AFTER_SECONDS, isDiskFull, publicCode, STORE_RETRY_AFTER_SECONDS, type ErrorCode } from '../errors'
+import { connectionLost } from '../db/engine'
 import { formatValidationErrors } from './validation'
 
 /** The one code → HTTP status table. */
@@ -27,13 +28,18 @@ export const STATUS: Record<ErrorCode, number> = {
   PRECONDITION_FAILED: 412,
   INSUFFICIENT_STORAGE: 507,
   STORE_UNAVAILABLE: 503,
+  // PostgreSQL's connection lost or refused (#30): what was not committed was not done.
+  DATABASE_UNAVAILABLE: 503,
   NOT_FOUND: 404,
   NOT_READY: 503,
   INTERNAL_ERROR: 500,
 }
 
 /** Codes whose answers tell the client when to come back (RFC 9110 §10.2.3). */
-const RETRY_AFTER: Partial<Record<ErrorCode, number>> = { STORE_UNAVAILABLE: STORE_RETRY_AFTER_SECONDS }
+const RETRY_AFTER: Partial<Record<ErrorCode, number>> = {
+  STORE_UNAVAILABLE: STORE_RETRY_AFTER_SECONDS,
+  DATABASE_UNAVAILABLE: DATABASE_RETRY_AFTER_SECONDS,
+}
 
 export function sendError(reply: FastifyReply, err: AppError): FastifyReply {
   const retryAfter = RETRY_AFTER[err.code]
@@ -67,6 +73,7 @@ export function toAppError(err: FastifyError | Error, request: FastifyRequest): 
       })
   }
   if (isDiskFull(err)) return new AppError('INSUFFICIENT_STORAGE', 'The server is out of storage space; nothing was stored')
+  if (connectionLost(err)) return new AppError('DATABASE_UNAVAILABLE', 'The database is unavailable; nothing was changed. Retry later', {})
   // Fastify's own 4xx (malformed URL, bad header, …): the client's fault, said plainly.
   const status = fe.statusCode ?? 500
   if (status >= 400 && status < 500) {
@@ -113,6 +120,8 @@ export function registerErrorHandling(app: FastifyInstance): void {
         { operation: (appErr as { operation?: string }).operation, storeError: describeCause((appErr as { cause?: unknown }).cause) },
         'blob store unavailable',
       )
+    } else if (appErr.code === 'DATABASE_UNAVAILABLE') {
+      request.log.warn({ sqlstate: (err as { code?: unknown }).code }, 'database unavailable')
     } else if (status >= 500 && appErr.code !== 'INSUFFICIENT_STORAGE') {
       request.log.error({ err }, 'request failed')
     } else if (status >= 500) {

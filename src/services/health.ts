@@ -1,4 +1,5 @@
-import { ping, type DB } from '../db/database'
+import type { DB } from '../db/database'
+import { connectionLost, engineOf, type Engine } from '../db/engine'
 import { probeWritable, type DataDir } from '../lib/data-dir'
 import type { BlobStore } from '../blobs/blob-store'
 
@@ -8,14 +9,28 @@ export interface Readiness {
   checks: { database: string; storage: string; blobStore?: string }
 }
 
-/** Readiness: the database answers, the data dir accepts a write, and a remote blob store answers. */
-export async function readiness(db: DB, dataDir: DataDir, store: BlobStore): Promise<Readiness> {
-  const checks: Readiness['checks'] = { database: 'ok', storage: 'ok' }
+/** Whether the metadata database answers; on PostgreSQL, a lost or refused connection is `unavailable`. */
+export type DatabaseStatus = { ok: true } | { ok: false; check: string }
+
+/**
+ * One `SELECT 1` on the database (#30). On PostgreSQL a lost connection fails it and the bridge
+ * connects again on the next statement, so the next check (and request) finds it back by itself
+ * once the server answers again. Any other failure is reported too, by its code.
+ */
+export function databaseStatus(db: DB | Engine): DatabaseStatus {
   try {
-    ping(db)
-  } catch {
-    checks.database = 'failed'
+    engineOf(db).pluck('SELECT 1').get()
+    return { ok: true }
+  } catch (err) {
+    const code = (err as { code?: unknown }).code
+    return { ok: false, check: `${connectionLost(err) ? 'unavailable' : 'failed'}${typeof code === 'string' ? `: ${code}` : ''}` }
   }
+}
+
+/** Readiness: the database answers, the data dir accepts a write, and a remote blob store answers. */
+export async function readiness(db: DB | Engine, dataDir: DataDir, store: BlobStore): Promise<Readiness> {
+  const database = databaseStatus(db)
+  const checks: Readiness['checks'] = { database: database.ok ? 'ok' : 'failed', storage: 'ok' }
   try {
     probeWritable(dataDir)
   } catch (err) {

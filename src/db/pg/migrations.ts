@@ -526,4 +526,12 @@ ALTER TABLE encryption ADD CONSTRAINT encryption_id_check CHECK (id IN (1, 2));
 ALTER TABLE encryption ADD COLUMN wrapped INTEGER NOT NULL DEFAULT 1 CHECK (wrapped IN (0, 1));
 `,
   },
+  {
+    version: 24,
+    name: 'webhook outbox: the node delivering an event',
+    sql: `
+-- As SQLite's migration 24 (#30): the node that claimed a due event (FOR UPDATE SKIP LOCKED).
+ALTER TABLE outbox ADD COLUMN claimed_by ${T};
+`,
+  },
 ]

@@ -67,6 +67,23 @@ const SQL = {
            FROM outbox WHERE status = 'pending' AND next_attempt_at <= @now
          ) AS due WHERE turn <= @perTenant ORDER BY turn, next_attempt_at, id LIMIT @limit`,
   },
+  // A node claims the due events it is about to send (#30): it writes its name and moves
+  // next_attempt_at to when the claim lapses, so they are due for no other node meanwhile. The ids
+  // come as one JSON array, which both databases expand. PostgreSQL: the rows are locked first,
+  // skipping those another node's claim holds locked (FOR UPDATE SKIP LOCKED: no wait), and under
+  // READ COMMITTED a row another node claimed and committed since this statement's snapshot is
+  // read again and is no longer due. SQLite: the single writer serializes the UPDATEs.
+  claim: {
+    sqlite: `UPDATE outbox SET claimed_by = @holder, next_attempt_at = @until
+         WHERE id IN (SELECT value FROM json_each(@ids)) AND status = 'pending' AND next_attempt_at <= @now
+         RETURNING id`,
+    postgres: `UPDATE outbox SET claimed_by = @holder, next_attempt_at = @until
+         WHERE id IN (
+           SELECT id FROM outbox WHERE id IN (SELECT jsonb_array_elements_text(@ids::jsonb)) AND status = 'pending' AND next_attempt_at <= @now
+           FOR UPDATE SKIP LOCKED
+         )
+         RETURNING id`,
+  },
   // PostgreSQL cannot type a parameter that is only tested for NULL first: it is cast to text.
   listForTenant: {
     sqlite: `SELECT * FROM outbox WHERE tenant_id = @tenantId AND (@status IS NULL OR status = @status) ORDER BY created_at DESC, id DESC LIMIT @limit`,
@@ -92,23 +109,34 @@ export class OutboxRepo {
       get: db.prepare<[string], Row>('SELECT * FROM outbox WHERE id = ?'),
       dueFair: db.prepare<[{ now: number; perTenant: number; limit: number }], Row>(dialect(db, SQL.dueFair)),
       nextDueAt: db.pluck<[], number | null>(`SELECT min(next_attempt_at) FROM outbox WHERE status = 'pending'`),
+      claim: db.pluck<[{ ids: string; holder: string; now: number; until: number }], string>(dialect(db, SQL.claim)),
+      // Delivered is delivered, whoever sent it: a node whose claim lapsed mid-send records it too.
       delivered: db.prepare(
-        `UPDATE outbox SET status = 'delivered', attempts = attempts + 1, last_error = NULL, delivered_at = @now, updated_at = @now WHERE id = @id AND status = 'pending'`,
-      ),
-      failed: db.prepare(
-        `UPDATE outbox SET attempts = attempts + 1, last_error = @error, updated_at = @now,
-           status = CASE WHEN attempts + 1 >= @maxAttempts THEN 'dead' ELSE 'pending' END,
-           next_attempt_at = @nextAttemptAt
+        `UPDATE outbox SET status = 'delivered', attempts = attempts + 1, last_error = NULL, delivered_at = @now, updated_at = @now, claimed_by = NULL
          WHERE id = @id AND status = 'pending'`,
       ),
+      // A failure counts only while the claim is the sender's: once another node has claimed the
+      // event, that node's attempt is the one that counts (an attempt is never counted twice).
+      failed: db.prepare(
+        `UPDATE outbox SET attempts = attempts + 1, last_error = @error, updated_at = @now, claimed_by = NULL,
+           status = CASE WHEN attempts + 1 >= @maxAttempts THEN 'dead' ELSE 'pending' END,
+           next_attempt_at = @nextAttemptAt
+         WHERE id = @id AND status = 'pending' AND claimed_by = @holder`,
+      ),
+      releaseClaims: db.prepare(`UPDATE outbox SET claimed_by = NULL, next_attempt_at = @now WHERE status = 'pending' AND claimed_by IS NOT NULL`),
+      unclaim: db.prepare(`UPDATE outbox SET claimed_by = NULL, next_attempt_at = @now WHERE id = @id AND status = 'pending' AND claimed_by = @holder`),
       listForTenant: db.prepare<[{ tenantId: string; status: string | null; limit: number }], Row>(dialect(db, SQL.listForTenant)),
       getForTenant: db.prepare<[string, string], Row>('SELECT * FROM outbox WHERE id = ? AND tenant_id = ?'),
       retryDead: db.prepare(
-        `UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = @now, updated_at = @now WHERE id = @id AND tenant_id = @tenantId AND status = 'dead'`,
+        `UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = @now, updated_at = @now, claimed_by = NULL WHERE id = @id AND tenant_id = @tenantId AND status = 'dead'`,
       ),
       list: db.prepare<[{ status: string | null; limit: number }], Row>(dialect(db, SQL.list)),
-      retry: db.prepare(`UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = @now, updated_at = @now WHERE id = @id AND status != 'pending'`),
-      retryAllDead: db.prepare(`UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = @now, updated_at = @now WHERE status = 'dead'`),
+      retry: db.prepare(
+        `UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = @now, updated_at = @now, claimed_by = NULL WHERE id = @id AND status != 'pending'`,
+      ),
+      retryAllDead: db.prepare(
+        `UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = @now, updated_at = @now, claimed_by = NULL WHERE status = 'dead'`,
+      ),
       dropPending: db.prepare(`DELETE FROM outbox WHERE tenant_id = ? AND status = 'pending'`),
       // The admin overview (#31): ranges of outbox_by_status (status, created_at), so their cost is
       // the backlog's size, never the delivered history's (kept for the API's listings).
@@ -141,13 +169,38 @@ export class OutboxRepo {
     return this.stmts.nextDueAt.get() as number | null
   }
 
+  /**
+   * Claims for `holder` those of `ids` still pending and due at `now`, until `until`: they are due
+   * for nobody else until then (one node per delivery, #30). Returns the ids it claimed.
+   */
+  claim(ids: readonly string[], holder: string, now: number, until: number): string[] {
+    if (ids.length === 0) return []
+    return this.stmts.claim.all({ ids: JSON.stringify(ids), holder, now, until })
+  }
+
+  /** Gives up `holder`'s claim on a pending event, due again at `now` (a delivery aborted by a shutdown). */
+  unclaim(id: string, holder: string, now: number): boolean {
+    return this.stmts.unclaim.run({ id, holder, now }).changes === 1
+  }
+
+  /**
+   * Every claim, due again at `now`: at a server's start, when their senders are gone with the
+   * previous run. Not while another node may be sending (several nodes on PostgreSQL).
+   */
+  releaseClaims(now: number): number {
+    return this.stmts.releaseClaims.run({ now }).changes
+  }
+
   markDelivered(id: string, now: number): void {
     this.stmts.delivered.run({ id, now })
   }
 
-  /** Records a failed attempt: the event waits until `nextAttemptAt`, or is dead after `maxAttempts`. */
-  markFailed(id: string, error: string, now: number, nextAttemptAt: number, maxAttempts: number): void {
-    this.stmts.failed.run({ id, error: error.slice(0, 500), now, nextAttemptAt, maxAttempts })
+  /**
+   * Records `holder`'s failed attempt: the event waits until `nextAttemptAt`, or is dead after
+   * `maxAttempts`. Not recorded once another node has claimed the event (false).
+   */
+  markFailed(id: string, holder: string, error: string, now: number, nextAttemptAt: number, maxAttempts: number): boolean {
+    return this.stmts.failed.run({ id, holder, error: error.slice(0, 500), now, nextAttemptAt, maxAttempts }).changes === 1
   }
 
   list(status: OutboxStatus | null, limit: number): OutboxEvent[] {

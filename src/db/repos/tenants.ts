@@ -69,6 +69,14 @@ const SQL = {
     sqlite: 'SELECT coalesce(sum(n), 0) FROM file_counts WHERE tenant_id = ?',
     postgres: 'SELECT coalesce(sum(n), 0)::bigint FROM file_counts WHERE tenant_id = ?',
   },
+  // A quota check's read of the tenant (forCharge): on PostgreSQL it locks the row until the
+  // transaction ends, so that another node's check waits for this one's charge (#30). NO KEY
+  // UPDATE is the lock the usage triggers' UPDATE takes anyway; it leaves foreign-key checks
+  // (FOR KEY SHARE) of other writers free. SQLite's write transaction already excludes them all.
+  forCharge: {
+    sqlite: `SELECT ${COLUMNS} FROM tenants WHERE id = ? AND deleted_at IS NULL`,
+    postgres: `SELECT ${COLUMNS} FROM tenants WHERE id = ? AND deleted_at IS NULL FOR NO KEY UPDATE`,
+  },
   // What tells the authentication caches that another connection changed a key (dataVersion).
   dataVersion: { sqlite: 'PRAGMA data_version', postgres: 'SELECT version FROM auth_version WHERE id = 1' },
 }
@@ -82,6 +90,7 @@ export class TenantsRepo {
     const live = 'deleted_at IS NULL'
     this.stmts = {
       byId: db.prepare<[string], Row>(`SELECT ${COLUMNS} FROM tenants WHERE id = ? AND ${live}`),
+      forCharge: db.prepare<[string], Row>(dialect(db, SQL.forCharge)),
       byKeyHash: db.prepare<[Buffer], Row & { key_hash: Buffer }>(`SELECT ${COLUMNS}, key_hash FROM tenants WHERE key_hash = ? AND ${live}`),
       // Deleted tenants give up their name (markDeleted), so a name is taken only by a live one.
       byName: db.prepare<[string], Row>(`SELECT ${COLUMNS} FROM tenants WHERE name_key = ?`),
@@ -146,6 +155,15 @@ export class TenantsRepo {
 
   get(id: string): Tenant | undefined {
     const r = this.stmts.byId.get(id)
+    return r && toTenant(r)
+  }
+
+  /**
+   * The tenant as `get` reads it, for a quota check inside the write transaction that then
+   * charges it: on PostgreSQL its row stays locked until that transaction ends (SQL.forCharge).
+   */
+  getForCharge(id: string): Tenant | undefined {
+    const r = this.stmts.forCharge.get(id)
     return r && toTenant(r)
   }
 

@@ -1,5 +1,5 @@
 import type { DB } from '../database'
-import { engineOf, type Engine } from '../engine'
+import { dialect, engineOf, type Engine } from '../engine'
 import { noteBucketWrite } from '../bucket-changes'
 
 /** A workspace row. Times are epoch milliseconds. */
@@ -45,6 +45,16 @@ const toWorkspace = (r: Row): Workspace => ({
 
 const COLUMNS = 'id, tenant_id, name, slug, quota_bytes, used_bytes, metadata, webhook_url, created_at, updated_at'
 
+/** Where the two databases differ (engine.ts), side by side. */
+const SQL = {
+  // A quota check's read of the workspace: locked on PostgreSQL until the transaction ends, as
+  // the tenant's (TenantsRepo, SQL.forCharge; #30).
+  liveForCharge: {
+    sqlite: `SELECT ${COLUMNS} FROM workspaces WHERE id = ? AND tenant_id = ? AND deleted_at IS NULL`,
+    postgres: `SELECT ${COLUMNS} FROM workspaces WHERE id = ? AND tenant_id = ? AND deleted_at IS NULL FOR NO KEY UPDATE`,
+  },
+}
+
 /** SQL for the workspaces table; no rules here. Deleted workspaces keep their row (files point at it). */
 export class WorkspacesRepo {
   private readonly stmts
@@ -55,6 +65,7 @@ export class WorkspacesRepo {
     this.db = db
     this.stmts = {
       getLive: db.prepare<[string, string], Row>(`SELECT ${COLUMNS} FROM workspaces WHERE id = ? AND tenant_id = ? AND deleted_at IS NULL`),
+      liveForCharge: db.prepare<[string, string], Row>(dialect(db, SQL.liveForCharge)),
       bySlug: db.prepare<[string, string], Row>(`SELECT ${COLUMNS} FROM workspaces WHERE tenant_id = ? AND slug = ? AND deleted_at IS NULL`),
       bySlugAnyTenant: db.prepare<[string], Row>(`SELECT ${COLUMNS} FROM workspaces WHERE slug = ? AND deleted_at IS NULL LIMIT 2`),
       list: db.prepare<[string], Row>(`SELECT ${COLUMNS} FROM workspaces WHERE tenant_id = ? AND deleted_at IS NULL ORDER BY created_at, id`),
@@ -74,6 +85,12 @@ export class WorkspacesRepo {
   /** A workspace of this tenant that is not deleted. */
   getLive(tenantId: string, id: string): Workspace | undefined {
     const r = this.stmts.getLive.get(id, tenantId)
+    return r && toWorkspace(r)
+  }
+
+  /** The workspace as `getLive` reads it, for a quota check that then charges it: locked on PostgreSQL until the transaction ends. */
+  getLiveForCharge(tenantId: string, id: string): Workspace | undefined {
+    const r = this.stmts.liveForCharge.get(id, tenantId)
     return r && toWorkspace(r)
   }
 

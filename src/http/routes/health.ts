@@ -2,13 +2,31 @@ import { Type } from '@sinclair/typebox'
 import type { App } from '../types'
 import type { Core } from '../../core'
 import { AppError } from '../../errors'
-import { readiness } from '../../services/health'
+import { databaseStatus, readiness } from '../../services/health'
+import type { Engine } from '../../db/engine'
+
+/** What the probes read: the core's (Core fits), or a test's database engine. */
+export type HealthDeps = Pick<Core, 'dataDir' | 'store'> & { db: Core['db'] | Engine }
 
 /** Liveness and readiness probes; no authentication. */
-export async function healthRoutes(app: App, core: Core): Promise<void> {
-  app.get('/health', { schema: { tags: ['health'], summary: 'Liveness', response: { 200: Type.Object({ status: Type.Literal('ok') }) } } }, async () => ({
-    status: 'ok' as const,
-  }))
+export async function healthRoutes(app: App, core: HealthDeps): Promise<void> {
+  app.get(
+    '/health',
+    {
+      schema: {
+        tags: ['health'],
+        summary: 'Liveness: the process answers and its database does (503 with Retry-After while it does not)',
+        response: { 200: Type.Object({ status: Type.Literal('ok') }), 503: Type.Ref('ErrorResponse') },
+      },
+    },
+    async () => {
+      // A node whose PostgreSQL is gone can serve nothing (#30): the balancer is told to go
+      // elsewhere and when to look again; the bridge reconnects by itself once it is back.
+      const database = databaseStatus(core.db)
+      if (!database.ok) throw new AppError('DATABASE_UNAVAILABLE', 'The database is unavailable; retry later', { checks: { database: database.check } })
+      return { status: 'ok' as const }
+    },
+  )
 
   app.get(
     '/ready',
