@@ -1,0 +1,159 @@
+import { constraintViolated, type Engine, type Statement } from '../src/db/engine'
+import { PgError } from '../src/db/pg/errors'
+import { FilesRepo } from '../src/db/repos/files'
+import { OutboxRepo } from '../src/db/repos/outbox'
+import { TenantsRepo } from '../src/db/repos/tenants'
+import { WorkspacesRepo } from '../src/db/repos/workspaces'
+import { ManualClock } from '../src/lib/clock'
+import { TenantsService } from '../src/services/tenants'
+import { key, onBoth, T1, T2, type Databases } from './pg/repos'
+
+// The services that ran their own better-sqlite3 transactions, on the engine's (#30): each
+// scenario runs on SQLite and on PostgreSQL, checked as it goes, and the two transcripts must be
+// the same. Each service runs on `retrying(engine)`, whose every transaction runs twice, the first
+// run rolled back, as PostgreSQL's engine runs one again after a serialization failure: what a
+// transaction counted in memory or did outside the database would show twice. A check-then-insert
+// meets the row another node inserted after its check (`afterCheck`).
+
+/**
+ * `engine` with each outermost transaction run twice, the first run rolled back, as PostgreSQL's
+ * engine does after a serialization failure or a deadlock (40001, 40P01): on PostgreSQL by that
+ * engine's own retry, handed a 40001 at the first run's end; on SQLite, which never retries, here.
+ * `runs` counts the runs of transactions' functions.
+ */
+function retrying(engine: Engine): Engine & { runs: number } {
+  let depth = 0
+  const wrapped = {
+    dialect: engine.dialect,
+    runs: 0,
+    prepare: <P extends unknown[], R>(sql: string): Statement<P, R> => engine.prepare<P, R>(sql),
+    pluck: <P extends unknown[], V>(sql: string): Statement<P, V> => engine.pluck<P, V>(sql),
+    read: <T>(fn: () => T): T => engine.read(fn),
+    transaction<T>(fn: () => T): T {
+      if (depth > 0) return engine.transaction(fn)
+      let first = true
+      const run = (): T => {
+        depth++
+        try {
+          wrapped.runs++
+          const result = fn()
+          if (first) {
+            first = false
+            throw new PgError('could not serialize access (made by the test)', '40001')
+          }
+          return result
+        } finally {
+          depth--
+        }
+      }
+      if (engine.dialect === 'postgres') return engine.transaction(run)
+      try {
+        return engine.transaction(run)
+      } catch (err) {
+        if (!(err instanceof PgError)) throw err
+        return engine.transaction(run)
+      }
+    },
+  }
+  return wrapped
+}
+
+/**
+ * Another node's row written between a service's check (`target[method]`, its next call) and its
+ * insert: on PostgreSQL by the second connection right after the check, committed at once as
+ * another node's would be; on SQLite, whose write lock keeps every other connection out until the
+ * commit, before the call, the check seeing the database as it was without it.
+ */
+function afterCheck<T extends object>(dbs: Databases, target: T, method: keyof T & string, twin: (engine: Engine) => void): void {
+  const check = target[method] as (...args: unknown[]) => unknown
+  if (dbs.engine.dialect === 'sqlite') twin(dbs.engine)
+  Object.assign(target, {
+    [method]: (...args: unknown[]) => {
+      Object.assign(target, { [method]: check })
+      if (dbs.engine.dialect === 'sqlite') return undefined
+      const seen = check.apply(target, args)
+      twin(dbs.other)
+      return seen
+    },
+  })
+}
+
+/** Random ids (uuidv7) replaced by their order of first appearance, so that two runs compare. */
+function normalised(seen: unknown[]): unknown {
+  const names = new Map<string, string>()
+  const text = JSON.stringify(seen).replace(/[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}/g, (id) => {
+    if (!names.has(id)) names.set(id, `id${names.size}`)
+    return names.get(id)!
+  })
+  return JSON.parse(text)
+}
+
+/** What `fn` throws. */
+function thrown(fn: () => unknown): unknown {
+  try {
+    fn()
+  } catch (err) {
+    return err
+  }
+  throw new Error('nothing thrown')
+}
+
+/** A tenant row for a twin another node inserts. */
+const tenantRow = (id: string, name: string, n: number) => ({
+  id,
+  name,
+  keyHash: key(n),
+  keyKind: 'live' as const,
+  webhookSecret: 'w',
+  quotaBytes: 1,
+  allowedFileTypes: ['application/pdf'],
+  createdAt: 1,
+})
+
+onBoth('TenantsService on the engine', (t, dbs) => {
+  const { engine } = dbs
+  const seen: unknown[] = []
+  const clock = new ManualClock(1_800_000_000_000)
+  const repo = new TenantsRepo(engine)
+  const db = retrying(engine)
+  const service = new TenantsService(db, repo, clock, { files: new FilesRepo(engine), workspaces: new WorkspacesRepo(engine), outbox: new OutboxRepo(engine) })
+  const view = ({ webhookSecret: _secret, ...tenant }: { webhookSecret: string }) => tenant
+
+  const a = service.create({ name: 'Acme', quotaBytes: 1000 })
+  clock.advance(1)
+  const b = service.create({ name: 'Beta', allowedFileTypes: ['application/pdf'] })
+  t.throws(() => service.create({ name: 'ACME' }), { code: 'CONFLICT' }, 'a name taken, whatever its case')
+  t.equal(service.authenticate(a.apiKey)?.id, a.tenant.id, 'its key authenticates')
+
+  // Two nodes create one name at once: the one whose insert the index refuses answers CONFLICT too.
+  afterCheck(dbs, repo, 'getByName', (e) => new TenantsRepo(e).insert(tenantRow(T1, 'gamma', 1)))
+  t.throws(() => service.create({ name: 'Gamma' }), { code: 'CONFLICT', message: /"gamma" already exists/ }, "another node's create between check and insert")
+  // A unique violation that is not the name's (a fixed key given twice) is not made a CONFLICT.
+  const twice = thrown(() => service.create({ name: 'Epsilon' }, a.apiKey))
+  t.equal(constraintViolated(twice), 'unique', "a fixed key that is another tenant's: key_hash's violation")
+  t.notMatch(twice, { code: 'CONFLICT' }, 'as it is')
+  t.throws(() => service.update(b.tenant.id, { name: 'acme' }), { code: 'CONFLICT' }, 'renamed to a name taken')
+  afterCheck(dbs, repo, 'getByName', (e) => new TenantsRepo(e).insert(tenantRow(T2, 'delta', 2)))
+  t.throws(
+    () => service.update(b.tenant.id, { name: 'Delta' }),
+    { code: 'CONFLICT', message: /"Delta" already exists/ },
+    "another node's rename between check and update",
+  )
+  clock.advance(1)
+  seen.push(view(service.update(b.tenant.id, { name: 'Beta 2', quotaBytes: 5 })))
+
+  const page = service.list({ limit: 2 })
+  seen.push(page.tenants.map(view), service.list({ limit: 2, cursor: page.nextCursor! }).tenants.map(view))
+  seen.push(view(service.show(a.tenant.id)), service.topByUsage(2).total)
+
+  // Three deleted (their names free again, their placeholders apart), then purged: counted once
+  // each although the purge's transaction ran twice.
+  for (const id of [b.tenant.id, T1, T2]) service.delete(id)
+  t.throws(() => service.show(b.tenant.id), { code: 'TENANT_NOT_FOUND' })
+  const runs = db.runs
+  t.equal(service.purgeDeleted(), 3, 'three tenants purged')
+  t.equal(db.runs - runs, 2, "the purge's transaction ran twice")
+  t.equal(service.purgeDeleted(), 0, 'none left to purge')
+  seen.push(repo.list().map((x) => x.name))
+  return [normalised(seen)]
+})
