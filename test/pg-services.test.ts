@@ -5,6 +5,8 @@ import { OutboxRepo } from '../src/db/repos/outbox'
 import { TenantsRepo } from '../src/db/repos/tenants'
 import { WorkspacesRepo } from '../src/db/repos/workspaces'
 import { ManualClock } from '../src/lib/clock'
+import { S3CredentialsRepo } from '../src/db/repos/s3-credentials'
+import { S3CredentialsService } from '../src/services/s3-credentials'
 import { TenantsService } from '../src/services/tenants'
 import { key, onBoth, T1, T2, type Databases } from './pg/repos'
 
@@ -155,5 +157,49 @@ onBoth('TenantsService on the engine', (t, dbs) => {
   t.equal(db.runs - runs, 2, "the purge's transaction ran twice")
   t.equal(service.purgeDeleted(), 0, 'none left to purge')
   seen.push(repo.list().map((x) => x.name))
+  return [normalised(seen)]
+})
+
+onBoth('S3CredentialsService on the engine', (t, dbs) => {
+  const seen: unknown[] = []
+  const clock = new ManualClock(1_800_000_000_000)
+  const secret = Buffer.alloc(32, 9)
+  /** The service of one node: its own connection's repositories. */
+  const node = (engine: Engine) => {
+    const tenants = new TenantsService(engine, new TenantsRepo(engine), clock, {
+      files: new FilesRepo(engine),
+      workspaces: new WorkspacesRepo(engine),
+      outbox: new OutboxRepo(engine),
+    })
+    const repo = new S3CredentialsRepo(engine)
+    return { tenants, repo, s3: new S3CredentialsService(retrying(engine), repo, new TenantsRepo(engine), clock, secret, () => tenants.authChanges()) }
+  }
+  const one = node(dbs.engine)
+  const two = node(dbs.other)
+  const { tenant } = one.tenants.create({ name: 'acme' })
+
+  const made = one.s3.create(tenant.id)
+  t.match(made.accessKeyId, /^CK[A-Z0-9]{18}$/)
+  seen.push(one.s3.create(tenant.id, { accessKeyId: 'FIXED-ONE', secretAccessKey: 'secret-one' }))
+  t.throws(() => one.s3.create(tenant.id, { accessKeyId: 'FIXED-ONE', secretAccessKey: 'other' }), { code: 'CONFLICT' }, 'a fixed id taken')
+  // Two nodes create one fixed id at once: the one whose insert the primary key refuses answers CONFLICT too.
+  const sealed = { tenantId: tenant.id, secretSealed: Buffer.alloc(40, 1), createdAt: 1 }
+  afterCheck(dbs, one.repo, 'get', (e) => new S3CredentialsRepo(e).insert({ ...sealed, accessKeyId: 'FIXED-TWO' }))
+  t.throws(
+    () => one.s3.create(tenant.id, { accessKeyId: 'FIXED-TWO', secretAccessKey: 'secret-two' }),
+    { code: 'CONFLICT' },
+    "another node's between check and insert",
+  )
+  seen.push(one.s3.list(tenant.id).map((c) => c.accessKeyId === made.accessKeyId || c.accessKeyId))
+
+  // Verified and cached on one node; revoked on the other, refused on the first at its next lookup.
+  t.same(one.s3.lookup('FIXED-ONE')?.secret, 'secret-one')
+  t.same(one.s3.lookup(made.accessKeyId)?.secret, made.secretAccessKey)
+  two.s3.revoke(tenant.id, 'FIXED-ONE')
+  t.equal(one.s3.lookup('FIXED-ONE'), undefined, "revoked by another node's connection: refused at once")
+  one.s3.revoke(tenant.id, made.accessKeyId)
+  t.equal(one.s3.lookup(made.accessKeyId), undefined, 'revoked here')
+  t.throws(() => one.s3.revoke(tenant.id, made.accessKeyId), { code: 'NOT_FOUND' }, 'revoked once')
+  seen.push(one.s3.list(tenant.id))
   return [normalised(seen)]
 })
