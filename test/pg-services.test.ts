@@ -5,10 +5,15 @@ import { OutboxRepo } from '../src/db/repos/outbox'
 import { TenantsRepo } from '../src/db/repos/tenants'
 import { WorkspacesRepo } from '../src/db/repos/workspaces'
 import { ManualClock } from '../src/lib/clock'
+import { BucketConfigsRepo } from '../src/db/repos/bucket-configs'
+import { ObjectLocksRepo } from '../src/db/repos/object-locks'
+import { VersionsRepo } from '../src/db/repos/versions'
+import { BucketConfigsService } from '../src/services/bucket-configs'
+import { ObjectLock } from '../src/services/object-lock'
 import { S3CredentialsRepo } from '../src/db/repos/s3-credentials'
 import { S3CredentialsService } from '../src/services/s3-credentials'
 import { TenantsService } from '../src/services/tenants'
-import { key, onBoth, T1, T2, type Databases } from './pg/repos'
+import { key, onBoth, T1, T2, twoTenants, W1, type Databases } from './pg/repos'
 
 // The services that ran their own better-sqlite3 transactions, on the engine's (#30): each
 // scenario runs on SQLite and on PostgreSQL, checked as it goes, and the two transcripts must be
@@ -202,4 +207,57 @@ onBoth('S3CredentialsService on the engine', (t, dbs) => {
   t.throws(() => one.s3.revoke(tenant.id, made.accessKeyId), { code: 'NOT_FOUND' }, 'revoked once')
   seen.push(one.s3.list(tenant.id))
   return [normalised(seen)]
+})
+
+/** Tenants T1 and T2, T1's workspace W1 (slug 'w'), and rows of object versions in it: [key, version id, file id]. */
+function bucketWith(engine: Engine, rows: [string, string, string | null][]): void {
+  twoTenants(engine)
+  new WorkspacesRepo(engine).insert({ id: W1, tenantId: T1, name: 'w', slug: 'w', quotaBytes: null, metadata: null, webhookUrl: null, now: 1 })
+  const insert = engine.prepare(
+    `INSERT INTO object_versions (workspace_id, object_key, version_id, seq, tenant_id, file_id, size_bytes, created_at)
+     VALUES (?, ?, ?, ?, ?, ?, 0, 1)`,
+  )
+  engine.transaction(() => rows.forEach(([key, versionId, fileId], i) => insert.run(W1, key, versionId, i + 1, T1, fileId)))
+}
+
+onBoth('ObjectLock on the engine', (t, { engine }) => {
+  const seen: unknown[] = []
+  bucketWith(engine, [
+    ['a', 'v1', null],
+    ['b', 'v1', null],
+  ])
+  const clock = new ManualClock(1_800_000_000_000)
+  const now = clock.now()
+  const versions = new VersionsRepo(engine)
+  const db = retrying(engine)
+  const lock = new ObjectLock({
+    db,
+    clock,
+    locks: new ObjectLocksRepo(engine),
+    versions,
+    configs: new BucketConfigsService(new BucketConfigsRepo(engine), clock),
+  })
+  t.throws(() => lock.putLegalHold(W1, 'a', 'v1', true), { code: 'InvalidRequest' }, 'not before the bucket has lock')
+
+  lock.enableOnNewBucket(W1)
+  seen.push(versions.versioning(W1), lock.config(W1))
+  const runs = db.runs
+  lock.putRetention(W1, 'a', 'v1', { mode: 'COMPLIANCE', until: now + 1000 }, false)
+  t.equal(db.runs - runs, 2, 'its transaction ran twice')
+  t.throws(() => lock.putRetention(W1, 'a', 'v1', { mode: 'COMPLIANCE', until: now + 999 }, true), { code: 'AccessDenied' }, 'COMPLIANCE never shortened')
+  lock.putRetention(W1, 'a', 'v1', { mode: 'COMPLIANCE', until: now + 2000 }, false)
+  lock.putRetention(W1, 'b', 'v1', { mode: 'GOVERNANCE', until: now + 1000 }, false)
+  t.throws(() => lock.putRetention(W1, 'b', 'v1', null, false), { code: 'AccessDenied' }, 'GOVERNANCE removed only with the bypass')
+  lock.putRetention(W1, 'b', 'v1', null, true)
+  lock.putLegalHold(W1, 'b', 'v1', true)
+  t.throws(() => lock.putLegalHold(W1, 'c', 'v1', true), { code: 'NoSuchVersion' })
+  t.throws(() => lock.putRetention(W1, 'b', 'v9', null, true), { code: 'NoSuchVersion' })
+  seen.push(lock.get(W1, 'a', 'v1'), lock.get(W1, 'b', 'v1'))
+  t.throws(() => lock.checkWorkspaceDeletable(W1), { code: 'OBJECT_LOCKED' })
+  t.throws(() => lock.checkTenantDeletable(T1), { code: 'OBJECT_LOCKED' })
+  clock.advance(2000)
+  lock.putLegalHold(W1, 'b', 'v1', false)
+  lock.checkWorkspaceDeletable(W1)
+  seen.push(lock.get(W1, 'a', 'v1'), lock.get(W1, 'b', 'v1'))
+  return seen
 })
