@@ -5,15 +5,24 @@ import { OutboxRepo } from '../src/db/repos/outbox'
 import { TenantsRepo } from '../src/db/repos/tenants'
 import { WorkspacesRepo } from '../src/db/repos/workspaces'
 import { ManualClock } from '../src/lib/clock'
+import type { DiskReserve } from '../src/lib/disk-reserve'
 import { BucketConfigsRepo } from '../src/db/repos/bucket-configs'
 import { ObjectLocksRepo } from '../src/db/repos/object-locks'
 import { VersionsRepo } from '../src/db/repos/versions'
 import { BucketConfigsService } from '../src/services/bucket-configs'
 import { ObjectLock } from '../src/services/object-lock'
+import { LifecycleRepo } from '../src/db/repos/lifecycle'
+import { MultipartRepo } from '../src/db/repos/multipart'
+import { BucketCache } from '../src/services/bucket-cache'
+import { LifecycleService } from '../src/services/lifecycle'
+import { ObjectVersions } from '../src/services/versions'
+import { FileEvents } from '../src/webhooks/events'
 import { S3CredentialsRepo } from '../src/db/repos/s3-credentials'
 import { S3CredentialsService } from '../src/services/s3-credentials'
 import { TenantsService } from '../src/services/tenants'
-import { key, onBoth, T1, T2, twoTenants, W1, type Databases } from './pg/repos'
+import t, { type Test } from 'tap'
+import { withPg } from './pg/fixture'
+import { key, onBoth, postgres, sqlite, T1, T2, twoTenants, W1, type Databases } from './pg/repos'
 
 // The services that ran their own better-sqlite3 transactions, on the engine's (#30): each
 // scenario runs on SQLite and on PostgreSQL, checked as it goes, and the two transcripts must be
@@ -82,6 +91,21 @@ function afterCheck<T extends object>(dbs: Databases, target: T, method: keyof T
       twin(dbs.other)
       return seen
     },
+  })
+}
+
+/** onBoth (test/pg/repos.ts) for a scenario that awaits: a service whose work yields between its transactions. */
+function onBothAsync(title: string, scenario: (t: Test, dbs: Databases) => Promise<unknown[]>): void {
+  t.test(`${title}: the same answers on SQLite and on PostgreSQL`, async (t) => {
+    let onSqlite: unknown[] = []
+    await t.test('SQLite', async (t) => {
+      onSqlite = await scenario(t, await sqlite(t))
+    })
+    withPg(t, 'PostgreSQL', (url) => {
+      void t.test('PostgreSQL', async (t) => {
+        t.same(await scenario(t, await postgres(t, url)), onSqlite, "PostgreSQL's answers are SQLite's")
+      })
+    })
   })
 }
 
@@ -260,4 +284,69 @@ onBoth('ObjectLock on the engine', (t, { engine }) => {
   lock.checkWorkspaceDeletable(W1)
   seen.push(lock.get(W1, 'a', 'v1'), lock.get(W1, 'b', 'v1'))
   return seen
+})
+
+onBothAsync('LifecycleService on the engine', async (t, { engine }) => {
+  bucketWith(engine, [])
+  // Delete markers (no file), noncurrent since long ago or current; logs/d's noncurrent one under a legal hold.
+  const version = engine.prepare(
+    `INSERT INTO object_versions (workspace_id, object_key, version_id, seq, tenant_id, file_id, size_bytes, created_at, noncurrent_at, legal_hold)
+     VALUES (?, ?, ?, ?, ?, NULL, 0, 1, ?, ?)`,
+  )
+  for (const [key, seq, noncurrentAt, hold] of [
+    ['logs/a', 1, 1, 0],
+    ['logs/a', 2, null, 0],
+    ['logs/b', 1, null, 0],
+    ['logs/d', 1, 1, 1],
+    ['logs/d', 2, null, 0],
+    ['other/c', 1, null, 0],
+  ] as const)
+    version.run(W1, key, `v${seq}`, seq, T1, noncurrentAt, hold)
+  const multipart = new MultipartRepo(engine)
+  for (const [id, key] of [
+    ['u1', 'logs/x'],
+    ['u2', 'other/y'],
+  ] as const)
+    multipart.insert({ id, tenantId: T1, workspaceId: W1, key, info: { contentType: 'text/plain', meta: {} }, createdAt: 1, expiresAt: 9e15 })
+
+  const clock = new ManualClock(1_800_000_000_000)
+  const db = retrying(engine)
+  const files = new FilesRepo(engine)
+  const versionsRepo = new VersionsRepo(engine)
+  const workspaces = new WorkspacesRepo(engine)
+  const configs = new BucketConfigsRepo(engine)
+  const events = new FileEvents(new OutboxRepo(engine), files, workspaces, clock, versionsRepo)
+  const cache = new BucketCache({ workspaces, versions: versionsRepo, configs }, undefined)
+  const lifecycle = new LifecycleService({
+    db,
+    clock,
+    configs: new BucketConfigsService(configs, clock),
+    repo: new LifecycleRepo(engine),
+    versions: new ObjectVersions({ db, clock, versions: versionsRepo, files, events, cache }),
+    reserve: { freeing: (fn) => fn() } as DiskReserve,
+    // As the S3 front's abortInTx: rows only, inside the caller's transaction.
+    abortUpload: (id) => void multipart.delete(id),
+    dayMs: 1000,
+  })
+  lifecycle.put(W1, {
+    rules: [
+      {
+        id: 'logs',
+        status: 'Enabled',
+        filter: { prefix: 'logs/' },
+        expiration: { expiredObjectDeleteMarker: true },
+        noncurrentExpiration: { noncurrentDays: 1 },
+        abortIncompleteMultipartUpload: { daysAfterInitiation: 1 },
+      },
+    ],
+  })
+  const runs = db.runs
+  const outcome = await lifecycle.pass()
+  // Counted once although every transaction ran twice: logs/a's noncurrent marker, then its lone
+  // current one and logs/b's; logs/d's is held; u1 aborted, u2 outside the prefix.
+  t.match(outcome, { expired: 0, noncurrentDeleted: 1, markersRemoved: 2, uploadsAborted: 1, complete: true })
+  t.ok(db.runs - runs >= 4, 'each transaction ran twice')
+  const left = engine.prepare('SELECT object_key, version_id, noncurrent_at FROM object_versions ORDER BY object_key, seq').all()
+  t.match(await lifecycle.pass(), { expired: 0, noncurrentDeleted: 0, markersRemoved: 0, uploadsAborted: 0, keys: 2 }, 'a second pass finds nothing more to do')
+  return [outcome, left, engine.pluck('SELECT id FROM s3_uploads ORDER BY id').all()]
 })
