@@ -11,6 +11,10 @@ import { ObjectLocksRepo } from '../src/db/repos/object-locks'
 import { VersionsRepo } from '../src/db/repos/versions'
 import { BucketConfigsService } from '../src/services/bucket-configs'
 import { ObjectLock } from '../src/services/object-lock'
+import type { BlobStore } from '../src/blobs/blob-store'
+import { BlobsRepo } from '../src/db/repos/blobs'
+import { BlobWrites } from '../src/services/blob-writes'
+import { GarbageCollector } from '../src/services/gc'
 import { LifecycleRepo } from '../src/db/repos/lifecycle'
 import { MultipartRepo } from '../src/db/repos/multipart'
 import { BucketCache } from '../src/services/bucket-cache'
@@ -349,4 +353,87 @@ onBothAsync('LifecycleService on the engine', async (t, { engine }) => {
   const left = engine.prepare('SELECT object_key, version_id, noncurrent_at FROM object_versions ORDER BY object_key, seq').all()
   t.match(await lifecycle.pass(), { expired: 0, noncurrentDeleted: 0, markersRemoved: 0, uploadsAborted: 0, keys: 2 }, 'a second pass finds nothing more to do')
   return [outcome, left, engine.pluck('SELECT id FROM s3_uploads ORDER BY id').all()]
+})
+
+onBothAsync('GarbageCollector on the engine', async (t, { engine }) => {
+  twoTenants(engine)
+  const clock = new ManualClock(1_800_000_000_000)
+  const [H1, H2, H3, H4] = ['a1', 'b2', 'c3', 'd4'].map((x) => x.repeat(32)) as [string, string, string, string]
+  const blobs = new BlobsRepo(engine)
+  const files = new FilesRepo(engine)
+  blobs.insertIfMissing(H1, 3, 1)
+  blobs.insertIfMissing(H2, 5, 1)
+  blobs.insertIfMissing(H3, 7, 1)
+  // f1 and f2 deleted long ago (f1 the only one with H1), f3 live with H2; H3 referenced by nothing.
+  const file = (n: number) => `00000000-0000-7000-8000-${String(n).padStart(12, '0')}`
+  for (const [n, sha, size, deleted] of [
+    [1, H1, 3, true],
+    [2, H2, 5, true],
+    [3, H2, 5, false],
+  ] as const) {
+    const id = file(n)
+    files.insertPending({
+      id,
+      tenantId: T1,
+      workspaceId: null,
+      originalName: `${n}.bin`,
+      fileType: 'application/octet-stream',
+      sizeBytes: size,
+      declaredSize: null,
+      context: '',
+      tags: {},
+      webhookUrl: null,
+      uploadExpiresAt: 1_000,
+      createdAt: 100,
+      objectKey: null,
+    })
+    files.complete(id, size, sha, 200)
+    if (deleted) files.softDelete(T1, id, 300)
+  }
+  // T2 deleted, with no file left: its row goes after the files.
+  const db = retrying(engine)
+  const tenants = new TenantsService(db, new TenantsRepo(engine), clock, { files, workspaces: new WorkspacesRepo(engine), outbox: new OutboxRepo(engine) })
+  tenants.delete(T2)
+
+  // The disk store as the collector uses it: removals inside the transaction, idempotent; H4 is
+  // stored with no row (an orphan), old enough to go.
+  const removed = new Set<string>()
+  const stored = [H1, H2, H3, H4]
+  const store = {
+    remote: false,
+    removeSync: (sha: string) => void removed.add(sha),
+    async *list() {
+      for (const sha256 of stored) if (!removed.has(sha256)) yield { sha256, size: 1, mtimeMs: 0 }
+    },
+  } as unknown as BlobStore
+  // BlobWrites' own transactions (its deferred releases) are not this test's: there are none to release here.
+  const writes = new BlobWrites({ db: engine as never, clock, blobs, store })
+  writes.releaseDeferred = async () => ({ blobs: 0, bytes: 0 })
+  const gc = new GarbageCollector({
+    db,
+    clock,
+    files,
+    blobs,
+    store,
+    tenants,
+    retentionMs: 1000,
+    writes,
+    reserve: { freeing: (fn) => fn(), ensure: () => 'off' },
+  })
+
+  const runs = db.runs
+  // Counted once although each transaction ran twice: f1 and f2 purged, H1 released, H2 kept for f3, then H3 (full).
+  const collected = await gc.collect(true)
+  t.same(collected, { filesPurged: 2, blobsRemoved: 2, bytesFreed: 10, tenantsPurged: 1 })
+  t.ok(db.runs - runs >= 6, 'each transaction ran twice')
+  t.same([...removed].sort(), [H1, H3], 'H1 and H3 removed from the store')
+  t.equal(await gc.removeOrphans(), 1, 'the orphan H4, counted once')
+  t.same(await gc.collect(true), { filesPurged: 0, blobsRemoved: 0, bytesFreed: 0, tenantsPurged: 0 }, 'nothing left to collect')
+  return [
+    collected,
+    [...removed].sort(),
+    engine.pluck('SELECT sha256 FROM blobs ORDER BY sha256').all(),
+    engine.pluck('SELECT id FROM files ORDER BY id').all(),
+    engine.pluck('SELECT id FROM tenants ORDER BY id').all(),
+  ]
 })
