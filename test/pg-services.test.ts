@@ -15,6 +15,8 @@ import type { BlobStore } from '../src/blobs/blob-store'
 import { BlobsRepo } from '../src/db/repos/blobs'
 import { BlobWrites } from '../src/services/blob-writes'
 import { GarbageCollector } from '../src/services/gc'
+import { EncryptionRepo } from '../src/db/repos/encryption'
+import { EncryptionKeyError, openEncryption, rotateMasterKey, SseS3Keys } from '../src/services/encryption'
 import { LifecycleRepo } from '../src/db/repos/lifecycle'
 import { MultipartRepo } from '../src/db/repos/multipart'
 import { BucketCache } from '../src/services/bucket-cache'
@@ -79,20 +81,22 @@ function retrying(engine: Engine): Engine & { runs: number } {
 }
 
 /**
- * Another node's row written between a service's check (`target[method]`, its next call) and its
- * insert: on PostgreSQL by the second connection right after the check, committed at once as
- * another node's would be; on SQLite, whose write lock keeps every other connection out until the
- * commit, before the call, the check seeing the database as it was without it.
+ * Another node's row written between a service's check (`target[method]`, its next `calls` calls)
+ * and its insert: on PostgreSQL by the second connection right after the last of those checks,
+ * committed at once as another node's would be; on SQLite, whose write lock keeps every other
+ * connection out until the commit, before the call, the checks seeing the database as it was
+ * without it.
  */
-function afterCheck<T extends object>(dbs: Databases, target: T, method: keyof T & string, twin: (engine: Engine) => void): void {
+function afterCheck<T extends object>(dbs: Databases, target: T, method: keyof T & string, twin: (engine: Engine) => void, calls = 1): void {
   const check = target[method] as (...args: unknown[]) => unknown
   if (dbs.engine.dialect === 'sqlite') twin(dbs.engine)
+  let left = calls
   Object.assign(target, {
-    [method]: (...args: unknown[]) => {
-      Object.assign(target, { [method]: check })
+    [method]: function (this: unknown, ...args: unknown[]) {
+      if (--left === 0) Object.assign(target, { [method]: check })
       if (dbs.engine.dialect === 'sqlite') return undefined
-      const seen = check.apply(target, args)
-      twin(dbs.other)
+      const seen = check.apply(this, args)
+      if (left === 0) twin(dbs.other)
       return seen
     },
   })
@@ -436,4 +440,36 @@ onBothAsync('GarbageCollector on the engine', async (t, { engine }) => {
     engine.pluck('SELECT id FROM files ORDER BY id').all(),
     engine.pluck('SELECT id FROM tenants ORDER BY id').all(),
   ]
+})
+
+onBoth('encryption at start, the SSE-S3 key and rotation on the engine', (t, dbs) => {
+  const { engine, other } = dbs
+  const seen: unknown[] = []
+  const [master, next] = [Buffer.alloc(32, 1), Buffer.alloc(32, 2)]
+  const db = retrying(engine)
+  // Without a master key: the SSE-S3 key made by two nodes at once is the first one's for both.
+  t.equal(openEncryption(db, undefined, 1), undefined, 'not encrypted')
+  const mine = new SseS3Keys(db, undefined, () => 1)
+  const theirs = new SseS3Keys(retrying(other), undefined, () => 2)
+  const made = theirs.key(true)
+  t.same(mine.key(true), made, "the other node's key, kept")
+
+  // Two nodes turn encryption on at once: the one whose insert the primary key refuses is told so.
+  const row = (e: Engine) => new EncryptionRepo(e).insert(Buffer.alloc(60, 7), 9, false, 1)
+  // Its two checks: before the transaction and inside it.
+  afterCheck(dbs, EncryptionRepo.prototype, 'get', row, 2)
+  t.throws(() => openEncryption(db, master, 1), new EncryptionKeyError('another process turned encryption on at the same time; start again'))
+  engine.prepare('DELETE FROM encryption WHERE id = 1').run()
+
+  const opened = openEncryption(db, master, 1)!
+  t.ok(opened, 'encrypted from now on')
+  seen.push(opened.repo.get()?.plainRemaining, opened.repo.sseS3Key()?.wrapped)
+  t.same(new SseS3Keys(db, master, () => 1).key(), made, 'the SSE-S3 key, wrapped under the master key, opens with it')
+  const keyId = opened.keys.keyId
+  rotateMasterKey(db, master, next)
+  t.throws(() => openEncryption(db, master, 1), EncryptionKeyError, 'the old master key no longer opens it')
+  t.equal(openEncryption(db, next, 1)!.keys.keyId, keyId, 'the new one opens the same data-dir key')
+  t.same(new SseS3Keys(db, next, () => 1).key(), made, 'and the same SSE-S3 key')
+  t.throws(() => rotateMasterKey(db, master, next), EncryptionKeyError, 'a rotation from a key that is not the current one')
+  return seen
 })
