@@ -15,6 +15,13 @@ import type { BlobStore } from '../src/blobs/blob-store'
 import { BlobsRepo } from '../src/db/repos/blobs'
 import { BlobWrites } from '../src/services/blob-writes'
 import { GarbageCollector } from '../src/services/gc'
+import path from 'node:path'
+import { createHash } from 'node:crypto'
+import { Readable } from 'node:stream'
+import { DiskBlobStore } from '../src/blobs/disk-blob-store'
+import { encryptBlobs } from '../src/services/encrypt-blobs'
+import { encryptedStore } from '../src/services/encryption'
+import { tempDir } from './helper'
 import { EncryptionRepo } from '../src/db/repos/encryption'
 import { EncryptionKeyError, openEncryption, rotateMasterKey, SseS3Keys } from '../src/services/encryption'
 import { LifecycleRepo } from '../src/db/repos/lifecycle'
@@ -472,4 +479,37 @@ onBoth('encryption at start, the SSE-S3 key and rotation on the engine', (t, dbs
   t.same(new SseS3Keys(db, next, () => 1).key(), made, 'and the same SSE-S3 key')
   t.throws(() => rotateMasterKey(db, master, next), EncryptionKeyError, 'a rotation from a key that is not the current one')
   return seen
+})
+
+onBothAsync('encrypt-blobs on the engine', async (t, { engine }) => {
+  const db = retrying(engine)
+  const blobs = new BlobsRepo(engine)
+  // Two blobs stored in the clear on disk, recorded; then encryption turned on.
+  const dir = tempDir(t)
+  const disk = new DiskBlobStore(path.join(dir, 'blobs'), dir)
+  const contents = [Buffer.from('first content'), Buffer.alloc(70_000, 'x')]
+  for (const bytes of contents) {
+    const staged = await disk.stage(Readable.from([bytes]), { maxBytes: bytes.length, expectedBytes: bytes.length, onOverflow: () => new Error('longer') })
+    await disk.place(staged)
+    disk.ensurePlaced(staged)
+    await disk.discard(staged)
+    blobs.insertIfMissing(staged.sha256, staged.size, 1)
+  }
+  const { keys, repo } = openEncryption(db, Buffer.alloc(32, 5), 1)!
+  const store = encryptedStore(db, disk, keys, repo)
+  t.equal(repo.get()?.plainRemaining, true, 'content stored before is in the clear')
+
+  const report = await encryptBlobs({ db, store })
+  t.match(report, { checked: 2, sealed: 2, present: 0, missing: [], corrupt: [], done: true })
+  t.equal(repo.get()?.plainRemaining, false, 'the data dir is marked sealed')
+  for (const bytes of contents) {
+    const sha = createHash('sha256').update(bytes).digest('hex')
+    t.equal(await disk.hash(sha), undefined, 'no longer in the clear')
+    const opened = await store.open(sha)
+    const body = Buffer.isBuffer(opened.body) ? opened.body : Buffer.concat(await opened.body.toArray())
+    t.ok(body.equals(bytes), 'read back through the sealing store')
+  }
+  const again = await encryptBlobs({ db, store })
+  t.match(again, { checked: 2, sealed: 0, present: 2, done: true }, 'a second run finds it done')
+  return [report, again]
 })
