@@ -4,6 +4,7 @@ import { FilesRepo } from '../src/db/repos/files'
 import { OutboxRepo } from '../src/db/repos/outbox'
 import { TenantsRepo } from '../src/db/repos/tenants'
 import { WorkspacesRepo } from '../src/db/repos/workspaces'
+import { WorkspacesService } from '../src/services/workspaces'
 import { ManualClock } from '../src/lib/clock'
 import type { DiskReserve } from '../src/lib/disk-reserve'
 import { BucketConfigsRepo } from '../src/db/repos/bucket-configs'
@@ -512,4 +513,27 @@ onBothAsync('encrypt-blobs on the engine', async (t, { engine }) => {
   const again = await encryptBlobs({ db, store })
   t.match(again, { checked: 2, sealed: 0, present: 2, done: true }, 'a second run finds it done')
   return [report, again]
+})
+
+onBoth('WorkspacesService.create when another node creates the same slug between its check and its insert', (t, dbs) => {
+  const { engine } = dbs
+  twoTenants(engine)
+  const clock = new ManualClock(1_800_000_000_000)
+  const repo = new WorkspacesRepo(engine)
+  const files = new FilesRepo(engine)
+  const events = new FileEvents(new OutboxRepo(engine), files, repo, clock, new VersionsRepo(engine))
+  const service = new WorkspacesService(retrying(engine), repo, files, clock, events, true)
+  const tenant = new TenantsRepo(engine).get(T1)!
+  const twin = (e: Engine) =>
+    new WorkspacesRepo(e).insert({ id: W1, tenantId: T1, name: 'theirs', slug: 'photos', quotaBytes: null, metadata: null, webhookUrl: null, now: 1 })
+  afterCheck(dbs, repo, 'getBySlug', twin)
+  t.throws(
+    () => service.create(tenant, { name: 'mine', slug: 'photos' }),
+    { code: 'CONFLICT', message: 'A workspace with slug "photos" already exists', details: { field: 'slug' } },
+    "the index's refusal is the check's CONFLICT",
+  )
+  t.throws(() => service.create(tenant, { name: 'again', slug: 'photos' }), { code: 'CONFLICT' }, 'and the check finds it after')
+  // Another tenant's slug is its own: no conflict.
+  const other = service.create(new TenantsRepo(engine).get(T2)!, { name: 'theirs too', slug: 'photos' })
+  return [repo.getBySlug(T1, 'photos')?.name, other.slug, engine.pluck('SELECT count(*) FROM workspaces').get()]
 })
