@@ -1,5 +1,6 @@
 import { Readable } from 'node:stream'
 import type { DB } from '../db/database'
+import { engineOf, type Engine } from '../db/engine'
 import { BlobsRepo } from '../db/repos/blobs'
 import { EncryptionRepo } from '../db/repos/encryption'
 import { BlobNotFoundError } from '../blobs/blob-store'
@@ -29,15 +30,18 @@ export interface EncryptReport {
  * simply run again. When a run finds nothing missing or corrupt, the data dir is marked sealed and
  * content in the clear is never read again. The server may keep running meanwhile.
  */
-export async function encryptBlobs(deps: { db: DB; store: EncryptedBlobStore }): Promise<EncryptReport> {
+export async function encryptBlobs(deps: { db: DB | Engine; store: EncryptedBlobStore }): Promise<EncryptReport> {
   const { db, store } = deps
+  const engine = engineOf(db)
   const { inner } = store
   const blobs = new BlobsRepo(db)
   const repo = new EncryptionRepo(db)
   const report: EncryptReport = { checked: 0, sealed: 0, bytesSealed: 0, present: 0, missing: [], corrupt: [], done: false }
   const removePlain = async (sha256: string) => {
     if (inner.remote) await inner.remove(sha256)
-    else db.transaction(() => inner.removeSync(sha256)).immediate()
+    // In a write transaction: on SQLite its lock orders it with an upload's ensurePlaced of the
+    // same hash. Idempotent, so a run again (PostgreSQL's retry, #30) finds it done.
+    else engine.transaction(() => inner.removeSync(sha256))
   }
   for (let after = ''; ;) {
     const rows = blobs.sizesAfter(after, 500)
@@ -82,7 +86,7 @@ export async function encryptBlobs(deps: { db: DB; store: EncryptedBlobStore }):
           continue
         }
         await store.place(staged)
-        db.transaction(() => store.ensurePlaced(staged)).immediate()
+        engine.transaction(() => store.ensurePlaced(staged))
       } finally {
         await store.discard(staged)
       }

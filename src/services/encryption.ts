@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import type { DB } from '../db/database'
+import { constraintViolated, engineOf, type Engine } from '../db/engine'
 import { BlobsRepo } from '../db/repos/blobs'
 import { EncryptionRepo } from '../db/repos/encryption'
 import { EncryptedBlobStore } from '../blobs/encrypted-blob-store'
@@ -18,19 +19,26 @@ export class EncryptionKeyError extends Error {
  * the data-dir key; content stored before then stays readable in the clear until
  * `coffer encrypt-blobs` seals it. Undefined: the data dir is not encrypted.
  */
-export function openEncryption(db: DB, master: Buffer | undefined, now: number): { keys: BlobKeys; repo: EncryptionRepo } | undefined {
-  const repo = new EncryptionRepo(db)
+export function openEncryption(db: DB | Engine, master: Buffer | undefined, now: number): { keys: BlobKeys; repo: EncryptionRepo } | undefined {
+  const engine = engineOf(db)
+  const repo = new EncryptionRepo(engine)
   const row = repo.get()
   if (!row) {
     if (!master) return undefined
     const dataDirKey = randomBytes(32)
     const keys = new BlobKeys(dataDirKey)
-    db.transaction(() => {
-      if (repo.get()) throw new EncryptionKeyError('another process turned encryption on at the same time; start again')
-      repo.insert(wrapKey(master, dataDirKey), keys.keyId, new BlobsRepo(db).stats().count > 0, now)
-      // An SSE-S3 key made while there was no master key is wrapped by it from now on.
-      wrapSseS3Key(repo, master)
-    }).immediate()
+    const raced = () => new EncryptionKeyError('another process turned encryption on at the same time; start again')
+    try {
+      engine.transaction(() => {
+        if (repo.get()) throw raced()
+        repo.insert(wrapKey(master, dataDirKey), keys.keyId, new BlobsRepo(engine).stats().count > 0, now)
+        // An SSE-S3 key made while there was no master key is wrapped by it from now on.
+        wrapSseS3Key(repo, master)
+      })
+    } catch (err) {
+      // Another node's row, committed after this transaction's check (PostgreSQL, #30): the same refusal.
+      throw constraintViolated(err) === 'unique' ? raced() : err
+    }
     return { keys, repo }
   }
   if (!master) {
@@ -42,7 +50,7 @@ export function openEncryption(db: DB, master: Buffer | undefined, now: number):
       "the configured master key (COFFER_ENCRYPTION_KEY_FILE or COFFER_ENCRYPTION_KEY) is not this data dir's: it does not open the data-dir key",
     )
   // Kept as it is by a process that ran without the key at the same time (refused since): wrapped now.
-  if (repo.sseS3Key()?.wrapped === false) db.transaction(() => wrapSseS3Key(repo, master)).immediate()
+  if (repo.sseS3Key()?.wrapped === false) engine.transaction(() => wrapSseS3Key(repo, master))
   return { keys: new BlobKeys(dataDirKey), repo }
 }
 
@@ -63,12 +71,15 @@ function wrapSseS3Key(repo: EncryptionRepo, master: Buffer): void {
  */
 export class SseS3Keys {
   private cached: Buffer | undefined
+  private readonly engine: Engine
 
   constructor(
-    private readonly db: DB,
+    db: DB | Engine,
     private readonly master: Buffer | undefined,
     private readonly now: () => number,
-  ) {}
+  ) {
+    this.engine = engineOf(db)
+  }
 
   /** Whether an object asking for SSE-S3 is sealed on its own: there is no master key to seal the data dir. */
   get perObject(): boolean {
@@ -81,11 +92,12 @@ export class SseS3Keys {
    */
   key(make = false): Buffer {
     if (this.cached) return this.cached
-    const repo = new EncryptionRepo(this.db)
+    const repo = new EncryptionRepo(this.engine)
     let row = repo.sseS3Key()
     if (!row && !this.master && make) {
       // Two processes making one at once keep the first one made, which both then read.
-      this.db.transaction(() => repo.insertSseS3Key(randomBytes(32), this.now())).immediate()
+      const key = randomBytes(32)
+      this.engine.transaction(() => repo.insertSseS3Key(key, this.now()))
       row = repo.sseS3Key()
     }
     if (!row) throw new EncryptionKeyError('an object is sealed under the SSE-S3 key, and this data dir has none')
@@ -97,7 +109,7 @@ export class SseS3Keys {
 }
 
 /** `store` sealing everything it stores under `keys`, with what it needs of the database. */
-export function encryptedStore(db: DB, store: BlobStore, keys: BlobKeys, repo: EncryptionRepo): EncryptedBlobStore {
+export function encryptedStore(db: DB | Engine, store: BlobStore, keys: BlobKeys, repo: EncryptionRepo): EncryptedBlobStore {
   const blobs = new BlobsRepo(db)
   let plainRemaining = repo.get()?.plainRemaining ?? false
   return new EncryptedBlobStore(store, keys, {
@@ -120,9 +132,9 @@ export function encryptedStore(db: DB, store: BlobStore, keys: BlobKeys, repo: E
  * one) wrapped under the new master key, in place of the old wrapping. Blobs are untouched: their
  * keys derive from those keys.
  */
-export function rotateMasterKey(db: DB, oldMaster: Buffer, newMaster: Buffer): void {
+export function rotateMasterKey(db: DB | Engine, oldMaster: Buffer, newMaster: Buffer): void {
   const repo = new EncryptionRepo(db)
-  db.transaction(() => {
+  engineOf(db).transaction(() => {
     const row = repo.get()
     if (!row) throw new EncryptionKeyError('this data dir is not encrypted: there is no key to rotate')
     const dataDirKey = unwrapKey(oldMaster, row.wrappedKey)
@@ -134,5 +146,5 @@ export function rotateMasterKey(db: DB, oldMaster: Buffer, newMaster: Buffer): v
       if (!key) throw new EncryptionKeyError("the SSE-S3 key is not wrapped under this data dir's master key")
       repo.wrapSseS3Key(wrapKey(newMaster, key, SSE_S3_WRAP_AAD))
     } else if (sseS3) repo.wrapSseS3Key(wrapKey(newMaster, sseS3.key, SSE_S3_WRAP_AAD))
-  }).immediate()
+  })
 }

@@ -1,4 +1,5 @@
 import type { DB } from '../db/database'
+import { engineOf, type Engine } from '../db/engine'
 import type { FilesRepo } from '../db/repos/files'
 import type { BlobsRepo } from '../db/repos/blobs'
 import type { BlobStore } from '../blobs/blob-store'
@@ -33,9 +34,11 @@ export interface VerifyReport {
 
 /** Garbage collection of soft-deleted files and unreferenced blobs, and the integrity check. */
 export class GarbageCollector {
+  private readonly engine: Engine
+
   constructor(
     private readonly deps: {
-      db: DB
+      db: DB | Engine
       clock: Clock
       files: FilesRepo
       blobs: BlobsRepo
@@ -49,7 +52,9 @@ export class GarbageCollector {
       /** The keys of objects sealed under a key the server holds (SSE-KMS, SSE-S3; #27), which verify opens. */
       keys?: ServerKeys
     },
-  ) {}
+  ) {
+    this.engine = engineOf(deps.db)
+  }
 
   /**
    * Purges files deleted longer than the retention ago, then the blobs they leave unreferenced
@@ -60,7 +65,7 @@ export class GarbageCollector {
    * it (RemoteBlobs); `storeFailures` counts deletions the store refused, retried on the next run.
    */
   async collect(full = false): Promise<{ filesPurged: number; blobsRemoved: number; bytesFreed: number; tenantsPurged: number; storeFailures?: number }> {
-    const { db, clock, files, blobs, store, tenants, retentionMs, writes, reserve } = this.deps
+    const { clock, files, blobs, store, tenants, retentionMs, writes, reserve } = this.deps
     const result = { filesPurged: 0, blobsRemoved: 0, bytesFreed: 0, tenantsPurged: 0 }
     const removeIfUnreferenced = (sha256: string) => {
       const size = writes.releaseInTx(sha256)
@@ -68,13 +73,16 @@ export class GarbageCollector {
       result.blobsRemoved++
       result.bytesFreed += size
     }
-    // A transaction the disk reserve lets run again (a full disk) counts what its last run did.
+    // A transaction run again counts what its last run did: the disk reserve runs it again after
+    // a full disk, PostgreSQL's engine after a serialization failure or a deadlock (#30).
     const freeing = (run: () => void) => {
       const before = { ...result }
-      reserve.freeing(() => {
-        Object.assign(result, before)
-        db.transaction(run).immediate()
-      })
+      reserve.freeing(() =>
+        this.engine.transaction(() => {
+          Object.assign(result, before)
+          run()
+        }),
+      )
     }
     // Releases a crash left between a commit and the removal it deferred (#24).
     const deferred = await writes.releaseDeferred()
@@ -113,11 +121,11 @@ export class GarbageCollector {
 
   /** Removes blob files that have no row (a crash between placing and committing) and are old enough. */
   async removeOrphans(): Promise<number> {
-    const { db, clock, blobs, store, writes } = this.deps
+    const { clock, blobs, store, writes } = this.deps
     let removed = 0
     for await (const b of store.list()) {
       if (clock.now() - b.mtimeMs < ORPHAN_MIN_AGE_MS || blobs.exists(b.sha256)) continue
-      if (db.transaction(() => writes.removeOrphanInTx(b.sha256)).immediate()) removed++
+      if (this.engine.transaction(() => writes.removeOrphanInTx(b.sha256))) removed++
     }
     await writes.drain()
     return removed

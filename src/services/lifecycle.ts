@@ -1,4 +1,5 @@
 import type { DB } from '../db/database'
+import { engineOf, type Engine } from '../db/engine'
 import type { LifecycleRepo } from '../db/repos/lifecycle'
 import type { ObjectInfo } from '../db/repos/objects'
 import type { Clock } from '../lib/clock'
@@ -31,6 +32,9 @@ export interface LifecycleOutcome {
   complete: boolean
 }
 
+/** What a batch's transaction removed, counted by the run that commits. */
+type Removed = Pick<LifecycleOutcome, 'expired' | 'noncurrentDeleted' | 'markersRemoved'>
+
 interface Compiled {
   rule: LifecycleRule
   selection: Selection
@@ -54,10 +58,11 @@ export class LifecycleService {
   private after = ''
   /** A bucket a pass stopped inside (its budget ran out), and the last key it judged. */
   private resume: { workspaceId: string; key: string } | undefined
+  private readonly engine: Engine
 
   constructor(
     private readonly deps: {
-      db: DB
+      db: DB | Engine
       clock: Clock
       configs: BucketConfigsService
       repo: LifecycleRepo
@@ -68,7 +73,9 @@ export class LifecycleService {
       /** How long a lifecycle day is (COFFER_S3_LIFECYCLE_DAY_SECONDS). */
       dayMs: number
     },
-  ) {}
+  ) {
+    this.engine = engineOf(deps.db)
+  }
 
   get(workspaceId: string): LifecycleConfiguration | undefined {
     return this.deps.configs.get<LifecycleConfiguration>(workspaceId, LIFECYCLE)
@@ -144,7 +151,7 @@ export class LifecycleService {
     out: LifecycleOutcome,
     budget: number,
   ): Promise<string | undefined> {
-    const { db, repo, reserve } = this.deps
+    const { repo, reserve } = this.deps
     const keyed = rules.filter((c) => c.rule.expiration || c.rule.noncurrentExpiration)
     if (keyed.length === 0) return undefined
     // No rule looks below its prefix: the walk starts at the smallest one.
@@ -153,14 +160,19 @@ export class LifecycleService {
       if (out.keys >= budget) return after
       const keys = repo.keys(workspaceId, after, from, Math.min(KEYS_PER_TRANSACTION, budget - out.keys))
       if (keys.length === 0) return undefined
-      reserve.freeing(() =>
-        db
-          .transaction(() => {
-            const now = this.deps.clock.now()
-            for (const key of keys) this.judge(tenantId, workspaceId, key, keyed, now, out)
-          })
-          .immediate(),
+      // Counted from the run that committed: a transaction may run again (PostgreSQL's engine after
+      // a serialization failure, #30; the disk reserve after a full disk), each run from scratch.
+      const removed = reserve.freeing(() =>
+        this.engine.transaction(() => {
+          const now = this.deps.clock.now()
+          const counts: Removed = { expired: 0, noncurrentDeleted: 0, markersRemoved: 0 }
+          for (const key of keys) this.judge(tenantId, workspaceId, key, keyed, now, counts)
+          return counts
+        }),
       )
+      out.expired += removed.expired
+      out.noncurrentDeleted += removed.noncurrentDeleted
+      out.markersRemoved += removed.markersRemoved
       out.keys += keys.length
       after = keys[keys.length - 1]!
       await new Promise((r) => setImmediate(r))
@@ -168,7 +180,7 @@ export class LifecycleService {
   }
 
   /** Inside the batch's transaction: applies the rules to one key's versions. */
-  private judge(tenantId: string, workspaceId: string, key: string, rules: Compiled[], now: number, out: LifecycleOutcome): void {
+  private judge(tenantId: string, workspaceId: string, key: string, rules: Compiled[], now: number, out: Removed): void {
     const { repo, versions, dayMs } = this.deps
     const applicable = rules.filter((c) => key.startsWith(c.selection.prefix))
     if (applicable.length === 0) return
@@ -225,14 +237,14 @@ export class LifecycleService {
 
   /** AbortIncompleteMultipartUpload: uploads under a rule's prefix initiated more than its days ago. */
   private async abortUploads(workspaceId: string, rules: Compiled[], out: LifecycleOutcome): Promise<void> {
-    const { db, repo, reserve, clock, dayMs } = this.deps
+    const { repo, reserve, clock, dayMs } = this.deps
     for (const { rule, selection } of rules) {
       const a = rule.abortIncompleteMultipartUpload
       if (!a) continue
       for (;;) {
         const uploads = repo.uploadsInitiatedBefore(workspaceId, selection.prefix, clock.now() - a.daysAfterInitiation * dayMs, UPLOADS_PER_TRANSACTION)
         if (uploads.length === 0) break
-        reserve.freeing(() => db.transaction(() => uploads.forEach((u) => this.deps.abortUpload(u.id))).immediate())
+        reserve.freeing(() => this.engine.transaction(() => uploads.forEach((u) => this.deps.abortUpload(u.id))))
         out.uploadsAborted += uploads.length
         await new Promise((r) => setImmediate(r))
       }

@@ -1,4 +1,5 @@
 import type { DB } from '../db/database'
+import { engineOf, type Engine } from '../db/engine'
 import type { Clock } from '../lib/clock'
 import type { LockMode, LockedVersion, ObjectLocksRepo, VersionLock } from '../db/repos/object-locks'
 import type { VersionsRepo } from '../db/repos/versions'
@@ -32,7 +33,11 @@ export class LockRefusal extends Error {
  * the collector only purges files no version row references).
  */
 export class ObjectLock {
-  constructor(private readonly deps: { db: DB; clock: Clock; locks: ObjectLocksRepo; versions: VersionsRepo; configs: BucketConfigsService }) {}
+  private readonly engine: Engine
+
+  constructor(private readonly deps: { db: DB | Engine; clock: Clock; locks: ObjectLocksRepo; versions: VersionsRepo; configs: BucketConfigsService }) {
+    this.engine = engineOf(deps.db)
+  }
 
   config(workspaceId: string): ObjectLockConfig | undefined {
     return this.deps.configs.get<ObjectLockConfig>(workspaceId, OBJECT_LOCK_FAMILY)
@@ -47,10 +52,10 @@ export class ObjectLock {
     const { db, versions, configs } = this.deps
     // The bucket state cache (services/bucket-cache.ts) reads it again (#29).
     noteBucketWrite(db)
-    db.transaction(() => {
+    this.engine.transaction(() => {
       versions.setVersioning(workspaceId, 'Enabled')
       configs.put(workspaceId, OBJECT_LOCK_FAMILY, { enabled: true } satisfies ObjectLockConfig)
-    }).immediate()
+    })
   }
 
   /** PutObjectLockConfiguration: only on a bucket created with lock (AWS: InvalidBucketState otherwise). */
@@ -97,9 +102,9 @@ export class ObjectLock {
    * turned into GOVERNANCE) until it expires; shortening or removing GOVERNANCE needs the bypass.
    */
   putRetention(workspaceId: string, key: string, versionId: string, next: { mode: LockMode; until: number } | null, bypass: boolean): void {
-    const { db, locks, clock } = this.deps
+    const { locks, clock } = this.deps
     if (!this.enabled(workspaceId)) throw new LockRefusal('InvalidRequest', 'Bucket is missing Object Lock Configuration')
-    db.transaction(() => {
+    this.engine.transaction(() => {
       const cur = locks.get(workspaceId, key, versionId)
       if (!cur) throw new LockRefusal('NoSuchVersion', 'The specified version does not exist.')
       const now = clock.now()
@@ -110,16 +115,16 @@ export class ObjectLock {
         if (weaker && (cur.mode === 'COMPLIANCE' || !bypass)) throw new LockRefusal('AccessDenied', 'Access Denied because object protected by object lock.')
       }
       locks.setRetention(workspaceId, key, versionId, next?.mode ?? null, next?.until ?? null)
-    }).immediate()
+    })
   }
 
   putLegalHold(workspaceId: string, key: string, versionId: string, on: boolean): void {
-    const { db, locks } = this.deps
+    const { locks } = this.deps
     if (!this.enabled(workspaceId)) throw new LockRefusal('InvalidRequest', 'Bucket is missing Object Lock Configuration')
-    db.transaction(() => {
+    this.engine.transaction(() => {
       if (!locks.get(workspaceId, key, versionId)) throw new LockRefusal('NoSuchVersion', 'The specified version does not exist.')
       locks.setLegalHold(workspaceId, key, versionId, on)
-    }).immediate()
+    })
   }
 
   /**

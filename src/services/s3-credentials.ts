@@ -1,5 +1,6 @@
 import { createCipheriv, createDecipheriv, randomBytes, randomInt } from 'node:crypto'
 import type { DB } from '../db/database'
+import { constraintViolated, engineOf, type Engine } from '../db/engine'
 import type { S3CredentialsRepo } from '../db/repos/s3-credentials'
 import { authenticationView, type AuthenticatedTenant, type TenantsRepo } from '../db/repos/tenants'
 import { isoTime, type Clock } from '../lib/clock'
@@ -53,9 +54,10 @@ export class S3CredentialsService {
    */
   private readonly verified = new Map<string, { secret: string; tenant: AuthenticatedTenant }>()
   private verifiedAt = { dataVersion: -1, authChanges: -1 }
+  private readonly engine: Engine
 
   constructor(
-    private readonly db: DB,
+    db: DB | Engine,
     private readonly repo: S3CredentialsRepo,
     private readonly tenants: TenantsRepo,
     private readonly clock: Clock,
@@ -64,6 +66,7 @@ export class S3CredentialsService {
     private readonly authChanges: () => number,
   ) {
     this.key = deriveKey(serverSecret, 's3-credentials', 'v1')
+    this.engine = engineOf(db)
   }
 
   /**
@@ -75,13 +78,20 @@ export class S3CredentialsService {
     if (fixed && !(FIXED_ACCESS_KEY_ID.test(fixed.accessKeyId) && FIXED_SECRET.test(fixed.secretAccessKey))) {
       throw new AppError('VALIDATION_ERROR', 'An access key id is 3 to 128 characters A-Z a-z 0-9 . _ -, a secret 4 to 128 characters A-Z a-z 0-9 + / = . _ -')
     }
-    if (fixed && this.repo.get(fixed.accessKeyId)) throw new AppError('CONFLICT', 'This access key id is taken')
+    const taken = () => new AppError('CONFLICT', 'This access key id is taken')
+    if (fixed && this.repo.get(fixed.accessKeyId)) throw taken()
     const accessKeyId = fixed?.accessKeyId ?? newAccessKeyId()
     const secretAccessKey = fixed?.secretAccessKey ?? newSecret()
     const createdAt = this.clock.now()
-    this.db
-      .transaction(() => this.repo.insert({ accessKeyId, tenantId: tenantId.toLowerCase(), secretSealed: this.seal(accessKeyId, secretAccessKey), createdAt }))
-      .immediate()
+    const row = { accessKeyId, tenantId: tenantId.toLowerCase(), secretSealed: this.seal(accessKeyId, secretAccessKey), createdAt }
+    try {
+      this.engine.transaction(() => this.repo.insert(row))
+    } catch (err) {
+      // Another process (another node, #30) inserted the same fixed id after the check above: the
+      // primary key refuses this one, which is the check's CONFLICT.
+      if (constraintViolated(err) === 'unique' && this.repo.get(accessKeyId)) throw taken()
+      throw err
+    }
     return { accessKeyId, secretAccessKey, createdAt: isoTime(createdAt) }
   }
 
@@ -135,7 +145,7 @@ export class S3CredentialsService {
   /** Revokes a pair; the next request signed with it is refused. */
   revoke(tenantId: string, accessKeyId: string): void {
     if (!isUuid(tenantId) || !this.tenants.get(tenantId.toLowerCase())) throw notFound.tenant()
-    const removed = this.db.transaction(() => this.repo.delete(tenantId.toLowerCase(), accessKeyId)).immediate()
+    const removed = this.engine.transaction(() => this.repo.delete(tenantId.toLowerCase(), accessKeyId))
     this.verified.delete(accessKeyId)
     if (!removed) throw new AppError('NOT_FOUND', 'No such S3 credential for this tenant')
   }

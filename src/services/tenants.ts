@@ -1,6 +1,7 @@
 import type { Static } from '@sinclair/typebox'
 import { AppError, notFound, validationError } from '../errors'
 import type { DB } from '../db/database'
+import { constraintViolated, engineOf, type Engine } from '../db/engine'
 import { authenticationView, type AuthenticatedTenant, type Tenant, type TenantsRepo } from '../db/repos/tenants'
 import type { FilesRepo } from '../db/repos/files'
 import type { WorkspacesRepo } from '../db/repos/workspaces'
@@ -67,6 +68,21 @@ export function checkTenantInput(input: UpdateTenantInput): void {
   }
 }
 
+/**
+ * Runs `write`, a transaction that checks a name is free and then writes it. Two nodes on one
+ * PostgreSQL database can both pass the check before either commits; the unique index
+ * (tenants_name_key) then refuses the second (#30), whose transaction is rolled back whole. That
+ * violation is the check's own CONFLICT when the name is now another tenant's (`holder()`, read
+ * after the rollback); any other (a fixed API key given twice hits key_hash) is rethrown.
+ */
+function nameTaken<T>(write: () => T, holder: () => AppError | undefined): T {
+  try {
+    return write()
+  } catch (err) {
+    throw (constraintViolated(err) === 'unique' && holder()) || err
+  }
+}
+
 /** What an API key looks like; anything else is refused before any hashing or lookup. */
 const API_KEY = /^sk_(live|test)_[A-Za-z0-9_-]{20,100}$/
 
@@ -83,13 +99,16 @@ export class TenantsService {
   private authenticatedAt = -1
   /** Counts this connection's changes to what authentication returns (S3CredentialsService caches by it). */
   private changes = 0
+  private readonly engine: Engine
 
   constructor(
-    private readonly db: DB,
+    db: DB | Engine,
     private readonly repo: TenantsRepo,
     private readonly clock: Clock,
     private readonly owned: TenantOwnedRepos,
-  ) {}
+  ) {
+    this.engine = engineOf(db)
+  }
 
   /**
    * Creates a tenant; the returned key and webhook secret exist nowhere else afterwards.
@@ -114,17 +133,20 @@ export class TenantsService {
       selfServiceS3Credentials: input.selfServiceS3Credentials ?? true,
       createdAt: this.clock.now(),
     }
-    this.db
-      .transaction(() => {
+    const taken = (name: string) =>
+      new AppError('CONFLICT', `A tenant named "${name}" already exists (names are compared ignoring case and Unicode normalisation)`, { field: 'name' })
+    nameTaken(
+      () =>
+        this.engine.transaction(() => {
+          const same = this.repo.getByName(row.name)
+          if (same) throw taken(same.name)
+          this.repo.insert(row)
+        }),
+      () => {
         const same = this.repo.getByName(row.name)
-        if (same) {
-          throw new AppError('CONFLICT', `A tenant named "${same.name}" already exists (names are compared ignoring case and Unicode normalisation)`, {
-            field: 'name',
-          })
-        }
-        this.repo.insert(row)
-      })
-      .immediate()
+        return same && taken(same.name)
+      },
+    )
     return { tenant: this.repo.get(row.id)!, apiKey }
   }
 
@@ -188,7 +210,7 @@ export class TenantsService {
   /** A page of live tenants, newest first, with their usage; `cursor` is an earlier page's `nextCursor`. */
   list(q: { limit: number; cursor?: string | undefined }): { tenants: TenantUsage[]; nextCursor: string | null } {
     const cursor = q.cursor === undefined ? undefined : decodeCursor(q.cursor)
-    return this.db.transaction(() => {
+    return this.engine.read(() => {
       const rows = this.repo.page(cursor, q.limit + 1)
       const page = rows.slice(0, q.limit)
       const last = page.at(-1)
@@ -196,23 +218,23 @@ export class TenantsService {
         tenants: page.map((t) => ({ ...t, fileCount: this.repo.fileCount(t.id) })),
         nextCursor: rows.length > q.limit && last ? encodeCursor(last) : null,
       }
-    })()
+    })
   }
 
   /** One live tenant with its usage. */
   show(tenantId: string): TenantUsage {
-    return this.db.transaction(() => {
+    return this.engine.read(() => {
       const t = this.get(tenantId)
       return { ...t, fileCount: this.repo.fileCount(t.id) }
-    })()
+    })
   }
 
   /** Live tenants using the most bytes, most first, with their file counts; and how many live tenants there are (the admin overview, #31). */
   topByUsage(limit: number): { tenants: TenantUsage[]; total: number } {
-    return this.db.transaction(() => ({
+    return this.engine.read(() => ({
       tenants: this.repo.topByUsage(limit).map((t) => ({ ...t, fileCount: this.repo.fileCount(t.id) })),
       total: this.repo.liveCount(),
-    }))()
+    }))
   }
 
   /**
@@ -221,24 +243,30 @@ export class TenantsService {
    */
   update(tenantId: string, input: UpdateTenantInput): TenantUsage {
     checkTenantInput(input)
-    const updated = this.db
-      .transaction(() => {
-        const t = this.get(tenantId)
-        if (input.name !== undefined) {
-          const holder = this.repo.getByName(input.name)
-          if (holder && holder.id !== t.id) throw new AppError('CONFLICT', `A tenant named "${input.name}" already exists`, { field: 'name' })
-        }
-        const allowed = input.allowedFileTypes
-        this.repo.update({
-          id: t.id,
-          name: input.name ?? t.name,
-          quotaBytes: input.quotaBytes ?? t.quotaBytes,
-          allowedFileTypes: allowed === undefined ? t.allowedFileTypes : FILE_TYPES.filter((type) => allowed.includes(type)),
-          selfServiceS3Credentials: input.selfServiceS3Credentials ?? t.selfServiceS3Credentials,
-        })
-        return { ...this.repo.get(t.id)!, fileCount: this.repo.fileCount(t.id) }
-      })
-      .immediate()
+    const taken = () => new AppError('CONFLICT', `A tenant named "${input.name}" already exists`, { field: 'name' })
+    const updated = nameTaken(
+      () =>
+        this.engine.transaction(() => {
+          const t = this.get(tenantId)
+          if (input.name !== undefined) {
+            const holder = this.repo.getByName(input.name)
+            if (holder && holder.id !== t.id) throw taken()
+          }
+          const allowed = input.allowedFileTypes
+          this.repo.update({
+            id: t.id,
+            name: input.name ?? t.name,
+            quotaBytes: input.quotaBytes ?? t.quotaBytes,
+            allowedFileTypes: allowed === undefined ? t.allowedFileTypes : FILE_TYPES.filter((type) => allowed.includes(type)),
+            selfServiceS3Credentials: input.selfServiceS3Credentials ?? t.selfServiceS3Credentials,
+          })
+          return { ...this.repo.get(t.id)!, fileCount: this.repo.fileCount(t.id) }
+        }),
+      () => {
+        const holder = input.name === undefined ? undefined : this.repo.getByName(input.name)
+        return holder && holder.id !== tenantId.toLowerCase() ? taken() : undefined
+      },
+    )
     // Authenticated tenants carry their settings (allowed types): the next request reads them anew.
     this.changed()
     return updated
@@ -253,24 +281,19 @@ export class TenantsService {
    */
   delete(tenantId: string): void {
     const now = this.clock.now()
-    this.db
-      .transaction(() => {
-        const t = this.get(tenantId)
-        // A locked version must outlive its tenant's deletion too: refused, naming them (#25).
-        this.owned.objectLock?.checkTenantDeletable(t.id)
-        this.owned.files.softDeleteAllOfTenant(t.id, now)
-        this.owned.workspaces.softDeleteAllOfTenant(t.id, now)
-        this.owned.outbox.dropPending(t.id)
-        // S3 credentials stop with the key; multipart uploads in progress are aborted.
-        this.repo.dropS3(t.id)
-        // The name goes to a placeholder no live tenant can have (names never hold control
-        // characters), and the key hash to one of random bytes, which no key hashes to. The id
-        // comes first: the name column's NOCASE collation stops comparing at a NUL, so two
-        // placeholders that began with one compared equal and a second deletion hit the UNIQUE
-        // constraint (a 500).
-        this.repo.markDeleted(t.id, now, `${t.id}\u0000deleted`, sha256(randomBytes(32)))
-      })
-      .immediate()
+    this.engine.transaction(() => {
+      const t = this.get(tenantId)
+      // A locked version must outlive its tenant's deletion too: refused, naming them (#25).
+      this.owned.objectLock?.checkTenantDeletable(t.id)
+      this.owned.files.softDeleteAllOfTenant(t.id, now)
+      this.owned.workspaces.softDeleteAllOfTenant(t.id, now)
+      this.owned.outbox.dropPending(t.id)
+      // S3 credentials stop with the key; multipart uploads in progress are aborted.
+      this.repo.dropS3(t.id)
+      // The name goes to a placeholder no live tenant can have (TenantsRepo.deletedName), and the
+      // key hash to one of random bytes, which no key hashes to.
+      this.repo.markDeleted(t.id, now, this.repo.deletedName(t.id), sha256(randomBytes(32)))
+    })
     this.changed()
   }
 
@@ -279,14 +302,13 @@ export class TenantsService {
    * calls this after purging files). Returns how many tenants went.
    */
   purgeDeleted(): number {
-    let purged = 0
     if (this.repo.purgeable(1).length === 0) return 0
-    this.db
-      .transaction(() => {
-        for (const id of this.repo.purgeable(100)) if (this.repo.purge(id)) purged++
-      })
-      .immediate()
-    return purged
+    // Counted by the run that commits: PostgreSQL's engine may run the function again (#30).
+    return this.engine.transaction(() => {
+      let purged = 0
+      for (const id of this.repo.purgeable(100)) if (this.repo.purge(id)) purged++
+      return purged
+    })
   }
 
   quota(tenantId: string): Static<typeof QuotaInfo> {

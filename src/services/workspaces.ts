@@ -1,6 +1,6 @@
 import { AppError, notFound, validationError } from '../errors'
 import type { DB } from '../db/database'
-import { engineOf, type Engine } from '../db/engine'
+import { constraintViolated, engineOf, type Engine } from '../db/engine'
 import type { Workspace, WorkspacesRepo } from '../db/repos/workspaces'
 import type { AuthenticatedTenant } from '../db/repos/tenants'
 import type { Clock } from '../lib/clock'
@@ -86,21 +86,28 @@ export class WorkspacesService {
     this.checkWebhookUrl(input.webhookUrl)
     const now = this.clock.now()
     const id = uuidv7(now)
-    this.engine.transaction(() => {
-      if (this.repo.getBySlug(tenant.id, input.slug)) {
-        throw new AppError('CONFLICT', `A workspace with slug "${input.slug}" already exists`, { field: 'slug' })
-      }
-      this.repo.insert({
-        id,
-        tenantId: tenant.id,
-        name: input.name,
-        slug: input.slug,
-        quotaBytes: input.quotaBytes ?? null,
-        metadata: input.metadata ?? null,
-        webhookUrl: input.webhookUrl ?? null,
-        now,
+    const taken = () => new AppError('CONFLICT', `A workspace with slug "${input.slug}" already exists`, { field: 'slug' })
+    try {
+      this.engine.transaction(() => {
+        if (this.repo.getBySlug(tenant.id, input.slug)) throw taken()
+        this.repo.insert({
+          id,
+          tenantId: tenant.id,
+          name: input.name,
+          slug: input.slug,
+          quotaBytes: input.quotaBytes ?? null,
+          metadata: input.metadata ?? null,
+          webhookUrl: input.webhookUrl ?? null,
+          now,
+        })
       })
-    })
+    } catch (err) {
+      // Two nodes on one PostgreSQL database can both pass the check before either commits (#30):
+      // the unique index (workspaces_slug) refuses the second, whose transaction is rolled back
+      // whole. That is the check's CONFLICT when the slug is now taken (read after the rollback).
+      if (constraintViolated(err) === 'unique' && this.repo.getBySlug(tenant.id, input.slug)) throw taken()
+      throw err
+    }
     return this.repo.getLive(tenant.id, id)!
   }
 

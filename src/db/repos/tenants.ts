@@ -84,9 +84,11 @@ const SQL = {
 /** SQL for the tenants table; no rules here. Only live tenants are ever returned. */
 export class TenantsRepo {
   private readonly stmts
+  private readonly dialect: Engine['dialect']
 
   constructor(database: DB | Engine) {
     const db = engineOf(database)
+    this.dialect = db.dialect
     const live = 'deleted_at IS NULL'
     this.stmts = {
       byId: db.prepare<[string], Row>(`SELECT ${COLUMNS} FROM tenants WHERE id = ? AND ${live}`),
@@ -254,6 +256,16 @@ export class TenantsRepo {
    */
   markDeleted(id: string, now: number, name: string, keyHash: Buffer): boolean {
     return this.stmts.markDeleted.run({ id, now, name, keyHash }).changes === 1
+  }
+
+  /**
+   * The name (and name key) a deleted tenant's row takes, which no live tenant can have: names
+   * never hold control characters. The id comes first, so two never collide (SQLite's NOCASE
+   * collation stops comparing at a NUL). PostgreSQL's text cannot hold a NUL at all (SQLSTATE
+   * 22021, #30): U+0001 there.
+   */
+  deletedName(id: string): string {
+    return `${id}${this.dialect === 'postgres' ? '\u0001' : '\u0000'}deleted`
   }
 
   /** Deleted tenants none of whose files remain (all purged by the garbage collector). */
