@@ -23,8 +23,8 @@ import { buildApp } from '../src/app'
 import { loadConfig } from '../src/config'
 import { createCore } from '../src/core'
 import { createLogger } from '../src/lib/logger'
-import { ADMIN_KEY, captureLogs, fileBytes, tempDir, upload } from './helper'
-import { makeS3, pattern } from './s3-helper'
+import { ADMIN_KEY, admin as adminHeaders, captureLogs, fileBytes, tempDir, upload } from './helper'
+import { createTenantWithS3, makeS3, pattern } from './s3-helper'
 import { BUNDLE, buildBundle, startCoffer } from './process-helper'
 import { admin, freshSchema, withPg } from './pg/fixture'
 
@@ -103,6 +103,12 @@ async function fill(t: Test): Promise<Filled> {
   await client.send(new PutObjectCommand({ Bucket: 'locked', Key: 'held', Body: held }))
   await client.send(new PutObjectLegalHoldCommand({ Bucket: 'locked', Key: 'held', LegalHold: { Status: 'ON' } }))
   objects.set('locked/held', held)
+  // A deleted tenant whose file the collector has not removed yet: its row stays, under a
+  // placeholder name that SQLite writes with a NUL, which PostgreSQL's text cannot hold.
+  const leaving = await createTenantWithS3(app)
+  await upload(app, leaving.headers, { bytes: fileBytes('image/png', 200, 7), name: 'left.png' })
+  const deleted = await app.inject({ method: 'DELETE', url: `/api/v1/admin/tenants/${leaving.id}`, headers: adminHeaders })
+  if (deleted.statusCode !== 204) throw new Error(`tenant deletion failed: ${deleted.statusCode} ${deleted.body}`)
   const filled = { dir: ctx.dir, apiKey: ctx.tenant.apiKey, credentials: ctx.credentials, files, objects }
   await ctx.close()
   return filled
@@ -149,7 +155,17 @@ withPg(t, 'migrate-metadata', (fixture) => {
       'the source has usage to carry',
     )
     t.same((await admin(url, `SELECT id, used_bytes FROM tenants ORDER BY id`)).rows, used, "usage equals the source's")
-    const tenant = (await admin(url, `SELECT quota_bytes::text AS q FROM tenants WHERE quota_bytes IS NOT NULL`)).rows
+    const placeholders = new Database(path.join(src.dir, 'coffer.db'), { readonly: true })
+      .prepare('SELECT count(*) AS n FROM tenants WHERE deleted_at IS NOT NULL AND instr(name, char(0)) > 0')
+      .get() as { n: number }
+    t.equal(placeholders.n, 1, 'the source holds a deleted tenant named with a NUL')
+    t.same(
+      (await admin(url, `SELECT count(*)::int AS n FROM tenants WHERE deleted_at IS NOT NULL AND strpos(name, chr(1)) > 0 AND strpos(name_key, chr(1)) > 0`))
+        .rows,
+      [{ n: 1 }],
+      'which PostgreSQL holds with U+0001, as its own repository names one',
+    )
+    const tenant = (await admin(url, `SELECT quota_bytes::text AS q FROM tenants WHERE quota_bytes IS NOT NULL AND deleted_at IS NULL`)).rows
     t.same(tenant, [{ q: String(2 ** 40 + 7) }], 'a quota past 2^32 stays exact')
     const inline = (await admin(url, `SELECT length(content) AS n FROM blob_inline`)).rows
     t.ok(inline.length >= 1, 'small content lives in the database as bytea')

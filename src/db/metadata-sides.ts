@@ -87,7 +87,8 @@ export class SqliteSide implements MetadataSide {
   rows(table: string, columns: string[], pk: string[], after: unknown[] | undefined, limit: number, inclusive = false): unknown[][] {
     const where = after ? `WHERE (${list(pk)}) ${inclusive ? '>=' : '>'} (${marks(pk.length)})` : ''
     const stmt = this.db.prepare(`SELECT ${list(columns)} FROM ${q(table)} ${where} ORDER BY ${list(pk)} LIMIT ${limit}`).raw()
-    return (after ? stmt.all(...after) : stmt.all()) as unknown[][]
+    const rows = (after ? stmt.all(...after) : stmt.all()) as unknown[][]
+    return table === 'tenants' ? rows.map((r) => placeholderNames(columns, r)) : rows
   }
 
   edgeKey(table: string, pk: string[], last: boolean): unknown[] | undefined {
@@ -216,4 +217,17 @@ export class PgSide implements MetadataSide {
   finish(): void {
     this.bridge.query('UPDATE auth_version SET version = version + 1 WHERE id = 1')
   }
+}
+
+/**
+ * A deleted tenant's row keeps a placeholder name that SQLite's repository writes with a NUL
+ * (`TenantsRepo.deletedName`) and PostgreSQL's with U+0001, since PostgreSQL's text cannot hold a
+ * NUL (SQLSTATE 22021). The SQLite side reads it as PostgreSQL's, so the copy and both checksums
+ * agree; copied back, the row keeps U+0001, which is as much a placeholder (no live name holds a
+ * control character) and is only ever read as a deleted row.
+ */
+function placeholderNames(columns: string[], row: unknown[]): unknown[] {
+  return row.map((v, i) =>
+    (columns[i] === 'name' || columns[i] === 'name_key') && typeof v === 'string' && v.includes('\u0000') ? v.replaceAll('\u0000', '\u0001') : v,
+  )
 }
