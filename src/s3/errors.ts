@@ -1,4 +1,4 @@
-import { AppError, STORE_RETRY_AFTER_SECONDS } from '../errors'
+import { AppError, DATABASE_RETRY_AFTER_SECONDS, STORE_RETRY_AFTER_SECONDS } from '../errors'
 
 /**
  * S3's error codes Coffer answers with and their HTTP statuses (Amazon S3 API reference,
@@ -128,6 +128,12 @@ export function fromAppError(err: AppError): S3Error {
       // The blob store (S3-compatible, #16) is down or slow: nothing was stored; retry later.
       const e = new S3Error('ServiceUnavailable', err.message)
       e.retryAfterSeconds = STORE_RETRY_AFTER_SECONDS
+      return e
+    }
+    case 'DATABASE_UNAVAILABLE': {
+      // PostgreSQL's connection lost or refused (#30): the transaction was rolled back, nothing done.
+      const e = new S3Error('ServiceUnavailable', err.message)
+      e.retryAfterSeconds = DATABASE_RETRY_AFTER_SECONDS
       return e
     }
     case 'INTERNAL_ERROR':
