@@ -30,6 +30,7 @@ import { startServer } from '../src/server'
 import { freshSchema, withPg } from './pg/fixture'
 import type { NodeDatabase, NodeTask, Reserved } from './pg/node-worker'
 import { tempDir } from './helper'
+import { SELF_SERVICE_LIMIT } from '../src/services/s3-credentials'
 
 // Correct with N nodes on one database (#30): each "node" is a worker thread with a connection of
 // its own (test/pg/node-worker.ts), all of them on one SQLite file or one PostgreSQL schema, and
@@ -167,6 +168,25 @@ onBoth('uploads reserved by several nodes at once never pass a quota: exactly as
     t.ok(row.used_bytes <= row.quota_bytes!, `${scope}: within its quota`)
     t.equal(Number(pending.get(tenantId)), fit, `${scope}: one pending row per success`)
   }
+})
+
+onBoth('a tenant creating its own S3 credentials on several nodes at once gets exactly the limit of 20 pairs', async (t, { engine, database }) => {
+  tenant(engine, T1, 1_000_000, 1)
+  const nodes = await startNodes(t, database, 3)
+  const gate = new SharedArrayBuffer(4)
+  for (const n of nodes) n.send({ kind: 'credentials', tenantId: T1, count: 10, gate })
+  await Promise.all(nodes.map(async (n) => assert.equal(await n.next(), 'waiting')))
+  Atomics.store(new Int32Array(gate), 0, 1)
+  Atomics.notify(new Int32Array(gate), 0)
+  const outcomes = ((await Promise.all(nodes.map((n) => n.next()))) as Reserved[][]).flat()
+  t.equal(outcomes.length, 30, 'every request answered')
+  t.equal(outcomes.filter((o) => 'ok' in o).length, SELF_SERVICE_LIMIT, `exactly ${SELF_SERVICE_LIMIT} of 30 concurrent creations succeed`)
+  t.same(new Set(outcomes.filter((o) => 'refused' in o).map((o) => (o as { refused: string }).refused)), new Set(['CONFLICT']), 'the others are refused')
+  t.equal(
+    Number(engine.pluck<[string], number>('SELECT count(*) FROM s3_credentials WHERE tenant_id = ?').get(T1)),
+    SELF_SERVICE_LIMIT,
+    'the table holds the limit',
+  )
 })
 
 const T3 = '00000000-0000-4000-8000-000000000003'

@@ -36,6 +36,13 @@ export interface CreatedS3Credential {
   createdAt: string
 }
 
+/** The self-service limit's refusal (createOwn). */
+const overLimit = (held: number, limit: number) =>
+  new AppError('CONFLICT', `This tenant already holds ${held} S3 credential pairs, the most a tenant can create itself: revoke one first`, {
+    field: 'accessKeyId',
+    limit,
+  })
+
 /**
  * S3 credential pairs of tenants. SigV4 needs the secret itself on the server, so it is sealed
  * with AES-256-GCM under a key derived (HKDF) from the server secret: a copy of the database alone
@@ -73,7 +80,7 @@ export class S3CredentialsService {
    * A new pair for the tenant; the secret exists in the clear only in the returned value.
    * `fixed`: the pair a CI fixture's configuration names (#28) instead of a generated one.
    */
-  create(tenantId: string, fixed?: { accessKeyId: string; secretAccessKey: string }): CreatedS3Credential {
+  create(tenantId: string, fixed?: { accessKeyId: string; secretAccessKey: string }, limit?: number): CreatedS3Credential {
     if (!isUuid(tenantId) || !this.tenants.get(tenantId.toLowerCase())) throw notFound.tenant()
     if (fixed && !(FIXED_ACCESS_KEY_ID.test(fixed.accessKeyId) && FIXED_SECRET.test(fixed.secretAccessKey))) {
       throw new AppError('VALIDATION_ERROR', 'An access key id is 3 to 128 characters A-Z a-z 0-9 . _ -, a secret 4 to 128 characters A-Z a-z 0-9 + / = . _ -')
@@ -85,7 +92,17 @@ export class S3CredentialsService {
     const createdAt = this.clock.now()
     const row = { accessKeyId, tenantId: tenantId.toLowerCase(), secretSealed: this.seal(accessKeyId, secretAccessKey), createdAt }
     try {
-      this.engine.transaction(() => this.repo.insert(row))
+      this.engine.transaction(() => {
+        if (limit !== undefined) {
+          // Counted in the inserting transaction, after the tenant's row is locked (PostgreSQL: FOR
+          // NO KEY UPDATE; SQLite: the write lock it already holds), so two requests on two nodes
+          // (or two workers) cannot both find room for the last pair (#30).
+          if (!this.tenants.getForCharge(row.tenantId)) throw notFound.tenant()
+          const held = this.repo.listByTenant(row.tenantId).length
+          if (held >= limit) throw overLimit(held, limit)
+        }
+        this.repo.insert(row)
+      })
     } catch (err) {
       // Another process (another node, #30) inserted the same fixed id after the check above: the
       // primary key refuses this one, which is the check's CONFLICT.
@@ -109,14 +126,7 @@ export class S3CredentialsService {
    */
   createOwn(tenantId: string): CreatedS3Credential {
     this.checkSelfService(tenantId)
-    const held = this.repo.listByTenant(tenantId).length
-    if (held >= SELF_SERVICE_LIMIT) {
-      throw new AppError('CONFLICT', `This tenant already holds ${held} S3 credential pairs, the most a tenant can create itself: revoke one first`, {
-        field: 'accessKeyId',
-        limit: SELF_SERVICE_LIMIT,
-      })
-    }
-    return this.create(tenantId)
+    return this.create(tenantId, undefined, SELF_SERVICE_LIMIT)
   }
 
   /** listOwn and revokeOwn: `list` and `revoke` behind the same check as createOwn. */

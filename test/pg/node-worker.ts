@@ -17,6 +17,8 @@ import { WorkspacesRepo } from '../../src/db/repos/workspaces'
 import { AppError } from '../../src/errors'
 import { systemClock } from '../../src/lib/clock'
 import { Quotas } from '../../src/services/quotas'
+import { S3CredentialsService } from '../../src/services/s3-credentials'
+import { S3CredentialsRepo } from '../../src/db/repos/s3-credentials'
 import { UploadRecords } from '../../src/services/upload-records'
 import { deliver } from '../../src/webhooks/deliver'
 import { systemResolver } from '../../src/webhooks/ssrf'
@@ -30,6 +32,7 @@ import { WebhookScheduler } from '../../src/webhooks/scheduler'
 export type NodeTask =
   | { kind: 'reserve'; tenantId: string; workspaceId: string | null; count: number; size: number; gate: SharedArrayBuffer }
   | { kind: 'deliver'; holder: string; claimMs: number }
+  | { kind: 'credentials'; tenantId: string; count: number; gate: SharedArrayBuffer }
   | { kind: 'stop' }
 
 /** A node's connection: a PostgreSQL URL (its schema on the search path), or a SQLite database file. */
@@ -99,6 +102,24 @@ function reserve(task: Extract<NodeTask, { kind: 'reserve' }>): Reserved[] {
   return results
 }
 
+/** A tenant's own S3 credential pairs (createOwn, the tenant API's POST), `count` times after the gate. */
+function createCredentials(task: Extract<NodeTask, { kind: 'credentials' }>): Reserved[] {
+  const credentials = new S3CredentialsService(engine, new S3CredentialsRepo(engine), tenants, systemClock, Buffer.alloc(32, 7), () => 0)
+  const gate = new Int32Array(task.gate)
+  port.postMessage('waiting')
+  Atomics.wait(gate, 0, 0)
+  const results: Reserved[] = []
+  for (let i = 0; i < task.count; i++) {
+    try {
+      results.push({ ok: credentials.createOwn(task.tenantId).accessKeyId })
+    } catch (err) {
+      if (!(err instanceof AppError)) throw err
+      results.push({ refused: err.code })
+    }
+  }
+  return results
+}
+
 /** A webhook scheduler as `coffer serve` runs it, delivering to the test's receiver on 127.0.0.1. */
 function startDelivering(task: Extract<NodeTask, { kind: 'deliver' }>): void {
   scheduler = new WebhookScheduler({
@@ -116,6 +137,7 @@ function startDelivering(task: Extract<NodeTask, { kind: 'deliver' }>): void {
 
 port.on('message', (task: NodeTask) => {
   if (task.kind === 'reserve') port.postMessage(reserve(task))
+  else if (task.kind === 'credentials') port.postMessage(createCredentials(task))
   else if (task.kind === 'deliver') {
     startDelivering(task)
     port.postMessage('delivering')
