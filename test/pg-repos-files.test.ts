@@ -21,7 +21,7 @@ import { BlobsRepo } from '../src/db/repos/blobs'
 import { FilesRepo, type FileRecord } from '../src/db/repos/files'
 import { VersionsRepo, type VersionCursor, type VersionRow } from '../src/db/repos/versions'
 import { WorkspacesRepo } from '../src/db/repos/workspaces'
-import { onBoth, T1, T2, twoTenants } from './pg/repos'
+import { onBoth, pending, T1, T2, twoTenants } from './pg/repos'
 
 // Every statement on PostgreSQL is a round trip through the synchronous bridge: hundreds of them take
 // 40 s on a quiet machine and came within 20 s of the suite's 120 s per file at load 15.
@@ -56,23 +56,6 @@ function setUp(engine: Engine): void {
   blobs.insertIfMissing(H2, 5, 1)
   blobs.insertIfMissing(H3, 0, 1)
 }
-
-const pending = (id: string, over: Partial<Parameters<FilesRepo['insertPending']>[0]> = {}): Parameters<FilesRepo['insertPending']>[0] => ({
-  id,
-  tenantId: T1,
-  workspaceId: null,
-  originalName: `${id}.bin`,
-  fileType: 'application/octet-stream',
-  sizeBytes: 10,
-  declaredSize: null,
-  context: '',
-  tags: {},
-  webhookUrl: null,
-  uploadExpiresAt: 1_000,
-  createdAt: 100,
-  objectKey: null,
-  ...over,
-})
 
 const ids = (rows: FileRecord[]) => rows.map((f) => f.id)
 

@@ -36,7 +36,7 @@ import { S3CredentialsService } from '../src/services/s3-credentials'
 import { TenantsService } from '../src/services/tenants'
 import t, { type Test } from 'tap'
 import { withPg } from './pg/fixture'
-import { key, onBoth, postgres, sqlite, T1, T2, twoTenants, W1, type Databases } from './pg/repos'
+import { key, onBoth, pending, postgres, sqlite, T1, T2, twoTenants, W1, type Databases } from './pg/repos'
 
 // The services that ran their own better-sqlite3 transactions, on the engine's (#30): each
 // scenario runs on SQLite and on PostgreSQL, checked as it goes, and the two transcripts must be
@@ -384,21 +384,7 @@ onBothAsync('GarbageCollector on the engine', async (t, { engine }) => {
     [3, H2, 5, false],
   ] as const) {
     const id = file(n)
-    files.insertPending({
-      id,
-      tenantId: T1,
-      workspaceId: null,
-      originalName: `${n}.bin`,
-      fileType: 'application/octet-stream',
-      sizeBytes: size,
-      declaredSize: null,
-      context: '',
-      tags: {},
-      webhookUrl: null,
-      uploadExpiresAt: 1_000,
-      createdAt: 100,
-      objectKey: null,
-    })
+    files.insertPending(pending(id, { originalName: `${n}.bin`, sizeBytes: size }))
     files.complete(id, size, sha, 200)
     if (deleted) files.softDelete(T1, id, 300)
   }

@@ -10,6 +10,7 @@ import { migratePg } from '../../src/db/pg/migrate'
 import { TenantsRepo } from '../../src/db/repos/tenants'
 import { freshSchema, withPg } from './fixture'
 import { tempDir } from '../helper'
+import type { FilesRepo } from '../../src/db/repos/files'
 
 export interface Databases {
   engine: Engine
@@ -69,3 +70,21 @@ export function twoTenants(engine: Engine): void {
   tenants.insert({ ...base, id: T1, name: 'one', keyHash: key(1) })
   tenants.insert({ ...base, id: T2, name: 'two', keyHash: key(2) })
 }
+
+/** A pending file's row for FilesRepo.insertPending: tenant T1, no workspace, 10 bytes; `over` changes any field. */
+export const pending = (id: string, over: Partial<Parameters<FilesRepo['insertPending']>[0]> = {}): Parameters<FilesRepo['insertPending']>[0] => ({
+  id,
+  tenantId: T1,
+  workspaceId: null,
+  originalName: `${id}.bin`,
+  fileType: 'application/octet-stream',
+  sizeBytes: 10,
+  declaredSize: null,
+  context: '',
+  tags: {},
+  webhookUrl: null,
+  uploadExpiresAt: 1_000,
+  createdAt: 100,
+  objectKey: null,
+  ...over,
+})
