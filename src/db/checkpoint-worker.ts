@@ -1,0 +1,101 @@
+// The checkpointer's thread (checkpoint.ts, #29): a connection of its own to the database that
+// copies the WAL's frames into it, so that no COMMIT of the serving connection ever does (each ran
+// SQLite's automatic checkpoint, two fsyncs and up to 1000 pages of writes, on the event loop).
+// It sleeps on a shared flag between passes; the main thread raises it to stop or to wake it.
+import fs from 'node:fs'
+import { parentPort, workerData } from 'node:worker_threads'
+import Database from 'better-sqlite3'
+import { COUNTER, WAKE, type CheckpointWorkerData } from './checkpoint-protocol'
+
+const { file, addon, intervalMs, walLimitBytes, truncateWaitMs, control, counters } = workerData as CheckpointWorkerData
+const flags = new Int32Array(control)
+const count = new Float64Array(counters)
+
+function dlopen(path: string): object {
+  const mod = { exports: {} }
+  process.dlopen(mod, path)
+  return mod.exports
+}
+
+// better-sqlite3 accepts the loaded addon object; its type declarations only know the path form.
+const db = new Database(file, addon ? { nativeBinding: dlopen(addon) as unknown as string, fileMustExist: true } : { fileMustExist: true })
+// The WAL is synced before frames are copied out of it and the database after (in WAL mode, at
+// NORMAL and FULL alike): a checkpoint never makes a frame durable that the WAL flush had not.
+db.pragma('synchronous = FULL')
+// It writes nothing itself; SQLite's own threshold stays out of its way too.
+db.pragma('wal_autocheckpoint = 0')
+// A PASSIVE checkpoint never waits. The TRUNCATE waits in SQLite's busy handler, in this thread,
+// for the write lock (a batch of the serving connection, at most a few ms) and for readers to
+// leave the WAL; past that it gives up, and the next pass tries again.
+db.pragma(`busy_timeout = ${truncateWaitMs}`)
+const wal = `${file}-wal`
+
+function walBytes(): number {
+  try {
+    return fs.statSync(wal).size
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 0
+    throw err
+  }
+}
+
+interface CheckpointRow {
+  busy: number
+  log: number
+  checkpointed: number
+}
+
+function pass(): void {
+  const t0 = performance.now()
+  const [passive] = db.pragma('wal_checkpoint(PASSIVE)') as CheckpointRow[]
+  const copied = Math.max(0, passive!.checkpointed)
+  if (copied > 0) {
+    count[COUNTER.passes]!++
+    count[COUNTER.frames]! += copied
+  }
+  const size = walBytes()
+  count[COUNTER.walMaxBytes] = Math.max(count[COUNTER.walMaxBytes]!, size)
+  // Under a steady load the writer may never find the WAL wholly copied when it begins (it then
+  // starts over at the WAL's head), and the file would grow without end: past the limit, the
+  // write lock is taken (after the PASSIVE pass above, little is left to copy under it) and the
+  // file truncated to nothing.
+  if (size > walLimitBytes) {
+    const [truncate] = db.pragma('wal_checkpoint(TRUNCATE)') as CheckpointRow[]
+    if (truncate!.busy) count[COUNTER.truncateBusy]!++
+    else count[COUNTER.truncates]!++
+  }
+  const ms = performance.now() - t0
+  if (copied > 0 || size > walLimitBytes) {
+    count[COUNTER.ms]! += ms
+    count[COUNTER.maxMs] = Math.max(count[COUNTER.maxMs]!, ms)
+  }
+}
+
+let failing = false
+try {
+  for (;;) {
+    // Sleeps until the interval ends or the main thread changes the flag (a wake-up or the stop).
+    const state = Atomics.load(flags, WAKE.state)
+    if (state === WAKE.stop) break
+    if (state !== WAKE.now) Atomics.wait(flags, WAKE.state, state, intervalMs)
+    if (Atomics.load(flags, WAKE.state) === WAKE.stop) break
+    Atomics.compareExchange(flags, WAKE.state, WAKE.now, WAKE.idle)
+    try {
+      pass()
+      failing = false
+    } catch (err) {
+      // An I/O error, a full disk: the serving connection's commits are not at risk (only a copy
+      // failed); counted, told to the main thread's log once per run of failures, tried again
+      // at the next pass.
+      count[COUNTER.errors]!++
+      count[COUNTER.lastErrorAt] = Date.now()
+      if (!failing) parentPort?.postMessage({ error: (err as Error).message, code: (err as { code?: string }).code })
+      failing = true
+    }
+    count[COUNTER.rounds]!++
+    Atomics.add(flags, WAKE.rounds, 1)
+    Atomics.notify(flags, WAKE.rounds)
+  }
+} finally {
+  db.close()
+}
