@@ -94,19 +94,24 @@ t.test('under write load no COMMIT checkpoints: the WAL passes 1000 pages, and t
 
 t.test('under a steady write load the WAL stays within its bound', async (t) => {
   const limit = 1024 * KiB
-  const { server, client, wal, bucket } = await serve(t, { intervalMs: 50, walLimitBytes: limit })
+  const { server, client, wal, bucket } = await serve(t, { intervalMs: 10, frames: 100, walLimitBytes: limit })
   // From sources the thread starts with the TypeScript loader: seconds on a busy machine.
   while (server.checkpointer!.counters().rounds === 0) await sleep(20)
   let largest = 0
   const sampler = setInterval(() => (largest = Math.max(largest, walBytes(wal))), 2)
-  const until = Date.now() + 5000
-  const acked = await putLoad(client, bucket, () => Date.now() > until)
+  // At least 3 s, and until the WAL was reset three times (at most 40 s: a machine this busy fails).
+  const start = Date.now()
+  const acked = await putLoad(
+    client,
+    bucket,
+    () => (Date.now() - start > 3000 && server.checkpointer!.counters().truncates >= 3) || Date.now() - start > 40_000,
+  )
   clearInterval(sampler)
   const c = server.checkpointer!.counters()
   t.comment(JSON.stringify({ acked: acked.length, largest, ...c }))
-  t.ok(c.passes > 10, `the thread copied frames as they came (${c.passes} passes, ${c.frames} frames)`)
+  t.ok(c.passes > 3, `the thread copied frames as they came (${c.passes} passes, ${c.frames} frames)`)
   t.ok(c.frames * FRAME > 3 * largest, `the load wrote several times the largest WAL (${((c.frames * FRAME) / KiB).toFixed(0)} KiB copied)`)
-  t.ok(c.truncates >= 1, `the WAL was reset when it passed its bound (${c.truncates} times)`)
+  t.ok(c.truncates >= 3, `the WAL was reset when it passed its bound (${c.truncates} times)`)
   // The bound is checked at each pass: the WAL may pass it by what the load writes until the pass
   // after and during the TRUNCATE's wait for the write lock (up to 160 ms on a machine at load 19).
   t.ok(largest < 3 * limit, `the WAL never grew past its bound by more than twice that (largest ${(largest / KiB).toFixed(0)} KiB, bound ${limit / KiB} KiB)`)

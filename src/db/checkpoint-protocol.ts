@@ -4,8 +4,11 @@ export interface CheckpointWorkerData {
   file: string
   /** The SQLite addon to load (sqlite-addon.ts); undefined from sources, where better-sqlite3 finds its own. */
   addon: string | undefined
-  /** How long the thread sleeps between passes unless woken. */
+  /** How long the thread sleeps between looks at the WAL unless woken. */
   intervalMs: number
+  /** A PASSIVE checkpoint runs once this many frames wait to be copied (or some have waited `idleMs`). */
+  frames: number
+  idleMs: number
   /** Past this size the WAL is checkpointed with TRUNCATE. */
   walLimitBytes: number
   /** How long a TRUNCATE waits for the write lock and for readers before it gives up until the next pass. */

@@ -3,11 +3,12 @@
 // SQLite's automatic checkpoint, two fsyncs and up to 1000 pages of writes, on the event loop).
 // It sleeps on a shared flag between passes; the main thread raises it to stop or to wake it.
 import fs from 'node:fs'
+import os from 'node:os'
 import { parentPort, workerData } from 'node:worker_threads'
 import Database from 'better-sqlite3'
 import { COUNTER, WAKE, type CheckpointWorkerData } from './checkpoint-protocol'
 
-const { file, addon, intervalMs, walLimitBytes, truncateWaitMs, control, counters } = workerData as CheckpointWorkerData
+const { file, addon, intervalMs, frames, idleMs, walLimitBytes, truncateWaitMs, control, counters } = workerData as CheckpointWorkerData
 const flags = new Int32Array(control)
 const count = new Float64Array(counters)
 
@@ -39,16 +40,50 @@ function walBytes(): number {
   }
 }
 
+/**
+ * The frames waiting to be copied, read from the wal-index (the -shm file SQLite maps, whose layout
+ * is documented: https://www.sqlite.org/walformat.html, "The WAL-Index Header"): its header's
+ * mxFrame (offset 16) less the checkpoint's nBackfill (offset 96), in the machine's byte order.
+ * One pread, where asking SQLite (a PASSIVE checkpoint) costs an fsync of the WAL and one of the
+ * database as soon as a single frame waits: run every 50 ms, those fsyncs cost the group commit's
+ * WAL flushes more than the checkpoint saved the event loop. A torn read only moves a pass earlier
+ * or later. Undefined when the file cannot be read: every look is then a pass.
+ */
+const shm = `${file}-shm`
+const header = Buffer.alloc(100)
+const littleEndian = os.endianness() === 'LE'
+let shmFd: number | undefined
+function waitingFrames(): number | undefined {
+  try {
+    shmFd ??= fs.openSync(shm, 'r')
+    if (fs.readSync(shmFd, header, 0, header.length, 0) < header.length) return undefined
+  } catch {
+    return undefined
+  }
+  const mxFrame = littleEndian ? header.readUInt32LE(16) : header.readUInt32BE(16)
+  const nBackfill = littleEndian ? header.readUInt32LE(96) : header.readUInt32BE(96)
+  return mxFrame - nBackfill
+}
+
+let lastPass = performance.now()
+
 interface CheckpointRow {
   busy: number
   log: number
   checkpointed: number
 }
 
-function pass(): void {
+function pass(forced: boolean): void {
   const t0 = performance.now()
-  const [passive] = db.pragma('wal_checkpoint(PASSIVE)') as CheckpointRow[]
-  const copied = Math.max(0, passive!.checkpointed)
+  const waiting = waitingFrames()
+  // Like SQLite's own threshold (1000 frames), or whatever waits once the writes pause.
+  const due = forced || waiting === undefined || waiting >= frames || (waiting > 0 && t0 - lastPass >= idleMs)
+  let copied = 0
+  if (due) {
+    lastPass = t0
+    const [passive] = db.pragma('wal_checkpoint(PASSIVE)') as CheckpointRow[]
+    copied = Math.max(0, passive!.checkpointed)
+  }
   if (copied > 0) {
     count[COUNTER.passes]!++
     count[COUNTER.frames]! += copied
@@ -79,9 +114,9 @@ try {
     if (state === WAKE.stop) break
     if (state !== WAKE.now) Atomics.wait(flags, WAKE.state, state, intervalMs)
     if (Atomics.load(flags, WAKE.state) === WAKE.stop) break
-    Atomics.compareExchange(flags, WAKE.state, WAKE.now, WAKE.idle)
+    const forced = Atomics.compareExchange(flags, WAKE.state, WAKE.now, WAKE.idle) === WAKE.now
     try {
-      pass()
+      pass(forced)
       failing = false
     } catch (err) {
       // An I/O error, a full disk: the serving connection's commits are not at risk (only a copy
@@ -97,5 +132,6 @@ try {
     Atomics.notify(flags, WAKE.rounds)
   }
 } finally {
+  if (shmFd !== undefined) fs.closeSync(shmFd)
   db.close()
 }

@@ -9,17 +9,21 @@ import { checkpointWorkerSource } from './checkpoint-worker-source'
 export interface CheckpointOptions {
   /** How often its thread looks for frames to copy. */
   intervalMs: number
+  /** How many frames waiting make a PASSIVE checkpoint (SQLite's automatic one: 1000)... */
+  frames: number
+  /** ...or how long any frame has waited. */
+  idleMs: number
   /** The WAL's bound: past it, a TRUNCATE checkpoint (which takes the write lock) resets the file. */
   walLimitBytes: number
   /** How long a TRUNCATE waits for the write lock and for readers before trying at the next pass. */
   truncateWaitMs: number
 }
 
-export const DEFAULT_CHECKPOINT: CheckpointOptions = { intervalMs: 50, walLimitBytes: 16 * 1024 * 1024, truncateWaitMs: 250 }
+export const DEFAULT_CHECKPOINT: CheckpointOptions = { intervalMs: 10, frames: 1000, idleMs: 1000, walLimitBytes: 16 * 1024 * 1024, truncateWaitMs: 250 }
 
 /**
- * The defaults, or COFFER_CHECKPOINT_INTERVAL_MS and COFFER_WAL_LIMIT_BYTES (for tests and the
- * bench, not a setting: README, Durability).
+ * The defaults, or COFFER_CHECKPOINT_INTERVAL_MS, COFFER_CHECKPOINT_FRAMES and COFFER_WAL_LIMIT_BYTES
+ * (for tests and the bench, not settings: README, Durability).
  */
 export function checkpointOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): CheckpointOptions {
   const positive = (value: string | undefined, def: number) => {
@@ -28,6 +32,8 @@ export function checkpointOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): 
   }
   return {
     intervalMs: positive(env.COFFER_CHECKPOINT_INTERVAL_MS, DEFAULT_CHECKPOINT.intervalMs),
+    frames: positive(env.COFFER_CHECKPOINT_FRAMES, DEFAULT_CHECKPOINT.frames),
+    idleMs: DEFAULT_CHECKPOINT.idleMs,
     walLimitBytes: positive(env.COFFER_WAL_LIMIT_BYTES, DEFAULT_CHECKPOINT.walLimitBytes),
     truncateWaitMs: DEFAULT_CHECKPOINT.truncateWaitMs,
   }
@@ -66,8 +72,9 @@ export interface CheckpointLog {
 /**
  * Copies the WAL into the database on a connection of its own, in a worker thread (#29): the
  * serving connection never checkpoints (handOffCheckpoints), so no request waits for one. Every
- * `intervalMs` the thread runs a PASSIVE checkpoint, which waits for no lock and leaves every
- * writer and reader alone; once the WAL file passes `walLimitBytes` (a steady load can keep the
+ * `intervalMs` the thread looks at how many frames wait; past `frames` (or when some have waited
+ * `idleMs`) it runs a PASSIVE checkpoint, which waits for no lock and leaves every writer and
+ * reader alone; once the WAL file passes `walLimitBytes` (a steady load can keep the
  * writer from ever finding it wholly copied, when SQLite would start it over), a TRUNCATE
  * checkpoint takes the write lock for the few frames left and empties the file. The serving
  * connection's group commit meets that lock as it meets another worker's: its batch waits for a
@@ -194,6 +201,8 @@ export class Checkpointer implements Background {
       file: this.file,
       addon: sqliteAddonFile(this.dataDir),
       intervalMs: this.options.intervalMs,
+      frames: this.options.frames,
+      idleMs: this.options.idleMs,
       walLimitBytes: this.options.walLimitBytes,
       truncateWaitMs: this.options.truncateWaitMs,
       control: this.control,
