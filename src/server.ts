@@ -139,8 +139,10 @@ export async function startServer(config: Config, logger: Logger, opts: StartOpt
   // The serving connection's commits checkpoint no more: a thread does, in the process holding
   // its lease (db/checkpoint.ts, #29). A throwaway database (--ephemeral) syncs nothing, so its
   // checkpoints stay SQLite's, in the COMMIT that passes 1000 pages: page writes to the page cache
-  // and no fsync, which spares it a thread's memory.
-  const checkpointer = opts.throwaway ? undefined : Checkpointer.of(core.db, core.dataDir.root, { ...checkpointOptionsFromEnv(), ...opts.checkpoint }, logger)
+  // and no fsync, which spares it a thread's memory. COFFER_CHECKPOINT_THREAD=off keeps SQLite's
+  // own too, for the bench's before/after in one build (not a setting).
+  const ownCheckpoints = opts.throwaway || process.env.COFFER_CHECKPOINT_THREAD === 'off'
+  const checkpointer = ownCheckpoints ? undefined : Checkpointer.of(core.db, core.dataDir.root, { ...checkpointOptionsFromEnv(), ...opts.checkpoint }, logger)
   if (checkpointer) handOffCheckpoints(core.db)
   const startup = opts.startup ?? true
   let leftovers = 0

@@ -9,10 +9,10 @@ export interface CheckpointWorkerData {
   /** A PASSIVE checkpoint runs once this many frames wait to be copied (or some have waited `idleMs`). */
   frames: number
   idleMs: number
-  /** Past this size the WAL is checkpointed with TRUNCATE. */
+  /** Once the frames in use pass this size the WAL is checkpointed with RESTART. */
   walLimitBytes: number
-  /** How long a TRUNCATE waits for the write lock and for readers before it gives up until the next pass. */
-  truncateWaitMs: number
+  /** How long a RESTART waits for the write lock and for readers before it gives up until the next pass. */
+  restartWaitMs: number
   /** Int32Array over it, indexed by WAKE: the state the main thread sets, the passes the thread ran. */
   control: SharedArrayBuffer
   /** Float64Array over it, indexed by COUNTER: totals the thread keeps and the main thread reads. */
@@ -27,9 +27,9 @@ export const COUNTER = {
   /** Passes that copied frames, and the frames they copied. */
   passes: 0,
   frames: 1,
-  /** TRUNCATE checkpoints done, and those that found the lock or a reader held past their wait. */
-  truncates: 2,
-  truncateBusy: 3,
+  /** RESTART checkpoints done, and those that found the lock or a reader held past their wait. */
+  restarts: 2,
+  restartBusy: 3,
   /** Time in passes that did something (ms), and the longest. */
   ms: 4,
   maxMs: 5,

@@ -13,13 +13,13 @@ export interface CheckpointOptions {
   frames: number
   /** ...or how long any frame has waited. */
   idleMs: number
-  /** The WAL's bound: past it, a TRUNCATE checkpoint (which takes the write lock) resets the file. */
+  /** The WAL's bound: once its frames in use pass it, a RESTART checkpoint (which takes the write lock) has the next write start it over. */
   walLimitBytes: number
-  /** How long a TRUNCATE waits for the write lock and for readers before trying at the next pass. */
-  truncateWaitMs: number
+  /** How long a RESTART waits for the write lock and for readers before trying at the next pass. */
+  restartWaitMs: number
 }
 
-export const DEFAULT_CHECKPOINT: CheckpointOptions = { intervalMs: 10, frames: 1000, idleMs: 1000, walLimitBytes: 16 * 1024 * 1024, truncateWaitMs: 250 }
+export const DEFAULT_CHECKPOINT: CheckpointOptions = { intervalMs: 10, frames: 1000, idleMs: 1000, walLimitBytes: 16 * 1024 * 1024, restartWaitMs: 250 }
 
 /**
  * The defaults, or COFFER_CHECKPOINT_INTERVAL_MS, COFFER_CHECKPOINT_FRAMES and COFFER_WAL_LIMIT_BYTES
@@ -35,7 +35,7 @@ export function checkpointOptionsFromEnv(env: NodeJS.ProcessEnv = process.env): 
     frames: positive(env.COFFER_CHECKPOINT_FRAMES, DEFAULT_CHECKPOINT.frames),
     idleMs: DEFAULT_CHECKPOINT.idleMs,
     walLimitBytes: positive(env.COFFER_WAL_LIMIT_BYTES, DEFAULT_CHECKPOINT.walLimitBytes),
-    truncateWaitMs: DEFAULT_CHECKPOINT.truncateWaitMs,
+    restartWaitMs: DEFAULT_CHECKPOINT.restartWaitMs,
   }
 }
 
@@ -54,8 +54,8 @@ export function handOffCheckpoints(db: DB): void {
 export interface CheckpointCounters {
   passes: number
   frames: number
-  truncates: number
-  truncateBusy: number
+  restarts: number
+  restartBusy: number
   ms: number
   maxMs: number
   walMaxBytes: number
@@ -74,9 +74,10 @@ export interface CheckpointLog {
  * serving connection never checkpoints (handOffCheckpoints), so no request waits for one. Every
  * `intervalMs` the thread looks at how many frames wait; past `frames` (or when some have waited
  * `idleMs`) it runs a PASSIVE checkpoint, which waits for no lock and leaves every writer and
- * reader alone; once the WAL file passes `walLimitBytes` (a steady load can keep the
- * writer from ever finding it wholly copied, when SQLite would start it over), a TRUNCATE
- * checkpoint takes the write lock for the few frames left and empties the file. The serving
+ * reader alone; once the WAL's frames in use pass `walLimitBytes` (a steady load can keep the
+ * writer from ever finding it wholly copied, when SQLite would start it over), a RESTART
+ * checkpoint takes the write lock for the few frames left, and the next write starts the WAL
+ * over at its head, in the blocks the file already has. The serving
  * connection's group commit meets that lock as it meets another worker's: its batch waits for a
  * later turn of the event loop (group-commit.ts), not in a busy handler.
  *
@@ -144,8 +145,8 @@ export class Checkpointer implements Background {
       framesPerPass: passes ? r((now.frames - last.frames) / passes) : 0,
       msPerPass: passes ? r((now.ms - last.ms) / passes) : 0,
       maxMs: r(now.maxMs),
-      truncates: now.truncates - last.truncates,
-      truncateBusy: now.truncateBusy - last.truncateBusy,
+      restarts: now.restarts - last.restarts,
+      restartBusy: now.restartBusy - last.restartBusy,
       walMaxBytes: now.walMaxBytes,
       errors: now.errors - last.errors,
     }
@@ -185,8 +186,8 @@ export class Checkpointer implements Background {
     return {
       passes: c[COUNTER.passes]!,
       frames: c[COUNTER.frames]!,
-      truncates: c[COUNTER.truncates]!,
-      truncateBusy: c[COUNTER.truncateBusy]!,
+      restarts: c[COUNTER.restarts]!,
+      restartBusy: c[COUNTER.restartBusy]!,
       ms: c[COUNTER.ms]!,
       maxMs: c[COUNTER.maxMs]!,
       walMaxBytes: c[COUNTER.walMaxBytes]!,
@@ -204,7 +205,7 @@ export class Checkpointer implements Background {
       frames: this.options.frames,
       idleMs: this.options.idleMs,
       walLimitBytes: this.options.walLimitBytes,
-      truncateWaitMs: this.options.truncateWaitMs,
+      restartWaitMs: this.options.restartWaitMs,
       control: this.control,
       counters: this.countersBuffer,
     }
