@@ -10,6 +10,7 @@ import { startServer, type Server } from '../src/server'
 import { ADMIN_KEY, captureLogs, createTenant, tempDir, testStoreEnv } from './helper'
 import { pattern, s3Client } from './s3-helper'
 import { crashServer, killLoop, sleep } from './s3-crash-harness'
+import { buildBundle, startCoffer } from './process-helper'
 import type { CheckpointOptions } from '../src/db/checkpoint'
 
 /** A WAL frame: a page and its 24-byte header. */
@@ -169,4 +170,43 @@ t.test('a kill -9 while the checkpointer copies and restarts loses nothing ackno
   t.ok(acked.size > 100, `${acked.size} PutObjects acknowledged`)
   const integrity = crash.inspect((db) => db.pragma('integrity_check', { simple: true }))
   t.equal(integrity, 'ok', 'the database is intact')
+})
+
+t.test('with --workers 2 exactly one process checkpoints, and another takes over when it dies', async (t) => {
+  buildBundle()
+  const cwd = tempDir(t, 'coffer-ckpt-workers-')
+  const server = await startCoffer(['serve', '--port', '0', '--data-dir', 'data'], {
+    cwd,
+    env: { COFFER_WORKERS: '2', COFFER_LEASE_SECONDS: '1', COFFER_LOG_LEVEL: 'info', COFFER_WRITE_STATS: '0.2', COFFER_ADMIN_API_KEY: ADMIN_KEY },
+    ready: /coffer ready: 2 workers listening on (http:\/\/[^\s"]+)/,
+  })
+  t.teardown(() => void server.child.kill('SIGKILL'))
+  const json = () => server.lines.filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>)
+  const checkpointers = () =>
+    new Set(
+      json()
+        .filter((l) => 'checkpointStats' in l)
+        .map((l) => l.checkpointStats),
+    )
+  const writers = () =>
+    new Set(
+      json()
+        .filter((l) => 'writeStats' in l)
+        .map((l) => l.writeStats),
+    )
+  while (writers().size < 2) await sleep(50)
+  await sleep(600)
+  t.equal(writers().size, 2, 'two workers serve (each reports its group commit)')
+  t.equal(checkpointers().size, 1, 'one of them runs the checkpointer')
+  const taken = json().filter((l) => l.job === 'checkpoint' && l.msg === 'background job taken: this worker runs it')
+  t.equal(taken.length, 1, 'it took the lease once')
+  // The holder dies: the primary starts a worker again, and one of the live ones takes the lease.
+  const [holder] = checkpointers()
+  process.kill(holder as number, 'SIGKILL')
+  const deadline = Date.now() + 20_000
+  while (Date.now() < deadline && ![...checkpointers()].some((pid) => pid !== holder)) await sleep(100)
+  t.ok(
+    [...checkpointers()].some((pid) => pid !== holder),
+    'another process checkpoints once the lease expired',
+  )
 })
