@@ -87,7 +87,8 @@ function pass(forced: boolean): void {
   if (due) {
     lastPass = t0
     const [passive] = db.pragma('wal_checkpoint(PASSIVE)') as CheckpointRow[]
-    copied = Math.max(0, passive!.checkpointed)
+    // `checkpointed` counts every frame of the WAL copied so far, by earlier passes too.
+    copied = Math.max(0, passive!.checkpointed - (index ? index.frames - index.waiting : 0))
     inUse = Math.max(0, passive!.log)
     if (copied > 0) {
       count[COUNTER.passes]!++
