@@ -230,6 +230,40 @@ const pgWorkerPlugin = ({ code, asset }) => ({
 })
 
 /**
+ * The checkpointer's thread (src/db/checkpoint-worker.ts, #29) as a bundle of its own: better-sqlite3's
+ * JavaScript inlined, its addon loaded by path (the one the main thread loaded, passed in workerData).
+ * A few KiB, so both the bundle and the single executable carry it as a string literal, started with
+ * `new Worker(code, { eval: true })`: no SEA asset, and nothing of it runs before the server listens.
+ */
+async function buildCheckpointWorker() {
+  const result = await esbuild.build({
+    entryPoints: [path.join(root, 'src', 'db', 'checkpoint-worker.ts')],
+    outfile: 'checkpoint-worker.cjs',
+    write: false,
+    ...NODE_BUNDLE,
+    plugins: [sqliteBindingPlugin],
+    logLevel: 'warning',
+    metafile: true,
+  })
+  return { code: result.outputFiles[0].text, metafile: result.metafile }
+}
+
+const checkpointWorkerPlugin = ({ code }) => ({
+  name: 'coffer-checkpoint-worker',
+  setup(build) {
+    build.onResolve({ filter: /\/checkpoint-worker-source$/ }, (args) =>
+      args.importer.includes(`${path.sep}src${path.sep}db${path.sep}`)
+        ? { path: 'checkpoint-worker-source', namespace: 'coffer-checkpoint-worker' }
+        : undefined,
+    )
+    build.onLoad({ filter: /.*/, namespace: 'coffer-checkpoint-worker' }, () => ({
+      contents: `exports.checkpointWorkerSource = function () { return { code: ${JSON.stringify(code)} }; };`,
+      loader: 'js',
+    }))
+  },
+})
+
+/**
  * The schema image (src/db/schema-image.ts, #28), packed and in base64: every migration run once
  * here into an in-memory database, whose file a new data dir then starts from instead of running
  * them all at each start. src/db/schema-image.ts is bundled on its own and run by this Node with
@@ -277,6 +311,7 @@ export async function build({ arch = process.arch, out = outFile, addonDest = ad
   const addonDigest = createHash('sha256').update(addon).digest('hex').slice(0, 16)
   fs.mkdirSync(path.dirname(out), { recursive: true })
   const pgWorker = await buildPgWorker()
+  const checkpointWorker = await buildCheckpointWorker()
   const result = await esbuild.build({
     entryPoints: [path.join(root, 'src', 'main.ts')],
     outfile: out,
@@ -298,12 +333,13 @@ export async function build({ arch = process.arch, out = outFile, addonDest = ad
       lazyRequirePlugin,
       pinoNoCallersPlugin,
       pgWorkerPlugin({ code: pgWorker.code, asset: pgWorkerAsset !== undefined }),
+      checkpointWorkerPlugin({ code: checkpointWorker.code }),
     ],
     logLevel: 'warning',
     metafile: true,
   })
   // The worker's packages are shipped too (the release's third-party notices read these inputs).
-  Object.assign(result.metafile.inputs, pgWorker.metafile.inputs)
+  Object.assign(result.metafile.inputs, pgWorker.metafile.inputs, checkpointWorker.metafile.inputs)
   if (pgWorkerAsset !== undefined) replaceAtomically(pgWorkerAsset, pgWorker.code)
   replaceAtomically(addonDest, addon)
   replaceAtomically(out, result.outputFiles.find((f) => f.path === out).contents, 0o755)

@@ -12,6 +12,7 @@ import { Periodic } from './lib/periodic'
 import { LeasedBackground } from './services/leases'
 import { buildS3App, type S3App } from './s3/server'
 import { markStartup } from './lib/startup-trace'
+import { Checkpointer, checkpointOptionsFromEnv, handOffCheckpoints, type CheckpointOptions } from './db/checkpoint'
 
 /**
  * The server runtime: core + HTTP app + background components, started and stopped as one.
@@ -27,6 +28,8 @@ export interface Server {
   core: Core
   /** Started once listening, stopped by close(). */
   background: readonly Background[]
+  /** The WAL's checkpointer (db/checkpoint.ts), one of `background`; none on a throwaway database. */
+  checkpointer?: Checkpointer
   /** Idempotent; resolves once everything is stopped and the database is closed. */
   close(): Promise<void>
 }
@@ -35,9 +38,11 @@ export interface Server {
  * The components that run beside the HTTP server. Each is started once the server listens and
  * stopped on shutdown, before the database closes.
  */
-export function backgroundComponents(core: Core, logger: Logger): Background[] {
+export function backgroundComponents(core: Core, logger: Logger, checkpointer?: Checkpointer): Background[] {
   // Each runs in the one process holding its lease (#29: coffer serve --workers N).
-  return jobs(core, logger).map((job) => new LeasedBackground(job, core.leases, core.clock, logger, core.config.leaseSeconds * 1000))
+  return [...(checkpointer ? [checkpointer] : []), ...jobs(core, logger)].map(
+    (job) => new LeasedBackground(job, core.leases, core.clock, logger, core.config.leaseSeconds * 1000),
+  )
 }
 
 function jobs(core: Core, logger: Logger): Background[] {
@@ -118,6 +123,8 @@ export interface StartOptions {
    * the others serve must not remove their uploads' temp files (#29).
    */
   startup?: boolean
+  /** The checkpointer's interval and WAL bound, over those of the environment (db/checkpoint.ts). */
+  checkpoint?: Partial<CheckpointOptions>
 }
 
 export async function startServer(config: Config, logger: Logger, opts: StartOptions = {}): Promise<Server> {
@@ -129,6 +136,14 @@ export async function startServer(config: Config, logger: Logger, opts: StartOpt
     ...(opts.throwaway ? { throwaway: true } : {}),
   })
   markStartup('core created')
+  // The serving connection's commits checkpoint no more: a thread does, in the process holding
+  // its lease (db/checkpoint.ts, #29). A throwaway database (--ephemeral) syncs nothing, so its
+  // checkpoints stay SQLite's, in the COMMIT that passes 1000 pages: page writes to the page cache
+  // and no fsync, which spares it a thread's memory. COFFER_CHECKPOINT_THREAD=off keeps SQLite's
+  // own too, for the bench's before/after in one build (not a setting).
+  const ownCheckpoints = opts.throwaway || process.env.COFFER_CHECKPOINT_THREAD === 'off'
+  const checkpointer = ownCheckpoints ? undefined : Checkpointer.of(core.db, core.dataDir.root, { ...checkpointOptionsFromEnv(), ...opts.checkpoint }, logger)
+  if (checkpointer) handOffCheckpoints(core.db)
   const startup = opts.startup ?? true
   let leftovers = 0
   try {
@@ -167,7 +182,7 @@ export async function startServer(config: Config, logger: Logger, opts: StartOpt
   markStartup('API app built')
   const s3App = config.s3Port === 'off' ? undefined : await buildS3App(core, { logger })
   markStartup('S3 app built')
-  const background = backgroundComponents(core, logger)
+  const background = backgroundComponents(core, logger, checkpointer)
   let closing: Promise<void> | undefined
   const close = () =>
     (closing ??= (async () => {
@@ -219,5 +234,5 @@ export async function startServer(config: Config, logger: Logger, opts: StartOpt
         `or create a tenant with: ${opts.selfCommand ?? 'coffer'} tenant create --name NAME --data-dir ${shellWord(config.dataDir)}`,
     )
   }
-  return { url, app, core, background, close, ...(s3 ? { s3 } : {}) }
+  return { url, app, core, background, close, ...(s3 ? { s3 } : {}), ...(checkpointer ? { checkpointer } : {}) }
 }

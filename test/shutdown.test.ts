@@ -95,7 +95,7 @@ t.test('an upload in flight at SIGTERM finishes; a request arriving meanwhile ge
   put.agent.destroy()
   t.same(
     stopped.sort(),
-    ['gc:db open', 'lifecycle:db open', 'reclaim-multipart-uploads:db open', 'sweep-expired-uploads:db open', 'webhooks:db open'],
+    ['checkpoint:db open', 'gc:db open', 'lifecycle:db open', 'reclaim-multipart-uploads:db open', 'sweep-expired-uploads:db open', 'webhooks:db open'],
     'every background component stopped, before the database closed',
   )
   t.equal(server.core.db.open, false, 'the database is closed')

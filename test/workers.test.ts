@@ -311,7 +311,14 @@ t.test('coffer serve --workers 2 over one data dir', async (t) => {
   })
 
   await t.test('background jobs run in one worker; a SIGKILLed worker is replaced, its jobs taken over, nothing acknowledged lost', async (t) => {
-    const jobs = ['background:gc', 'background:lifecycle', 'background:reclaim-multipart-uploads', 'background:sweep-expired-uploads', 'background:webhooks']
+    const jobs = [
+      'background:checkpoint',
+      'background:gc',
+      'background:lifecycle',
+      'background:reclaim-multipart-uploads',
+      'background:sweep-expired-uploads',
+      'background:webhooks',
+    ]
     const held = leases(dataDir).filter((l) => l.name.startsWith('background:'))
     t.same(
       held.map((l) => l.name),

@@ -32,7 +32,7 @@ export interface Commits {
  * A commit made during a flush could not be acknowledged before the next flush anyway, so waiting
  * costs it nothing, while one COMMIT per request cost each its own WAL frames (the pages every
  * write touches, the usage counters and the index leaves, written again for each), lock calls and
- * a share of the checkpoints, all on the event loop: 0.35 ms of a 4 KiB PutObject's ~1 ms of main
+ * a share of SQLite's automatic checkpoints (now a thread's, checkpoint.ts), all on the event loop: 0.35 ms of a 4 KiB PutObject's ~1 ms of main
  * thread at c=16 (#29, scripts/bench/README.md). With no flush running a batch starts on the next
  * turn of the event loop (setImmediate), gathering what arrived in the same one.
  *
@@ -40,7 +40,8 @@ export interface Commits {
  * which keeps the database consistent after a crash but could lose it on a power loss. So `run`
  * resolves only after the fdatasync of the WAL that started after its batch committed. Nothing is
  * acknowledged before the WAL that holds it is on disk. (A checkpoint never gets ahead of this:
- * in WAL mode SQLite syncs the WAL before it copies frames into the database.)
+ * in WAL mode SQLite syncs the WAL before it copies frames into the database, on the checkpointer's
+ * connection as on this one.)
  *
  * A transaction that throws rolls back to its savepoint, rejects with its error, and the rest of
  * the batch goes on. An error that makes SQLite roll back the whole transaction (a full disk, an
@@ -274,7 +275,10 @@ export class GroupCommit implements Commits {
         if (this.writeStats) {
           this.writeStats.batches++
           this.writeStats.jobs += batch.length
-          this.writeStats.commitMs += performance.now() - t0
+          this.writeStats.jobsMax = Math.max(this.writeStats.jobsMax, batch.length)
+          const ms = performance.now() - t0
+          this.writeStats.commitMs += ms
+          this.writeStats.commitMsMax = Math.max(this.writeStats.commitMsMax, ms)
           if (this.busySince !== undefined) {
             this.writeStats.busyWaits++
             this.writeStats.busyWaitMs += Date.now() - this.busySince

@@ -26,6 +26,25 @@ function dlopen(file: string): object {
  * - sources (tests, tsc): undefined, and better-sqlite3 finds its own prebuilt addon.
  */
 export function loadSqliteAddon(dataDir: string, opts: { throwaway?: boolean } = {}): object | undefined {
+  const file = sqliteAddonFile(dataDir, opts)
+  if (file === undefined) return undefined
+  if (!sea.isSea()) return dlopen(file)
+  try {
+    return dlopen(file)
+  } catch (err) {
+    // A setup problem, not a bug: one line and exit code 2, which no restart would fix.
+    throw new ConfigError(
+      `cannot load the SQLite addon unpacked at ${file} (${(err as Error).message.split(': ').at(-1)}): ` +
+        'if that filesystem is mounted noexec, use a data dir on another one (for --ephemeral, point TMPDIR elsewhere)',
+    )
+  }
+}
+
+/**
+ * Where loadSqliteAddon loads the addon from (unpacking it first in a single executable), for a
+ * thread that loads it again (the checkpointer, checkpoint.ts): undefined when running from sources.
+ */
+export function sqliteAddonFile(dataDir: string, opts: { throwaway?: boolean } = {}): string | undefined {
   if (sea.isSea()) {
     // Named by the build, so a start does not hash 2.2 MB to find the file it unpacked before.
     const dir = path.join(dataDir, '.cache')
@@ -45,18 +64,8 @@ export function loadSqliteAddon(dataDir: string, opts: { throwaway?: boolean } =
         publishFileSync(file, bytes, { mode: 0o755, exclusive: false })
       }
     }
-    try {
-      return dlopen(file)
-    } catch (err) {
-      // A setup problem, not a bug: one line and exit code 2, which no restart would fix.
-      throw new ConfigError(
-        `cannot load the SQLite addon unpacked at ${file} (${(err as Error).message.split(': ').at(-1)}): ` +
-          'if that filesystem is mounted noexec, use a data dir on another one (for --ephemeral, point TMPDIR elsewhere)',
-      )
-    }
+    return file
   }
-  if (typeof __COFFER_BUNDLE__ !== 'undefined' && __COFFER_BUNDLE__) {
-    return dlopen(path.join(__dirname, ADDON_ASSET))
-  }
+  if (typeof __COFFER_BUNDLE__ !== 'undefined' && __COFFER_BUNDLE__) return path.join(__dirname, ADDON_ASSET)
   return undefined
 }

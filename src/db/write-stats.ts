@@ -10,8 +10,11 @@ export class WriteStats {
   /** Batches committed, and the transactions they carried. */
   batches = 0
   jobs = 0
-  /** Time spent committing batches on the event loop (BEGIN to COMMIT), ms. */
+  /** Time spent committing batches on the event loop (BEGIN to COMMIT), ms, and the longest batch's. */
   commitMs = 0
+  commitMsMax = 0
+  /** The most transactions one batch carried. */
+  jobsMax = 0
   /** WAL flushes (fdatasync) and the time they took, ms. */
   flushes = 0
   flushMs = 0
@@ -54,6 +57,8 @@ export class WriteStats {
       batches: this.batches,
       jobsPerBatch: this.batches ? r(this.jobs / this.batches) : 0,
       commitMsPerBatch: this.batches ? r(this.commitMs / this.batches) : 0,
+      commitMsMax: r(this.commitMsMax),
+      jobsMax: this.jobsMax,
       flushes: this.flushes,
       flushesPerSecond: r(this.flushes / seconds),
       jobsPerFlush: this.flushes ? r(this.jobs / this.flushes) : 0,
@@ -63,7 +68,7 @@ export class WriteStats {
       busyWaitMsAvg: this.busyWaits ? r(this.busyWaitMs / this.busyWaits) : 0,
       walBytes,
     }
-    this.batches = this.jobs = this.commitMs = this.flushes = this.flushMs = this.busy = this.busyWaits = this.busyWaitMs = 0
+    this.batches = this.jobs = this.commitMs = this.commitMsMax = this.jobsMax = this.flushes = this.flushMs = this.busy = this.busyWaits = this.busyWaitMs = 0
     return out
   }
 
