@@ -29,8 +29,10 @@ type Ctx = Awaited<ReturnType<typeof makeS3>>
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex')
 const probe = (b: Buffer) => b.subarray(1000, 1032)
 
-const fileIdOf = (ctx: Ctx, key: string) => ctx.core.sqlite!.prepare('SELECT id FROM files WHERE object_key = ? AND deleted_at IS NULL').pluck().get(key) as string
-const blobOf = (ctx: Ctx, key: string) => ctx.core.sqlite!.prepare('SELECT sha256 FROM files WHERE object_key = ? AND deleted_at IS NULL').pluck().get(key) as string
+const fileIdOf = (ctx: Ctx, key: string) =>
+  ctx.core.sqlite!.prepare('SELECT id FROM files WHERE object_key = ? AND deleted_at IS NULL').pluck().get(key) as string
+const blobOf = (ctx: Ctx, key: string) =>
+  ctx.core.sqlite!.prepare('SELECT sha256 FROM files WHERE object_key = ? AND deleted_at IS NULL').pluck().get(key) as string
 const keyRow = (ctx: Ctx) =>
   ctx.core.sqlite!.prepare('SELECT wrapped, length(wrapped_key) AS n FROM encryption WHERE id = 2').get() as { wrapped: number; n: number } | undefined
 

@@ -324,7 +324,8 @@ function run(env: Record<string, string>): void {
     t.match(verify, { checked: 4, missing: [], corrupt: [], orphans: [] })
     // Back to disk, after the disk copy of one blob was lost and another damaged: copied back verified.
     // The small ones are kept inline in the database (blob_inline), the 9 MiB one is a file.
-    const inline = (bytes: Buffer) => onS3.core.sqlite!.prepare('SELECT content FROM blob_inline WHERE sha256 = ?').pluck().get(sha(bytes)) as Buffer | undefined
+    const inline = (bytes: Buffer) =>
+      onS3.core.sqlite!.prepare('SELECT content FROM blob_inline WHERE sha256 = ?').pluck().get(sha(bytes)) as Buffer | undefined
     t.ok(inline(contents[0]!)?.equals(contents[0]!), 'migrated to disk, small content is inline')
     t.ok(fs.existsSync(blobPathOf(disk.dir, sha(contents[1]!))), 'and large content a file')
     onS3.core.sqlite!.prepare('DELETE FROM blob_inline WHERE sha256 = ?').run(sha(contents[0]!))

@@ -341,12 +341,12 @@ t.test('webhooks of a versioned bucket carry the versionId', async (t) => {
   const { client, core } = await makeS3(t)
   const Bucket = 'ver-hooks'
   await client.send(new CreateBucketCommand({ Bucket }))
-  core.sqlite!.prepare("UPDATE workspaces SET webhook_url = 'http://127.0.0.1:9/hook' WHERE slug = ?").run(Bucket)
+  core.db.prepare("UPDATE workspaces SET webhook_url = 'http://127.0.0.1:9/hook' WHERE slug = ?").run(Bucket)
   await client.send(new PutObjectCommand({ Bucket, Key: 'plain', Body: 'x' }))
   await enable(client, Bucket)
   const v1 = await client.send(new PutObjectCommand({ Bucket, Key: 'k', Body: 'one' }))
   const v2 = await client.send(new PutObjectCommand({ Bucket, Key: 'k', Body: 'two' }))
-  const events = core.sqlite!
+  const events = core.db
     .prepare<[], { event: string; payload: string }>('SELECT event, payload FROM outbox ORDER BY created_at, id')
     .all()
     .map((e) => ({ event: e.event, ...(JSON.parse(e.payload) as { versionId?: string; file: { originalName: string } }) }))

@@ -16,8 +16,8 @@ interface Version {
 
 const workspaceId = (core: Core, slug: string) => core.sqlite!.prepare<[string], string>('SELECT id FROM workspaces WHERE slug = ?').pluck().get(slug)!
 const versions = (core: Core, ws: string, key: string) =>
-  core.sqlite!
-    .prepare<[string, string], Version>(
+  core
+    .sqlite!.prepare<[string, string], Version>(
       'SELECT version_id, seq, file_id, size_bytes, noncurrent_at FROM object_versions WHERE workspace_id = ? AND object_key = ? ORDER BY seq DESC',
     )
     .all(ws, key)
@@ -25,8 +25,8 @@ const used = (core: Core, tenantId: string) => core.sqlite!.prepare<[string], nu
 const usedIn = (core: Core, ws: string) => core.sqlite!.prepare<[string], number>('SELECT used_bytes FROM workspaces WHERE id = ?').pluck().get(ws)!
 /** What the quotas should say: live files plus noncurrent versions, summed from the rows themselves. */
 const stored = (core: Core, tenantId: string) =>
-  core.sqlite!
-    .prepare<[string, string], number>(
+  core
+    .sqlite!.prepare<[string, string], number>(
       `SELECT (SELECT coalesce(sum(size_bytes), 0) FROM files WHERE tenant_id = ? AND deleted_at IS NULL AND status != 'failed')
             + (SELECT coalesce(sum(size_bytes), 0) FROM object_versions WHERE tenant_id = ? AND noncurrent_at IS NOT NULL)`,
     )
