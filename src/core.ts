@@ -377,7 +377,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
 }
 
 /** The metadata database createCore runs on: the data dir's SQLite file, or PostgreSQL (CoreOptions.database). */
-type Metadata = { sqlite: DB; engine?: undefined; close(): void } | { sqlite: undefined; engine: Engine; close(): void }
+type Metadata = { sqlite: DB; engine?: undefined; close: () => void } | { sqlite: undefined; engine: Engine; close: () => void }
 
 function openMetadata(dataDir: DataDir, options: CoreOptions): Metadata {
   if (options.database === undefined) {
