@@ -195,7 +195,8 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const sealed = encryption ? encryptedStore(db, s3Store ?? disk, encryption.keys, encryption.repo) : (s3Store ?? disk)
   // The in-memory budget counts what is stored, sealed or not (#28).
   const budget = options.memoryBudgetBytes
-  const chosen = budget === undefined ? sealed : new MemoryBudget(sealed, budget, () => blobsRepo.stats().bytes, [dataDir.db, `${dataDir.db}-wal`])
+  const chosen =
+    budget === undefined ? sealed : new MemoryBudget(sealed, budget, () => blobsRepo.stats().bytes, sqlite ? [dataDir.db, `${dataDir.db}-wal`] : [])
   const store = options.store ? options.store(chosen) : chosen
 
   const filesRepo = new FilesRepo(db)
