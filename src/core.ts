@@ -1,10 +1,11 @@
 import type { FastifyBaseLogger } from 'fastify'
 import { ConfigError, type Config } from './config'
 import { openDatabase, releaseCache, skipSync, type DB } from './db/database'
+import { engineOf, type Engine } from './db/engine'
 import { bundledSchemaImage } from './db/schema-image'
 import { onLoadOver } from './lib/heap-relief'
 import { markStartup } from './lib/startup-trace'
-import { GroupCommit, type SyncFile } from './db/group-commit'
+import { GroupCommit, commitsFor, type Commits, type SyncFile } from './db/group-commit'
 import { FilesRepo } from './db/repos/files'
 import { BlobsRepo } from './db/repos/blobs'
 import { InlineBlobsRepo } from './db/repos/inline-blobs'
@@ -74,7 +75,13 @@ export interface Core {
   readonly config: Config
   readonly clock: Clock
   readonly dataDir: DataDir
-  readonly db: DB
+  /** The metadata database, SQLite or PostgreSQL (#30): what every repository and service runs on. */
+  readonly db: Engine
+  /**
+   * The SQLite connection behind `db`, for what only SQLite has (the backup's snapshot, PRAGMAs,
+   * tests reading rows with better-sqlite3's own API); undefined on PostgreSQL.
+   */
+  readonly sqlite: DB | undefined
   readonly store: BlobStore
   readonly tenants: TenantsService
   readonly files: FilesService
@@ -145,6 +152,12 @@ export interface CoreOptions {
    * so its database skips fsyncs (no power loss can matter to it); see db/database.ts.
    */
   throwaway?: boolean
+  /**
+   * The metadata in PostgreSQL (#30) instead of the data dir's SQLite file: a URL as
+   * COFFER_DATABASE_URL will take it. Not a setting yet (README, "Metadata in PostgreSQL"): tests
+   * reach it through this seam (COFFER_TEST_DATABASE=postgres) until the whole suite passes on it.
+   */
+  database?: { postgres: string }
 }
 
 /**
@@ -155,11 +168,16 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const clock = options.clock ?? systemClock
   const dataDir = ensureDataDir(config.dataDir)
   markStartup('data dir and key')
-  const db = openDatabase(dataDir.db, dataDir.root, undefined, { image: bundledSchemaImage, ...(options.throwaway ? { throwaway: true } : {}) })
-  // Once a load is over, SQLite's page cache (up to 16 MB, better-sqlite3's cache_size) goes back
-  // to the allocator; the next reads fill it again from the OS's page cache (#29).
+  const metadata = openMetadata(dataDir, options)
+  const { sqlite } = metadata
+  // On SQLite every component gets the better-sqlite3 connection itself, as before #30 (its engine
+  // is engineOf(sqlite)); on PostgreSQL, the engine over the bridge.
+  const db: DB | Engine = sqlite ?? metadata.engine
   markStartup('database opened and migrated')
-  const stopShrinking = onLoadOver(() => releaseCache(db))
+  // Once a load is over, SQLite's page cache (up to 16 MB, better-sqlite3's cache_size) goes back
+  // to the allocator; the next reads fill it again from the OS's page cache (#29). PostgreSQL's
+  // cache is the server's: this process holds none.
+  const stopShrinking = sqlite ? onLoadOver(() => releaseCache(sqlite)) : () => {}
   const serverSecret = loadSecret(dataDir, config.secret)
   // Written before anything else can fill the disk; a delete on a full disk may need it (#24).
   const reserve = new DiskReserve(dataDir.reserve, config.diskReserveBytes, options.log ?? createLogger('silent'))
@@ -169,15 +187,16 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   // every staged body in a file, which it uploads from.
   const s3Store = config.blobStore === 's3' ? createS3Store(config, new DiskBlobStore(dataDir.blobs, dataDir.tmp), metrics) : undefined
   const disk = createDiskStore(db, dataDir)
-  const encryption = startEncryption(db, config, clock)
-  const kms = startKms(db, config)
+  const encryption = startEncryption(db, config, clock, metadata.close)
+  const kms = startKms(config, metadata.close)
   // The master key was read and checked by startEncryption just above.
   const sseS3 = new SseS3Keys(db, encryption ? loadMasterKey(config) : undefined, () => clock.now())
   // Sealed inside any test wrapper: faults injected into the store see what callers see.
   const sealed = encryption ? encryptedStore(db, s3Store ?? disk, encryption.keys, encryption.repo) : (s3Store ?? disk)
   // The in-memory budget counts what is stored, sealed or not (#28).
   const budget = options.memoryBudgetBytes
-  const chosen = budget === undefined ? sealed : new MemoryBudget(sealed, budget, () => blobsRepo.stats().bytes, [dataDir.db, `${dataDir.db}-wal`])
+  const chosen =
+    budget === undefined ? sealed : new MemoryBudget(sealed, budget, () => blobsRepo.stats().bytes, sqlite ? [dataDir.db, `${dataDir.db}-wal`] : [])
   const store = options.store ? options.store(chosen) : chosen
 
   const filesRepo = new FilesRepo(db)
@@ -193,7 +212,9 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const versionsRepo = new VersionsRepo(db)
   const events = new FileEvents(outbox, filesRepo, workspacesRepo, clock, versionsRepo)
   // A bucket's workspace, versioning and documents, read once and kept across requests (#29).
-  const bucketChanges = new BucketChanges(db)
+  // On PostgreSQL, which has no data_version, the cache keeps nothing: every call reads the rows,
+  // so another node's change is seen by the next request (bucket-cache.ts).
+  const bucketChanges = sqlite ? new BucketChanges(sqlite) : undefined
   const bucketConfigsRepo = new BucketConfigsRepo(db)
   const bucketCache = new BucketCache({ workspaces: workspacesRepo, versions: versionsRepo, configs: bucketConfigsRepo }, bucketChanges)
   const versions = new ObjectVersions({ db, clock, versions: versionsRepo, files: filesRepo, events, cache: bucketCache })
@@ -206,9 +227,10 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const quotas = new Quotas(tenantsRepo, workspacesRepo)
   const workspaces = new WorkspacesService(db, workspacesRepo, filesRepo, clock, events, config.webhookAllowPrivate, objectLock)
   const files = new FilesService(db, filesRepo, workspaces, urls, clock, events, reserve, versions)
-  const commits = new GroupCommit(db, options.throwaway ? async () => {} : options.walSync, bucketChanges)
+  // PostgreSQL: each unit its own transaction (EngineCommits; README, "no group commit of our own").
+  const commits: Commits = sqlite ? new GroupCommit(sqlite, options.throwaway ? async () => {} : options.walSync, bucketChanges) : commitsFor(db)
   // The tenant, keys and buckets an ephemeral start writes next need no fsync either.
-  if (options.throwaway) skipSync(db)
+  if (options.throwaway && sqlite) skipSync(sqlite)
   const leases = new Leases(new LeasesRepo(db), commits, clock, process.pid)
   const objectsRepo = new ObjectsRepo(db)
   const bucketEncryption = new BucketEncryptionService(bucketConfigs, encryption !== undefined, { kms, sseS3 })
@@ -308,7 +330,8 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     config,
     clock,
     dataDir,
-    db,
+    db: engineOf(db),
+    sqlite,
     store,
     tenants,
     files,
@@ -349,36 +372,62 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
       stopShrinking()
       s3Store?.close()
       commits.close()
-      db.close()
+      metadata.close()
     },
   }
+}
+
+/** The metadata database createCore runs on: the data dir's SQLite file, or PostgreSQL (CoreOptions.database). */
+type Metadata = { sqlite: DB; engine?: undefined; close: () => void } | { sqlite: undefined; engine: Engine; close: () => void }
+
+function openMetadata(dataDir: DataDir, options: CoreOptions): Metadata {
+  if (options.database === undefined) {
+    const sqlite = openDatabase(dataDir.db, dataDir.root, undefined, { image: bundledSchemaImage, ...(options.throwaway ? { throwaway: true } : {}) })
+    return { sqlite, close: () => sqlite.close() }
+  }
+  // Required here, not imported at the top: a start on SQLite evaluates none of the bridge's
+  // modules and starts no thread (test/fixture-footprint.test.ts).
+  /* eslint-disable @typescript-eslint/no-require-imports */
+  const { PgBridge } = require('./db/pg/bridge') as typeof import('./db/pg/bridge')
+  const { PgEngine } = require('./db/pg/engine') as typeof import('./db/pg/engine')
+  const { migratePg } = require('./db/pg/migrate') as typeof import('./db/pg/migrate')
+  /* eslint-enable @typescript-eslint/no-require-imports */
+  const bridge = new PgBridge({ url: options.database.postgres })
+  try {
+    // Under the advisory lock: nodes starting together migrate once (pg/migrate.ts).
+    migratePg(bridge)
+  } catch (err) {
+    bridge.close()
+    throw err
+  }
+  return { sqlite: undefined, engine: new PgEngine(bridge), close: () => bridge.close() }
 }
 
 /**
  * The data dir's encryption at rest (#27), or undefined: a missing or wrong master key is a
  * ConfigError, printed as one line, and nothing starts (the database is closed again).
  */
-export function startEncryption(db: DB, config: Config, clock: Clock): ReturnType<typeof openEncryption> {
+export function startEncryption(db: DB | Engine, config: Config, clock: Clock, close: () => void): ReturnType<typeof openEncryption> {
   try {
     return openEncryption(db, loadMasterKey(config), clock.now())
   } catch (err) {
-    db.close()
+    close()
     throw new ConfigError(`encryption: ${(err as Error).message}`, { cause: err })
   }
 }
 
 /** SSE-KMS's key ring (#27): an unreadable or malformed COFFER_KMS_KEYS_FILE is a ConfigError, and nothing starts. */
-function startKms(db: DB, config: Config): KmsKeyRing {
+function startKms(config: Config, close: () => void): KmsKeyRing {
   try {
     return loadKmsKeys(config)
   } catch (err) {
-    db.close()
+    close()
     throw new ConfigError(`kms: ${(err as Error).message}`, { cause: err })
   }
 }
 
 /** The disk store of a data dir, with small blobs inline in its database (DiskBlobStore). */
-export function createDiskStore(db: DB, dataDir: DataDir): DiskBlobStore {
+export function createDiskStore(db: DB | Engine, dataDir: DataDir): DiskBlobStore {
   return new DiskBlobStore(dataDir.blobs, dataDir.tmp, new InlineBlobsRepo(db))
 }
 

@@ -116,6 +116,8 @@ export interface StartOptions {
   memoryBudgetBytes?: number
   /** `--ephemeral`: a data dir removed on exit, whose database needs no fsync (CoreOptions). */
   throwaway?: boolean
+  /** The metadata in PostgreSQL (CoreOptions.database, #30): not a setting yet, for tests. */
+  database?: { postgres: string }
   /**
    * Whether this process does the start-up clean-up of the data dir (default true): partial
    * uploads a previous run left in tmp/, content released before it stopped, and its leases. With
@@ -134,6 +136,7 @@ export async function startServer(config: Config, logger: Logger, opts: StartOpt
     log: logger,
     ...(opts.memoryBudgetBytes !== undefined ? { memoryBudgetBytes: opts.memoryBudgetBytes } : {}),
     ...(opts.throwaway ? { throwaway: true } : {}),
+    ...(opts.database ? { database: opts.database } : {}),
   })
   markStartup('core created')
   // The serving connection's commits checkpoint no more: a thread does, in the process holding
@@ -149,10 +152,13 @@ export async function startServer(config: Config, logger: Logger, opts: StartOpt
   try {
     if (startup) {
       leftovers = emptyTmp(core.dataDir)
-      // Their holders are gone with the previous run: its jobs start here at once, not after their leases expire.
-      core.leases.clear()
-      // So are the claims of the events it was sending (#30): they go out again at once (at-least-once).
-      core.outbox.releaseClaims(core.clock.now())
+      // On PostgreSQL other nodes hold leases and claims, live (#30): a dead node's lapse instead.
+      if (core.db.dialect === 'sqlite') {
+        // Their holders are gone with the previous run: its jobs start here at once, not after their leases expire.
+        core.leases.clear()
+        // So are the claims of the events it was sending (#30): they go out again at once (at-least-once).
+        core.outbox.releaseClaims(core.clock.now())
+      }
     }
   } catch (err) {
     core.close()

@@ -80,8 +80,8 @@ t.test('after known uploads: blobs, usage by size, requests, webhook backlog, up
 t.test('cheap at any size: the backlog and the file counts are index ranges, not scans', async (t) => {
   const { core } = await makeApp(t)
   const plan = (sql: string) =>
-    core.db
-      .prepare(`EXPLAIN QUERY PLAN ${sql}`)
+    core
+      .sqlite!.prepare(`EXPLAIN QUERY PLAN ${sql}`)
       .all()
       .map((r) => (r as { detail: string }).detail)
       .join('; ')

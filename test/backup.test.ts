@@ -77,7 +77,7 @@ t.test('a backup is one consistent snapshot: blobs it references survive a colle
   t.same({ checked: report.checked, missing: report.missing, corrupt: report.corrupt }, { checked: 4, missing: [], corrupt: [] })
   t.equal(blobFiles(dest).length, 2)
   t.equal(
-    restored.core.db.prepare('SELECT count(*) FROM blob_inline').pluck().get(),
+    restored.core.sqlite!.prepare('SELECT count(*) FROM blob_inline').pluck().get(),
     2,
     "the purged file's blob is in the backup (inline, as it is small): its row is in the snapshot",
   )

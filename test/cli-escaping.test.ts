@@ -19,7 +19,7 @@ t.test('webhooks list and tenant list escape control and bidi characters', async
   const core = createCore(loadConfig({}, { 'data-dir': dir }))
   const { tenant } = core.tenants.create({ name: 'plain' })
   // Legacy rows, as an older version accepted them.
-  core.db.prepare('UPDATE tenants SET name = ? WHERE id = ?').run('evil\u001b[2J\u202eeman', tenant.id)
+  core.sqlite!.prepare('UPDATE tenants SET name = ? WHERE id = ?').run('evil\u001b[2J\u202eeman', tenant.id)
   core.outbox.insert({
     id: 'msg_legacy',
     tenantId: tenant.id,

@@ -19,7 +19,7 @@ t.test('a new database and its -wal and -shm are created 0600, in a data dir mad
   const core = createCore(loadConfig({}, { 'data-dir': dir }))
   t.teardown(() => core.close())
   // A write, so the WAL has content while the server runs.
-  core.db.exec('CREATE TABLE IF NOT EXISTS probe (n INTEGER)')
+  core.sqlite!.exec('CREATE TABLE IF NOT EXISTS probe (n INTEGER)')
   for (const name of DB_FILES) t.equal(modeOf(path.join(dir, name)), 0o600, name)
   t.equal(modeOf(path.join(dir, 'secret')), 0o600, 'secret')
 })

@@ -128,7 +128,7 @@ t.test('pending, failed and missing content answer 404', async (t) => {
     t.equal((await app.inject({ url: `/api/v1/files/${id}/signed-url`, headers: tenant.headers })).statusCode, 404)
   }
   const ok = await upload(app, tenant.headers)
-  const sha256 = core.db.prepare('SELECT sha256 FROM files WHERE id = ?').pluck().get(ok.fileId) as string
+  const sha256 = core.db.pluck('SELECT sha256 FROM files WHERE id = ?').get(ok.fileId) as string
   await core.store.remove(sha256)
   const gone = await app.inject({ url: `/api/v1/files/${ok.fileId}/download`, headers: tenant.headers })
   t.equal(gone.statusCode, 404)

@@ -40,14 +40,14 @@ function plaintextIn(ctx: TestContext, plain: Buffer): string[] {
     const bytes = fs.readFileSync(f)
     if (probes.some((p) => bytes.includes(p))) found.push(f)
   }
-  for (const row of ctx.core.db.prepare('SELECT sha256, content FROM blob_inline').all() as { sha256: string; content: Buffer }[]) {
+  for (const row of ctx.core.sqlite!.prepare('SELECT sha256, content FROM blob_inline').all() as { sha256: string; content: Buffer }[]) {
     if (probes.some((p) => row.content.includes(p))) found.push(`blob_inline ${row.sha256}`)
   }
   return found
 }
 
 function shaOf(ctx: TestContext, fileId: string): string {
-  return ctx.core.db.prepare('SELECT sha256 FROM files WHERE id = ?').pluck().get(fileId) as string
+  return ctx.core.sqlite!.prepare('SELECT sha256 FROM files WHERE id = ?').pluck().get(fileId) as string
 }
 
 function cliIo(dir: string, env: Record<string, string>) {
@@ -117,7 +117,7 @@ t.test('an encrypted data dir: content round-trips, ranges read, and nothing of 
     files.some((f) => fs.statSync(f).size === HEADER_BYTES + large.length + 6 * TAG_BYTES),
     'the large blob is sealed in six chunks',
   )
-  t.equal(ctx.core.db.prepare('SELECT count(*) FROM blob_inline WHERE sha256 = ?').pluck().get(shaOf(ctx, ids.small!)), 0, 'nor an inline row')
+  t.equal(ctx.core.sqlite!.prepare('SELECT count(*) FROM blob_inline WHERE sha256 = ?').pluck().get(shaOf(ctx, ids.small!)), 0, 'nor an inline row')
   // Equal content is stored once (dedup by name).
   await upload(ctx.app, tenant.headers, { bytes: large })
   t.equal(walk(ctx.core.dataDir.blobs).length, 2, 'the same content uploaded again is not stored again')
@@ -144,9 +144,9 @@ t.test('a flipped byte is never served: the download is cut, not ended cleanly, 
   fs.writeSync(fd, one, 0, 1, at)
   fs.closeSync(fd)
   const shaB = shaOf(ctx, b.fileId)
-  const row = ctx.core.db.prepare('SELECT sha256, content FROM blob_inline').get() as { sha256: string; content: Buffer }
+  const row = ctx.core.sqlite!.prepare('SELECT sha256, content FROM blob_inline').get() as { sha256: string; content: Buffer }
   row.content[HEADER_BYTES + 10]! ^= 0x01
-  ctx.core.db.prepare('UPDATE blob_inline SET content = ? WHERE sha256 = ?').run(row.content, row.sha256)
+  ctx.core.sqlite!.prepare('UPDATE blob_inline SET content = ? WHERE sha256 = ?').run(row.content, row.sha256)
 
   await ctx.app.listen({ port: 0, host: '127.0.0.1' })
   const port = (ctx.app.server.address() as { port: number }).port
@@ -214,7 +214,7 @@ t.test('turning encryption on for a data dir with content: read in the clear unt
     }
     return innerOpen(sha, range)
   }
-  await t.rejects(encryptBlobs({ db: ctx.core.db, store }), /the disk went away/)
+  await t.rejects(encryptBlobs({ db: ctx.core.sqlite!, store }), /the disk went away/)
   store.inner.open = innerOpen
   const run = cliIo(dir, env)
   t.equal(await encryptBlobsCommand(['--json'], run.io), 0)
@@ -225,15 +225,15 @@ t.test('turning encryption on for a data dir with content: read in the clear unt
     t.ok((await read(i)).equals(contents[i]!), `content ${i} reads after the migration`)
     t.same(plaintextIn(ctx, contents[i]!), [], `content ${i} is no longer in the clear`)
   }
-  t.equal(ctx.core.db.prepare('SELECT plain_remaining FROM encryption').pluck().get(), 0, 'the data dir is marked sealed')
+  t.equal(ctx.core.sqlite!.prepare('SELECT plain_remaining FROM encryption').pluck().get(), 0, 'the data dir is marked sealed')
   const verify = cliIo(dir, env)
   t.equal(await verifyCommand(['--json'], verify.io), 0)
   t.match(JSON.parse(verify.out.join('')), { ok: true, checked: 3, orphans: [] })
   // Once sealed, content placed in the clear under its SHA-256 is never served.
   const sha0 = shaOf(ctx, ids[0]!)
-  ctx.core.db.prepare('INSERT INTO blob_inline (sha256, content, created_at) VALUES (?, ?, ?)').run(sha0, Buffer.from('planted'), Date.now())
-  const name0 = ctx.core.db.prepare('SELECT sha256 FROM blob_inline WHERE sha256 != ?').pluck().all(sha0) as string[]
-  ctx.core.db.prepare(`DELETE FROM blob_inline WHERE sha256 IN (${name0.map(() => '?').join(',')})`).run(...name0)
+  ctx.core.sqlite!.prepare('INSERT INTO blob_inline (sha256, content, created_at) VALUES (?, ?, ?)').run(sha0, Buffer.from('planted'), Date.now())
+  const name0 = ctx.core.sqlite!.prepare('SELECT sha256 FROM blob_inline WHERE sha256 != ?').pluck().all(sha0) as string[]
+  ctx.core.sqlite!.prepare(`DELETE FROM blob_inline WHERE sha256 IN (${name0.map(() => '?').join(',')})`).run(...name0)
   const planted = await ctx.app.inject({ url: `/api/v1/files/${ids[0]}/download`, headers: tenant.headers })
   t.not(planted.statusCode, 200, 'content in the clear is not read once the data dir is sealed')
   t.notOk(planted.rawPayload.includes(Buffer.from('planted')))
@@ -277,7 +277,7 @@ t.test('garbage collection and the orphan sweep on an encrypted data dir: stored
   ctx.clock.advance(1)
   t.match(await ctx.core.gc.collect(), { blobsRemoved: 2 })
   t.equal(walk(ctx.core.dataDir.blobs).length, 1, 'the collected blob file is gone')
-  t.equal(ctx.core.db.prepare('SELECT count(*) FROM blob_inline').pluck().get(), 0, 'and the inline row')
+  t.equal(ctx.core.sqlite!.prepare('SELECT count(*) FROM blob_inline').pluck().get(), 0, 'and the inline row')
   // A sealed blob no record maps to (a crash between placing and committing): swept once old enough.
   const orphan = blobPath(ctx.core.dataDir.blobs, 'abcd' + '0'.repeat(60))
   fs.mkdirSync(path.dirname(orphan), { recursive: true })

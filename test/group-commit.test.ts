@@ -225,14 +225,14 @@ t.test('HTTP: the PUT answers only after the WAL flush, the handshake starts one
   // The PUT's commit waits, uncommitted, for the flush running: it goes in the batch after it.
   for (let i = 0; i < 20; i++) await tick()
   t.equal(gate.calls.length, 1, "the PUT's commit waits for the flush running, which started before it")
-  t.equal(core.db.prepare('SELECT status FROM files WHERE id = ?').pluck().get(h.fileId), 'pending', 'not committed yet')
+  t.equal(core.sqlite!.prepare('SELECT status FROM files WHERE id = ?').pluck().get(h.fileId), 'pending', 'not committed yet')
   t.notOk(put.state.settled, 'no 200 while the flush running does not cover the commit')
   gate.calls[0]!.release()
   for (let i = 0; i < 250 && gate.calls.length < 2; i++) await tick()
   t.equal(gate.calls.length, 2, 'the PUT waits for its own flush')
   await tick()
   t.notOk(put.state.settled, 'no 200 before the flush has finished')
-  const row = core.db.prepare('SELECT status FROM files WHERE id = ?').get(h.fileId) as { status: string }
+  const row = core.sqlite!.prepare('SELECT status FROM files WHERE id = ?').get(h.fileId) as { status: string }
   t.equal(row.status, 'completed', 'although the row is committed')
   gate.calls[1]!.release()
   await put.done

@@ -8,6 +8,7 @@ import { createLogger } from '../src/lib/logger'
 import { startServer } from '../src/server'
 import { idleCollectionCount, noteStreamed } from '../src/lib/heap-relief'
 import { captureLogs, tempDir } from './helper'
+import type { DB } from '../src/db/database'
 
 v8.setFlagsFromString('--expose-gc')
 
@@ -42,16 +43,16 @@ t.test('once a load is over, the database gives its page cache back', async (t) 
   const config = loadConfig({}, { port: '0', 's3-port': '0', 'data-dir': tempDir(t) })
   const server = await startServer(config, createLogger(config.logLevel, captureLogs().stream))
   t.teardown(() => server.close())
-  const pragma = server.core.db.pragma.bind(server.core.db)
+  const pragma = server.core.sqlite!.pragma.bind(server.core.sqlite!)
   const asked: string[] = []
-  server.core.db.pragma = ((source: string, options?: object) => {
+  server.core.sqlite!.pragma = ((source: string, options?: object) => {
     asked.push(source)
     return pragma(source, options)
-  }) as typeof server.core.db.pragma
+  }) as DB['pragma']
   const before = idleCollectionCount()
   noteStreamed(4096)
   for (let waited = 0; idleCollectionCount() === before && waited < 12_000; waited += 20) await new Promise((r) => setTimeout(r, 20))
   t.equal(idleCollectionCount(), before + 1, 'the load is over')
   t.same(asked, ['shrink_memory'], "SQLite's cache released")
-  server.core.db.pragma = pragma
+  server.core.sqlite!.pragma = pragma
 })

@@ -19,6 +19,7 @@ import type { BlobStore } from '../src/blobs/blob-store'
 import { randomUUID } from 'node:crypto'
 import { openConnection } from '../src/db/database'
 import { InlineBlobsRepo } from '../src/db/repos/inline-blobs'
+import { freshSchema, pgFixture } from './pg/fixture'
 
 export const ADMIN_KEY = 'test-admin-key-0123456789abcdef'
 
@@ -70,9 +71,11 @@ export async function makeApp(
   const clock = new ManualClock()
   const { stream, lines } = captureLogs()
   const logger = createLogger(config.logLevel, stream)
+  const database = await testDatabase(t, dir)
   const core = createCore(config, {
     clock,
     log: logger,
+    ...(database ? { database } : {}),
     ...(opts.resolve ? { resolve: opts.resolve } : {}),
     ...(opts.store ? { store: opts.store } : {}),
     ...(opts.webhookPollMs !== undefined ? { webhookPollMs: opts.webhookPollMs } : {}),
@@ -86,6 +89,30 @@ export async function makeApp(
     core.close()
   })
   return { app, core, clock, dir, config, logs: lines }
+}
+
+/** Which metadata database the API and S3 tests run on: SQLite unless COFFER_TEST_DATABASE=postgres (#30). */
+export const TEST_DATABASE: 'sqlite' | 'postgres' = process.env.COFFER_TEST_DATABASE === 'postgres' ? 'postgres' : 'sqlite'
+
+/** The schema URL of each data dir a test put on PostgreSQL: an app made again on that dir (a restart) finds its rows. */
+const schemas = new Map<string, string>()
+
+/**
+ * CoreOptions.database for an app on data dir `dir`: nothing on SQLite (the data dir's own file);
+ * on PostgreSQL a fresh schema of the fixture's database (test/pg/fixture.ts), dropped when the
+ * test ends, the same one again for the same dir. Asking for PostgreSQL without its fixture is
+ * an error, never a silent fall-back to SQLite.
+ */
+export async function testDatabase(t: Test, dir: string, database = TEST_DATABASE): Promise<{ postgres: string } | undefined> {
+  if (database === 'sqlite') return undefined
+  const known = schemas.get(dir)
+  if (known !== undefined) return { postgres: known }
+  const fixture = pgFixture()
+  if ('unavailable' in fixture) throw new Error(`COFFER_TEST_DATABASE=postgres but the PostgreSQL fixture is unavailable: ${fixture.unavailable}`)
+  const url = await freshSchema(t, fixture.url)
+  schemas.set(dir, url)
+  t.teardown(() => void schemas.delete(dir))
+  return { postgres: url }
 }
 
 /** Which blob store the API tests run on: disk unless COFFER_TEST_BLOB_STORE=s3 (the CI's second pass). */

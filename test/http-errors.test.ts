@@ -60,7 +60,7 @@ t.test('X-Request-Id: echoed when sane, generated otherwise, and in the log line
 t.test('a 5xx never echoes internals, and is logged with the request id', async (t) => {
   const { app, core, logs } = await makeApp(t)
   const tenant = await createTenant(app)
-  core.db.close() // every query now throws "The database connection is not open"
+  core.sqlite!.close() // every query now throws "The database connection is not open"
   const res = await app.inject({ url: '/api/v1/tenant/quota', headers: { ...tenant.headers, 'x-request-id': 'boom-1' } })
   t.equal(res.statusCode, 500)
   t.same(res.json(), { error: { code: 'INTERNAL_ERROR', message: 'Internal server error', details: { requestId: 'boom-1' } } })
@@ -78,7 +78,7 @@ t.test('GET /health and GET /ready', async (t) => {
   const ready = await app.inject({ url: '/ready' })
   t.equal(ready.statusCode, 200)
   t.same(ready.json(), { status: 'ready', checks: { database: 'ok', storage: 'ok' } })
-  core.db.close()
+  core.sqlite!.close()
   const notReady = await app.inject({ url: '/ready' })
   t.equal(notReady.statusCode, 503)
   t.equal(notReady.json().error.code, 'NOT_READY')

@@ -35,9 +35,9 @@ t.test('concurrent undeclared uploads racing one quota never exceed it', async (
     t.equal(p.json().error.code, 'QUOTA_EXCEEDED')
     t.equal(p.json().error.details.scope, 'tenant')
   }
-  const used = core.db.prepare('SELECT used_bytes FROM tenants WHERE id = ?').pluck().get(tenant.id)
+  const used = core.db.pluck('SELECT used_bytes FROM tenants WHERE id = ?').get(tenant.id)
   t.equal(used, 10_000)
-  const sum = core.db.prepare("SELECT sum(size_bytes) FROM files WHERE tenant_id = ? AND status = 'completed'").pluck().get(tenant.id)
+  const sum = core.db.pluck("SELECT CAST(sum(size_bytes) AS BIGINT) FROM files WHERE tenant_id = ? AND status = 'completed'").get(tenant.id)
   t.equal(sum, 10_000, 'usage equals the completed files')
 })
 
@@ -76,5 +76,5 @@ t.test('many concurrent uploads into one workspace quota never exceed it', async
   )
   t.equal(codes.filter((c) => c === 200).length, 8)
   t.ok(codes.every((c) => c === 200 || c === 403))
-  t.equal(core.db.prepare('SELECT used_bytes FROM workspaces WHERE id = ?').pluck().get(ws.id), 8000)
+  t.equal(core.db.pluck('SELECT used_bytes FROM workspaces WHERE id = ?').get(ws.id), 8000)
 })

@@ -176,7 +176,7 @@ t.test('multipart parts survive a restart and a full garbage collection, then co
   const wsId = await workspaceId(second, 'durable')
   t.same(await usage(second, wsId), { tenant: p1.length + p2.length, workspace: p1.length + p2.length })
   // The parts' own blobs are gone once the object holds the content.
-  const blobs = second.core.db.prepare('SELECT count(*) FROM blobs').pluck().get()
+  const blobs = second.core.db.pluck('SELECT count(*) FROM blobs').get()
   t.equal(blobs, 1, 'only the assembled object remains stored')
 })
 

@@ -22,7 +22,7 @@ import { createLogger } from '../src/lib/logger'
 import { buildS3App, type S3App } from '../src/s3/server'
 import type { App } from '../src/http/types'
 import type { BlobStore } from '../src/blobs/blob-store'
-import { ADMIN_KEY, admin, bearer, captureLogs, purgeStoredBlobs, tempDir, testStoreEnv } from './helper'
+import { ADMIN_KEY, admin, bearer, captureLogs, purgeStoredBlobs, tempDir, testDatabase, testStoreEnv } from './helper'
 
 export interface S3Context {
   app: App
@@ -73,7 +73,8 @@ export async function makeS3(
   const clock = new ManualClock(Date.now())
   const { stream, lines } = captureLogs()
   const logger = createLogger(config.logLevel, stream)
-  const core = createCore(config, { clock, log: logger, ...(opts.wrapStore ? { store: opts.wrapStore } : {}) })
+  const database = await testDatabase(t, dir)
+  const core = createCore(config, { clock, log: logger, ...(database ? { database } : {}), ...(opts.wrapStore ? { store: opts.wrapStore } : {}) })
   const app = await buildApp(core, { logger })
   const s3app = await buildS3App(core, { logger })
   await s3app.listen({ port: 0, host: '127.0.0.1' })
@@ -171,7 +172,7 @@ export function filesBelow(dir: string): string[] {
 export async function storedBytes(ctx: Pick<S3Context, 'config' | 'core'>, opts: { tmp?: boolean } = {}): Promise<Buffer[]> {
   if (ctx.config.blobStore === 'disk') {
     const files = [...filesBelow(ctx.core.dataDir.blobs), ...(opts.tmp ? filesBelow(ctx.core.dataDir.tmp) : [])]
-    const rows = ctx.core.db.prepare('SELECT content FROM blob_inline').pluck().all() as Buffer[]
+    const rows = ctx.core.sqlite!.prepare('SELECT content FROM blob_inline').pluck().all() as Buffer[]
     return [...files.map((f) => fs.readFileSync(f)), ...rows]
   }
   const c = ctx.config

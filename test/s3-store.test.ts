@@ -172,7 +172,7 @@ function run(env: Record<string, string>): void {
     await app.inject({ method: 'DELETE', url: `/api/v1/files/${first.fileId}`, headers: tenant.headers })
     clock.advance(1)
     // An upload of the same content has leased it (between its lease and its commit).
-    const leases = new BlobLeasesRepo(core.db)
+    const leases = new BlobLeasesRepo(core.sqlite!)
     leases.lease('upload-in-flight', sha(bytes), clock.now() + 60_000)
     t.match(await core.gc.collect(), { filesPurged: 1, blobsRemoved: 0 }, 'the leased blob stays')
     t.ok((await object(sha(bytes))).equals(bytes))
@@ -194,10 +194,10 @@ function run(env: Record<string, string>): void {
     await app.inject({ method: 'DELETE', url: `/api/v1/files/${first.fileId}`, headers: tenant.headers })
     clock.advance(1)
     // A collector that crashed after tombstoning (its claim long run out) left the object and its tombstone.
-    const leases = new BlobLeasesRepo(core.db)
-    core.db.transaction(() => {
-      core.db.prepare('DELETE FROM files WHERE id = ?').run(first.fileId)
-      core.db.prepare('DELETE FROM blobs WHERE sha256 = ?').run(sha(bytes))
+    const leases = new BlobLeasesRepo(core.sqlite!)
+    core.sqlite!.transaction(() => {
+      core.sqlite!.prepare('DELETE FROM files WHERE id = ?').run(first.fileId)
+      core.sqlite!.prepare('DELETE FROM blobs WHERE sha256 = ?').run(sha(bytes))
       leases.tombstone(sha(bytes), clock.now())
     })()
     const hs = (
@@ -324,11 +324,12 @@ function run(env: Record<string, string>): void {
     t.match(verify, { checked: 4, missing: [], corrupt: [], orphans: [] })
     // Back to disk, after the disk copy of one blob was lost and another damaged: copied back verified.
     // The small ones are kept inline in the database (blob_inline), the 9 MiB one is a file.
-    const inline = (bytes: Buffer) => onS3.core.db.prepare('SELECT content FROM blob_inline WHERE sha256 = ?').pluck().get(sha(bytes)) as Buffer | undefined
+    const inline = (bytes: Buffer) =>
+      onS3.core.sqlite!.prepare('SELECT content FROM blob_inline WHERE sha256 = ?').pluck().get(sha(bytes)) as Buffer | undefined
     t.ok(inline(contents[0]!)?.equals(contents[0]!), 'migrated to disk, small content is inline')
     t.ok(fs.existsSync(blobPathOf(disk.dir, sha(contents[1]!))), 'and large content a file')
-    onS3.core.db.prepare('DELETE FROM blob_inline WHERE sha256 = ?').run(sha(contents[0]!))
-    onS3.core.db.prepare('UPDATE blob_inline SET content = ? WHERE sha256 = ?').run(Buffer.alloc(700, 7), sha(contents[2]!))
+    onS3.core.sqlite!.prepare('DELETE FROM blob_inline WHERE sha256 = ?').run(sha(contents[0]!))
+    onS3.core.sqlite!.prepare('UPDATE blob_inline SET content = ? WHERE sha256 = ?').run(Buffer.alloc(700, 7), sha(contents[2]!))
     r = await cli(['--to', 'disk'])
     t.equal(r.code, 0, r.err)
     t.match(r.out, /4 blob\(s\) checked, 1 copied \(5000 bytes\), 3 already there/)
@@ -342,7 +343,7 @@ function run(env: Record<string, string>): void {
         Body: Buffer.alloc(late.length, 1),
       }),
     )
-    onS3.core.db.prepare('DELETE FROM blob_inline WHERE sha256 = ?').run(sha(late))
+    onS3.core.sqlite!.prepare('DELETE FROM blob_inline WHERE sha256 = ?').run(sha(late))
     r = await cli(['--to', 'disk'])
     t.equal(r.code, 1)
     t.match(r.err, new RegExp(`blob ${sha(late)} in s3 .* does not hash to its name; not copied`))

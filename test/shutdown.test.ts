@@ -65,7 +65,7 @@ t.test('an upload in flight at SIGTERM finishes; a request arriving meanwhile ge
   for (const b of server.background) {
     const stop = b.stop.bind(b)
     b.stop = async () => {
-      stopped.push(`${b.name}:${server.core.db.open ? 'db open' : 'db closed'}`)
+      stopped.push(`${b.name}:${server.core.sqlite!.open ? 'db open' : 'db closed'}`)
       return stop()
     }
   }
@@ -98,7 +98,7 @@ t.test('an upload in flight at SIGTERM finishes; a request arriving meanwhile ge
     ['checkpoint:db open', 'gc:db open', 'lifecycle:db open', 'reclaim-multipart-uploads:db open', 'sweep-expired-uploads:db open', 'webhooks:db open'],
     'every background component stopped, before the database closed',
   )
-  t.equal(server.core.db.open, false, 'the database is closed')
+  t.equal(server.core.sqlite!.open, false, 'the database is closed')
 
   const core = createCore(config)
   t.teardown(() => core.close())
@@ -127,7 +127,7 @@ t.test('an upload cut off by the shutdown timeout leaves no partial state', asyn
   t.equal(core.files.get(tenant, h.fileId).status, 'failed', 'the upload is failed, not left pending')
   t.equal(core.tenants.get(tenant.id).usedBytes, 0, 'its reservation is released')
   t.same(fs.readdirSync(path.join(dir, 'tmp')), [], 'no temp file is left')
-  t.equal(core.db.prepare('SELECT count(*) FROM blobs').pluck().get(), 0, 'no blob row')
+  t.equal(core.sqlite!.prepare('SELECT count(*) FROM blobs').pluck().get(), 0, 'no blob row')
   const blobFiles = fs.readdirSync(path.join(dir, 'blobs', 'sha256'), { recursive: true }).filter((p) => /[0-9a-f]{64}$/.test(String(p)))
   t.same(blobFiles, [], 'no blob file')
 })

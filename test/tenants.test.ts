@@ -19,9 +19,9 @@ t.test('POST /api/v1/admin/tenants creates a tenant with defaults', async (t) =>
   t.same(body.allowedFileTypes, ALL_TYPES)
   t.match(body.createdAt, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
   // Only the SHA-256 of the key is stored.
-  const row = core.db.prepare('SELECT key_hash FROM tenants WHERE id = ?').get(body.id) as { key_hash: Buffer }
+  const row = core.sqlite!.prepare('SELECT key_hash FROM tenants WHERE id = ?').get(body.id) as { key_hash: Buffer }
   t.same(row.key_hash, sha256(body.apiKey))
-  const dump = JSON.stringify(core.db.prepare('SELECT * FROM tenants').all())
+  const dump = JSON.stringify(core.sqlite!.prepare('SELECT * FROM tenants').all())
   t.notOk(dump.includes(body.apiKey), 'the plain key is not in the database')
 })
 

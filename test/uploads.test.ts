@@ -278,7 +278,7 @@ t.test('PUT: failures mark the file failed, release the reservation once, and le
   }
   t.same(filesIn(core.dataDir.tmp), [], 'no temp files')
   t.same(await storedBlobs(core), [], 'no blobs')
-  const counts = core.db.prepare('SELECT used_bytes FROM tenants WHERE id = ?').pluck().get(tenant.id)
+  const counts = core.db.pluck('SELECT used_bytes FROM tenants WHERE id = ?').get(tenant.id)
   t.equal(counts, 0, 'released exactly once: never negative, never double')
   const tooBigDetails = await (async () => {
     const h = await start(1000)
@@ -371,8 +371,8 @@ t.test(
     const bytes = fileBytes('image/png', 4096, 7)
     const { put, fileId } = await upload(app, tenant.headers, { bytes })
     t.equal(put.statusCode, 200)
-    const sha = put.json().sha256 ?? (core.db.prepare('SELECT sha256 FROM files WHERE id = ?').pluck().get(fileId) as string)
-    const row = core.db.prepare('SELECT content FROM blob_inline WHERE sha256 = ?').pluck().get(sha) as Buffer | undefined
+    const sha = put.json().sha256 ?? (core.db.pluck('SELECT sha256 FROM files WHERE id = ?').get(fileId) as string)
+    const row = core.db.pluck('SELECT content FROM blob_inline WHERE sha256 = ?').get(sha) as Buffer | undefined
     t.ok(row?.equals(bytes), 'the content is a blob_inline row')
     const blobFiles = fs.readdirSync(core.dataDir.blobs, { recursive: true }).filter((p) => /[0-9a-f]{64}$/.test(String(p)))
     t.same(blobFiles, [], 'no blob file')
@@ -389,7 +389,7 @@ t.test(
     // The same content again, from another tenant: stored once.
     const other = await createTenant(app)
     t.equal((await upload(app, other.headers, { bytes })).put.statusCode, 200)
-    t.equal(core.db.prepare('SELECT count(*) FROM blob_inline').pluck().get(), 1, 'identical content is stored once')
+    t.equal(core.db.pluck('SELECT count(*) FROM blob_inline').get(), 1, 'identical content is stored once')
     t.same(await storedBlobs(core), [sha])
   },
 )

@@ -47,7 +47,7 @@ t.test('the event row is written with the commit, before any delivery', async (t
   const { app, core } = await makeApp(t, ALLOW)
   const tenant = await createTenant(app)
   const without = await upload(app, tenant.headers)
-  t.equal(core.db.prepare('SELECT count(*) FROM outbox WHERE file_id = ?').pluck().get(without.fileId), 0, 'no URL, no event')
+  t.equal(core.sqlite!.prepare('SELECT count(*) FROM outbox WHERE file_id = ?').pluck().get(without.fileId), 0, 'no URL, no event')
   const r = await upload(app, tenant.headers, { extra: { webhookUrl: 'http://127.0.0.1:9/x' } })
   const rows = core.outbox.list(null, 10)
   t.equal(rows.length, 1)

@@ -250,7 +250,9 @@ t.test('a listing page seeks on both of its bounds in the (workspace_id, object_
   const pages = Object.entries(stmts).filter(([name]) => name.startsWith('page'))
   t.ok(pages.length > 0)
   const plans = pages.map(([name, stmt]) => {
-    const plan = core.db.prepare(`EXPLAIN QUERY PLAN ${stmt.source}`).all({ workspaceId: 'w', lo: 'a/', below: 'a0', limit: 10, after: 'a/x', from: 'a/' }) as {
+    const plan = core
+      .sqlite!.prepare(`EXPLAIN QUERY PLAN ${stmt.source}`)
+      .all({ workspaceId: 'w', lo: 'a/', below: 'a0', limit: 10, after: 'a/x', from: 'a/' }) as {
       detail: string
     }[]
     return [name, plan.map((r) => r.detail).join('; ')] as const

@@ -26,7 +26,7 @@ export function main(keys: number): void {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-browse-'))
   const core = createCore(loadConfig({ COFFER_LOG_LEVEL: 'silent' }, { 'data-dir': dir }))
   try {
-    const { db } = core
+    const db = core.sqlite!
     db.pragma('synchronous = OFF')
     const { tenant } = core.tenants.create({ name: 'browse', quotaBytes: Number.MAX_SAFE_INTEGER })
     const auth = { ...tenant, allowedFileTypes: tenant.allowedFileTypes } as Parameters<typeof core.workspaces.create>[0]

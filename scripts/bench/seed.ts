@@ -39,7 +39,7 @@ export interface SeedResult {
 export function seed(dataDir: string, files: number, opts: { apiKey?: string; tenantId?: string } = {}): SeedResult {
   const started = performance.now()
   const core = createCore(loadConfig({ COFFER_LOG_LEVEL: 'silent' }, { 'data-dir': dataDir }))
-  const { db } = core
+  const db = core.sqlite!
   try {
     // Seeding only: the rows are rebuilt from scratch if the machine dies, so skip the per-commit
     // fsync; a large page cache keeps the randomly ordered sha256 index from thrashing.

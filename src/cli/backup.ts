@@ -1,7 +1,7 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import { loadConfig } from '../config'
-import { backupDataDir } from '../services/backup'
+import { METADATA_IN_POSTGRES, backupDataDir } from '../services/backup'
 import { assertDataDir, OperatorError, parse, println, UsageError, withCore, type CliIO } from './io'
 import { userName } from './startup-errors'
 
@@ -43,6 +43,7 @@ export async function backupCommand(args: string[], io: CliIO): Promise<number> 
     )
   }
   return withCore(io, dataDir, async (core) => {
+    if (core.sqlite === undefined) throw new OperatorError(METADATA_IN_POSTGRES)
     const started = Date.now()
     let r: Awaited<ReturnType<typeof backupDataDir>>
     try {

@@ -29,6 +29,11 @@ export interface BackupResult {
   contentStaysIn?: string
 }
 
+/** Why a data dir whose metadata is in PostgreSQL is not backed up here (#30). */
+export const METADATA_IN_POSTGRES =
+  'the metadata is in PostgreSQL, not in the data dir: back it up with pg_dump (e.g. pg_dump --format=custom), ' +
+  "and the content with the blob store's own tools; coffer backup copies a data dir whose metadata is its SQLite file"
+
 export interface BackupHooks {
   /** Runs once the snapshot is taken and its blobs are pinned: lets a test change the live data meanwhile. */
   afterSnapshot?: () => void | Promise<void>
@@ -49,11 +54,17 @@ export interface BackupHooks {
  * Everything is built in `<dest>.tmp-<id>` beside `dest`, fsynced, and renamed into place last:
  * a backup cut short is never mistaken for one, and is recognisable by that name.
  */
-export async function backupDataDir(source: { db: DB; dataDir: DataDir; store?: BlobStore }, dest: string, hooks: BackupHooks = {}): Promise<BackupResult> {
-  const { db, dataDir, store } = source
+export async function backupDataDir(
+  source: { sqlite: DB | undefined; dataDir: DataDir; store?: BlobStore },
+  dest: string,
+  hooks: BackupHooks = {},
+): Promise<BackupResult> {
+  const { sqlite: db, dataDir, store } = source
+  // The snapshot is SQLite's own (db/backup.ts); PostgreSQL's metadata is not in the data dir (#30).
+  if (db === undefined) throw new Error(METADATA_IN_POSTGRES)
   const id = randomBytes(6).toString('hex')
   const work = dataDirPaths(`${dest}.tmp-${id}`)
-  if (store?.remote) return backupMetadata(source, work, dest, store, hooks)
+  if (store?.remote) return backupMetadata({ db, dataDir }, work, dest, store, hooks)
   const staging = path.join(dataDir.tmp, `backup-${id}`)
   makeWorkDir(work.root)
   makeWorkDir(staging)

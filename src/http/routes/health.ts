@@ -3,10 +3,9 @@ import type { App } from '../types'
 import type { Core } from '../../core'
 import { AppError } from '../../errors'
 import { databaseStatus, readiness } from '../../services/health'
-import type { Engine } from '../../db/engine'
 
-/** What the probes read: the core's (Core fits), or a test's database engine. */
-export type HealthDeps = Pick<Core, 'dataDir' | 'store'> & { db: Core['db'] | Engine }
+/** What the probes read: the core's (Core fits), or a test's, whose `db` is an engine on either database. */
+export type HealthDeps = Pick<Core, 'dataDir' | 'store' | 'db'>
 
 /** Liveness and readiness probes; no authentication. */
 export async function healthRoutes(app: App, core: HealthDeps): Promise<void> {
