@@ -144,9 +144,12 @@ export async function startServer(config: Config, logger: Logger, opts: StartOpt
   // checkpoints stay SQLite's, in the COMMIT that passes 1000 pages: page writes to the page cache
   // and no fsync, which spares it a thread's memory. COFFER_CHECKPOINT_THREAD=off keeps SQLite's
   // own too, for the bench's before/after in one build (not a setting).
+  // On PostgreSQL (core.sqlite undefined) there is no WAL of ours to checkpoint.
+  const sqlite = core.sqlite
   const ownCheckpoints = opts.throwaway || process.env.COFFER_CHECKPOINT_THREAD === 'off'
-  const checkpointer = ownCheckpoints ? undefined : Checkpointer.of(core.db, core.dataDir.root, { ...checkpointOptionsFromEnv(), ...opts.checkpoint }, logger)
-  if (checkpointer) handOffCheckpoints(core.db)
+  const checkpointer =
+    ownCheckpoints || !sqlite ? undefined : Checkpointer.of(sqlite, core.dataDir.root, { ...checkpointOptionsFromEnv(), ...opts.checkpoint }, logger)
+  if (checkpointer && sqlite) handOffCheckpoints(sqlite)
   const startup = opts.startup ?? true
   let leftovers = 0
   try {

@@ -36,7 +36,7 @@ async function serve(t: Test, checkpoint: Partial<CheckpointOptions>): Promise<{
   t.teardown(() => client.destroy())
   const bucket = 'ckpt'
   await client.send(new CreateBucketCommand({ Bucket: bucket }))
-  return { server, client, wal: `${server.core.db.name}-wal`, bucket }
+  return { server, client, wal: `${server.core.sqlite!.name}-wal`, bucket }
 }
 
 const walBytes = (wal: string) => {
@@ -92,7 +92,7 @@ t.test('under write load no COMMIT checkpoints: the WAL passes 1000 pages, and t
     const got = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }))
     t.equal((await got.Body!.transformToByteArray()).length, 4 * KiB, `${key} reads back`)
   }
-  t.equal(server.core.db.pragma('integrity_check', { simple: true }), 'ok')
+  t.equal(server.core.sqlite!.pragma('integrity_check', { simple: true }), 'ok')
 })
 
 t.test('under a steady write load the WAL stays within its bound', async (t) => {
