@@ -4,7 +4,7 @@ import path from 'node:path'
 import Database from 'better-sqlite3'
 import { buildBundle, startCoffer } from './process-helper'
 import { tempDir } from './helper'
-import { openDatabase, type DB } from '../src/db/database'
+import { inWalMode, openDatabase, type DB } from '../src/db/database'
 import { MIGRATIONS } from '../src/db/migrations'
 import { buildSchemaImage, packImage, unpackImage } from '../src/db/schema-image'
 
@@ -96,4 +96,22 @@ t.test('the bundle: a new data dir is the build-time image, with the migrated sc
   t.same(recorded(db), recorded(migrated))
   t.same(rootpages(db), rootpages(new Database(buildSchemaImage())), 'the layout of the image, not of the migrations')
   t.equal((fs.statSync(path.join(dataDir, 'coffer.db')).mode & 0o777).toString(8), '600')
+})
+
+t.test('a new data dir starts in WAL mode from its first byte: no process starting on it switches the journal', async (t) => {
+  // Two processes switching a rollback-journal database to WAL at once both hold the shared lock
+  // and want the exclusive one: SQLite refuses one at once, whatever its busy timeout, to avoid a
+  // deadlock. A file already in WAL mode needs no switch.
+  const dir = tempDir(t)
+  const file = path.join(dir, 'image.db')
+  fs.writeFileSync(file, inWalMode(buildSchemaImage()))
+  const raw = new Database(file, { readonly: true })
+  t.equal(raw.pragma('journal_mode', { simple: true }), 'wal', 'the file is a WAL database before anyone opens it to write')
+  t.equal(raw.prepare('SELECT count(*) FROM schema_migrations').pluck().get(), MIGRATIONS.length, 'and the image')
+  raw.close()
+  const made = path.join(dir, 'made.db')
+  const db = openDatabase(made, dir, MIGRATIONS, { image: buildSchemaImage() })
+  db.close()
+  t.same([...fs.readFileSync(made).subarray(18, 20)], [2, 2], 'a data dir made from it is in WAL mode')
+  t.same([...buildSchemaImage().subarray(18, 20)], [1, 1], 'which the image itself is not (serialized from :memory:)')
 })

@@ -82,8 +82,9 @@ export function addFunctions(db: DB): void {
  */
 function startFromImage(file: string, imageOf: Uint8Array | (() => Uint8Array | undefined), throwaway: boolean): boolean {
   if ([file, ...COMPANIONS.map((suffix) => file + suffix)].some((f) => fs.existsSync(f))) return false
-  const image = typeof imageOf === 'function' ? imageOf() : imageOf
-  if (image === undefined) return false
+  const made = typeof imageOf === 'function' ? imageOf() : imageOf
+  if (made === undefined) return false
+  const image = inWalMode(made)
   if (!throwaway) return publishFileSync(file, image, { mode: 0o600, exclusive: true })
   let fd: number
   try {
@@ -129,6 +130,21 @@ export function openConnection(file: string, dataDir: string, options: Database.
 
 /** The files SQLite keeps beside a database, which hold its pages (and so its content) too. */
 const COMPANIONS = ['-wal', '-shm', '-journal']
+
+/**
+ * The image as a database file already in WAL mode: its header's read and write format versions
+ * (bytes 18 and 19) are 2, which is what `PRAGMA journal_mode = WAL` writes. An image serialized
+ * from :memory: says 1 (a rollback journal), so each process that opened a new data dir switched it
+ * to WAL, which takes the exclusive lock: two processes starting together on a new data dir could
+ * both hold the shared lock and want it, and SQLite refuses one at once, busy timeout or not, to
+ * avoid the deadlock ("database is locked": one of five servers started at once in CI exited 1).
+ */
+export function inWalMode(image: Uint8Array): Uint8Array {
+  const file = Uint8Array.from(image)
+  file[18] = 2
+  file[19] = 2
+  return file
+}
 
 /**
  * coffer.db holds small files' content (blob_inline) and webhook secrets: it is created 0600, as
