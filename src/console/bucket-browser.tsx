@@ -4,6 +4,7 @@ import { formatBytes, formatTime, percent } from './format'
 import { Confirm, ErrorText, LifetimeSelect, LinkNotice, Modal, Pager, TextField, useAction } from './ui'
 import { ObjectDetails } from './object-details'
 import type { Bucket } from './buckets'
+import { useUploads } from './uploads'
 
 /** An object as GET /api/v1/workspaces/:id/objects lists it. */
 interface Entry {
@@ -19,14 +20,6 @@ interface Page {
   objects: Entry[]
   nextAfter: string | null
 }
-interface Upload {
-  id: number
-  key: string
-  loaded: number
-  total: number
-  error: string | null
-  done: boolean
-}
 type SortBy = 'name' | 'size' | 'date'
 type Preview =
   { entry: Entry; kind: 'image' | 'audio' | 'video'; url: string } | { entry: Entry; kind: 'pdf'; url: string } | { entry: Entry; kind: 'text'; text: string }
@@ -34,8 +27,6 @@ type Preview =
 const PAGE_SIZE = 100
 /** A text preview reads at most this much (one Range request): a log of gigabytes stays on the server. */
 const TEXT_CAP = 64 * 1024
-const PARALLEL_UPLOADS = 3
-let uploadSeq = 0
 
 function previewKind(type: string): Preview['kind'] | null {
   if (type.startsWith('image/')) return 'image'
@@ -90,7 +81,7 @@ export function BucketBrowser(props: { apiKey: string; bucket: Bucket; onBack: (
   const [selected, setSelected] = useState<Map<string, string>>(new Map())
   const [deleting, setDeleting] = useState(false)
   const [report, setReport] = useState<{ deleted: number; failed: { key: string; message: string }[] } | null>(null)
-  const [uploads, setUploads] = useState<Upload[]>([])
+  const [uploads, startUploads] = useUploads()
   const [lifetime, setLifetime] = useState(3600)
   const [link, setLink] = useState<{ key: string; url: string; expiresAt: string; copied: boolean } | null>(null)
   const [preview, setPreview] = useState<Preview | null>(null)
@@ -140,31 +131,14 @@ export function BucketBrowser(props: { apiKey: string; bucket: Bucket; onBack: (
     })
   const allSelected = objects.length > 0 && objects.every((o) => selected.has(o.fileId))
 
-  const patchUpload = (id: number, change: Partial<Upload>) => setUploads((list) => list.map((u) => (u.id === id ? { ...u, ...change } : u)))
   /** Each file to `prefix + its path` (a folder's files keep their relative paths), three at a time, each with its own progress bar. */
   const uploadAll = async (files: File[]) => {
     const base = prefix
-    const queued = files.map((f) => ({
-      file: f,
-      row: { id: ++uploadSeq, key: base + (f.webkitRelativePath || f.name), loaded: 0, total: f.size, error: null, done: false },
-    }))
-    setUploads((list) => [...queued.map((q) => q.row), ...list])
-    const next = async (): Promise<void> => {
-      const item = queued.shift()
-      if (!item) return
-      try {
-        await uploadFile(key, item.file, {
-          workspaceId: ws.id,
-          objectKey: item.row.key,
-          onProgress: (loaded, total) => patchUpload(item.row.id, { loaded, total }),
-        })
-        patchUpload(item.row.id, { done: true })
-      } catch (err) {
-        patchUpload(item.row.id, { error: messageOf(err) })
-      }
-      return next()
-    }
-    await Promise.all(Array.from({ length: Math.min(PARALLEL_UPLOADS, queued.length) }, next))
+    await startUploads(
+      files,
+      (f) => base + (f.webkitRelativePath || f.name),
+      (file, objectKey, onProgress) => uploadFile(key, file, { workspaceId: ws.id, objectKey, onProgress }),
+    )
     refresh()
   }
 
@@ -298,8 +272,8 @@ export function BucketBrowser(props: { apiKey: string; bucket: Bucket; onBack: (
         <ul class="uploads" aria-label="Uploads to this bucket">
           {uploads.map((u) => (
             <li key={u.id}>
-              <span class="name">{u.key}</span>
-              <progress max={u.total || 1} value={u.loaded} aria-label={`Upload of ${u.key}`} />
+              <span class="name">{u.name}</span>
+              <progress max={u.total || 1} value={u.loaded} aria-label={`Upload of ${u.name}`} />
               <span class={u.error ? 'error' : 'muted'}>{u.error ? `Failed: ${u.error}` : u.done ? 'Uploaded' : percent(u.loaded, u.total || 1)}</span>
             </li>
           ))}

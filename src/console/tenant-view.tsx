@@ -7,19 +7,12 @@ import { Deliveries } from './deliveries'
 import { DeletedFiles, VersionsDialog } from './versions'
 import { AccessKeys } from './access-keys'
 import { Buckets } from './buckets'
+import { useUploads } from './uploads'
 
 interface Page {
   files: FileInfo[]
   nextCursor: string | null
   total: number
-}
-interface Upload {
-  id: number
-  name: string
-  loaded: number
-  total: number
-  error: string | null
-  done: boolean
 }
 interface Link {
   name: string
@@ -30,9 +23,6 @@ interface Link {
 
 const PAGE_SIZE = 20
 const PREVIEWABLE = /^(image\/|application\/pdf$)/
-/** Parallel PUTs per batch: enough to fill a link, few enough to keep each bar moving. */
-const PARALLEL_UPLOADS = 3
-let uploadSeq = 0
 
 export function TenantView(props: { apiKey: string; onSignOut: () => void }) {
   const key = props.apiKey
@@ -44,7 +34,7 @@ export function TenantView(props: { apiKey: string; onSignOut: () => void }) {
   const [cursors, setCursors] = useState<string[]>([])
   const [page, setPage] = useState<Page | null>(null)
   const [version, setVersion] = useState(0)
-  const [uploads, setUploads] = useState<Upload[]>([])
+  const [uploads, startUploads] = useUploads()
   const [lifetime, setLifetime] = useState(3600)
   const [link, setLink] = useState<Link | null>(null)
   const [preview, setPreview] = useState<{ file: FileInfo; url: string } | null>(null)
@@ -70,27 +60,13 @@ export function TenantView(props: { apiKey: string; onSignOut: () => void }) {
   }, [filter, cursors, version])
 
   const wsName = (id: string | null) => (id === null ? '—' : (workspaces.find((w) => w.id === id)?.name ?? id))
-  const patchUpload = (id: number, change: Partial<Upload>) => setUploads((list) => list.map((u) => (u.id === id ? { ...u, ...change } : u)))
-
   const uploadAll = async (files: File[]) => {
-    const queued = files.map((f) => ({ file: f, row: { id: ++uploadSeq, name: f.name, loaded: 0, total: f.size, error: null, done: false } }))
-    setUploads((list) => [...queued.map((q) => q.row), ...list])
-    const next = async (): Promise<void> => {
-      const item = queued.shift()
-      if (!item) return
-      try {
-        await uploadFile(key, item.file, {
-          ...(filter.workspaceId ? { workspaceId: filter.workspaceId } : {}),
-          onProgress: (loaded, total) => patchUpload(item.row.id, { loaded, total }),
-        })
-        patchUpload(item.row.id, { done: true })
-      } catch (err) {
-        patchUpload(item.row.id, { error: err instanceof Error ? err.message : String(err) })
-      }
-      refresh()
-      return next()
-    }
-    await Promise.all(Array.from({ length: Math.min(PARALLEL_UPLOADS, queued.length) }, next))
+    await startUploads(
+      files,
+      (f) => f.name,
+      (file, _name, onProgress) => uploadFile(key, file, { ...(filter.workspaceId ? { workspaceId: filter.workspaceId } : {}), onProgress }),
+      refresh,
+    )
     void loadWorkspaces()
   }
 
