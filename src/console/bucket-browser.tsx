@@ -2,27 +2,20 @@ import { useEffect, useRef, useState } from 'preact/hooks'
 import { api, copyText, fetchContent, messageOf, uploadFile } from './api'
 import { formatBytes, formatTime, percent } from './format'
 import { Confirm, ErrorText, LifetimeSelect, LinkNotice, Modal, Pager, TextField, useAction } from './ui'
-import { ObjectDetails } from './object-details'
+import { ObjectDetails, type ObjectEntry } from './object-details'
 import type { Bucket } from './buckets'
 import { useUploads } from './uploads'
 
-/** An object as GET /api/v1/workspaces/:id/objects lists it. */
-interface Entry {
-  key: string
-  fileId: string
-  sizeBytes: number
-  contentType: string
-  etag: string
-  lastModified: string
-}
 interface Page {
   prefixes: string[]
-  objects: Entry[]
+  objects: ObjectEntry[]
   nextAfter: string | null
 }
 type SortBy = 'name' | 'size' | 'date'
 type Preview =
-  { entry: Entry; kind: 'image' | 'audio' | 'video'; url: string } | { entry: Entry; kind: 'pdf'; url: string } | { entry: Entry; kind: 'text'; text: string }
+  | { entry: ObjectEntry; kind: 'image' | 'audio' | 'video'; url: string }
+  | { entry: ObjectEntry; kind: 'pdf'; url: string }
+  | { entry: ObjectEntry; kind: 'text'; text: string }
 
 const PAGE_SIZE = 100
 /** A text preview reads at most this much (one Range request): a log of gigabytes stays on the server. */
@@ -122,7 +115,7 @@ export function BucketBrowser(props: { apiKey: string; bucket: Bucket; onBack: (
   else if (sort.desc) objects.reverse()
   const folders = sort.by === 'name' && sort.desc ? [...(page?.prefixes ?? [])].reverse() : (page?.prefixes ?? [])
 
-  const toggle = (e: Entry, on: boolean) =>
+  const toggle = (e: ObjectEntry, on: boolean) =>
     setSelected((s) => {
       const next = new Map(s)
       if (on) next.set(e.fileId, e.key)
@@ -142,21 +135,21 @@ export function BucketBrowser(props: { apiKey: string; bucket: Bucket; onBack: (
     refresh()
   }
 
-  const signedUrl = (e: Entry, seconds: number) =>
+  const signedUrl = (e: ObjectEntry, seconds: number) =>
     api<{ url: string; expiresAt: string }>(key, 'GET', `/api/v1/files/${encodeURIComponent(e.fileId)}/signed-url?expiresIn=${seconds}`)
-  const download = (e: Entry) =>
+  const download = (e: ObjectEntry) =>
     run(async () => {
       const a = document.createElement('a')
       a.href = (await signedUrl(e, 60)).url
       a.download = lastSegment(e.key)
       a.click()
     })
-  const share = (e: Entry) =>
+  const share = (e: ObjectEntry) =>
     run(async () => {
       const s = await signedUrl(e, lifetime)
       setLink({ key: e.key, url: s.url, expiresAt: s.expiresAt, copied: await copyText(s.url) })
     })
-  const showPreview = (e: Entry) =>
+  const showPreview = (e: ObjectEntry) =>
     run(async () => {
       const kind = previewKind(e.contentType)
       if (kind === 'pdf') {

@@ -4,14 +4,18 @@ import { formatBytes, formatTime } from './format'
 import { ErrorText, Modal, useAction } from './ui'
 import { VersionsDialog } from './versions'
 
-/** GET /api/v1/workspaces/:id/objects/details (#31). */
-export interface ObjectDetailsInfo {
+/** An object as GET /api/v1/workspaces/:id/objects lists it. */
+export interface ObjectEntry {
   key: string
   fileId: string
   sizeBytes: number
   contentType: string
   etag: string
   lastModified: string
+}
+
+/** GET /api/v1/workspaces/:id/objects/details (#31): the listing's fields and the rest. */
+export interface ObjectDetailsInfo extends ObjectEntry {
   sha256: string | null
   metadata: Record<string, string>
   tags: Record<string, string>
