@@ -27,11 +27,18 @@ function s3Of(t: Test, srv: Ephemeral): S3Client {
   return s3
 }
 
-async function signIn(page: Page, srv: Ephemeral): Promise<void> {
+/** A page of Debian's chromium signed in to the console as the ephemeral tenant; undefined when chromium is missing (launchBrowser has said why). */
+async function signedIn(t: Test, srv: Ephemeral): Promise<Page | undefined> {
+  const context = await launchBrowser(t)
+  if (!context) return undefined
+  const page = await context.newPage()
+  page.setDefaultTimeout(15_000)
+  watchPage(t, page)
   await page.goto(`${srv.url}/console`)
   await page.getByLabel('API key').fill(srv.tenant.apiKey)
   await page.getByRole('button', { name: 'Sign in' }).click()
   await page.getByText('Tenant: ephemeral').waitFor()
+  return page
 }
 
 /** Presses Tab until the focused element is the one named `name` (its accessible name): reachable by keyboard. */
@@ -61,12 +68,8 @@ t.test('buckets: counts, a bucket of 10,000 keys browsed by prefix with pages, f
   t.comment(`started with 10,000 objects seeded in ${((performance.now() - started) / 1000).toFixed(1)} s`)
   const s3 = s3Of(t, srv)
 
-  const context = await launchBrowser(t)
-  if (!context) return
-  const page = await context.newPage()
-  page.setDefaultTimeout(15_000)
-  watchPage(t, page)
-  await signIn(page, srv)
+  const page = await signedIn(t, srv)
+  if (!page) return
   const buckets = page.getByRole('region', { name: 'Buckets' })
   const bigRow = buckets.getByRole('row').filter({ hasText: 'big' })
   await bigRow.getByText((10_000).toLocaleString('en-US')).waitFor()
@@ -159,12 +162,8 @@ t.test('a folder upload into a prefix, previews, a share link without a key, det
     }),
   )
 
-  const context = await launchBrowser(t)
-  if (!context) return
-  const page = await context.newPage()
-  page.setDefaultTimeout(15_000)
-  watchPage(t, page)
-  await signIn(page, srv)
+  const page = await signedIn(t, srv)
+  if (!page) return
 
   // Keyboard only: Tab to the bucket, Enter; Tab to the folder, Enter; Tab to the object's details, Enter; Escape.
   await page.locator('body').focus()
@@ -286,12 +285,8 @@ t.test("README's pictures: a bucket of folders and objects of several types, two
     await s3.send(new PutObjectCommand({ Bucket: 'team-site', Key, Body, ContentType, ...(Metadata ? { Metadata } : {}), ...(Tagging ? { Tagging } : {}) }))
   }
 
-  const context = await launchBrowser(t)
-  if (!context) return
-  const page = await context.newPage()
-  page.setDefaultTimeout(15_000)
-  watchPage(t, page)
-  await signIn(page, srv)
+  const page = await signedIn(t, srv)
+  if (!page) return
   await page.getByRole('button', { name: 'Open bucket team-site' }).click()
   const browser = page.getByRole('region', { name: /^Bucket team-site/ })
   await browser.getByText('3 folders and 8 objects on this page').waitFor()
