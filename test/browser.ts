@@ -224,6 +224,14 @@ export async function startEphemeral(t: Test, args: string[] = [], timeoutMs?: n
   return JSON.parse(server.stdout.find((l) => l.startsWith('{"url"'))!) as Ephemeral
 }
 
+/** A new page of `context` whose waits give up after `timeoutMs`, watched (watchPage). */
+export async function watchedPage(t: Test, context: BrowserContext, timeoutMs = 10_000): Promise<Page> {
+  const page = await context.newPage()
+  page.setDefaultTimeout(timeoutMs)
+  watchPage(t, page)
+  return page
+}
+
 /** Fails the test on any script error or CSP violation the page reports. */
 export function watchPage(t: Test, page: Page): void {
   page.on('pageerror', (err) => t.fail(`page error: ${err.message}`))

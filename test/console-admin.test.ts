@@ -2,7 +2,7 @@ import t from 'tap'
 import fs from 'node:fs'
 import type { Page } from 'playwright-core'
 import { CreateBucketCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3'
-import { CHROMIUM, launchBrowser, noisePng, screenshots, startEphemeral, watchPage, type Ephemeral } from './browser'
+import { CHROMIUM, launchBrowser, noisePng, screenshots, startEphemeral, watchedPage, type Ephemeral } from './browser'
 import { formatBytes } from '../src/console/format'
 import type { Overview as OverviewData } from '../src/contract/overview'
 
@@ -101,9 +101,7 @@ t.test('admin overview: the numbers the API returns, after known uploads and a d
 
   const context = await launchBrowser(t)
   if (!context) return
-  const page = await context.newPage()
-  page.setDefaultTimeout(10_000)
-  watchPage(t, page)
+  const page = await watchedPage(t, context)
   await page.goto(`${srv.url}/console`)
   await page.getByLabel('API key').fill(srv.adminApiKey)
   const [answered] = await Promise.all([page.waitForResponse((r) => r.url().includes('/api/v1/admin/overview')), page.getByLabel('API key').press('Enter')])
@@ -149,9 +147,7 @@ t.test('dark theme follows the system setting; every text of the main views keep
 
   const context = await launchBrowser(t)
   if (!context) return
-  const page = await context.newPage()
-  page.setDefaultTimeout(10_000)
-  watchPage(t, page)
+  const page = await watchedPage(t, context)
   await page.emulateMedia({ colorScheme: 'light' })
   await page.goto(`${srv.url}/console`)
   const light = await bodyBackground(page)

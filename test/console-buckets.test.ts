@@ -4,7 +4,7 @@ import path from 'node:path'
 import { createHash } from 'node:crypto'
 import type { Page } from 'playwright-core'
 import { CreateBucketCommand, DeleteObjectCommand, ListObjectsV2Command, PutBucketVersioningCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3'
-import { CHROMIUM, launchBrowser, noisePng, screenshots, startEphemeral, textPdf, watchPage, type Ephemeral } from './browser'
+import { CHROMIUM, launchBrowser, noisePng, screenshots, startEphemeral, textPdf, watchedPage, type Ephemeral } from './browser'
 import { tempDir } from './helper'
 
 // The console's bucket browser (#31) in Debian's chromium: buckets with their counts, created and
@@ -31,9 +31,7 @@ function s3Of(t: Test, srv: Ephemeral): S3Client {
 async function signedIn(t: Test, srv: Ephemeral): Promise<Page | undefined> {
   const context = await launchBrowser(t)
   if (!context) return undefined
-  const page = await context.newPage()
-  page.setDefaultTimeout(15_000)
-  watchPage(t, page)
+  const page = await watchedPage(t, context, 15_000)
   await page.goto(`${srv.url}/console`)
   await page.getByLabel('API key').fill(srv.tenant.apiKey)
   await page.getByRole('button', { name: 'Sign in' }).click()

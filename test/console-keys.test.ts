@@ -2,7 +2,7 @@ import t from 'tap'
 import fs from 'node:fs'
 import type { Page } from 'playwright-core'
 import { CreateBucketCommand, GetObjectCommand, ListBucketsCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3'
-import { CHROMIUM, launchBrowser, startEphemeral, watchPage } from './browser'
+import { CHROMIUM, launchBrowser, startEphemeral, watchedPage } from './browser'
 
 // The console's access keys (#31) in Debian's chromium, by keyboard alone: a tenant creates an S3
 // key (the secret shown once, copied with its button), uses it with the AWS SDK, revokes it, and
@@ -36,9 +36,7 @@ t.test('tenant, keyboard only: create an S3 key, use it with the SDK, revoke it:
   const context = await launchBrowser(t)
   if (!context) return
   await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: srv.url })
-  const page = await context.newPage()
-  page.setDefaultTimeout(10_000)
-  watchPage(t, page)
+  const page = await watchedPage(t, context)
   await page.goto(`${srv.url}/console`)
   // The sign-in field has the focus; typing and Enter sign in.
   await page.keyboard.type(srv.tenant.apiKey)
@@ -112,9 +110,7 @@ t.test('tenant, keyboard only: create an S3 key, use it with the SDK, revoke it:
   )
 
   // The admin, in another tab, turns the tenant's self-service off.
-  const adminPage = await context.newPage()
-  adminPage.setDefaultTimeout(10_000)
-  watchPage(t, adminPage)
+  const adminPage = await watchedPage(t, context)
   await adminPage.goto(`${srv.url}/console`)
   await adminPage.getByLabel('API key').fill(srv.adminApiKey)
   await adminPage.getByLabel('API key').press('Enter')

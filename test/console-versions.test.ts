@@ -2,7 +2,7 @@ import t from 'tap'
 import fs from 'node:fs'
 import { createHash } from 'node:crypto'
 import { CreateBucketCommand, DeleteObjectCommand, GetObjectCommand, PutBucketVersioningCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3'
-import { CHROMIUM, launchBrowser, startEphemeral, watchPage } from './browser'
+import { CHROMIUM, launchBrowser, startEphemeral, watchedPage } from './browser'
 
 // The console's versions view (#25) in Debian's chromium: a key's versions listed with their date,
 // size, hash and current marker; an older one restored (with a confirmation, by keyboard) and its
@@ -28,9 +28,7 @@ t.test("tenant: a key's versions, an older one restored and downloaded; a delete
 
   const context = await launchBrowser(t)
   if (!context) return
-  const page = await context.newPage()
-  page.setDefaultTimeout(10_000)
-  watchPage(t, page)
+  const page = await watchedPage(t, context)
   await page.goto(`${srv.url}/console`)
   await page.getByLabel('API key').fill(srv.tenant.apiKey)
   await page.getByRole('button', { name: 'Sign in' }).click()

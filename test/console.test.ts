@@ -1,7 +1,7 @@
 import t from 'tap'
 import fs from 'node:fs'
 import path from 'node:path'
-import { CHROMIUM, launchBrowser, noisePng, screenshots, startEphemeral, textPdf, watchPage } from './browser'
+import { CHROMIUM, launchBrowser, noisePng, screenshots, startEphemeral, textPdf, watchedPage } from './browser'
 import { CONSOLE_CSP } from '../src/http/routes/console'
 import { formatBytes } from '../src/console/format'
 
@@ -66,9 +66,7 @@ t.test('tenant: sign in, upload two files, preview, copy a link and open it, del
     await new Promise((r) => setTimeout(r, 100))
   }
 
-  const page = await context.newPage()
-  page.setDefaultTimeout(10_000)
-  watchPage(t, page)
+  const page = await watchedPage(t, context)
   const first = await page.goto(`${srv.url}/`)
   t.equal(new URL(page.url()).pathname, '/console', '/ redirects to the console')
   t.equal(first?.headers()['content-security-policy'], CONSOLE_CSP)
@@ -249,9 +247,7 @@ t.test('admin: tenants with usage, create one, change its quota and types, regen
   await top.test('in the browser', async (t) => {
     const context = await launchBrowser(t)
     if (!context) return
-    const page = await context.newPage()
-    page.setDefaultTimeout(10_000)
-    watchPage(t, page)
+    const page = await watchedPage(t, context)
     // Some usage to show: a file of the ephemeral tenant.
     const png = noisePng(300, 200)
     const hs = await (
