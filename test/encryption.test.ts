@@ -11,7 +11,7 @@ import { encryptBlobsCommand, rotateKeyCommand } from '../src/cli/encryption'
 import { backupCommand } from '../src/cli/backup'
 import { encryptBlobs } from '../src/services/encrypt-blobs'
 import type { EncryptedBlobStore } from '../src/blobs/encrypted-blob-store'
-import { createTenant, diskOnly, fileBytes, makeApp, storedBlobs, tempDir, upload, type TestContext } from './helper'
+import { createTenant, diskOnly, fileBytes, filesBelow, flipByte, makeApp, storedBlobs, tempDir, upload, type TestContext } from './helper'
 import type { Test } from 'tap'
 import { blobPath } from '../src/blobs/layout'
 
@@ -24,18 +24,12 @@ function keyEnv(t: Test, key = randomBytes(32)): { env: Record<string, string>; 
   return { env: { COFFER_ENCRYPTION_KEY_FILE: file }, key, file }
 }
 
-/** Every file under `dir`, recursively. */
-function walk(dir: string): string[] {
-  if (!fs.existsSync(dir)) return []
-  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(path.join(dir, e.name)) : [path.join(dir, e.name)]))
-}
-
 /** Whether any 32-byte window of `plain` (every 4 KiB) appears in the data dir: its files, and its database's inline rows. */
 function plaintextIn(ctx: TestContext, plain: Buffer): string[] {
   const probes: Buffer[] = []
   for (let i = 0; i + 32 <= plain.length; i += 4096) probes.push(plain.subarray(i, i + 32))
   const found: string[] = []
-  for (const f of walk(ctx.dir)) {
+  for (const f of filesBelow(ctx.dir)) {
     if (f.endsWith('coffer.db') || f.endsWith('-wal') || f.endsWith('-shm')) continue
     const bytes = fs.readFileSync(f)
     if (probes.some((p) => bytes.includes(p))) found.push(f)
@@ -107,7 +101,7 @@ t.test('an encrypted data dir: content round-trips, ranges read, and nothing of 
   t.ok(tail.rawPayload.equals(exact.subarray(CHUNK_BYTES)), 'the last chunk of content a multiple of the chunk size')
   // Stored under names that are not the SHA-256, at their sealed size.
   const largeSha = shaOf(ctx, ids.large!)
-  const files = walk(ctx.core.dataDir.blobs)
+  const files = filesBelow(ctx.core.dataDir.blobs)
   t.equal(files.length, 2, 'two blob files (the small one is inline)')
   t.notOk(
     files.some((f) => path.basename(f) === largeSha),
@@ -120,7 +114,7 @@ t.test('an encrypted data dir: content round-trips, ranges read, and nothing of 
   t.equal(ctx.core.sqlite!.prepare('SELECT count(*) FROM blob_inline WHERE sha256 = ?').pluck().get(shaOf(ctx, ids.small!)), 0, 'nor an inline row')
   // Equal content is stored once (dedup by name).
   await upload(ctx.app, tenant.headers, { bytes: large })
-  t.equal(walk(ctx.core.dataDir.blobs).length, 2, 'the same content uploaded again is not stored again')
+  t.equal(filesBelow(ctx.core.dataDir.blobs).length, 2, 'the same content uploaded again is not stored again')
   const run = cliIo(ctx.dir, env)
   t.equal(await verifyCommand(['--json'], run.io), 0)
   t.match(JSON.parse(run.out.join('')), { ok: true, checked: 3, corrupt: [], missing: [], orphans: [] })
@@ -134,15 +128,9 @@ t.test('a flipped byte is never served: the download is cut, not ended cleanly, 
   const small = fileBytes('image/png', 2000, 5)
   const a = await upload(ctx.app, tenant.headers, { bytes: large })
   const b = await upload(ctx.app, tenant.headers, { bytes: small })
-  const [file] = walk(ctx.core.dataDir.blobs)
+  const [file] = filesBelow(ctx.core.dataDir.blobs)
   // A byte in chunk 5: chunks 0..4 go out before the damage is met.
-  const fd = fs.openSync(file!, 'r+')
-  const at = HEADER_BYTES + 5 * (CHUNK_BYTES + TAG_BYTES) + 100
-  const one = Buffer.alloc(1)
-  fs.readSync(fd, one, 0, 1, at)
-  one[0]! ^= 0x20
-  fs.writeSync(fd, one, 0, 1, at)
-  fs.closeSync(fd)
+  flipByte(file!, HEADER_BYTES + 5 * (CHUNK_BYTES + TAG_BYTES) + 100)
   const shaB = shaOf(ctx, b.fileId)
   const row = ctx.core.sqlite!.prepare('SELECT sha256, content FROM blob_inline').get() as { sha256: string; content: Buffer }
   row.content[HEADER_BYTES + 10]! ^= 0x01
@@ -245,14 +233,14 @@ t.test('coffer rotate-key wraps the data dir key under a new master key; blobs s
   const tenant = await createTenant(ctx.app)
   const bytes = fileBytes('image/png', 150_000, 10)
   const r = await upload(ctx.app, tenant.headers, { bytes })
-  const before = walk(ctx.core.dataDir.blobs).map((f) => fs.readFileSync(f).toString('base64'))
+  const before = filesBelow(ctx.core.dataDir.blobs).map((f) => fs.readFileSync(f).toString('base64'))
   await ctx.app.close()
   ctx.core.close()
   const next = keyEnv(t)
   const run = cliIo(ctx.dir, old.env)
   t.equal(await rotateKeyCommand(['--new-key-file', next.file], run.io), 0)
   t.same(
-    walk(path.join(ctx.dir, 'blobs')).map((f) => fs.readFileSync(f).toString('base64')),
+    filesBelow(path.join(ctx.dir, 'blobs')).map((f) => fs.readFileSync(f).toString('base64')),
     before,
     'no blob rewritten',
   )
@@ -276,7 +264,7 @@ t.test('garbage collection and the orphan sweep on an encrypted data dir: stored
   await ctx.app.inject({ method: 'DELETE', url: `/api/v1/files/${small.fileId}`, headers: tenant.headers })
   ctx.clock.advance(1)
   t.match(await ctx.core.gc.collect(), { blobsRemoved: 2 })
-  t.equal(walk(ctx.core.dataDir.blobs).length, 1, 'the collected blob file is gone')
+  t.equal(filesBelow(ctx.core.dataDir.blobs).length, 1, 'the collected blob file is gone')
   t.equal(ctx.core.sqlite!.prepare('SELECT count(*) FROM blob_inline').pluck().get(), 0, 'and the inline row')
   // A sealed blob no record maps to (a crash between placing and committing): swept once old enough.
   const orphan = blobPath(ctx.core.dataDir.blobs, 'abcd' + '0'.repeat(60))
@@ -285,7 +273,7 @@ t.test('garbage collection and the orphan sweep on an encrypted data dir: stored
   ctx.clock.set(Date.now() + 2 * 3600_000)
   t.equal(await ctx.core.gc.removeOrphans(), 1, 'one orphan removed')
   t.notOk(fs.existsSync(orphan))
-  t.equal(walk(ctx.core.dataDir.blobs).length, 1, 'the kept blob stays')
+  t.equal(filesBelow(ctx.core.dataDir.blobs).length, 1, 'the kept blob stays')
   const got = await ctx.app.inject({ url: `/api/v1/files/${kept.fileId}/download`, headers: tenant.headers })
   t.ok(got.rawPayload.equals(fileBytes('image/png', 200_000, 11)))
 })

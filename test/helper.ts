@@ -324,3 +324,23 @@ export function measuringStore() {
     })
   return { seen, wrap }
 }
+
+/** Every file below `dir` (none when it does not exist). */
+export function filesBelow(dir: string): string[] {
+  return fs.existsSync(dir)
+    ? fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? filesBelow(path.join(dir, e.name)) : [path.join(dir, e.name)]))
+    : []
+}
+
+/** Inverts bit 5 of the byte at `offset` of `file`, in place: damage that a checksum or an AEAD tag must catch. */
+export function flipByte(file: string, offset: number): void {
+  const fd = fs.openSync(file, 'r+')
+  try {
+    const one = Buffer.alloc(1)
+    fs.readSync(fd, one, 0, 1, offset)
+    one[0]! ^= 0x20
+    fs.writeSync(fd, one, 0, 1, offset)
+  } finally {
+    fs.closeSync(fd)
+  }
+}

@@ -1,7 +1,6 @@
 import { createHash, createHmac } from 'node:crypto'
 import fs from 'node:fs'
 import http from 'node:http'
-import path from 'node:path'
 import type { Test } from 'tap'
 import type { InjectOptions } from 'fastify'
 import { SignatureV4 } from '@smithy/signature-v4'
@@ -22,7 +21,7 @@ import { createLogger } from '../src/lib/logger'
 import { buildS3App, type S3App } from '../src/s3/server'
 import type { App } from '../src/http/types'
 import type { BlobStore } from '../src/blobs/blob-store'
-import { ADMIN_KEY, admin, bearer, captureLogs, purgeStoredBlobs, tempDir, testDatabase, testStoreEnv } from './helper'
+import { ADMIN_KEY, admin, bearer, captureLogs, filesBelow, purgeStoredBlobs, tempDir, testDatabase, testStoreEnv } from './helper'
 
 export interface S3Context {
   app: App
@@ -155,13 +154,6 @@ export async function sseS3Multipart(t: Test, client: S3Client, bucket: string, 
   const across = await bodyOf(client.send(new GetObjectCommand({ Bucket: bucket, Key: key, Range: `bytes=${p1.length - 100}-${p1.length + 100}` })))
   t.ok(across.equals(whole.subarray(p1.length - 100, p1.length + 101)), 'a range across the parts')
   return { whole, parts: [p1, p2] }
-}
-
-/** Every file below `dir` (none when it does not exist). */
-export function filesBelow(dir: string): string[] {
-  return fs.existsSync(dir)
-    ? fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? filesBelow(path.join(dir, e.name)) : [path.join(dir, e.name)]))
-    : []
 }
 
 /**

@@ -13,8 +13,8 @@ import {
   PutObjectCommand,
   UploadPartCommand,
 } from '@aws-sdk/client-s3'
-import { bodyOf, completeCommand, filesBelow, makeS3, pattern, sseS3Multipart, storedBytes } from './s3-helper'
-import { fileBytes, tempDir, upload } from './helper'
+import { bodyOf, completeCommand, makeS3, pattern, sseS3Multipart, storedBytes } from './s3-helper'
+import { fileBytes, filesBelow, flipByte, tempDir, upload } from './helper'
 import { fixtureEnv } from './s3/fixture'
 import { verifyCommand } from '../src/cli/maintenance'
 import { rotateKeyCommand } from '../src/cli/encryption'
@@ -139,13 +139,7 @@ t.test('a flipped byte of an SSE-S3 object is a read error and a coffer verify f
   const verifyOk = cliIo(ctx.dir, {})
   t.equal(await verifyCommand(['--json'], verifyOk.io), 0, 'coffer verify passes before the damage')
   const file = filesBelow(ctx.core.dataDir.blobs).find((f) => path.basename(f) === blobOf(ctx, 'a'))!
-  const fd = fs.openSync(file, 'r+')
-  const at = HEADER_BYTES + 5 * (CHUNK_BYTES + TAG_BYTES) + 100
-  const one = Buffer.alloc(1)
-  fs.readSync(fd, one, 0, 1, at)
-  one[0]! ^= 0x20
-  fs.writeSync(fd, one, 0, 1, at)
-  fs.closeSync(fd)
+  flipByte(file, HEADER_BYTES + 5 * (CHUNK_BYTES + TAG_BYTES) + 100)
   await t.rejects(bodyOf(client.send(new GetObjectCommand({ Bucket: 'flip', Key: 'a' }))), 'GetObject of the damaged object fails')
   const intact = await bodyOf(client.send(new GetObjectCommand({ Bucket: 'flip', Key: 'a', Range: `bytes=0-${CHUNK_BYTES - 1}` })))
   t.ok(intact.equals(body.subarray(0, CHUNK_BYTES)), 'a range of intact chunks still reads')
