@@ -396,6 +396,15 @@ const OPTIONS = {
     hint: 'a key name of COFFER_KMS_KEYS_FILE',
     help: "The key of an aws:kms write that names none (as AWS's aws/s3 key)",
   },
+  // Metadata in PostgreSQL (#30): src/db/pg/, README "Metadata in PostgreSQL".
+  databaseUrl: {
+    env: 'COFFER_DATABASE_URL',
+    flag: 'database-url',
+    def: undefined,
+    schema: Type.String({ pattern: '^postgres(ql)?://[^\\s]*$', maxLength: 4096 }),
+    hint: 'a postgres:// or postgresql:// URL',
+    help: 'Keep the metadata in this PostgreSQL database instead of <data-dir>/coffer.db (several nodes may share it)',
+  },
 } satisfies Record<string, { env: string; flag: string | undefined; def: string | undefined; schema: TSchema; hint: string; help: string }>
 
 /** Settings whose values are credentials: never echoed in an error message. */
@@ -408,6 +417,8 @@ const SECRET_KEYS: ReadonlySet<string> = new Set([
   'blobS3AccessKeyId',
   'blobS3SecretAccessKey',
   'encryptionKey',
+  // A URL may carry a password.
+  'databaseUrl',
 ])
 
 type Options = typeof OPTIONS

@@ -153,9 +153,8 @@ export interface CoreOptions {
    */
   throwaway?: boolean
   /**
-   * The metadata in PostgreSQL (#30) instead of the data dir's SQLite file: a URL as
-   * COFFER_DATABASE_URL will take it. Not a setting yet (README, "Metadata in PostgreSQL"): tests
-   * reach it through this seam (COFFER_TEST_DATABASE=postgres) until the whole suite passes on it.
+   * The metadata in PostgreSQL (#30) instead of the data dir's SQLite file, over the config's
+   * COFFER_DATABASE_URL (tests set it here: COFFER_TEST_DATABASE=postgres).
    */
   database?: { postgres: string }
 }
@@ -168,7 +167,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const clock = options.clock ?? systemClock
   const dataDir = ensureDataDir(config.dataDir)
   markStartup('data dir and key')
-  const metadata = openMetadata(dataDir, options)
+  const metadata = openMetadata(dataDir, config, options)
   const { sqlite } = metadata
   // On SQLite every component gets the better-sqlite3 connection itself, as before #30 (its engine
   // is engineOf(sqlite)); on PostgreSQL, the engine over the bridge.
@@ -380,8 +379,9 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
 /** The metadata database createCore runs on: the data dir's SQLite file, or PostgreSQL (CoreOptions.database). */
 type Metadata = { sqlite: DB; engine?: undefined; close: () => void } | { sqlite: undefined; engine: Engine; close: () => void }
 
-function openMetadata(dataDir: DataDir, options: CoreOptions): Metadata {
-  if (options.database === undefined) {
+function openMetadata(dataDir: DataDir, config: Config, options: CoreOptions): Metadata {
+  const postgres = options.database?.postgres ?? config.databaseUrl
+  if (postgres === undefined) {
     const sqlite = openDatabase(dataDir.db, dataDir.root, undefined, { image: bundledSchemaImage, ...(options.throwaway ? { throwaway: true } : {}) })
     return { sqlite, close: () => sqlite.close() }
   }
@@ -392,7 +392,7 @@ function openMetadata(dataDir: DataDir, options: CoreOptions): Metadata {
   const { PgEngine } = require('./db/pg/engine') as typeof import('./db/pg/engine')
   const { migratePg } = require('./db/pg/migrate') as typeof import('./db/pg/migrate')
   /* eslint-enable @typescript-eslint/no-require-imports */
-  const bridge = new PgBridge({ url: options.database.postgres })
+  const bridge = new PgBridge({ url: postgres })
   try {
     // Under the advisory lock: nodes starting together migrate once (pg/migrate.ts).
     migratePg(bridge)

@@ -116,7 +116,7 @@ export interface StartOptions {
   memoryBudgetBytes?: number
   /** `--ephemeral`: a data dir removed on exit, whose database needs no fsync (CoreOptions). */
   throwaway?: boolean
-  /** The metadata in PostgreSQL (CoreOptions.database, #30): not a setting yet, for tests. */
+  /** The metadata in PostgreSQL (CoreOptions.database, #30), over the config's COFFER_DATABASE_URL. */
   database?: { postgres: string }
   /**
    * Whether this process does the start-up clean-up of the data dir (default true): partial

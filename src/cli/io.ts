@@ -43,7 +43,7 @@ export function println(stream: NodeJS.WritableStream, text = ''): void {
  */
 export async function withCore(io: CliIO, dataDir: string | undefined, fn: (core: Core) => void | number | Promise<void | number>): Promise<number> {
   const config = loadConfig(io.env, dataDir === undefined ? {} : { 'data-dir': dataDir })
-  assertDataDir(config.dataDir)
+  assertDataDir(config.dataDir, config.databaseUrl !== undefined)
   let core: Core
   try {
     core = createCore(config)
@@ -67,13 +67,14 @@ export async function withCore(io: CliIO, dataDir: string | undefined, fn: (core
  * Only `serve` creates a data dir (#13): every other command works on an existing one, and a
  * mistyped path fails here, before anything is created.
  */
-export function assertDataDir(dataDir: string): void {
+export function assertDataDir(dataDir: string, postgres = false): void {
   if (!fs.existsSync(dataDir)) {
     throw new OperatorError(
       `data dir ${dataDir} does not exist: set --data-dir or COFFER_DATA_DIR to the directory coffer serve uses (only coffer serve creates one)`,
     )
   }
-  if (!fs.existsSync(path.join(dataDir, 'coffer.db'))) {
+  // On PostgreSQL (#30) the metadata is not in the data dir: its blobs and secret are.
+  if (!postgres && !fs.existsSync(path.join(dataDir, 'coffer.db'))) {
     throw new OperatorError(`${dataDir} holds no Coffer data (no coffer.db): set --data-dir or COFFER_DATA_DIR to the directory coffer serve uses`)
   }
 }

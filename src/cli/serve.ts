@@ -98,6 +98,8 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
     'in-memory': { type: 'boolean' },
     'in-memory-max-bytes': { type: 'string' },
     workers: { type: 'string' },
+    // Metadata in PostgreSQL (#30).
+    'database-url': { type: 'string' },
   })
   const { help, ephemeral, bucket, 'write-env': envFile, 'json-file': jsonFile, detach: detachFlag, 'in-memory': inMemory, ...flags } = values
   if (help) {
@@ -123,6 +125,9 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
   if (!ephemeral && (envFile !== undefined || jsonFile !== undefined)) throw new UsageError('--write-env and --json-file go with --ephemeral')
   if (!ephemeral && inMemory) throw new UsageError('--in-memory goes with --ephemeral')
   if (!inMemory && flags['in-memory-max-bytes'] !== undefined) throw new UsageError('--in-memory-max-bytes goes with --in-memory')
+  // A throwaway instance's metadata goes with its data dir; a shared database would outlive it.
+  if (ephemeral && (flags['database-url'] !== undefined || (io.env.COFFER_DATABASE_URL ?? '') !== ''))
+    throw new UsageError('--ephemeral keeps its metadata in its temporary data dir: unset COFFER_DATABASE_URL (--database-url)')
   const eph = ephemeral ? prepareEphemeral(io.env, flags, { buckets: bucket, envFile, jsonFile, inMemory }) : undefined
   // However the process ends (clean exit, a crash, a forced exit), the temporary data dir goes too.
   if (eph) proc.onExit(() => eph.remove())
