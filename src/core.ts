@@ -65,6 +65,7 @@ import { LifecycleRepo } from './db/repos/lifecycle'
 import { FileVersions } from './services/file-versions'
 import { OverviewService } from './services/overview'
 import { WorkspaceObjects } from './services/workspace-objects'
+import { assertSharedSecret } from './services/server-secret'
 
 /**
  * The composition root: every service built from one config, for the fronts (HTTP routes, CLI
@@ -178,6 +179,15 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   // cache is the server's: this process holds none.
   const stopShrinking = sqlite ? onLoadOver(() => releaseCache(sqlite)) : () => {}
   const serverSecret = loadSecret(dataDir, config.secret)
+  // Every node of one PostgreSQL database signs and seals with one secret, or refuses to start (#30).
+  if (metadata.engine) {
+    try {
+      assertSharedSecret(metadata.engine, serverSecret, clock.now())
+    } catch (err) {
+      metadata.close()
+      throw err
+    }
+  }
   // Written before anything else can fill the disk; a delete on a full disk may need it (#24).
   const reserve = new DiskReserve(dataDir.reserve, config.diskReserveBytes, options.log ?? createLogger('silent'))
   reserve.ensure()

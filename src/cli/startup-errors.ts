@@ -1,5 +1,6 @@
 import os from 'node:os'
 import { SchemaTooNewError } from '../db/database'
+import { SecretMismatchError } from '../services/server-secret'
 import type { ListenError } from '../server'
 
 /**
@@ -89,6 +90,8 @@ export function explainDataDir(err: unknown, dataDir: string): unknown {
       err,
     )
   }
+  // Already the one line to act on (set COFFER_SECRET), nothing of the data dir's to add (#30).
+  if (err instanceof SecretMismatchError) return withCause(err.message, err)
   const code = codeOf(err)
   if (code === undefined || !(code in DESCRIBE)) return err
   const where = (err as NodeJS.ErrnoException).path ?? dataDir

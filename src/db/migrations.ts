@@ -627,4 +627,21 @@ ALTER TABLE encryption_next RENAME TO encryption;
 ALTER TABLE outbox ADD COLUMN claimed_by TEXT;
 `,
   },
+  {
+    version: 25,
+    name: 'the server secret every node of one database shares',
+    sql: `
+-- Several nodes on one PostgreSQL database (#30) must hold one server secret: a URL one signs is
+-- checked by another, an S3 secret one seals is opened by another. The first node stores a
+-- fingerprint of its secret here (an HMAC of a fixed label under it, never the secret); a node
+-- whose secret gives another fingerprint refuses to start (services/server-secret.ts). A SQLite
+-- data dir has one secret file and no other node: the table stays empty there, and exists so that
+-- both databases have the same tables at a version (coffer migrate-metadata copies every table).
+CREATE TABLE server_secret (
+  id          INTEGER PRIMARY KEY CHECK (id = 1),
+  fingerprint TEXT NOT NULL,
+  created_at  INTEGER NOT NULL
+) STRICT;
+`,
+  },
 ]

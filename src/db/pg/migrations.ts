@@ -534,4 +534,16 @@ ALTER TABLE encryption ADD COLUMN wrapped INTEGER NOT NULL DEFAULT 1 CHECK (wrap
 ALTER TABLE outbox ADD COLUMN claimed_by ${T};
 `,
   },
+  {
+    version: 25,
+    name: 'the server secret every node of one database shares',
+    sql: `
+-- As SQLite's migration 25 (#30): the fingerprint of the secret the first node started with.
+CREATE TABLE server_secret (
+  id          INTEGER PRIMARY KEY CHECK (id = 1),
+  fingerprint ${T} NOT NULL,
+  created_at  BIGINT NOT NULL
+);
+`,
+  },
 ]
