@@ -74,15 +74,20 @@ t.test('GET /health and GET /ready', async (t) => {
   const { app, core } = await makeApp(t)
   const health = await app.inject({ url: '/health' })
   t.equal(health.statusCode, 200)
-  t.same(health.json(), { status: 'ok' })
+  // Which database answers, and how (#30): never its URL.
+  t.same(health.json(), { status: 'ok', database: { kind: 'sqlite', status: 'ok' } })
   const ready = await app.inject({ url: '/ready' })
   t.equal(ready.statusCode, 200)
-  t.same(ready.json(), { status: 'ready', checks: { database: 'ok', storage: 'ok' } })
+  t.same(ready.json(), { status: 'ready', database: { kind: 'sqlite', status: 'ok' }, checks: { database: 'ok', storage: 'ok' } })
   core.sqlite!.close()
   const notReady = await app.inject({ url: '/ready' })
   t.equal(notReady.statusCode, 503)
   t.equal(notReady.json().error.code, 'NOT_READY')
   t.equal(notReady.json().error.details.checks.database, 'failed')
+  t.match(notReady.json().error.details.database, { kind: 'sqlite', status: /^failed/ })
+  const down = await app.inject({ url: '/health' })
+  t.equal(down.statusCode, 503)
+  t.match(down.json().error.details.database, { kind: 'sqlite', status: /^failed/ }, 'the 503 names the database too')
 })
 
 t.test('GET /ready reports a data dir that refuses writes', async (t) => {

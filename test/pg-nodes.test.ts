@@ -309,7 +309,7 @@ t.test('/health reports the database: 503 with Retry-After while it is lost, 200
     const dir = tempDir(t)
     const db = openDatabase(path.join(dir, 'coffer.db'), dir)
     const app = await probes(t, engineOf(db))
-    t.same((await app.inject({ url: '/health' })).json(), { status: 'ok' })
+    t.same((await app.inject({ url: '/health' })).json(), { status: 'ok', database: { kind: 'sqlite', status: 'ok' } })
     db.close()
     const res = await app.inject({ url: '/health' })
     t.equal(res.statusCode, 503)
@@ -333,7 +333,7 @@ t.test('/health reports the database: 503 with Retry-After while it is lost, 200
       t.teardown(() => bridge.close())
       const app = await probes(t, new PgEngine(bridge))
 
-      t.equal((await app.inject({ url: '/health' })).statusCode, 200, 'connected: 200')
+      t.same((await app.inject({ url: '/health' })).json(), { status: 'ok', database: { kind: 'postgres', status: 'ok' } }, 'connected: 200, PostgreSQL')
       first.child.kill('SIGKILL')
       await once(first.child, 'exit')
       for (const path of ['/health', '/statement']) {
@@ -342,11 +342,20 @@ t.test('/health reports the database: 503 with Retry-After while it is lost, 200
         t.equal(res.headers['retry-after'], '5', `${path}: with Retry-After`)
         t.equal(res.json().error.code, 'DATABASE_UNAVAILABLE')
       }
-      t.match((await app.inject({ url: '/health' })).json(), { error: { details: { checks: { database: /^unavailable: 08/ } } } }, 'nobody listening: refused')
+      t.match(
+        (await app.inject({ url: '/health' })).json(),
+        { error: { details: { checks: { database: /^unavailable: 08/ }, database: { kind: 'postgres', status: /^unavailable: 08/ } } } },
+        'nobody listening: refused',
+      )
+      t.notMatch((await app.inject({ url: '/health' })).body, through.host, 'never its address (nor its URL)')
       t.match((await app.inject({ url: '/ready' })).json(), { error: { code: 'NOT_READY', details: { checks: { database: 'failed' } } } })
 
       await proxy(first.port)
-      t.same((await app.inject({ url: '/health' })).json(), { status: 'ok' }, 'the database back: 200, with nothing done but asking again')
+      t.same(
+        (await app.inject({ url: '/health' })).json(),
+        { status: 'ok', database: { kind: 'postgres', status: 'ok' } },
+        'the database back: 200, with nothing done but asking again',
+      )
       t.same((await app.inject({ url: '/statement' })).json(), { one: 1 })
     })
   })

@@ -5,12 +5,28 @@ import type { BlobStore } from '../blobs/blob-store'
 
 export interface Readiness {
   ready: boolean
+  database: DatabaseReport
   /** `blobStore` only with a remote store (the disk store is the data dir, checked by `storage`). */
   checks: { database: string; storage: string; blobStore?: string }
 }
 
 /** Whether the metadata database answers; on PostgreSQL, a lost or refused connection is `unavailable`. */
 export type DatabaseStatus = { ok: true } | { ok: false; check: string }
+
+/**
+ * Which metadata database a node runs on and whether it answers (#30), as /health and /ready
+ * report it: `sqlite` (the data dir's coffer.db) or `postgres`; never its URL, which may hold a
+ * password and names hosts a probe's caller has no business knowing.
+ */
+export interface DatabaseReport {
+  kind: 'sqlite' | 'postgres'
+  /** `ok`, or the failed check (`unavailable: 08006`, `failed: …`). */
+  status: string
+}
+
+export function databaseReport(db: DB | Engine, status: DatabaseStatus): DatabaseReport {
+  return { kind: engineOf(db).dialect, status: status.ok ? 'ok' : status.check }
+}
 
 /**
  * One `SELECT 1` on the database (#30). On PostgreSQL a lost connection fails it and the bridge
@@ -31,6 +47,7 @@ export function databaseStatus(db: DB | Engine): DatabaseStatus {
 export async function readiness(db: DB | Engine, dataDir: DataDir, store: BlobStore): Promise<Readiness> {
   const database = databaseStatus(db)
   const checks: Readiness['checks'] = { database: database.ok ? 'ok' : 'failed', storage: 'ok' }
+  const report = databaseReport(db, database)
   try {
     probeWritable(dataDir)
   } catch (err) {
@@ -44,5 +61,5 @@ export async function readiness(db: DB | Engine, dataDir: DataDir, store: BlobSt
       checks.blobStore = `failed: ${(err as { code?: string }).code ?? 'error'}`
     }
   }
-  return { ready: Object.values(checks).every((c) => c === 'ok'), checks }
+  return { ready: Object.values(checks).every((c) => c === 'ok'), database: report, checks }
 }

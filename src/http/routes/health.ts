@@ -2,7 +2,13 @@ import { Type } from '@sinclair/typebox'
 import type { App } from '../types'
 import type { Core } from '../../core'
 import { AppError } from '../../errors'
-import { databaseStatus, readiness } from '../../services/health'
+import { databaseReport, databaseStatus, readiness } from '../../services/health'
+
+/** Which database and its state (services/health.ts DatabaseReport), in both probes' bodies (#30). */
+const Database = Type.Object({
+  kind: Type.Union([Type.Literal('sqlite'), Type.Literal('postgres')], { description: "The metadata database: the data dir's SQLite file or PostgreSQL" }),
+  status: Type.String({ description: '`ok`, or the failed check (`unavailable: 08006` when the connection is lost or refused)' }),
+})
 
 /** What the probes read: the core's (Core fits), or a test's, whose `db` is an engine on either database. */
 export type HealthDeps = Pick<Core, 'dataDir' | 'store' | 'db'>
@@ -15,15 +21,16 @@ export async function healthRoutes(app: App, core: HealthDeps): Promise<void> {
       schema: {
         tags: ['health'],
         summary: 'Liveness: the process answers and its database does (503 with Retry-After while it does not)',
-        response: { 200: Type.Object({ status: Type.Literal('ok') }), 503: Type.Ref('ErrorResponse') },
+        response: { 200: Type.Object({ status: Type.Literal('ok'), database: Database }), 503: Type.Ref('ErrorResponse') },
       },
     },
     async () => {
       // A node whose PostgreSQL is gone can serve nothing (#30): the balancer is told to go
       // elsewhere and when to look again; the bridge reconnects by itself once it is back.
-      const database = databaseStatus(core.db)
-      if (!database.ok) throw new AppError('DATABASE_UNAVAILABLE', 'The database is unavailable; retry later', { checks: { database: database.check } })
-      return { status: 'ok' as const }
+      const status = databaseStatus(core.db)
+      const database = databaseReport(core.db, status)
+      if (!status.ok) throw new AppError('DATABASE_UNAVAILABLE', 'The database is unavailable; retry later', { checks: { database: status.check }, database })
+      return { status: 'ok' as const, database }
     },
   )
 
@@ -36,6 +43,7 @@ export async function healthRoutes(app: App, core: HealthDeps): Promise<void> {
         response: {
           200: Type.Object({
             status: Type.Literal('ready'),
+            database: Database,
             checks: Type.Object({ database: Type.String(), storage: Type.String(), blobStore: Type.Optional(Type.String()) }),
           }),
           503: Type.Ref('ErrorResponse'),
@@ -43,9 +51,9 @@ export async function healthRoutes(app: App, core: HealthDeps): Promise<void> {
       },
     },
     async () => {
-      const { ready, checks } = await readiness(core.db, core.dataDir, core.store)
-      if (!ready) throw new AppError('NOT_READY', 'Coffer is not ready', { checks })
-      return { status: 'ready' as const, checks }
+      const { ready, database, checks } = await readiness(core.db, core.dataDir, core.store)
+      if (!ready) throw new AppError('NOT_READY', 'Coffer is not ready', { checks, database })
+      return { status: 'ready' as const, database, checks }
     },
   )
 }
