@@ -24,7 +24,10 @@ export async function backupCommand(args: string[], io: CliIO): Promise<number> 
   if (values.help) return (println(io.stdout, BACKUP_HELP), 0)
   if (positionals[0] === undefined) throw new UsageError('backup needs a DEST directory')
   const dest = path.resolve(positionals[0])
-  const { dataDir } = loadConfig(io.env, values['data-dir'] === undefined ? {} : { 'data-dir': values['data-dir'] })
+  const { dataDir, databaseUrl } = loadConfig(io.env, values['data-dir'] === undefined ? {} : { 'data-dir': values['data-dir'] })
+  // Refused before anything is opened: on PostgreSQL a data dir holds no coffer.db, which
+  // assertDataDir would report instead of where the metadata is (#30).
+  if (databaseUrl !== undefined) throw new OperatorError(METADATA_IN_POSTGRES)
   assertDataDir(dataDir)
   const rel = path.relative(dataDir, dest)
   if (rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel))) throw new UsageError(`DEST ${dest} is inside the data dir ${dataDir}`)

@@ -19,7 +19,8 @@ Wraps the data dir's key under a new master key, in place of the current one (wh
 COFFER_ENCRYPTION_KEY_FILE or COFFER_ENCRYPTION_KEY names, as for serve). No blob is rewritten:
 their keys derive from the data dir's key, which does not change. Stop the server first, then
 start it with the new key; the old key no longer opens the data dir (a backup taken before still
-needs it).`
+needs it). With COFFER_DATABASE_URL the key is in PostgreSQL: stop every node of the database
+first (refused while any holds a lease), then start them all with the new key.`
 
 export async function encryptBlobsCommand(args: string[], io: CliIO): Promise<number> {
   const { values } = parse(args, { ...DATA_DIR_OPTION, json: { type: 'boolean' } })
@@ -56,6 +57,16 @@ export async function rotateKeyCommand(args: string[], io: CliIO): Promise<numbe
     throw new OperatorError((err as Error).message.replace('COFFER_ENCRYPTION_KEY_FILE', '--new-key-file'), { cause: err })
   }
   return withCore(io, values['data-dir'], (core) => {
+    // "Stop the server first", on PostgreSQL: every node of the database (#30). A node still
+    // running keeps the old key, and one restarted with it after the rotation cannot start; as
+    // migrate-metadata, an unexpired lease shows a server running (or dead less than a lease ago).
+    if (core.db.dialect === 'postgres') {
+      const live = core.leases.liveHolders()
+      if (live.length > 0)
+        throw new OperatorError(
+          `a server is running on the PostgreSQL database (it holds ${live.length} lease(s), e.g. ${live[0]}): stop every node first, or wait until its leases expire (COFFER_LEASE_SECONDS)`,
+        )
+    }
     // createCore opened the data dir with the current key: it is the right one.
     const current = loadMasterKey(core.config)
     if (!current) throw new OperatorError('encryption is not configured: set COFFER_ENCRYPTION_KEY_FILE (or COFFER_ENCRYPTION_KEY) to the current master key')

@@ -10,6 +10,8 @@ import { createBuckets, fixtureSettings, hasFixture, persistentTenant, type Fixt
 import { detach, DETACHED_CHILD_ENV } from './detach'
 import { SETTLE_AFTER_MS, settleHeap } from '../lib/settle-heap'
 import { markStartup, startupTraceLine } from '../lib/startup-trace'
+import { shellWord } from '../lib/shell-word'
+import { tenantsInSqlite } from '../db/stray-sqlite'
 
 export const SERVE_HELP = `Usage: coffer serve [--detach] [--port PORT] [--s3-port PORT|off] [--s3-sigv2 on|off] [--host HOST] [--data-dir DIR] [--log-level LEVEL] [--workers N]
        coffer serve --ephemeral [--detach] [--in-memory [--in-memory-max-bytes N]] [--port PORT] [--s3-port PORT|off] [--host HOST] [--log-level LEVEL]
@@ -141,6 +143,7 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
   if (eph?.memoryBudgetBytes !== undefined)
     logger.info({ dataDir: config.dataDir, maxBytes: eph.memoryBudgetBytes }, 'in memory: data dir on a tmpfs, writes past maxBytes refused')
   if (eph && eph.staleRemoved.length > 0) logger.info({ removed: eph.staleRemoved }, 'removed the temporary data dirs of ephemeral instances that are gone')
+  if (config.databaseUrl !== undefined) warnSqliteLeftBehind(config, logger)
   const workers = config.workers ?? defaultWorkers(eph !== undefined)
   if (workers > 1) {
     return runPrimary({
@@ -200,6 +203,21 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
   const code = await closeOnStop(server, stopSignal, logger, 'signal received')
   clearTimeout(settle)
   return code
+}
+
+/**
+ * Decision (#30, README "Command line"): a server on PostgreSQL whose data dir still holds a
+ * coffer.db with tenants serves (they may have been copied already, the file kept as a fallback),
+ * but says at every start, once, that those tenants are not what it serves and how to move them.
+ */
+function warnSqliteLeftBehind(config: Config, logger: Logger): void {
+  const tenants = tenantsInSqlite(config.dataDir)
+  if (tenants === 0) return
+  logger.warn(
+    { dataDir: config.dataDir, tenants },
+    `the data dir's coffer.db holds ${tenants} tenant(s) that this server does not serve: its metadata is in PostgreSQL (COFFER_DATABASE_URL). ` +
+      `To move them there, stop the servers and run coffer migrate-metadata --to postgres://… --data-dir ${shellWord(config.dataDir)}; to serve coffer.db again, unset COFFER_DATABASE_URL`,
+  )
 }
 
 /** Serves until the stop signal, then closes gracefully: the exit code (1 when the close failed). */

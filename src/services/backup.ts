@@ -32,7 +32,7 @@ export interface BackupResult {
 /** Why a data dir whose metadata is in PostgreSQL is not backed up here (#30). */
 export const METADATA_IN_POSTGRES =
   'the metadata is in PostgreSQL, not in the data dir: back it up with pg_dump (e.g. pg_dump --format=custom), ' +
-  "and the content with the blob store's own tools; coffer backup copies a data dir whose metadata is its SQLite file"
+  "and copy the data dir's blobs/ and secret yourself (or the S3 bucket with its own tools); coffer backup copies a data dir whose metadata is its SQLite file"
 
 export interface BackupHooks {
   /** Runs once the snapshot is taken and its blobs are pinned: lets a test change the live data meanwhile. */

@@ -55,6 +55,11 @@ export class Leases {
     return row && row.expiresAt > this.clock.now() ? row.holder : undefined
   }
 
+  /** Who holds a lease now: while any does, a server runs on this database (or died less than a lease ago). */
+  liveHolders(): string[] {
+    return this.repo.liveHolders(this.clock.now())
+  }
+
   /** Forgets every lease: at a server's start, before any of its workers runs, their holders are all gone. */
   clear(): number {
     return this.commits.runUnflushed(() => this.repo.clear())

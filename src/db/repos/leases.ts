@@ -28,6 +28,7 @@ export class LeasesRepo {
       release: db.prepare('DELETE FROM leases WHERE name = ? AND holder = ?'),
       get: db.prepare<[string], { name: string; holder: string; expires_at: number }>('SELECT * FROM leases WHERE name = ?'),
       clear: db.prepare('DELETE FROM leases'),
+      live: db.pluck<[number], string>('SELECT holder FROM leases WHERE expires_at > ? ORDER BY name'),
     }
   }
 
@@ -44,6 +45,11 @@ export class LeasesRepo {
   get(name: string): LeaseRow | undefined {
     const r = this.stmts.get.get(name)
     return r && { name: r.name, holder: r.holder, expiresAt: r.expires_at }
+  }
+
+  /** The holders of the leases unexpired at `now`: a server runs on this database (#30, rotate-key). */
+  liveHolders(now: number): string[] {
+    return this.stmts.live.all(now)
   }
 
   /** Every lease: their holders are gone (the server's start, before any worker of it runs). */
