@@ -14,6 +14,7 @@ import { fileBytes, filesBelow, tempDir } from './helper'
 import { admin as pgAdmin, freshSchema, withPg } from './pg/fixture'
 import { fixtureEnv } from './s3/fixture'
 import { PG_MIGRATIONS } from '../src/db/pg/migrations'
+import { secretFingerprint } from '../src/services/server-secret'
 
 buildBundle()
 t.setTimeout(300_000)
@@ -277,6 +278,45 @@ withPg(t, 'the CLI on PostgreSQL', (url) => {
       t.notMatch(stored.rows[0].fingerprint as string, secret.trim(), 'never the secret')
       t.equal((await get(`${first.url}/health`)).status, 200, 'the first node serves on')
       t.equal(await stop(first), 0)
+    })
+
+    await t.test("migrate-metadata --to makes the data dir's secret the database's: a node with another one refuses to start", async (t) => {
+      const dir = tempDir(t)
+      const sqliteEnv = { COFFER_ADMIN_API_KEY: ADMIN }
+      t.equal(await stop(await serve(t, dir, sqliteEnv)), 0)
+      const tenant = JSON.parse(cli(dir, sqliteEnv, 'tenant', 'create', '--name', 'moved', '--json').stdout) as { id: string; apiKey: string }
+      const pair = JSON.parse(cli(dir, sqliteEnv, 'tenant', 's3-credentials', 'create', tenant.id, '--json').stdout) as {
+        accessKeyId: string
+        secretAccessKey: string
+      }
+      const database = await freshSchema(t, url)
+      // A node that started on the database while it was empty, with a secret of its own.
+      const early = tempDir(t)
+      t.equal(await stop(await serve(t, early, { ...sqliteEnv, COFFER_DATABASE_URL: database })), 0)
+      const moved = cli(dir, sqliteEnv, 'migrate-metadata', '--to', database)
+      t.equal(moved.status, 0, moved.stderr)
+      t.match(moved.stderr, /every node on the PostgreSQL database must use this data dir's server secret/, 'says so')
+      const stored = await pgAdmin(database, 'SELECT fingerprint FROM server_secret')
+      t.same(
+        stored.rows,
+        [{ fingerprint: secretFingerprint(Buffer.from(fs.readFileSync(path.join(dir, 'secret'), 'utf8').trim(), 'hex')) }],
+        "the data dir's secret, by its fingerprint",
+      )
+      const env = { ...sqliteEnv, COFFER_DATABASE_URL: database }
+      const refused = runCoffer(['serve', '--port', '0', '--host', '127.0.0.1', '--data-dir', early], { cwd: early, env })
+      t.equal(refused.status, 2, 'the node with another secret is refused')
+      t.match(refused.stderr, /set the same COFFER_SECRET on every node/)
+      // The data dir itself serves the copied S3 pair from PostgreSQL.
+      const node = await serve(t, dir, env)
+      let s3Url: string | undefined
+      for (let i = 0; i < 100 && s3Url === undefined; i++) {
+        s3Url = node.lines.map((l) => S3_LISTENING.exec(l)?.[1]).find(Boolean)
+        if (s3Url === undefined) await sleep(50)
+      }
+      const client = new S3Client({ endpoint: s3Url!, region: 'us-east-1', forcePathStyle: true, credentials: pair })
+      t.teardown(() => client.destroy())
+      t.same((await client.send(new ListBucketsCommand({}))).Buckets ?? [], [], 'the S3 secret sealed on SQLite opens on the node')
+      t.equal(await stop(node), 0)
     })
 
     await t.test('with the same COFFER_SECRET, a link signed by one node is served by the other', async (t) => {

@@ -6,7 +6,9 @@ import { PgSide, SqliteSide, type MetadataSide } from '../db/metadata-sides'
 import { PgBridge } from '../db/pg/bridge'
 import { PgError } from '../db/pg/errors'
 import { migratePg } from '../db/pg/migrate'
-import { ensureDataDir } from '../lib/data-dir'
+import { ensureDataDir, loadSecret, type DataDir } from '../lib/data-dir'
+import { PgEngine } from '../db/pg/engine'
+import { adoptSecret } from '../services/server-secret'
 import { copyMetadata, MigrateMetadataError, plan, verifyMetadata } from '../services/migrate-metadata'
 import { assertDataDir, OperatorError, parse, println, UsageError, type CliIO } from './io'
 
@@ -23,6 +25,16 @@ connection lost) is resumed by running it again, and copies only what is missing
 run on either database meanwhile (their leases show it). Leave the password out of the URL (ps
 shows it) and set PGPASSWORD or ~/.pgpass. Only the metadata moves: blob files, the secret file
 and the encryption key stay where they are (README, "Metadata in PostgreSQL").`
+
+/** Makes the data dir's server secret (its fingerprint) the one every node of the database must have. */
+function recordSecret(bridge: PgBridge, io: CliIO, dataDirFlag: string | undefined, dir: DataDir): void {
+  const { secret } = loadConfig(io.env, dataDirFlag === undefined ? {} : { 'data-dir': dataDirFlag })
+  adoptSecret(new PgEngine(bridge), loadSecret(dir, secret), Date.now())
+  println(
+    io.stderr,
+    `coffer: every node on the PostgreSQL database must use this data dir's server secret (it sealed the S3 secrets and signed the links copied): copy ${dir.secret} into their data dirs, or set the same COFFER_SECRET on each; a node with another one refuses to start`,
+  )
+}
 
 /** `postgres://user:…@host/db` without its password, for messages. */
 const shown = (url: string): string => {
@@ -110,6 +122,10 @@ export async function migrateMetadataCommand(args: string[], io: CliIO): Promise
       )
     }
     if (!report.ok) println(io.stderr, `coffer: the copy differs from the source: ${report.difference}`)
+    // The S3 secrets just copied are sealed under the data dir's server secret, and its signed
+    // links were made with it: the nodes on PostgreSQL must use it, and one that does not is
+    // refused from their first start (services/server-secret.ts), not after it served (#30).
+    if (report.ok && !back && !values['verify-only']) recordSecret(bridge, io, values['data-dir'], dir)
     return report.ok ? 0 : 1
   } catch (err) {
     if (err instanceof MigrateMetadataError) throw new OperatorError(err.message)

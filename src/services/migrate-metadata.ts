@@ -24,8 +24,12 @@ export class MigrateMetadataError extends Error {
   override name = 'MigrateMetadataError'
 }
 
-/** Tables not copied as rows: the schema's own history, compared instead. */
-const NOT_COPIED = new Set(['schema_migrations'])
+/**
+ * Tables not copied as rows: the schema's own history, compared instead; and the fingerprint of
+ * the nodes' server secret (migration 25, #30), a PostgreSQL database's own (SQLite's stays
+ * empty): a copy into PostgreSQL records the data dir's instead (cli/migrate-metadata.ts).
+ */
+const NOT_COPIED = new Set(['schema_migrations', 'server_secret'])
 
 export interface CopyOptions {
   /** Rows per batch (one transaction each). */

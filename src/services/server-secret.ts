@@ -32,3 +32,13 @@ export function assertSharedSecret(db: Engine, secret: Buffer, now: number): voi
   const stored = db.transaction(() => new ServerSecretRepo(db).claim(mine, now))
   if (stored !== mine) throw new SecretMismatchError()
 }
+
+/**
+ * `coffer migrate-metadata --to postgres://…` (#30): the S3 secrets it copied are sealed under the
+ * data dir's secret and its signed links were made with it, so that secret is the database's from
+ * now on, in place of whatever a node that started on the (then empty) database recorded: a node
+ * with another one is refused from its first start, not found out by failed signatures after.
+ */
+export function adoptSecret(db: Engine, secret: Buffer, now: number): void {
+  db.transaction(() => new ServerSecretRepo(db).set(secretFingerprint(secret), now))
+}
