@@ -67,7 +67,13 @@ function statusOnNewConnection(url: string, headers: Record<string, string>): Pr
 }
 
 /** The handshake on `base`, the PUT of the bytes to its presigned path on `putBase` (another node, or the same). */
-async function upload(base: string, key: string, bytes: Buffer, extra: Record<string, unknown> = {}, putBase = base): Promise<{ fileId: string; status: number }> {
+async function upload(
+  base: string,
+  key: string,
+  bytes: Buffer,
+  extra: Record<string, unknown> = {},
+  putBase = base,
+): Promise<{ fileId: string; status: number }> {
   const hs = await fetch(`${base}/api/v1/upload/request`, {
     method: 'POST',
     headers: { ...bearer(key), 'content-type': 'application/json' },
