@@ -11,6 +11,7 @@ import { randomBytes } from 'node:crypto'
 import { ListBucketsCommand, S3Client } from '@aws-sdk/client-s3'
 import { buildBundle, runCoffer, startCoffer, type Running } from './process-helper'
 import { fileBytes, filesBelow, tempDir } from './helper'
+import { startReceiver } from './webhook-receiver'
 import { admin as pgAdmin, freshSchema, withPg } from './pg/fixture'
 import { fixtureEnv } from './s3/fixture'
 import { PG_MIGRATIONS } from '../src/db/pg/migrations'
@@ -149,14 +150,30 @@ withPg(t, 'the CLI on PostgreSQL', (url) => {
     t.equal(cli(dir, env, 'tenant', 's3-credentials', 'revoke', tenant.id, pair.accessKeyId).status, 0, 's3-credentials revoke')
     await t.rejects(client.send(new ListBucketsCommand({})), { name: 'InvalidAccessKeyId' }, 'revoked by the CLI: refused by the server at once')
 
-    // A file (with a webhook to a port nobody listens on), verified, deleted, collected.
+    // A file whose webhook fails three times (dead), re-driven by the CLI and then delivered by
+    // the server; verified, deleted, collected.
+    const receiver = await startReceiver(t, [500, 500, 500, 200])
     const bytes = fileBytes('image/png', 100_000, 3)
-    const up = await upload(server.url, key, bytes, { webhookUrl: 'http://127.0.0.1:9/hook' })
+    const up = await upload(server.url, key, bytes, { webhookUrl: receiver.url })
     t.equal(up.status, 200, 'uploaded')
-    const events = JSON.parse(cli(dir, env, 'webhooks', 'list', '--json').stdout) as { event: string; fileId: string }[]
-    t.match(events, [{ event: 'file.uploaded', fileId: up.fileId }], "webhooks list reads the server's outbox")
-    const retried = cli(dir, env, 'webhooks', 'retry', '--all-dead', '--json')
-    t.same([retried.status, JSON.parse(retried.stdout)], [0, { retried: 0 }], 'webhooks retry --all-dead')
+    await receiver.waitFor(3, 20_000)
+    type Event = { id: string; event: string; fileId: string; status: string }
+    const eventsOf = (...status: string[]) => JSON.parse(cli(dir, env, 'webhooks', 'list', '--json', ...status).stdout) as Event[]
+    const until = async (what: string, fn: () => boolean) => {
+      for (let i = 0; i < 100 && !fn(); i++) await sleep(100)
+      t.ok(fn(), what)
+    }
+    await until("webhooks list reads the server's outbox: the event dead after three attempts", () =>
+      eventsOf('--status', 'dead').some((e) => e.event === 'file.uploaded' && e.fileId === up.fileId),
+    )
+    const [event] = eventsOf('--status', 'dead')
+    const retried = cli(dir, env, 'webhooks', 'retry', event!.id, '--json')
+    t.same([retried.status, JSON.parse(retried.stdout)], [0, { retried: 1 }], 'webhooks retry')
+    await receiver.waitFor(4, 20_000)
+    t.equal(receiver.received[3]!.headers['webhook-id'], receiver.received[0]!.headers['webhook-id'], 're-sent by the server, same webhook-id')
+    await until('delivered', () => eventsOf().some((e) => e.id === event!.id && e.status === 'delivered'))
+    const none = cli(dir, env, 'webhooks', 'retry', '--all-dead', '--json')
+    t.same([none.status, JSON.parse(none.stdout)], [0, { retried: 0 }], 'webhooks retry --all-dead: none left')
     const verified = cli(dir, env, 'verify', '--json')
     t.equal(verified.status, 0, verified.stdout)
     t.match(JSON.parse(verified.stdout), { ok: true, checked: 1, missing: [], corrupt: [] }, 'verify checks the blob PostgreSQL records')

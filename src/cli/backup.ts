@@ -17,7 +17,8 @@ it into place. On the data dir's filesystem blobs are hard-linked (fast, no extr
 elsewhere they are copied. The copy is built in DEST.tmp-<id> and renamed into place when
 complete, so a backup cut short is recognisable by that name.
 With COFFER_BLOB_STORE=s3 the content stays in the object store: DEST holds the metadata (database
-snapshot, secret), whose records refer to the objects in the bucket.`
+snapshot, secret), whose records refer to the objects in the bucket. With COFFER_DATABASE_URL the
+metadata is in PostgreSQL: it refuses; use pg_dump, and copy the data dir's blobs/ and secret.`
 
 export async function backupCommand(args: string[], io: CliIO): Promise<number> {
   const { values, positionals } = parse(args, { 'data-dir': { type: 'string' }, json: { type: 'boolean' } }, 1)

@@ -15,8 +15,9 @@ export const TENANT_HELP = `Usage:
   coffer tenant s3-credentials create|list TENANT_ID [--json]
   coffer tenant s3-credentials revoke TENANT_ID ACCESS_KEY_ID
 
-Works offline on an existing data dir (--data-dir or COFFER_DATA_DIR, default ./data), also
-while the server runs; changes count at the server's next request. The API key is printed once:
+Works offline on an existing data dir (--data-dir or COFFER_DATA_DIR, default ./data), or on the
+PostgreSQL database COFFER_DATABASE_URL names, also while servers run; changes count at their next
+request. The API key is printed once:
 store it. BYTES is an integer, optionally with a unit: 500MiB, 10GiB, 1TB (KiB/MiB/GiB/TiB are
 powers of 1024, KB/MB/GB/TB of 1000). A quota below the usage is allowed: uploads are refused
 until usage drops. --self-service-s3 off stops the tenant creating, listing and revoking its own
