@@ -109,7 +109,7 @@ export class GarbageCollector {
     }
     // Space freed (or found free): the next full disk is covered again. A stat when it is in place.
     reserve.ensure()
-    if (!store.remote) return result
+    // Tombstoned objects of a remote store, or released files of the disk store on PostgreSQL (BlobWrites).
     const { failed } = await writes.drain()
     return failed > 0 ? { ...result, storeFailures: failed } : result
   }
