@@ -156,7 +156,7 @@ export async function startServer(config: Config, logger: Logger, opts: StartOpt
   if (checkpointer && sqlite) handOffCheckpoints(sqlite)
   const startup = opts.startup ?? true
   const nodeTmp = new NodeTmp(node, { leases: core.leases, dataDir: core.dataDir, clock: core.clock, ttlMs: config.leaseSeconds * 1000, log: logger })
-  let leftovers = 0
+  let leftovers: number
   try {
     // On PostgreSQL other nodes hold leases and claims, live (#30): a dead node's lapse instead.
     const alone = startup && core.db.dialect === 'sqlite'

@@ -60,7 +60,7 @@ export function sweepTmp(d: DataDir, gone: (entry: TmpEntry) => boolean): number
   for (const name of fs.readdirSync(d.tmp)) {
     const file = path.join(d.tmp, name)
     const st = fs.statSync(file, { throwIfNoEntry: false })
-    if (!st || !gone({ node: NODE_ENTRY.exec(name)?.[1], mtimeMs: st.mtimeMs })) continue
+    if (!st || !gone({ node: name.match(NODE_ENTRY)?.[1], mtimeMs: st.mtimeMs })) continue
     fs.rmSync(file, { recursive: true, force: true })
     removed++
   }
