@@ -174,7 +174,6 @@ export async function startServer(config: Config, logger: Logger, opts: StartOpt
     core.close()
     throw err
   }
-  nodeTmp.start()
   if (leftovers > 0) logger.info({ removed: leftovers }, 'removed partial uploads left by a previous run')
   core.metrics.collectProcessMetrics()
   if (core.store.remote) {
@@ -223,6 +222,8 @@ export async function startServer(config: Config, logger: Logger, opts: StartOpt
       logger.info('shutdown complete')
     })())
   logger.info({ dataDir: config.dataDir }, 'coffer starting')
+  // Renewed from here on (seeding may outlast the lease), stopped by close() whatever follows.
+  nodeTmp.start()
   try {
     await opts.beforeListen?.(core)
   } catch (err) {

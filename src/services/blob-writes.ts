@@ -29,7 +29,7 @@ import type { RemoteBlobs } from './remote-blobs'
  * transaction released are only candidates: each is unlinked in a transaction of its own, under
  * the content's lock (BlobsRepo.lockContent), only if no blob row records it by then; a write
  * settles its content under the same lock, re-placing it if an unlink came first. A crash between
- * the commit and the unlink leaves an orphan file, which the collector's orphan sweep removes
+ * the commit and the unlink leaves an orphan file, which `coffer gc`'s orphan sweep removes
  * (GarbageCollector.removeOrphans). On SQLite the unlink stays inside the transaction, whose one
  * write lock orders it against a write of the same content.
  */
