@@ -158,6 +158,12 @@ export interface CoreOptions {
    * COFFER_DATABASE_URL (tests set it here: COFFER_TEST_DATABASE=postgres).
    */
   database?: { postgres: string }
+  /**
+   * A server's node id (#30): the names of the temp files its stores make start with it, so that
+   * servers sharing the data dir path remove only what a server that is gone left in tmp/
+   * (services/node-tmp.ts). Absent (CLI commands): no prefix.
+   */
+  node?: string
 }
 
 /**
@@ -194,8 +200,10 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const metrics = new Metrics({ blobs: () => blobsRepo.stats(), outbox: () => outbox.counts(), now: () => clock.now(), commits: () => commits.stats })
   // Small blobs live in the database on the disk store only; the S3 store's staging area keeps
   // every staged body in a file, which it uploads from.
-  const s3Store = config.blobStore === 's3' ? createS3Store(config, new DiskBlobStore(dataDir.blobs, dataDir.tmp), metrics) : undefined
-  const disk = createDiskStore(db, dataDir)
+  // A server's temp files carry its node id (StartOptions.node, services/node-tmp.ts, #30).
+  const tmpPrefix = options.node === undefined ? '' : `${options.node}.`
+  const s3Store = config.blobStore === 's3' ? createS3Store(config, new DiskBlobStore(dataDir.blobs, dataDir.tmp, undefined, tmpPrefix), metrics) : undefined
+  const disk = createDiskStore(db, dataDir, tmpPrefix)
   const encryption = startEncryption(db, config, clock, metadata.close)
   const kms = startKms(config, metadata.close)
   // The master key was read and checked by startEncryption just above.
@@ -437,8 +445,8 @@ function startKms(config: Config, close: () => void): KmsKeyRing {
 }
 
 /** The disk store of a data dir, with small blobs inline in its database (DiskBlobStore). */
-export function createDiskStore(db: DB | Engine, dataDir: DataDir): DiskBlobStore {
-  return new DiskBlobStore(dataDir.blobs, dataDir.tmp, new InlineBlobsRepo(db))
+export function createDiskStore(db: DB | Engine, dataDir: DataDir, tmpPrefix = ''): DiskBlobStore {
+  return new DiskBlobStore(dataDir.blobs, dataDir.tmp, new InlineBlobsRepo(db), tmpPrefix)
 }
 
 /**

@@ -2,7 +2,7 @@ import type { Logger } from 'pino'
 import { buildApp } from './app'
 import type { Config } from './config'
 import { createCore, type Core } from './core'
-import { emptyTmp } from './lib/data-dir'
+import { newNodeId } from './lib/data-dir'
 import { boundYoungGeneration } from './lib/heap-relief'
 import { shellWord } from './lib/shell-word'
 import type { App } from './http/types'
@@ -10,6 +10,7 @@ import { closeGracefully } from './http/request-lifecycle'
 import type { Background } from './lib/background'
 import { Periodic } from './lib/periodic'
 import { LeasedBackground } from './services/leases'
+import { NodeTmp } from './services/node-tmp'
 import { buildS3App, type S3App } from './s3/server'
 import { markStartup } from './lib/startup-trace'
 import { Checkpointer, checkpointOptionsFromEnv, handOffCheckpoints, type CheckpointOptions } from './db/checkpoint'
@@ -119,10 +120,10 @@ export interface StartOptions {
   /** The metadata in PostgreSQL (CoreOptions.database, #30), over the config's COFFER_DATABASE_URL. */
   database?: { postgres: string }
   /**
-   * Whether this process does the start-up clean-up of the data dir (default true): partial
-   * uploads a previous run left in tmp/, content released before it stopped, and its leases. With
-   * --workers N only the first worker does, before the others start: a worker restarted while
-   * the others serve must not remove their uploads' temp files (#29).
+   * Whether this process does the start-up clean-up of the data dir (default true): content
+   * released before the previous run stopped, and on SQLite its leases and every temp file it left.
+   * With --workers N only the first worker does, before the others start (#29). Every start
+   * removes the temp files of servers whose lease lapsed, never a live one's (services/node-tmp.ts).
    */
   startup?: boolean
   /** The checkpointer's interval and WAL bound, over those of the environment (db/checkpoint.ts). */
@@ -132,7 +133,10 @@ export interface StartOptions {
 export async function startServer(config: Config, logger: Logger, opts: StartOptions = {}): Promise<Server> {
   // A server's requests outlive a scavenge; the young generation would grow to 128 MiB (heap-relief.ts).
   boundYoungGeneration()
+  // Names this server's temp files in tmp/, which other servers on the data dir path leave alone while it lives (#30).
+  const node = newNodeId()
   const core = createCore(config, {
+    node,
     log: logger,
     ...(opts.memoryBudgetBytes !== undefined ? { memoryBudgetBytes: opts.memoryBudgetBytes } : {}),
     ...(opts.throwaway ? { throwaway: true } : {}),
@@ -151,18 +155,21 @@ export async function startServer(config: Config, logger: Logger, opts: StartOpt
     ownCheckpoints || !sqlite ? undefined : Checkpointer.of(sqlite, core.dataDir.root, { ...checkpointOptionsFromEnv(), ...opts.checkpoint }, logger)
   if (checkpointer && sqlite) handOffCheckpoints(sqlite)
   const startup = opts.startup ?? true
-  let leftovers = 0
+  const nodeTmp = new NodeTmp(node, { leases: core.leases, dataDir: core.dataDir, clock: core.clock, ttlMs: config.leaseSeconds * 1000, log: logger })
+  let leftovers: number
   try {
-    if (startup) {
-      leftovers = emptyTmp(core.dataDir)
-      // On PostgreSQL other nodes hold leases and claims, live (#30): a dead node's lapse instead.
-      if (core.db.dialect === 'sqlite') {
-        // Their holders are gone with the previous run: its jobs start here at once, not after their leases expire.
-        core.leases.clear()
-        // So are the claims of the events it was sending (#30): they go out again at once (at-least-once).
-        core.outbox.releaseClaims(core.clock.now())
-      }
+    // On PostgreSQL other nodes hold leases and claims, live (#30): a dead node's lapse instead.
+    const alone = startup && core.db.dialect === 'sqlite'
+    if (alone) {
+      // Their holders are gone with the previous run: its jobs start here at once, not after their leases expire.
+      core.leases.clear()
+      // So are the claims of the events it was sending (#30): they go out again at once (at-least-once).
+      core.outbox.releaseClaims(core.clock.now())
     }
+    // Held before the first upload; then what servers that are gone left in tmp/ goes, whatever
+    // this start is (a worker replaced while the others serve, a node beside others): only theirs.
+    nodeTmp.hold()
+    leftovers = nodeTmp.sweep(alone)
   } catch (err) {
     core.close()
     throw err
@@ -208,11 +215,15 @@ export async function startServer(config: Config, logger: Logger, opts: StartOpt
         await core.uploads.settled()
         for (const r of await stopped) if (r.status === 'rejected') logger.error({ err: r.reason }, 'a background component failed to stop')
       } finally {
+        // This server's uploads are over: its temp files' lease goes, before the database closes.
+        nodeTmp.stop()
         core.close()
       }
       logger.info('shutdown complete')
     })())
   logger.info({ dataDir: config.dataDir }, 'coffer starting')
+  // Renewed from here on (seeding may outlast the lease), stopped by close() whatever follows.
+  nodeTmp.start()
   try {
     await opts.beforeListen?.(core)
   } catch (err) {

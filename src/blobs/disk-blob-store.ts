@@ -241,12 +241,18 @@ export class DiskBlobStore implements BlobStore {
     private readonly tmpDir: string,
     /** Absent: every blob is a file (the staging store of a remote store, which uploads files). */
     private readonly inline?: InlineBlobsRepo,
+    /**
+     * Starts the name of each file this store makes in `tmpDir`: a server's node id and a dot
+     * (`<id>.upload-…`), so that a server starting on a data dir path others share removes only
+     * what a server that is gone left there (services/node-tmp.ts, #30).
+     */
+    private readonly tmpPrefix = '',
   ) {
     this.description = `disk ${root}`
   }
 
   async stage(source: Readable, guard: StageGuard): Promise<StagedBlob> {
-    const tmpPath = path.join(this.tmpDir, `upload-${randomUUID()}`)
+    const tmpPath = path.join(this.tmpDir, `${this.tmpPrefix}upload-${randomUUID()}`)
     const inspector = new Inspector(guard)
     // The source is piped rather than handed to pipeline(): on a refusal it must stay open, so the
     // caller can still answer on the same connection (pipeline would destroy the socket with it).
@@ -350,8 +356,8 @@ export class DiskBlobStore implements BlobStore {
     // so 0.6 s of event loop, inside the write transaction, for the 128 parts of a 1 GiB multipart
     // upload that its completion releases (#29). The caller's transaction needs the blob gone
     // from its path, which a rename does in microseconds; the bytes go in the thread pool after.
-    // A crash between the two leaves the file in tmp/, which `serve` empties at start.
-    const doomed = path.join(this.tmpDir, `removed-${randomUUID()}`)
+    // A crash between the two leaves the file in tmp/, which a server removes at start (node-tmp.ts).
+    const doomed = path.join(this.tmpDir, `${this.tmpPrefix}removed-${randomUUID()}`)
     try {
       fs.renameSync(file, doomed)
     } catch (err) {

@@ -33,11 +33,35 @@ export function ensureDataDir(root: string): DataDir {
   return d
 }
 
-/** Removes everything in tmp/: partial uploads of a process that died. Only `serve` may call this. */
-export function emptyTmp(d: DataDir): number {
+/**
+ * A server's temp files in tmp/ are named `<node id>.<name>` (#30): several servers share a data
+ * dir path (nodes on PostgreSQL, `--workers N` on SQLite), and each removes only what a server
+ * that is gone left there (services/node-tmp.ts). A node id is 12 hex digits.
+ */
+const NODE_ENTRY = /^([0-9a-f]{12})\./
+
+/** A new node id, for the names of a server's temp files (`<id>.upload-…`). */
+export function newNodeId(): string {
+  return randomBytes(6).toString('hex')
+}
+
+/** One entry of tmp/ as sweepTmp shows it: the node that made it (none: a CLI command's, or an older Coffer's), and its age. */
+export interface TmpEntry {
+  node: string | undefined
+  mtimeMs: number
+}
+
+/**
+ * Removes the entries of tmp/ that `gone` says nobody will finish: partial uploads and unlinks
+ * of a process that died. Returns how many it removed.
+ */
+export function sweepTmp(d: DataDir, gone: (entry: TmpEntry) => boolean): number {
   let removed = 0
   for (const name of fs.readdirSync(d.tmp)) {
-    fs.rmSync(path.join(d.tmp, name), { recursive: true, force: true })
+    const file = path.join(d.tmp, name)
+    const st = fs.statSync(file, { throwIfNoEntry: false })
+    if (!st || !gone({ node: name.match(NODE_ENTRY)?.[1], mtimeMs: st.mtimeMs })) continue
+    fs.rmSync(file, { recursive: true, force: true })
     removed++
   }
   return removed

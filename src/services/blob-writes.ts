@@ -20,9 +20,18 @@ import type { RemoteBlobs } from './remote-blobs'
  *
  * Transactions run on the engine (#30): on PostgreSQL a run that meets a deadlock or a
  * serialization failure runs again, so what they do outside the database is idempotent: the disk
- * store's `ensurePlaced` places content that is not there yet, and `removeSync` deletes what is
- * there (a second run finds nothing to delete); a remote store's deletions wait for `drain`, after
- * the commit. Counters are added up after the commit, never inside a run.
+ * store's `ensurePlaced` places content that is not there yet; a remote store's deletions wait for
+ * `drain`, after the commit. Counters are added up after the commit, never inside a run.
+ *
+ * The disk store on PostgreSQL (a data dir path several nodes share) unlinks released content
+ * after the commit too, in `drain`: a transaction that unlinked inside and then rolled back, for
+ * good or to run again after 40001/40P01, would leave a row whose file is gone. The hashes a
+ * transaction released are only candidates: each is unlinked in a transaction of its own, under
+ * the content's lock (BlobsRepo.lockContent), only if no blob row records it by then; a write
+ * settles its content under the same lock, re-placing it if an unlink came first. A crash between
+ * the commit and the unlink leaves an orphan file, which `coffer gc`'s orphan sweep removes
+ * (GarbageCollector.removeOrphans). On SQLite the unlink stays inside the transaction, whose one
+ * write lock orders it against a write of the same content.
  */
 export class BlobWrites {
   constructor(
@@ -34,7 +43,16 @@ export class BlobWrites {
       /** Present with a remote store. */
       remote?: RemoteBlobs
     },
-  ) {}
+  ) {
+    this.engine = engineOf(deps.db)
+    this.unlinkAfterCommit = !deps.remote && this.engine.dialect === 'postgres'
+  }
+
+  private readonly engine: Engine
+  /** The disk store on PostgreSQL: released content is unlinked by `drain`, after the commit. */
+  private readonly unlinkAfterCommit: boolean
+  /** Content released (or found orphaned) by transactions since the last drain: candidates to unlink. */
+  private readonly unlinks = new Set<string>()
 
   /** A writer id for a lease when the write has no row id of its own yet (S3 objects and parts). */
   static writerId(): string {
@@ -58,6 +76,8 @@ export class BlobWrites {
       await store.place(staged)
       let settled = false
       const result = await commit(() => {
+        // Waits for an unlink of the same content on another node, then re-places what it removed.
+        if (this.unlinkAfterCommit) blobs.lockContent(staged.sha256)
         store.ensurePlaced(staged)
         remote?.settleInTx(writer, staged.sha256)
         blobs.insertIfMissing(staged.sha256, staged.size, clock.now())
@@ -84,6 +104,8 @@ export class BlobWrites {
     if (size === undefined) return undefined
     if (remote) {
       if (!remote.condemnInTx(sha256)) return undefined
+    } else if (this.unlinkAfterCommit) {
+      this.unlinks.add(sha256)
     } else {
       store.removeSync(sha256)
     }
@@ -96,7 +118,8 @@ export class BlobWrites {
     const { blobs, store, remote } = this.deps
     if (blobs.exists(sha256)) return false
     if (remote) return remote.condemnInTx(sha256)
-    store.removeSync(sha256)
+    if (this.unlinkAfterCommit) this.unlinks.add(sha256)
+    else store.removeSync(sha256)
     return true
   }
 
@@ -136,11 +159,41 @@ export class BlobWrites {
   }
 
   /**
-   * After a transaction that released content: deletes the tombstoned objects of a remote store
-   * (nothing to do on disk). Failed deletions stay tombstoned for the next run.
+   * After a transaction that released content: deletes the tombstoned objects of a remote store,
+   * or unlinks the released files of the disk store on PostgreSQL (nothing to do on SQLite, whose
+   * transaction unlinked them). Failed deletions wait for the next run.
    */
   async drain(): Promise<{ deleted: number; failed: number }> {
-    return this.deps.remote ? this.deps.remote.drain() : { deleted: 0, failed: 0 }
+    if (this.deps.remote) return this.deps.remote.drain()
+    return this.unlinkReleased()
+  }
+
+  /**
+   * Unlinks each candidate no blob row records, each in a transaction of its own holding the
+   * content's lock: a write of the same content committed meanwhile (on any node) is seen and its
+   * file kept; one still to commit waits for the unlink, then re-places the content (`write`).
+   * A candidate whose transaction rolled back finds its row there and is kept.
+   */
+  private unlinkReleased(): { deleted: number; failed: number } {
+    const { blobs, store } = this.deps
+    const result = { deleted: 0, failed: 0 }
+    for (const sha256 of [...this.unlinks]) {
+      this.unlinks.delete(sha256)
+      try {
+        const unlinked = this.engine.transaction(() => {
+          blobs.lockContent(sha256)
+          if (blobs.exists(sha256)) return false
+          store.removeSync(sha256)
+          return true
+        })
+        if (unlinked) result.deleted++
+      } catch {
+        // The database or the disk refused: tried again at the next drain (the periodic collection's).
+        this.unlinks.add(sha256)
+        result.failed++
+      }
+    }
+    return result
   }
 
   /** Like drain, for callers that must not fail once their own work is committed: errors wait for the next GC. */
@@ -159,6 +212,7 @@ export class BlobWrites {
         return
       }
       engineOf(db).transaction(() => this.removeOrphanInTx(sha256))
+      await this.drain()
     } catch {
       // Best effort: `coffer gc` removes orphans it finds later.
     }

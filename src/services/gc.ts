@@ -60,12 +60,13 @@ export class GarbageCollector {
    * Purges files deleted longer than the retention ago, then the blobs they leave unreferenced
    * (`full`: every unreferenced blob, for `coffer gc`). Each blob's row and file go inside one write
    * transaction, so a concurrent upload of the same content either keeps the blob alive or, finding
-   * it gone, re-links its own copy (BlobStore.ensurePlaced). On a remote store the transaction
+   * it gone, re-links its own copy (BlobStore.ensurePlaced); on PostgreSQL the file goes after the
+   * commit, under the content's lock (BlobWrites.drain, #30). On a remote store the transaction
    * only tombstones the blob (skipping one an upload has leased) and the objects are deleted after
    * it (RemoteBlobs); `storeFailures` counts deletions the store refused, retried on the next run.
    */
   async collect(full = false): Promise<{ filesPurged: number; blobsRemoved: number; bytesFreed: number; tenantsPurged: number; storeFailures?: number }> {
-    const { clock, files, blobs, store, tenants, retentionMs, writes, reserve } = this.deps
+    const { clock, files, blobs, tenants, retentionMs, writes, reserve } = this.deps
     const result = { filesPurged: 0, blobsRemoved: 0, bytesFreed: 0, tenantsPurged: 0 }
     const removeIfUnreferenced = (sha256: string) => {
       const size = writes.releaseInTx(sha256)
@@ -109,7 +110,7 @@ export class GarbageCollector {
     }
     // Space freed (or found free): the next full disk is covered again. A stat when it is in place.
     reserve.ensure()
-    if (!store.remote) return result
+    // Tombstoned objects of a remote store, or released files of the disk store on PostgreSQL (BlobWrites).
     const { failed } = await writes.drain()
     return failed > 0 ? { ...result, storeFailures: failed } : result
   }

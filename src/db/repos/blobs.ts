@@ -1,6 +1,13 @@
 import type { DB } from '../database'
 import { engineOf, type Engine } from '../engine'
 
+/**
+ * The first of the two keys of a content lock (PostgreSQL's two-int4 advisory locks, a key space
+ * apart from the bigint one the migrations lock, pg/migrate.ts): the first 4 bytes of
+ * SHA-256('coffer:blob-content') as a signed int4.
+ */
+export const CONTENT_LOCK_CLASS = 1992296239
+
 /** SQL for the blobs table: one row per stored content, removable only when no file row references it. */
 export class BlobsRepo {
   private readonly stmts
@@ -25,7 +32,20 @@ export class BlobsRepo {
       deferred: db.pluck<[number], string>('SELECT sha256 FROM blob_releases ORDER BY sha256 LIMIT ?'),
       undefer: db.prepare('DELETE FROM blob_releases WHERE sha256 = ?'),
       stats: db.prepare<[], { bytes: number; count: number }>('SELECT bytes, count FROM blob_totals WHERE id = 1'),
+      // SQLite: nothing; its one write lock already orders every transaction (lockContent).
+      lock: db.dialect === 'postgres' ? db.prepare('SELECT pg_advisory_xact_lock(?::integer, ?::integer)') : undefined,
     }
+  }
+
+  /**
+   * Inside a transaction on PostgreSQL: waits for, then holds until the commit or rollback, the
+   * lock of `sha256`'s content, which a write that settles that content and the unlink of released
+   * content after its commit both take (BlobWrites), so that an unlink never removes a file a
+   * write is committing (#30). Keyed by the hash's first 32 bits: two hashes that share them only
+   * wait for each other. Nothing on SQLite, whose write lock orders them already.
+   */
+  lockContent(sha256: string): void {
+    this.stmts.lock?.run(CONTENT_LOCK_CLASS, Number.parseInt(sha256.slice(0, 8), 16) | 0)
   }
 
   insertIfMissing(sha256: string, size: number, now: number): void {

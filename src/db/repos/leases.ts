@@ -11,7 +11,12 @@ export interface LeaseRow {
 /**
  * SQL for leases (migration 15, #29): a name held by one holder until it expires. Taking and
  * renewing are the same statement, which PostgreSQL runs as written (#30): the row is inserted,
- * or updated when this holder has it already or its holder let it expire.
+ * or updated when this holder has it already or its holder let it expire. One statement, so that
+ * nodes racing under READ COMMITTED get one holder: a node whose insert meets the row waits for
+ * its lock and evaluates the WHERE on its latest version (PostgreSQL's manual, INSERT, "ON
+ * CONFLICT DO UPDATE guarantees an atomic INSERT or UPDATE outcome"), where a read and then an
+ * upsert would let two nodes both see it expired (test/pg-leases.test.ts). `now` is the taking
+ * node's clock: nodes need synchronized clocks (README, "Metadata in PostgreSQL").
  */
 export class LeasesRepo {
   private readonly stmts
