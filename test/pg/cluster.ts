@@ -149,7 +149,7 @@ export async function uploadVia(
   auth: { authorization: string },
   bytes: Buffer,
   o: { putOn?: ClusterNode; declare?: boolean; workspaceId?: string; webhookUrl?: string; name?: string } = {},
-): Promise<{ handshake: number; put?: number; fileId?: string; body?: unknown }> {
+): Promise<{ handshake: number; put?: number; fileId?: string; presignedUrl?: string; body?: unknown; retryAfter?: string | null }> {
   const hs = await fetch(`${on.api}/api/v1/upload/request`, {
     method: 'POST',
     headers: { ...auth, 'content-type': 'application/json' },
@@ -162,14 +162,14 @@ export async function uploadVia(
     }),
   })
   const hsBody = (await hs.json()) as { fileId: string; presignedUrl: string }
-  if (hs.status !== 200) return { handshake: hs.status, body: hsBody }
+  if (hs.status !== 200) return { handshake: hs.status, body: hsBody, retryAfter: hs.headers.get('retry-after') }
   const put = await fetch(`${(o.putOn ?? on).api}${hsBody.presignedUrl}`, {
     method: 'PUT',
     headers: { 'content-type': 'image/png' },
     body: new Uint8Array(bytes),
   })
   const body = (await put.json()) as unknown
-  return { handshake: 200, put: put.status, fileId: hsBody.fileId, body }
+  return { handshake: 200, put: put.status, fileId: hsBody.fileId, presignedUrl: hsBody.presignedUrl, body, retryAfter: put.headers.get('retry-after') }
 }
 
 /**
