@@ -5,6 +5,7 @@ import { spawnSync } from 'node:child_process'
 import { CreateBucketCommand, GetObjectCommand, PutBucketVersioningCommand, PutObjectCommand, type S3Client, type S3ServiceException } from '@aws-sdk/client-s3'
 import { fileBytes } from './helper'
 import { bodyOf } from './s3-helper'
+import { startReceiver, type Received } from './webhook-receiver'
 import { clusterTenant, quotaDrift, s3Of, startCluster, uploadVia, withClusterFixtures, type Cluster, type ClusterNode } from './pg/cluster'
 
 // The crash loop of #30 ("How it is tested"): clients upload (the API's handshake and PUT, S3
@@ -41,7 +42,13 @@ interface Outcome {
  * Clients uploading until stopped: `workers` loops, each taking the next live node for every
  * request (an API handshake on one, its PUT on the next; or a PutObject), sizes up to 200 KB.
  */
-function startLoad(t: Test, cluster: Cluster, owners: { api: Owner; workspaceId?: string; s3: Owner; bucket: string; versioned: boolean }[], workers = 6) {
+function startLoad(
+  t: Test,
+  cluster: Cluster,
+  owners: { api: Owner; workspaceId?: string; s3: Owner; bucket: string; versioned: boolean }[],
+  webhookUrl: string,
+  workers = 6,
+) {
   const acked: Acked[] = []
   const outcomes: Outcome[] = []
   const unanswered: { owner: Owner; fileId: string; presignedUrl: string; bytes: Buffer }[] = []
@@ -67,7 +74,7 @@ function startLoad(t: Test, cluster: Cluster, owners: { api: Owner; workspaceId?
       const live = cluster.live()
       const putOn = live[(live.indexOf(on) + 1) % live.length]!
       try {
-        const r = await uploadVia(on, o.api.auth, bytes, { putOn, ...(o.workspaceId ? { workspaceId: o.workspaceId } : {}) })
+        const r = await uploadVia(on, o.api.auth, bytes, { putOn, webhookUrl, ...(o.workspaceId ? { workspaceId: o.workspaceId } : {}) })
         const record = (kind: 'handshake' | 'put', node: ClusterNode, status: number, body: unknown, retryAfter: string | null) =>
           outcomes.push({
             kind,
@@ -175,6 +182,31 @@ async function readBack(t: Test, cluster: Cluster, acked: Acked[]): Promise<stri
   return lost
 }
 
+/**
+ * Waits up to `ms` for a `file.uploaded` event of every acknowledged API upload at the receiver:
+ * the ones still missing then, and how many deliveries repeated a webhook-id (at-least-once).
+ */
+async function webhooksOf(receiver: { received: Received[] }, acked: Acked[], ms: number): Promise<{ missing: string[]; repeated: number; tookMs: number }> {
+  const want = acked.flatMap((a) => (a.kind === 'api' ? [a.fileId] : []))
+  const started = Date.now()
+  const uploaded = () =>
+    new Set(
+      receiver.received.flatMap((r) => {
+        const body = JSON.parse(r.body) as { event: string; fileId: string }
+        return body.event === 'file.uploaded' ? [body.fileId] : []
+      }),
+    )
+  let missing = want
+  while (Date.now() - started < ms) {
+    const got = uploaded()
+    missing = want.filter((id) => !got.has(id))
+    if (missing.length === 0) break
+    await sleep(200)
+  }
+  const ids = receiver.received.map((r) => String(r.headers['webhook-id']))
+  return { missing, repeated: ids.length - new Set(ids).size, tookMs: Date.now() - started }
+}
+
 const tally = (outcomes: Outcome[]) => {
   const by = new Map<string, number>()
   for (const o of outcomes) by.set(`${o.kind} ${o.status}`, (by.get(`${o.kind} ${o.status}`) ?? 0) + 1)
@@ -184,7 +216,8 @@ const tally = (outcomes: Outcome[]) => {
 withClusterFixtures(t, 'the crash loop on three nodes', (pgUrl) => {
   t.test('random nodes SIGKILLed and started again while clients upload: nothing acknowledged lost, no quota drift', async (t) => {
     const cluster = await startCluster(t, pgUrl)
-    const load = startLoad(t, cluster, await owners(cluster))
+    const receiver = await startReceiver(t)
+    const load = startLoad(t, cluster, await owners(cluster), receiver.url)
     const rounds = 5
     const killed: number[] = []
     for (let round = 0; round < rounds; round++) {
@@ -209,6 +242,11 @@ withClusterFixtures(t, 'the crash loop on three nodes', (pgUrl) => {
     )
     t.same(await readBack(t, cluster, load.acked), [], 'every acknowledged upload reads back byte-identical')
     t.same(await quotaDrift(cluster), [], "every tenant's and workspace's used_bytes equals the sum of its rows")
+    const hooks = await webhooksOf(receiver, load.acked, 90_000)
+    t.comment(
+      `webhooks: ${load.acked.filter((a) => a.kind === 'api').length - hooks.missing.length} received, ${hooks.tookMs} ms after the checks; ${hooks.repeated} sent twice`,
+    )
+    t.same(hooks.missing, [], "every acknowledged upload's file.uploaded webhook delivered (at least once: a killed node's claims lapse)")
   })
 
   t.test(
@@ -217,7 +255,8 @@ withClusterFixtures(t, 'the crash loop on three nodes', (pgUrl) => {
       const pg = privatePg(t)
       if (!pg) return
       const cluster = await startCluster(t, pg.url)
-      const load = startLoad(t, cluster, await owners(cluster))
+      const receiver = await startReceiver(t)
+      const load = startLoad(t, cluster, await owners(cluster), receiver.url)
       const outages: { from: number; to: number }[] = []
       const recovered: number[] = []
       for (let round = 0; round < 2; round++) {
@@ -290,6 +329,11 @@ withClusterFixtures(t, 'the crash loop on three nodes', (pgUrl) => {
       )
       t.same(await readBack(t, cluster, load.acked), [], 'every acknowledged upload reads back byte-identical')
       t.same(await quotaDrift(cluster), [], "every tenant's and workspace's used_bytes equals the sum of its rows")
+      const hooks = await webhooksOf(receiver, load.acked, 30_000)
+      t.comment(
+        `webhooks: ${load.acked.filter((a) => a.kind === 'api').length - hooks.missing.length} received, ${hooks.tookMs} ms after the checks; ${hooks.repeated} sent twice`,
+      )
+      t.same(hooks.missing, [], "every acknowledged upload's file.uploaded webhook delivered")
     },
   )
 })
