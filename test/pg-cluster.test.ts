@@ -159,8 +159,8 @@ withClusterFixtures(t, 'three coffer nodes on one PostgreSQL and one Ceph gatewa
     })
 
     await t.test('content released by an abort on one node while another uploads the same bytes is never lost', async (t) => {
-      const lost = await sameContentRounds(t, cluster, 144)
-      t.comment(`144 rounds, ${lost.length} lost`)
+      const lost = await sameContentRounds(t, cluster, 120)
+      t.comment(`120 rounds, ${lost.length} lost`)
       t.same(lost, [], 'every acknowledged PutObject reads back')
     })
 
