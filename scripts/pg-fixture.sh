@@ -10,6 +10,8 @@
 #   scripts/pg-fixture.sh status   exit 0 and "running" when the server answers, else exit 3
 #   scripts/pg-fixture.sh stop     stops the server (state kept: the next start is warm)
 #   scripts/pg-fixture.sh stop --purge   stops and removes the state directory
+#   scripts/pg-fixture.sh crash    stops the server as a crash would (pg_ctl -m immediate), only a
+#                                  private cluster's (COFFER_PG_DIR set): the crash loop's (#30)
 #
 # `start` is idempotent and fast on a running fixture (it only prints the env); concurrent starts
 # serialise on a lock file. The env line goes to stdout, everything else to stderr.
@@ -168,5 +170,10 @@ case ${1:-} in
   stop)
     stop_server
     if [[ ${2:-} == --purge ]]; then rm -rf "$DIR" "$DIR.lock"; log "stopped; removed $DIR"; else log "stopped (state kept in $DIR)"; fi ;;
-  *) echo "usage: $0 start|stop [--purge]|status|env" >&2; exit 2 ;;
+  crash)
+    # Never the shared fixture: colleagues' tests run on it. `start` brings the crashed one back.
+    [[ -n ${COFFER_PG_DIR:-} ]] || die "crash stops a private cluster only: set COFFER_PG_DIR"
+    running || die "not running"
+    as_owner "$(bindir)/pg_ctl" -D "$DATA" -m immediate -w -t 60 stop >/dev/null ;;
+  *) echo "usage: $0 start|stop [--purge]|status|env|crash" >&2; exit 2 ;;
 esac

@@ -29,7 +29,9 @@ export const LEASE_MS = 60 * 60_000
  *      a leased H is left alone.
  *   2. the tombstone is claimed for a bounded time, the object deleted, the tombstone removed.
  * Why nothing acknowledged is lost: a delete of H starts only under a tombstone; a tombstone is
- * added only when no live lease exists; a lease is taken only when no tombstone exists. So no
+ * added only when no live lease exists; a lease is taken only when no tombstone exists (each
+ * check and insert under H's lock, so that two nodes' transactions on PostgreSQL cannot both pass
+ * their checks: BlobLeasesRepo.lockHash). So no
  * delete of H can begin between an upload's lease and its commit, and every delete that began has
  * finished (or its claim ran out, which bounds a lost request's window) before an upload writes H
  * again. A crashed deleter leaves a tombstone that the next collection (or the next upload of H)
@@ -68,6 +70,7 @@ export class RemoteBlobs {
     for (;;) {
       const state = this.engine.transaction(() => {
         const now = clock.now()
+        leases.lockHash(sha256)
         if (!leases.tombstoned(sha256)) {
           leases.lease(uploadId, sha256, now + LEASE_MS)
           return 'leased'
@@ -100,6 +103,7 @@ export class RemoteBlobs {
   condemnInTx(sha256: string): boolean {
     const { leases, clock } = this.deps
     const now = clock.now()
+    leases.lockHash(sha256)
     if (leases.leased(sha256, now)) return false
     leases.tombstone(sha256, now)
     return true

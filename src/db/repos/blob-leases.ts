@@ -15,6 +15,13 @@ const SQL = {
   },
 }
 
+/**
+ * The first key of the two-key advisory locks on a content hash (PostgreSQL; "Coff"): the
+ * two-key space is apart from the one-key space of the migration lock (pg/migrate.ts). Locks are
+ * per database, not per schema: two schemas' transactions on one hash wait for each other, no more.
+ */
+const HASH_LOCK_CLASS = 0x436f6666
+
 /** SQL for blob_leases and blob_tombstones: how a remote store orders uploads and deletions (services/remote-blobs.ts). */
 export class BlobLeasesRepo {
   private readonly stmts
@@ -34,7 +41,25 @@ export class BlobLeasesRepo {
       bury: db.prepare('DELETE FROM blob_tombstones WHERE sha256 = ?'),
       claimable: db.pluck<[number, number], string>('SELECT sha256 FROM blob_tombstones WHERE claimed_until <= ? ORDER BY created_at LIMIT ?'),
       count: db.pluck<[], number>('SELECT count(*) FROM blob_tombstones'),
+      // SQLite's write transaction excludes every other writer already: nothing to take there.
+      lockHash:
+        db.dialect === 'postgres'
+          ? db.prepare<[string]>(`SELECT pg_advisory_xact_lock(${HASH_LOCK_CLASS}, ('x' || substr(?, 1, 8))::bit(32)::int)`)
+          : undefined,
     }
+  }
+
+  /**
+   * Inside a write transaction, before reading the hash's leases or tombstones: waits for, then
+   * holds to the commit, the hash's lock (PostgreSQL, #30). An upload's lease and a collector's
+   * tombstone each check for the other and then insert their own; under READ COMMITTED two nodes
+   * doing so at once both found nothing and both went on, and the collector deleted the content
+   * an acknowledged upload had just written (test/pg-cluster.test.ts: an abort releasing a part's
+   * content on one node while another node put the same bytes lost 2 of 48 objects). With the
+   * lock, the second transaction's check runs after the first commits, and sees its row.
+   */
+  lockHash(sha256: string): void {
+    this.stmts.lockHash?.run(sha256)
   }
 
   /** Records that upload `uploadId` is writing `sha256` until `expiresAt` (epoch ms). */
