@@ -73,7 +73,12 @@ export function toAppError(err: FastifyError | Error, request: FastifyRequest): 
       })
   }
   if (isDiskFull(err)) return new AppError('INSUFFICIENT_STORAGE', 'The server is out of storage space; nothing was stored')
-  if (connectionLost(err)) return new AppError('DATABASE_UNAVAILABLE', 'The database is unavailable; retry later (a write cut off at its commit may have been applied: a retried upload then answers as a second one)', {})
+  if (connectionLost(err))
+    return new AppError(
+      'DATABASE_UNAVAILABLE',
+      'The database is unavailable; retry later (a write cut off at its commit may have been applied: a retried upload then answers as a second one)',
+      {},
+    )
   // Fastify's own 4xx (malformed URL, bad header, …): the client's fault, said plainly.
   const status = fe.statusCode ?? 500
   if (status >= 400 && status < 500) {

@@ -155,7 +155,14 @@ export async function buildS3App(core: Core, opts: { logger: FastifyBaseLogger }
     // reserve), not only by the body's streaming (ingest.ts): 507, as the API answers it.
     else if (isDiskFull(error)) s3 = new S3Error('InsufficientStorage', 'The server is out of storage space; nothing was stored')
     // PostgreSQL's connection lost or refused inside a statement (#30): 503 with Retry-After, as the API answers it.
-    else if (connectionLost(error)) s3 = fromAppError(new AppError('DATABASE_UNAVAILABLE', 'The database is unavailable; retry later (a write cut off at its commit may have been applied: a retried upload then answers as a second one)', {}))
+    else if (connectionLost(error))
+      s3 = fromAppError(
+        new AppError(
+          'DATABASE_UNAVAILABLE',
+          'The database is unavailable; retry later (a write cut off at its commit may have been applied: a retried upload then answers as a second one)',
+          {},
+        ),
+      )
     else {
       request.log.error({ err: error, reqId: request.id }, 'S3 request failed')
       s3 = new S3Error('InternalError', 'We encountered an internal error. Please try again.')
