@@ -74,3 +74,26 @@ t.test("a PutObject over a key of a bucket never versioned reads its null versio
   const kept = await client.send(new ListObjectVersionsCommand({ Bucket: 'kept' }))
   t.equal(kept.Versions?.length, 2)
 })
+
+t.test('a PutObject reads the data version once as it is read: the credential and the bucket share it', async (t) => {
+  const { client, core } = await makeS3(t)
+  // PRAGMA data_version is SQLite's (a core over PostgreSQL reads auth_version instead).
+  if (!core.sqlite) return t.comment('not on SQLite: nothing to count')
+  await client.send(new CreateBucketCommand({ Bucket: 'pragma' }))
+  await client.send(new PutObjectCommand({ Bucket: 'pragma', Key: 'warm', Body: 'x' }))
+  const proto = Object.getPrototypeOf(core.sqlite.prepare('SELECT 1')) as { get: (...args: unknown[]) => unknown }
+  const get = proto.get
+  let pragmas = 0
+  proto.get = function (this: { source: string }, ...args: unknown[]) {
+    if (this.source === 'PRAGMA data_version') pragmas++
+    return get.apply(this, args)
+  }
+  t.teardown(() => {
+    proto.get = get
+  })
+  await client.send(new PutObjectCommand({ Bucket: 'pragma', Key: 'k', Body: 'one' }))
+  // One as the request is read (SigV4's credential, then the bucket: there were two), one for its
+  // commit's batch, one as it is answered (the lifecycle rules of x-amz-expiration) (#29).
+  t.equal(pragmas, 3)
+  t.equal(await (await client.send(new GetObjectCommand({ Bucket: 'pragma', Key: 'k' }))).Body!.transformToString(), 'one')
+})
