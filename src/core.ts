@@ -309,7 +309,15 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     objectLock,
     events,
   })
-  const s3Credentials = new S3CredentialsService(db, new S3CredentialsRepo(db), tenantsRepo, clock, serverSecret, () => tenants.authChanges())
+  const s3Credentials = new S3CredentialsService(
+    db,
+    new S3CredentialsRepo(db),
+    tenantsRepo,
+    clock,
+    serverSecret,
+    () => tenants.authChanges(),
+    bucketChanges && (() => bucketChanges.version()),
+  )
   const s3 = createS3Services({
     db,
     commits,

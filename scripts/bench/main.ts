@@ -4,7 +4,7 @@
  * markdown table and writes JSON (default dist/bench/results.json).
  *
  * Options: --runs N (pairs per figure, default 5), --only KEY,… (cold-start, fixture, metadata-read,
- * listing, transfers, s3, s3-store, s3-writes, encryption, workers, rss, callgrind, s3-callgrind, s3-put-callgrind), --against-bundle PATH[,PATH…] (callgrind, s3-callgrind, s3-put-callgrind and fixture (which also takes an executable) also count other builds of
+ * listing, transfers, s3, s3-store, s3-writes, s3-small-writes, encryption, workers, rss, callgrind, s3-callgrind, s3-put-callgrind), --against-bundle PATH[,PATH…] (callgrind, s3-callgrind, s3-put-callgrind and fixture (which also takes an executable) also count other builds of
  * Coffer, e.g. an old dist/coffer.cjs), --quick (3 runs, short load runs, 10k/100k files: a smoke test, not
  * the figures), --files N and --large-files N (dataset sizes), --out FILE, --keep (keep the temp dir),
  * --cpu-prof (every Coffer process writes a V8 CPU profile into dist/bench/profiles/).
@@ -24,7 +24,7 @@ import { metadataReads, listing } from './figures/api'
 import { transfers } from './figures/transfers'
 import { s3Figures } from './figures/s3'
 import { s3StoreFigures } from './figures/s3-store'
-import { s3WriteFigures } from './figures/s3-writes'
+import { s3SmallWriteFigures, s3WriteFigures } from './figures/s3-writes'
 import { encryptionFigures } from './figures/encryption'
 import { workersFigures } from './figures/workers'
 import { peakRss } from './figures/memory'
@@ -44,6 +44,7 @@ const FIGURES: Record<string, (ctx: BenchContext) => Promise<FigureResult | Figu
   s3: s3Figures,
   's3-store': s3StoreFigures,
   's3-writes': s3WriteFigures,
+  's3-small-writes': s3SmallWriteFigures,
   encryption: encryptionFigures,
   workers: workersFigures,
   rss: peakRss,
@@ -104,7 +105,8 @@ async function main(): Promise<void> {
     log(`CPU profiles of the Coffer processes go to ${profiles}`)
   }
   try {
-    const nginx = only.includes('transfers') || only.includes('s3-writes') ? ensureNginx(log) : { unavailable: 'not requested' }
+    const nginx =
+      only.includes('transfers') || only.includes('s3-writes') || only.includes('s3-small-writes') ? ensureNginx(log) : { unavailable: 'not requested' }
     log(`seeding ${files} files…`)
     const small = seedDataset(path.join(dir, 'small'), files)
     log(`  ${small.seed.seconds.toFixed(1)} s`)
@@ -123,7 +125,15 @@ async function main(): Promise<void> {
       datasets: { small, large, empty },
       nginx,
       wrk: only.some(
-        (k) => k === 'transfers' || k === 'metadata-read' || k === 's3' || k === 's3-store' || k === 's3-writes' || k === 'encryption' || k === 'workers',
+        (k) =>
+          k === 'transfers' ||
+          k === 'metadata-read' ||
+          k === 's3' ||
+          k === 's3-store' ||
+          k === 's3-writes' ||
+          k === 's3-small-writes' ||
+          k === 'encryption' ||
+          k === 'workers',
       )
         ? ensureWrk(log)
         : { unavailable: 'not requested' },

@@ -90,12 +90,14 @@ export class ObjectVersions {
   retire(workspaceId: string, key: string, now: number): NextVersion {
     const { versions } = this.deps
     const status = this.status(workspaceId)
-    const latest = versions.latest(workspaceId, key)
+    // A bucket never configured holds only null versions, so a key has one version at most: its
+    // latest is the null version, read by its primary key. latest() (ORDER BY seq DESC LIMIT 1)
+    // was 4.6% of a 4 KiB PutObject's main thread at c=16, against 1.6% for byId (#29).
+    const latest = status === null ? versions.byId(workspaceId, key, NULL_VERSION) : versions.latest(workspaceId, key)
     // Above every version the key has: retiring removes or demotes versions, never adds one.
     const next = { status, seq: (latest?.seq ?? 0) + 1 }
     if (status !== 'Enabled') {
-      // A bucket never configured holds only null versions: its latest is the null version, if any.
-      const nullVersion = status === null ? (latest?.versionId === NULL_VERSION ? latest : undefined) : versions.byId(workspaceId, key, NULL_VERSION)
+      const nullVersion = status === null ? latest : versions.byId(workspaceId, key, NULL_VERSION)
       if (nullVersion) this.remove(nullVersion)
       if (!latest || latest.versionId === NULL_VERSION) return next
     }

@@ -7,8 +7,14 @@
  *   `dd bs=1M conv=fsync` of 1 GiB on the same disk;
  * - the server's RSS after those loads, and some seconds after they stop.
  * Every S3 server runs alone while it is measured; the rounds alternate which goes first.
+ *
+ * Beside the 4 KiB PutObject, in the same rotation and with the same signed wrk script as Coffer,
+ * three bare Fastify 5 servers (bare-fastify-put.ts) say what the stack allows: a PUT answered
+ * with its ETag without the disk, with an fdatasync per request, and with a group flush shared
+ * by whatever arrives together. `--only s3-small-writes` runs that part alone.
  */
 import fs from 'node:fs'
+import os from 'node:os'
 import path from 'node:path'
 import http from 'node:http'
 import { createHash } from 'node:crypto'
@@ -34,6 +40,8 @@ const SETTLE_SECONDS = 15
 const mbps = (bytes: number, ms: number) => bytes / 1e6 / (ms / 1000)
 /** More 4 KiB PutObjects a second than any server here can take: the keys signed per run. */
 const PUTS_PER_SECOND_CAP = 8000
+/** The bare servers' cap: the one that writes nothing answered more than 10,000/s here. */
+const BARE_PUTS_PER_SECOND_CAP = 30_000
 
 const ROWS = {
   nginx: {
@@ -64,6 +72,34 @@ const ROWS = {
     unit: 'MB/s',
     target: '≥ 0.7× dd',
   },
+  bareNone: {
+    key: 's3-put-4kib-bare-none-vs-nginx',
+    figure: 'reference: bare Fastify 5 PUT of 4 KiB, MD5 ETag, no disk, c=16',
+    baselineLabel: 'nginx WebDAV PUT of 4 KiB (no fsync), same run',
+    unit: 'req/s',
+    target: 'report (what any server on this stack can reach)',
+  },
+  bareFsync: {
+    key: 's3-put-4kib-bare-fsync-vs-nginx',
+    figure: 'reference: bare Fastify 5 PUT of 4 KiB, a file and an fdatasync per request, c=16',
+    baselineLabel: 'nginx WebDAV PUT of 4 KiB (no fsync), same run',
+    unit: 'req/s',
+    target: 'report',
+  },
+  bareGroup: {
+    key: 's3-put-4kib-bare-group-vs-nginx',
+    figure: 'reference: bare Fastify 5 PUT of 4 KiB, appended to a log, group fdatasync, c=16',
+    baselineLabel: 'nginx WebDAV PUT of 4 KiB (no fsync), same run',
+    unit: 'req/s',
+    target: 'report (the durable minimum on this stack)',
+  },
+  vsBareGroup: {
+    key: 's3-put-4kib-vs-bare-group',
+    figure: '4 KiB PutObject/s, c=16, durable',
+    baselineLabel: 'bare Fastify 5 PUT with a group fdatasync (no SigV4, log or metadata), same run',
+    unit: 'req/s',
+    target: 'report',
+  },
   rss: {
     key: 's3-rss-after-load',
     figure: 'RSS after the S3 write loads (then idle)',
@@ -85,6 +121,19 @@ async function startS3rver(dir: string): Promise<Proc> {
     port,
     healthPath: '/bench',
     logFile: path.join(dir, 's3rver.log'),
+  })
+}
+
+type BareMode = 'none' | 'fsync' | 'group'
+
+/** A bare Fastify PUT server (bare-fastify-put.ts) in `mode`, its files under `dir`. */
+async function startBarePut(mode: BareMode, dir: string): Promise<Proc> {
+  fs.mkdirSync(dir, { recursive: true })
+  const port = await freePort()
+  return startProc(process.execPath, [path.join(__dirname, 'bare-fastify-put.cjs'), String(port), mode, dir], {
+    port,
+    healthPath: '/health',
+    logFile: path.join(dir, '..', `bare-put-${mode}.log`),
   })
 }
 
@@ -164,7 +213,10 @@ function md5Once(bytes: Buffer): number {
   return mbps(bytes.length, performance.now() - t0)
 }
 
-export async function s3WriteFigures(ctx: BenchContext): Promise<FigureResult[]> {
+/** The 4 KiB PutObject and its baselines alone (`--only s3-small-writes`). */
+export const s3SmallWriteFigures = (ctx: BenchContext) => s3WriteFigures(ctx, true)
+
+export async function s3WriteFigures(ctx: BenchContext, smallOnly = false): Promise<FigureResult[]> {
   const dataDir = path.join(ctx.dir, 's3w-data')
   const core = createCore(loadConfig({}, { 'data-dir': dataDir }))
   let creds: Credentials
@@ -181,65 +233,90 @@ export async function s3WriteFigures(ctx: BenchContext): Promise<FigureResult[]>
   const idleRss = rssBytes(coffer.pid)
   let nginx: Nginx | undefined
   let s3rver: Proc | undefined
+  let bare: Partial<Record<BareMode, Proc>> = {}
   try {
     // --- 4 KiB PutObject, c=16: Coffer, nginx and s3rver in turn, each alone while measured.
     if ('unavailable' in ctx.wrk) {
       const why = `wrk: ${ctx.wrk.unavailable}`
-      out.push(notMeasured(ROWS.nginx, why), notMeasured(ROWS.s3rver, why))
+      out.push(...(['nginx', 's3rver', 'bareNone', 'bareFsync', 'bareGroup', 'vsBareGroup'] as const).map((k) => notMeasured(ROWS[k], why)))
     } else {
       const bin = ctx.wrk.path
       const nginxBin = 'unavailable' in ctx.nginx ? undefined : ctx.nginx.path
       if (nginxBin) nginx = await startNginx(nginxBin, path.join(ctx.dir, 's3w-nginx'))
       s3rver = await startS3rver(path.join(ctx.dir, 's3w-s3rver'))
+      for (const mode of ['none', 'fsync', 'group'] as const) bare[mode] = await startBarePut(mode, path.join(ctx.dir, `s3w-bare-${mode}`))
       let round = 0
       const template = () => templateFile(ctx.dir, `s3w-small-${++round}`, pngBytes(SMALL))
-      const s3Run = (base: string, c: Credentials, bucket: string) => async (seconds: number) => {
-        const r = ++round
-        const count = PUTS_PER_SECOND_CAP * seconds
-        const paths = Array.from({ length: count }, (_, i) => encodePath(`/${bucket}/small/${r}/${i}.bin`))
-        const file = prepareSigned(path.join(ctx.dir, `s3w-put-${r}.signed`), c, 'PUT', base.replace('http://', ''), paths)
-        return wrk({ bin, dir: ctx.dir, url: base, script: 'preparedS3', args: [file, 'PUT', template(), '1'], connections: 16, seconds })
+      const s3Run =
+        (base: string, c: Credentials, bucket: string, cap = PUTS_PER_SECOND_CAP) =>
+        async (seconds: number) => {
+          const r = ++round
+          const count = cap * seconds
+          const paths = Array.from({ length: count }, (_, i) => encodePath(`/${bucket}/small/${r}/${i}.bin`))
+          const file = prepareSigned(path.join(ctx.dir, `s3w-put-${r}.signed`), c, 'PUT', base.replace('http://', ''), paths)
+          return wrk({ bin, dir: ctx.dir, url: base, script: 'preparedS3', args: [file, 'PUT', template(), '1'], connections: 16, seconds })
+        }
+      type Name = 'coffer' | 's3rver' | 'nginx' | 'bareNone' | 'bareFsync' | 'bareGroup'
+      // The bare servers get the very requests Coffer gets (signed, which they do not check).
+      const runs: Partial<Record<Name, (seconds: number) => Promise<WrkResult>>> = {
+        coffer: s3Run(coffer.s3Url, creds, 'bench'),
+        s3rver: s3Run(s3rver.url, S3RVER_CREDS, 'bench'),
+        bareNone: s3Run(bare.none!.url, creds, 'bench', BARE_PUTS_PER_SECOND_CAP),
+        bareFsync: s3Run(bare.fsync!.url, creds, 'bench', BARE_PUTS_PER_SECOND_CAP),
+        bareGroup: s3Run(bare.group!.url, creds, 'bench', BARE_PUTS_PER_SECOND_CAP),
       }
-      const cofferRun = s3Run(coffer.s3Url, creds, 'bench')
-      const s3rverRun = s3Run(s3rver.url, S3RVER_CREDS, 'bench')
-      const nginxRun = nginx
-        ? (seconds: number) =>
-            wrk({ bin, dir: ctx.dir, url: nginx!.url, script: 'uniquePut', args: [template(), `/dav/small/${round}-`], connections: 16, seconds })
-        : undefined
+      if (nginx) {
+        const url = nginx.url
+        runs.nginx = (seconds: number) =>
+          wrk({ bin, dir: ctx.dir, url, script: 'uniquePut', args: [template(), `/dav/small/${round}-`], connections: 16, seconds })
+      }
+      const names = Object.keys(runs) as Name[]
       // Warm-up: JIT, first pages, first directories.
-      await cofferRun(1)
-      await s3rverRun(1)
-      if (nginxRun) await nginxRun(1)
-      const results: Record<'coffer' | 's3rver' | 'nginx', WrkResult[]> = { coffer: [], s3rver: [], nginx: [] }
+      for (const name of names) await runs[name]!(1)
+      const results = Object.fromEntries(names.map((n) => [n, [] as WrkResult[]])) as Record<Name, WrkResult[]>
       // The server's CPU time (user + system, all its threads) over a run, per request answered:
       // the figure that carries over from a loaded machine, where req/s follow the neighbours.
-      const cpuPerRequest: Record<keyof typeof results, number[]> = { coffer: [], s3rver: [], nginx: [] }
+      const cpuPerRequest = Object.fromEntries(names.map((n) => [n, [] as number[]])) as Record<Name, number[]>
       // (nginx's work is done by its worker, a child of the pid started: not counted here.)
-      const pids: Record<keyof typeof results, number | undefined> = { coffer: coffer.pid, s3rver: s3rver.pid, nginx: undefined }
-      const measure = (name: keyof typeof results, run: (s: number) => Promise<WrkResult>) => async () => {
+      const pids: Record<Name, number | undefined> = {
+        coffer: coffer.pid,
+        s3rver: s3rver.pid,
+        nginx: undefined,
+        bareNone: bare.none!.pid,
+        bareFsync: bare.fsync!.pid,
+        bareGroup: bare.group!.pid,
+      }
+      const loads: number[] = []
+      const measure = (name: Name) => async () => {
         const pid = pids[name]
         const cpu0 = pid === undefined ? 0 : cpuMs(pid)
-        const r = await run(ctx.loadSeconds)
+        const r = await runs[name]!(ctx.loadSeconds)
         if (pid !== undefined) cpuPerRequest[name].push((cpuMs(pid) - cpu0) / r.good)
+        loads.push(os.loadavg()[0]!)
         results[name].push(r)
         return r.rps
       }
-      const measures = [measure('coffer', cofferRun), measure('s3rver', s3rverRun), ...(nginxRun ? [measure('nginx', nginxRun)] : [])]
-      const [cofferRps, s3rverRps, nginxRps] = await interleaved(ctx.runs, measures)
+      const rps = Object.fromEntries((await interleaved(ctx.runs, names.map(measure))).map((values, i) => [names[i]!, values])) as Partial<
+        Record<Name, number[]>
+      >
+      ctx.log(
+        `  4 KiB PUT/s by run: ${names.map((n) => `${n} ${rps[n]!.map((v) => v.toFixed(0)).join(' ')}`).join('; ')}; load average ${Math.min(...loads).toFixed(1)}–${Math.max(...loads).toFixed(1)}`,
+      )
       const p50 = median(results.coffer.map((r) => r.p50Ms))
-      const details = (baseline: WrkResult[]) => ({
+      const details = (baseline: WrkResult[], subject: WrkResult[] = results.coffer) => ({
         seconds: ctx.loadSeconds,
-        cofferP50Ms: results.coffer.map((r) => r.p50Ms),
+        subjectP50Ms: subject.map((r) => r.p50Ms),
         baselineP50Ms: baseline.map((r) => r.p50Ms),
-        generatorCpuShare: { coffer: results.coffer.map((r) => r.generatorCpuShare), baseline: baseline.map((r) => r.generatorCpuShare) },
+        generatorCpuShare: { subject: subject.map((r) => r.generatorCpuShare), baseline: baseline.map((r) => r.generatorCpuShare) },
         cpuMsPerRequest: cpuPerRequest,
+        loadAverage: loads,
       })
-      const cpuNote = (name: 's3rver') =>
+      const cpuNote = (name: Name) =>
         cpuPerRequest[name].length > 0
           ? `; server CPU per request (median): Coffer ${median(cpuPerRequest.coffer).toFixed(3)} ms, ${name} ${median(cpuPerRequest[name]).toFixed(3)} ms`
           : ''
-      if (nginxRps) {
-        const r = summarize(nginxRps, cofferRps!)
+      if (rps.nginx) {
+        const r = summarize(rps.nginx, rps.coffer!)
         const invalid = generatorBound(results.nginx)
         out.push({
           ...ROWS.nginx,
@@ -251,8 +328,29 @@ export async function s3WriteFigures(ctx: BenchContext): Promise<FigureResult[]>
           note: `Coffer acknowledges each PutObject once its bytes and row are on disk (p50 ${p50.toFixed(1)} ms); nginx fsyncs nothing`,
           details: { runs: r, ...details(results.nginx) },
         })
+        // What the stack allows: each bare server against nginx, in the same rounds.
+        const bareNotes: Record<'bareNone' | 'bareFsync' | 'bareGroup', string> = {
+          bareNone: 'Fastify reads the 4 KiB body, answers 200 with its MD5 as ETag; no SigV4, no log, nothing written',
+          bareFsync: 'the same, and the body written to a new file (open, write, fdatasync, close on the thread pool) before the answer',
+          bareGroup:
+            'the same, the body appended to one log file on the event loop and answered after an fdatasync that started after its write (one at a time, shared by whatever was written meanwhile)',
+        }
+        for (const name of ['bareNone', 'bareFsync', 'bareGroup'] as const) {
+          const b = summarize(rps.nginx, rps[name]!)
+          const bad = generatorBound([...results.nginx, ...results[name]])
+          out.push({
+            ...ROWS[name],
+            coffer: b.subject,
+            baseline: b.baseline,
+            ratio: b.ratio,
+            met: null,
+            ...(bad ? { invalid: bad } : {}),
+            note: `${bareNotes[name]}; its CPU per request (median) ${median(cpuPerRequest[name]).toFixed(3)} ms`,
+            details: { runs: b, ...details(results.nginx, results[name]) },
+          })
+        }
       } else out.push(notMeasured(ROWS.nginx, `nginx: ${'unavailable' in ctx.nginx ? ctx.nginx.unavailable : ''}`))
-      const r = summarize(s3rverRps!, cofferRps!)
+      const r = summarize(rps.s3rver!, rps.coffer!)
       // Here the generator must not be the limit of either side: s3rver's is the baseline, Coffer's the subject.
       const invalid = generatorBound([...results.s3rver, ...results.coffer])
       out.push({
@@ -265,11 +363,24 @@ export async function s3WriteFigures(ctx: BenchContext): Promise<FigureResult[]>
         note: `s3rver writes each object and its metadata to files without fsync; both servers get the same prepared SigV4 requests (UNSIGNED-PAYLOAD)${cpuNote('s3rver')}`,
         details: { runs: r, ...details(results.s3rver) },
       })
+      const g = summarize(rps.bareGroup!, rps.coffer!)
+      out.push({
+        ...ROWS.vsBareGroup,
+        coffer: g.subject,
+        baseline: g.baseline,
+        ratio: g.ratio,
+        met: null,
+        note: `what Coffer's SigV4, access log, metadata transaction and checks cost against the durable minimum${cpuNote('bareGroup')}`,
+        details: { runs: g, ...details(results.bareGroup) },
+      })
       await s3rver.stop()
       s3rver = undefined
       await nginx?.stop()
       nginx = undefined
+      await Promise.all(Object.values(bare).map((p) => p.stop()))
+      bare = {}
     }
+    if (smallOnly) return out
 
     // --- One 100 MiB PutObject beside one thread's MD5 of 100 MiB.
     ctx.log('  S3 writes: one 100 MiB PutObject vs MD5 of 100 MiB')
@@ -340,6 +451,6 @@ export async function s3WriteFigures(ctx: BenchContext): Promise<FigureResult[]>
     })
     return out
   } finally {
-    await Promise.all([coffer.stop(), s3rver?.stop(), nginx?.stop()])
+    await Promise.all([coffer.stop(), s3rver?.stop(), nginx?.stop(), ...Object.values(bare).map((p) => p.stop())])
   }
 }
