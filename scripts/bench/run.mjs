@@ -32,7 +32,9 @@ if (pkg.scripts?.['build:sea'] && (!fs.existsSync(sea) || fs.statSync(sea).mtime
 }
 
 await esbuild.build({
-  entryPoints: ['main', 'seed', 'bare-fastify', 'node-reference', 'put-cpu', 'browse'].map((n) => path.join(root, 'scripts', 'bench', `${n}.ts`)),
+  entryPoints: ['main', 'seed', 'bare-fastify', 'node-reference', 'put-cpu', 'browse', 'head-client'].map((n) =>
+    path.join(root, 'scripts', 'bench', `${n}.ts`),
+  ),
   outdir,
   outExtension: { '.js': '.cjs' },
   bundle: true,
