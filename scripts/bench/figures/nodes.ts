@@ -16,6 +16,7 @@
  * own CPU plus its backend's, in series: 1000 / (node + backend ms) per node, 3 of them, bounded by
  * 1000 / (all PostgreSQL ms) per core PostgreSQL has.
  */
+import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { randomBytes } from 'node:crypto'
@@ -143,7 +144,11 @@ export async function nodesFigures(ctx: BenchContext): Promise<FigureResult[]> {
       const runs = s.nodes.map((n, i) => {
         const connections = Math.floor(CONNECTIONS / s.nodes.length) + (i < CONNECTIONS % s.nodes.length ? 1 : 0)
         const host = n.server.s3Url.replace('http://', '')
-        const common = { bin, dir: ctx.dir, connections, seconds }
+        // Each wrk writes its script into its dir: three writing one file at once left one reading
+        // it truncated (no script: unsigned GETs of /, and no summary).
+        const dir = path.join(ctx.dir, `wrk-${n.name}`)
+        fs.mkdirSync(dir, { recursive: true })
+        const common = { bin, dir, connections, seconds }
         switch (op) {
           case 's3Get': {
             const file = prepareSigned(path.join(ctx.dir, `nodes-get-${n.name}.signed`), s.tenant.creds, 'GET', host, s.keys)
