@@ -4,8 +4,8 @@
  * markdown table and writes JSON (default dist/bench/results.json).
  *
  * Options: --runs N (pairs per figure, default 5), --only KEY,… (cold-start, fixture, metadata-read,
- * listing, transfers, s3, s3-store, s3-writes, s3-small-writes, encryption, workers, rss, callgrind, s3-callgrind, s3-put-callgrind), --against-bundle PATH[,PATH…] (callgrind, s3-callgrind, s3-put-callgrind and fixture (which also takes an executable) also count other builds of
- * Coffer, e.g. an old dist/coffer.cjs), --quick (3 runs, short load runs, 10k/100k files: a smoke test, not
+ * listing, transfers, s3, s3-store, s3-writes, s3-small-writes, encryption, workers, nodes, sqlite-before-after, rss, callgrind, s3-callgrind, s3-put-callgrind), --against-bundle PATH[,PATH…] (callgrind, s3-callgrind, s3-put-callgrind and fixture (which also takes an executable) also count other builds of
+ * Coffer, e.g. an old dist/coffer.cjs; sqlite-before-after measures the first one's request rates beside this build's), --quick (3 runs, short load runs, 10k/100k files: a smoke test, not
  * the figures), --files N and --large-files N (dataset sizes), --out FILE, --keep (keep the temp dir),
  * --cpu-prof (every Coffer process writes a V8 CPU profile into dist/bench/profiles/).
  */
@@ -27,6 +27,8 @@ import { s3StoreFigures } from './figures/s3-store'
 import { s3SmallWriteFigures, s3WriteFigures } from './figures/s3-writes'
 import { encryptionFigures } from './figures/encryption'
 import { workersFigures } from './figures/workers'
+import { nodesFigures } from './figures/nodes'
+import { sqliteBeforeAfter } from './figures/sqlite-before-after'
 import { peakRss } from './figures/memory'
 import { coldStart } from './figures/startup'
 import { fixture } from './figures/fixture'
@@ -47,6 +49,8 @@ const FIGURES: Record<string, (ctx: BenchContext) => Promise<FigureResult | Figu
   's3-small-writes': s3SmallWriteFigures,
   encryption: encryptionFigures,
   workers: workersFigures,
+  nodes: nodesFigures,
+  'sqlite-before-after': sqliteBeforeAfter,
   rss: peakRss,
   callgrind: callgrindFigure,
   's3-callgrind': s3CallgrindFigure,
@@ -133,7 +137,9 @@ async function main(): Promise<void> {
           k === 's3-writes' ||
           k === 's3-small-writes' ||
           k === 'encryption' ||
-          k === 'workers',
+          k === 'workers' ||
+          k === 'nodes' ||
+          k === 'sqlite-before-after',
       )
         ? ensureWrk(log)
         : { unavailable: 'not requested' },

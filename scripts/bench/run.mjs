@@ -32,7 +32,7 @@ if (pkg.scripts?.['build:sea'] && (!fs.existsSync(sea) || fs.statSync(sea).mtime
 }
 
 await esbuild.build({
-  entryPoints: ['main', 'seed', 'bare-fastify', 'bare-fastify-put', 'node-reference', 'put-cpu', 'browse'].map((n) =>
+  entryPoints: ['main', 'seed', 'bare-fastify', 'bare-fastify-put', 'node-reference', 'put-cpu', 'browse', 'head-client'].map((n) =>
     path.join(root, 'scripts', 'bench', `${n}.ts`),
   ),
   outdir,
