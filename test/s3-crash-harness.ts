@@ -48,9 +48,6 @@ export async function crashServer(
   const cwd = tempDir(t, `coffer-${name}-`)
   const dataDir = path.join(cwd, 'data')
   t.teardown(() => purgeStoredBlobs(storeEnv, dataDir))
-  // Killed before the schema below is dropped (teardowns run in the order they were added).
-  let running: Running | undefined
-  t.teardown(() => void running?.child.kill('SIGKILL'))
   const dbEnv = await testDatabaseEnv(t, dataDir)
   const launch = async (env: Record<string, string>) =>
     // --s3-port overrides the COFFER_S3_PORT=off of the store env (flags win over the environment).
@@ -58,7 +55,7 @@ export async function crashServer(
       cwd,
       env: { ...storeEnv, ...dbEnv, COFFER_ADMIN_API_KEY: admin, COFFER_LOG_LEVEL: 'info', ...o.env, ...env },
       ready: /coffer S3 listening on (http:\/\/[^\s"]+)/,
-    }).then((r) => (running = r))
+    })
   const first = await launch(o.firstEnv ?? {})
   const api = /coffer listening on (http:\/\/[^\s"]+)/.exec(first.lines.join('\n'))![1]!
   const tenant = await createTenantOverHttp(api, admin, { name, quotaBytes: o.quotaBytes ?? 1024 ** 3 })
@@ -94,6 +91,8 @@ export async function crashServer(
       }
     },
   }
+  // Added after the schema's: teardowns run last added first, so the server is gone before its schema.
+  t.teardown(() => void crash.server.child.kill('SIGKILL'))
   return crash
 }
 
