@@ -129,6 +129,12 @@ export async function testDatabaseEnv(t: Test, dir: string): Promise<Record<stri
   return database ? { COFFER_DATABASE_URL: database.postgres } : {}
 }
 
+/** testDatabaseEnv of a dir an app already runs on (makeApp, makeS3), synchronously: for a CLI command's env or a second core. */
+export function databaseEnvOf(dir: string): Record<string, string> {
+  const url = schemas.get(dir)
+  return url === undefined ? {} : { COFFER_DATABASE_URL: url }
+}
+
 /**
  * The metadata of data dir `dir` opened beside the process that serves it, for a test to read
  * (or damage) rows behind its back: the dir's coffer.db on SQLite (read-only unless `writable`),
@@ -231,6 +237,12 @@ function storeFor(storeEnv: Record<string, string>, dataDir: string): BlobStore 
       : disk
   return store
 }
+
+/**
+ * Why a test about SQLite itself (its query plans, its file) does not run when the run's database
+ * is PostgreSQL (a visible skip, COFFER_TEST_DATABASE=postgres), or false.
+ */
+export const sqliteOnly = (why: string): string | false => (TEST_DATABASE === 'postgres' ? `SQLite only: ${why}` : false)
 
 /** Why a disk-only test does not run on the S3 store (a visible skip), or false. */
 export const diskOnly = (why: string): string | false => (TEST_BLOB_STORE === 's3' ? `disk store only: ${why}` : false)
