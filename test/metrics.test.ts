@@ -100,7 +100,7 @@ t.test('blob gauges: content on disk counted once, exact at every scrape, throug
   text = await scrape(app)
   t.equal(sample(text, 'coffer_blob_bytes'), 4096, 'collected content leaves the gauge')
   t.equal(sample(text, 'coffer_blobs'), 1)
-  const sum = core.sqlite!.prepare('SELECT coalesce(sum(size_bytes), 0) AS bytes, count(*) AS count FROM blobs').get()
+  const sum = core.db.prepare('SELECT coalesce(sum(size_bytes), 0) AS bytes, count(*) AS count FROM blobs').get()
   t.same(sum, { bytes: 4096, count: 1 }, 'the maintained totals equal the blobs table')
 })
 

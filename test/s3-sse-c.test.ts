@@ -86,7 +86,7 @@ for (const dataDir of ['plain', 'encrypted'] as const) {
 
     // Not deduplicated, and never in the clear: the same content put twice is two blobs, neither holding the plaintext.
     await client.send(new PutObjectCommand({ Bucket: 'ssec', Key: 'a2', Body: body, ...sseC(keyA) }))
-    const shas = ctx.core.sqlite!.prepare("SELECT sha256 FROM files WHERE object_key IN ('a', 'a2', 'plain') AND deleted_at IS NULL").pluck().all() as string[]
+    const shas = ctx.core.db.pluck("SELECT sha256 FROM files WHERE object_key IN ('a', 'a2', 'plain') AND deleted_at IS NULL").all() as string[]
     t.equal(new Set(shas).size, 3, 'each SSE-C object is a blob of its own, none shared with the plain one')
     const plainSha = createHash('sha256').update(body).digest('hex')
     t.equal(shas.filter((s) => s === plainSha).length, 1, 'only the plain object is addressed by its SHA-256, the others by their sealed bytes')
@@ -200,7 +200,7 @@ for (const dataDir of ['plain', 'encrypted'] as const) {
     // coffer verify checks sealed objects like any blob; a flipped byte is detected, never served.
     t.same((await ctx.core.gc.verify()).corrupt, [], 'verify: nothing corrupt')
     if (dataDir === 'plain') {
-      const sha = ctx.core.sqlite!.prepare("SELECT sha256 FROM files WHERE object_key = 'a2' AND deleted_at IS NULL").pluck().get() as string
+      const sha = ctx.core.db.pluck("SELECT sha256 FROM files WHERE object_key = 'a2' AND deleted_at IS NULL").get() as string
       const entry = fs.readdirSync(ctx.core.dataDir.blobs, { recursive: true, withFileTypes: true }).find((e) => e.isFile() && e.name === sha)!
       const file = path.join(entry.parentPath, entry.name)
       fs.chmodSync(file, 0o600)
@@ -214,7 +214,7 @@ for (const dataDir of ['plain', 'encrypted'] as const) {
     }
 
     // The Storage Brain API has no key: 409, never the sealed bytes.
-    const fileId = ctx.core.sqlite!.prepare("SELECT id FROM files WHERE object_key = 'a' AND deleted_at IS NULL").pluck().get() as string
+    const fileId = ctx.core.db.pluck("SELECT id FROM files WHERE object_key = 'a' AND deleted_at IS NULL").get() as string
     const api = await ctx.app.inject({ url: `/api/v1/files/${fileId}/download`, headers: ctx.tenant.headers })
     t.equal(api.statusCode, 409, 'the API refuses to download an SSE-C object')
     t.equal(api.json().error.code, 'CONFLICT')
