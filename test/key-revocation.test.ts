@@ -3,7 +3,7 @@ import crypto from 'node:crypto'
 import fs from 'node:fs'
 import path from 'node:path'
 import { PassThrough } from 'node:stream'
-import { admin, createTenant, handshake, type Handshake, makeApp, putContent, upload } from './helper'
+import { databaseEnvOf, admin, createTenant, handshake, type Handshake, makeApp, putContent, upload } from './helper'
 import { tenantCommand } from '../src/cli/tenant'
 import { datasyncFile } from '../src/lib/durable'
 import { INLINE_MAX_BYTES } from '../src/blobs/disk-blob-store'
@@ -50,7 +50,7 @@ t.test("the CLI regenerating the key (another connection) revokes a running serv
   const u = new URL((await app.inject({ url: `/api/v1/files/${done.fileId}/signed-url`, headers: tenant.headers })).json().url)
   t.equal((await app.inject({ url: u.pathname + u.search })).statusCode, 200)
   const sink = new PassThrough()
-  t.equal(await tenantCommand(['regenerate-key', tenant.id, '--json'], { env: { COFFER_DATA_DIR: dir }, stdout: sink, stderr: sink }), 0)
+  t.equal(await tenantCommand(['regenerate-key', tenant.id, '--json'], { env: { COFFER_DATA_DIR: dir, ...databaseEnvOf(dir) }, stdout: sink, stderr: sink }), 0)
   t.equal((await app.inject({ url: u.pathname + u.search })).statusCode, 401)
 })
 
@@ -117,7 +117,7 @@ t.test('storing content another tenant already stored does the same durable work
 t.test('the authentication cache: a key checked a moment ago stops at once when rotated or its tenant deleted, by either path', async (t) => {
   const { app, dir } = await makeApp(t)
   const sink = new PassThrough()
-  const cli = (args: string[]) => tenantCommand(args, { env: { COFFER_DATA_DIR: dir }, stdout: sink, stderr: sink })
+  const cli = (args: string[]) => tenantCommand(args, { env: { COFFER_DATA_DIR: dir, ...databaseEnvOf(dir) }, stdout: sink, stderr: sink })
   const info = (headers: Record<string, string>) => app.inject({ url: '/api/v1/tenant/info', headers }).then((r) => r.statusCode)
   const bearer = (key: string) => ({ authorization: `Bearer ${key}` })
   const a = await createTenant(app)

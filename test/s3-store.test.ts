@@ -4,7 +4,7 @@ import fs from 'node:fs'
 import { createHash } from 'node:crypto'
 import { PassThrough } from 'node:stream'
 import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3'
-import { createTenant, fileBytes, makeApp, storedBlobs, testStoreEnv, upload } from './helper'
+import { databaseEnvOf, createTenant, fileBytes, makeApp, storedBlobs, testStoreEnv, upload } from './helper'
 import { fixtureEnv } from './s3/fixture'
 import { gcCommand, verifyCommand } from '../src/cli/maintenance'
 import { backupCommand } from '../src/cli/backup'
@@ -172,7 +172,7 @@ function run(env: Record<string, string>): void {
     await app.inject({ method: 'DELETE', url: `/api/v1/files/${first.fileId}`, headers: tenant.headers })
     clock.advance(1)
     // An upload of the same content has leased it (between its lease and its commit).
-    const leases = new BlobLeasesRepo(core.sqlite!)
+    const leases = new BlobLeasesRepo(core.db)
     leases.lease('upload-in-flight', sha(bytes), clock.now() + 60_000)
     t.match(await core.gc.collect(), { filesPurged: 1, blobsRemoved: 0 }, 'the leased blob stays')
     t.ok((await object(sha(bytes))).equals(bytes))
@@ -194,12 +194,12 @@ function run(env: Record<string, string>): void {
     await app.inject({ method: 'DELETE', url: `/api/v1/files/${first.fileId}`, headers: tenant.headers })
     clock.advance(1)
     // A collector that crashed after tombstoning (its claim long run out) left the object and its tombstone.
-    const leases = new BlobLeasesRepo(core.sqlite!)
-    core.sqlite!.transaction(() => {
-      core.sqlite!.prepare('DELETE FROM files WHERE id = ?').run(first.fileId)
-      core.sqlite!.prepare('DELETE FROM blobs WHERE sha256 = ?').run(sha(bytes))
+    const leases = new BlobLeasesRepo(core.db)
+    core.db.transaction(() => {
+      core.db.prepare('DELETE FROM files WHERE id = ?').run(first.fileId)
+      core.db.prepare('DELETE FROM blobs WHERE sha256 = ?').run(sha(bytes))
       leases.tombstone(sha(bytes), clock.now())
-    })()
+    })
     const hs = (
       await app.inject({ method: 'POST', url: '/api/v1/upload/request', headers: tenant.headers, payload: { fileType: 'image/png', fileName: 'b.png' } })
     ).json()
@@ -220,7 +220,7 @@ function run(env: Record<string, string>): void {
     const b = fileBytes('image/png', 3000, 12)
     await upload(app, tenant.headers, { bytes: a })
     await upload(app, tenant.headers, { bytes: b })
-    const cliEnv = { ...env, COFFER_BLOB_STORE: 's3', COFFER_S3_PORT: 'off', COFFER_BLOB_S3_PREFIX: prefix, COFFER_DATA_DIR: dir }
+    const cliEnv = { ...env, COFFER_BLOB_STORE: 's3', COFFER_S3_PORT: 'off', COFFER_BLOB_S3_PREFIX: prefix, COFFER_DATA_DIR: dir, ...databaseEnvOf(dir) }
     const io = () => {
       const out: string[] = []
       const err: string[] = []
@@ -263,7 +263,7 @@ function run(env: Record<string, string>): void {
     const out: string[] = []
     const sink = (arr: string[]) => ({ write: (s: string) => (arr.push(s), true) }) as unknown as NodeJS.WritableStream
     const io = {
-      env: { ...env, COFFER_BLOB_STORE: 's3', COFFER_S3_PORT: 'off', COFFER_BLOB_S3_PREFIX: prefix, COFFER_DATA_DIR: dir },
+      env: { ...env, COFFER_BLOB_STORE: 's3', COFFER_S3_PORT: 'off', COFFER_BLOB_S3_PREFIX: prefix, COFFER_DATA_DIR: dir, ...databaseEnvOf(dir) },
       stdout: sink(out),
       stderr: sink([]),
     }
@@ -298,7 +298,7 @@ function run(env: Record<string, string>): void {
       const err: string[] = []
       const sink = (arr: string[]) => ({ write: (s: string) => (arr.push(s), true) }) as unknown as NodeJS.WritableStream
       const code = await migrateBlobsCommand(args, {
-        env: { ...env, COFFER_BLOB_S3_PREFIX: prefix, COFFER_DATA_DIR: disk.dir },
+        env: { ...env, COFFER_BLOB_S3_PREFIX: prefix, COFFER_DATA_DIR: disk.dir, ...databaseEnvOf(disk.dir) },
         stdout: sink(out),
         stderr: sink(err),
       })
@@ -324,12 +324,11 @@ function run(env: Record<string, string>): void {
     t.match(verify, { checked: 4, missing: [], corrupt: [], orphans: [] })
     // Back to disk, after the disk copy of one blob was lost and another damaged: copied back verified.
     // The small ones are kept inline in the database (blob_inline), the 9 MiB one is a file.
-    const inline = (bytes: Buffer) =>
-      onS3.core.sqlite!.prepare('SELECT content FROM blob_inline WHERE sha256 = ?').pluck().get(sha(bytes)) as Buffer | undefined
+    const inline = (bytes: Buffer) => onS3.core.db.pluck('SELECT content FROM blob_inline WHERE sha256 = ?').get(sha(bytes)) as Buffer | undefined
     t.ok(inline(contents[0]!)?.equals(contents[0]!), 'migrated to disk, small content is inline')
     t.ok(fs.existsSync(blobPathOf(disk.dir, sha(contents[1]!))), 'and large content a file')
-    onS3.core.sqlite!.prepare('DELETE FROM blob_inline WHERE sha256 = ?').run(sha(contents[0]!))
-    onS3.core.sqlite!.prepare('UPDATE blob_inline SET content = ? WHERE sha256 = ?').run(Buffer.alloc(700, 7), sha(contents[2]!))
+    onS3.core.db.prepare('DELETE FROM blob_inline WHERE sha256 = ?').run(sha(contents[0]!))
+    onS3.core.db.prepare('UPDATE blob_inline SET content = ? WHERE sha256 = ?').run(Buffer.alloc(700, 7), sha(contents[2]!))
     r = await cli(['--to', 'disk'])
     t.equal(r.code, 0, r.err)
     t.match(r.out, /4 blob\(s\) checked, 1 copied \(5000 bytes\), 3 already there/)
@@ -343,7 +342,7 @@ function run(env: Record<string, string>): void {
         Body: Buffer.alloc(late.length, 1),
       }),
     )
-    onS3.core.sqlite!.prepare('DELETE FROM blob_inline WHERE sha256 = ?').run(sha(late))
+    onS3.core.db.prepare('DELETE FROM blob_inline WHERE sha256 = ?').run(sha(late))
     r = await cli(['--to', 'disk'])
     t.equal(r.code, 1)
     t.match(r.err, new RegExp(`blob ${sha(late)} in s3 .* does not hash to its name; not copied`))
