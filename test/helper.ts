@@ -140,7 +140,7 @@ export function databaseEnvOf(dir: string): Record<string, string> {
  * (or damage) rows behind its back: the dir's coffer.db on SQLite (read-only unless `writable`),
  * its schema on PostgreSQL (testDatabase must have given it one). Close it when done.
  */
-export function openTestDatabase(dir: string, opts: { writable?: boolean } = {}): { db: Engine; close(): void } {
+export function openTestDatabase(dir: string, opts: { writable?: boolean } = {}): { db: Engine; close: () => void } {
   const url = schemas.get(dir)
   if (url !== undefined) {
     const bridge = new PgBridge({ url })
