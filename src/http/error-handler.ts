@@ -1,6 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { AppError, DATABASE_RETRY_AFTER_SECONDS, isDiskFull, publicCode, STORE_RETRY_AFTER_SECONDS, type ErrorCode } from '../errors'
-import { connectionLost } from '../db/engine'
+import { connectionLost, unstorableText } from '../db/engine'
 import { formatValidationErrors } from './validation'
 
 /** The one code → HTTP status table. */
@@ -74,6 +74,7 @@ export function toAppError(err: FastifyError | Error, request: FastifyRequest): 
   }
   if (isDiskFull(err)) return new AppError('INSUFFICIENT_STORAGE', 'The server is out of storage space; nothing was stored')
   if (connectionLost(err)) return new AppError('DATABASE_UNAVAILABLE', 'The database is unavailable; nothing was changed. Retry later', {})
+  if (unstorableText(err)) return new AppError('VALIDATION_ERROR', 'The request holds a character that cannot be stored (U+0000)', { errors: [] })
   // Fastify's own 4xx (malformed URL, bad header, …): the client's fault, said plainly.
   const status = fe.statusCode ?? 500
   if (status >= 400 && status < 500) {
