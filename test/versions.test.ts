@@ -24,13 +24,16 @@ const versions = (core: Core, ws: string, key: string) =>
 const used = (core: Core, tenantId: string) => core.db.pluck<[string], number>('SELECT used_bytes FROM tenants WHERE id = ?').get(tenantId)!
 const usedIn = (core: Core, ws: string) => core.db.pluck<[string], number>('SELECT used_bytes FROM workspaces WHERE id = ?').get(ws)!
 /** What the quotas should say: live files plus noncurrent versions, summed from the rows themselves. */
+/** (Number(): PostgreSQL's sum of bigints is a numeric, which comes as a string.) */
 const stored = (core: Core, tenantId: string) =>
-  core.db
-    .pluck<[string, string], number>(
-      `SELECT (SELECT coalesce(sum(size_bytes), 0) FROM files WHERE tenant_id = ? AND deleted_at IS NULL AND status != 'failed')
+  Number(
+    core.db
+      .pluck<[string, string], number | string>(
+        `SELECT (SELECT coalesce(sum(size_bytes), 0) FROM files WHERE tenant_id = ? AND deleted_at IS NULL AND status != 'failed')
             + (SELECT coalesce(sum(size_bytes), 0) FROM object_versions WHERE tenant_id = ? AND noncurrent_at IS NOT NULL)`,
-    )
-    .get(tenantId, tenantId)!
+      )
+      .get(tenantId, tenantId)!,
+  )
 
 async function text(p: Promise<{ Body?: { transformToString(): Promise<string> } }>): Promise<string> {
   return (await p).Body!.transformToString()
