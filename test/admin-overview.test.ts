@@ -3,7 +3,7 @@
 // table); bad input and keys as 4xx envelopes.
 import fs from 'node:fs'
 import t from 'tap'
-import { admin, createTenant, fileBytes, makeApp, upload } from './helper'
+import { admin, createTenant, fileBytes, makeApp, sqliteOnly, upload } from './helper'
 import { version } from '../package.json'
 import { RecentRequests } from '../src/lib/recent-requests'
 
@@ -77,19 +77,23 @@ t.test('after known uploads: blobs, usage by size, requests, webhook backlog, up
   t.equal((await app.inject({ url: URL, headers: admin })).json().tenants.count, 2)
 })
 
-t.test('cheap at any size: the backlog and the file counts are index ranges, not scans', async (t) => {
-  const { core } = await makeApp(t)
-  const plan = (sql: string) =>
-    core
-      .sqlite!.prepare(`EXPLAIN QUERY PLAN ${sql}`)
-      .all()
-      .map((r) => (r as { detail: string }).detail)
-      .join('; ')
-  t.match(plan("SELECT count(*) FROM outbox WHERE status = 'pending'"), /USING COVERING INDEX outbox_by_status/, 'the backlog: an index range')
-  t.match(plan("SELECT min(created_at) FROM outbox WHERE status = 'pending'"), /USING COVERING INDEX outbox_by_status/)
-  t.match(plan("SELECT coalesce(sum(n), 0) FROM file_counts WHERE tenant_id = 'x'"), /file_counts/)
-  t.notMatch(plan("SELECT coalesce(sum(n), 0) FROM file_counts WHERE tenant_id = 'x'"), /SCAN/, 'file counts: a range of the maintained counts')
-})
+t.test(
+  'cheap at any size: the backlog and the file counts are index ranges, not scans',
+  { skip: sqliteOnly("SQLite's query plans; PostgreSQL's planner picks by its table statistics (a small table is read whole)") },
+  async (t) => {
+    const { core } = await makeApp(t)
+    const plan = (sql: string) =>
+      core
+        .sqlite!.prepare(`EXPLAIN QUERY PLAN ${sql}`)
+        .all()
+        .map((r) => (r as { detail: string }).detail)
+        .join('; ')
+    t.match(plan("SELECT count(*) FROM outbox WHERE status = 'pending'"), /USING COVERING INDEX outbox_by_status/, 'the backlog: an index range')
+    t.match(plan("SELECT min(created_at) FROM outbox WHERE status = 'pending'"), /USING COVERING INDEX outbox_by_status/)
+    t.match(plan("SELECT coalesce(sum(n), 0) FROM file_counts WHERE tenant_id = 'x'"), /file_counts/)
+    t.notMatch(plan("SELECT coalesce(sum(n), 0) FROM file_counts WHERE tenant_id = 'x'"), /SCAN/, 'file counts: a range of the maintained counts')
+  },
+)
 
 t.test('bad input and keys: 4xx envelopes', async (t) => {
   const { app } = await makeApp(t)

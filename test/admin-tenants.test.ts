@@ -1,5 +1,5 @@
 import t from 'tap'
-import { admin, bearer, createTenant, fileBytes, handshake, makeApp, upload } from './helper'
+import { databaseEnvOf, admin, bearer, createTenant, fileBytes, handshake, makeApp, upload } from './helper'
 import { loadConfig } from '../src/config'
 import { createCore } from '../src/core'
 import type { App } from '../src/http/types'
@@ -192,9 +192,9 @@ t.test('DELETE /api/v1/admin/tenants/:id: key, signed and presigned URLs stop at
   )
   t.equal(core.outbox.counts().pending, 0, 'pending webhook dropped')
   t.notOk(core.s3Credentials.lookup(s3.accessKeyId), 'its S3 credentials stop too')
-  const live = core.sqlite!.prepare('SELECT count(*) AS n FROM files WHERE tenant_id = ? AND deleted_at IS NULL').get(doomed.id) as { n: number }
+  const live = core.db.prepare('SELECT count(*) AS n FROM files WHERE tenant_id = ? AND deleted_at IS NULL').get(doomed.id) as { n: number }
   t.equal(live.n, 0, 'every file deleted')
-  const wsLive = core.sqlite!.prepare('SELECT count(*) AS n FROM workspaces WHERE tenant_id = ? AND deleted_at IS NULL').get(doomed.id) as { n: number }
+  const wsLive = core.db.prepare('SELECT count(*) AS n FROM workspaces WHERE tenant_id = ? AND deleted_at IS NULL').get(doomed.id) as { n: number }
   t.equal(wsLive.n, 0, 'every workspace deleted')
 
   // The name is free again, and the other tenant is untouched.
@@ -211,7 +211,7 @@ t.test('DELETE /api/v1/admin/tenants/:id: key, signed and presigned URLs stop at
   t.ok(download.rawPayload.equals(shared), 'the shared content stays for the other tenant')
   for (const table of ['tenants', 'workspaces', 'files', 'outbox', 's3_credentials', 's3_uploads']) {
     const col = table === 'tenants' ? 'id' : 'tenant_id'
-    const n = core.sqlite!.prepare(`SELECT count(*) AS n FROM ${table} WHERE ${col} = ?`).get(doomed.id) as { n: number }
+    const n = core.db.prepare(`SELECT count(*) AS n FROM ${table} WHERE ${col} = ?`).get(doomed.id) as { n: number }
     t.equal(n.n, 0, `no ${table} row of the deleted tenant remains`)
   }
   const verify = await core.gc.verify()
@@ -226,7 +226,7 @@ t.test('a tenant deleted by another process (the CLI) is refused at the next req
   const path = new URL(signed.url).pathname + new URL(signed.url).search
   t.equal((await app.inject({ url: '/api/v1/tenant/info', headers: tenant.headers })).statusCode, 200, 'authenticated once: remembered')
   t.equal((await app.inject({ url: path })).statusCode, 200)
-  const cli = createCore(loadConfig({}, { 'data-dir': dir }))
+  const cli = createCore(loadConfig(databaseEnvOf(dir), { 'data-dir': dir }))
   cli.tenants.delete(tenant.id)
   cli.close()
   t.equal((await app.inject({ url: '/api/v1/tenant/info', headers: tenant.headers })).statusCode, 401)

@@ -38,7 +38,7 @@ async function kmsBucket(t: Test, env: Record<string, string>, keyId: string | u
       },
     }),
   )
-  const wsId = ctx.core.sqlite!.prepare("SELECT id FROM workspaces WHERE slug = 'kms' AND deleted_at IS NULL").pluck().get() as string
+  const wsId = ctx.core.db.pluck("SELECT id FROM workspaces WHERE slug = 'kms' AND deleted_at IS NULL").get() as string
   return { ctx, wsId }
 }
 
@@ -71,7 +71,7 @@ t.test('an API upload into an aws:kms workspace is sealed under the ring key, wi
       )
     }
   }
-  const row = core.sqlite!.prepare('SELECT sha256, size_bytes, object_info FROM files WHERE id = ?').get(big.fileId) as {
+  const row = core.db.prepare('SELECT sha256, size_bytes, object_info FROM files WHERE id = ?').get(big.fileId) as {
     sha256: string
     size_bytes: number
     object_info: string
@@ -79,7 +79,7 @@ t.test('an API upload into an aws:kms workspace is sealed under the ring key, wi
   t.not(row.sha256, sha256(large), 'stored under the sealed bytes, not the plaintext hash')
   t.equal(row.size_bytes, large.length)
   t.match(JSON.parse(row.object_info), { sse: { type: 'KMS', keyId: 'ring-2', sha256: sha256(large) } })
-  const blob = core.sqlite!.prepare('SELECT size_bytes FROM blobs WHERE sha256 = ?').pluck().get(row.sha256) as number
+  const blob = core.db.pluck('SELECT size_bytes FROM blobs WHERE sha256 = ?').get(row.sha256) as number
   t.ok(blob > large.length, 'the blob is the sealed form')
 
   // Quota: the plaintext's size, as for S3.
@@ -127,7 +127,7 @@ t.test('an API upload into an aws:kms workspace is sealed under the ring key, wi
   t.ok(Buffer.from(await got.Body!.transformToByteArray()).equals(large.subarray(5, 100000)), 'S3 GetObject decrypts')
 
   // The webhook as usual.
-  const events = core.sqlite!.prepare('SELECT event, payload FROM outbox WHERE file_id = ?').all(big.fileId) as { event: string; payload: string }[]
+  const events = core.db.prepare('SELECT event, payload FROM outbox WHERE file_id = ?').all(big.fileId) as { event: string; payload: string }[]
   t.equal(events.length, 1)
   t.equal(events[0]!.event, 'file.uploaded')
   t.match(JSON.parse(events[0]!.payload), { event: 'file.uploaded', fileId: big.fileId, file: { sizeBytes: large.length, processingStatus: 'completed' } })
@@ -150,7 +150,7 @@ t.test('a bucket default of aws:kms without a key id takes the default key; a wo
     'no plaintext',
   )
   // The upload's checks still hold on the plaintext, and a refused PUT leaves nothing.
-  const blobsBefore = ctx.core.sqlite!.prepare('SELECT count(*) FROM blobs').pluck().get()
+  const blobsBefore = ctx.core.db.pluck('SELECT count(*) FROM blobs').get()
   const refuse = async (declared: number, body: Buffer, status: number, code: string) => {
     const hs = await handshake(ctx.app, ctx.tenant.headers, { fileType: 'image/png', fileName: 'r.png', fileSizeBytes: declared, workspaceId: wsId })
     const put = await putContent(ctx.app, hs.json<Handshake>(), body)
@@ -160,13 +160,13 @@ t.test('a bucket default of aws:kms without a key id takes the default key; a wo
   await refuse(100_000, fileBytes('image/jpeg', 100_000), 400, 'INVALID_FILE_TYPE')
   await refuse(1_000, fileBytes('image/png', 90_000), 413, 'FILE_TOO_LARGE')
   await refuse(1_000, Buffer.alloc(0), 400, 'VALIDATION_ERROR')
-  t.equal(ctx.core.sqlite!.prepare('SELECT count(*) FROM blobs').pluck().get(), blobsBefore, 'no blob from a refused PUT')
+  t.equal(ctx.core.db.pluck('SELECT count(*) FROM blobs').get(), blobsBefore, 'no blob from a refused PUT')
   t.same(fs.readdirSync(ctx.core.dataDir.tmp), [], 'nothing staged is left')
 
   // Outside any workspace, and in a workspace with no default: stored as before (the plaintext's hash).
   const plain = await upload(ctx.app, ctx.tenant.headers, { bytes })
-  t.equal(ctx.core.sqlite!.prepare('SELECT sha256 FROM files WHERE id = ?').pluck().get(plain.fileId), sha256(bytes))
-  t.equal(ctx.core.sqlite!.prepare('SELECT object_info FROM files WHERE id = ?').pluck().get(plain.fileId), null)
+  t.equal(ctx.core.db.pluck('SELECT sha256 FROM files WHERE id = ?').get(plain.fileId), sha256(bytes))
+  t.equal(ctx.core.db.pluck('SELECT object_info FROM files WHERE id = ?').get(plain.fileId), null)
 })
 
 t.test('the default names a key the ring no longer holds: 409 at the handshake, and at a PUT granted before', async (t) => {
@@ -200,7 +200,7 @@ t.test('the default names a key the ring no longer holds: 409 at the handshake, 
   t.equal(file.json().processingStatus, 'failed', 'the upload failed and released its reservation')
   const ws = (await ctx.app.inject({ url: `/api/v1/workspaces/${first.wsId}`, headers: ctx.tenant.headers })).json<{ usedBytes: number }>()
   t.equal(ws.usedBytes, 2000, 'only the file made before')
-  t.equal(ctx.core.sqlite!.prepare('SELECT count(*) FROM blobs').pluck().get(), 1, 'nothing stored but the file made before')
+  t.equal(ctx.core.db.pluck('SELECT count(*) FROM blobs').get(), 1, 'nothing stored but the file made before')
   const unreadable = await ctx.app.inject({ url: `/api/v1/files/${stored.fileId}/download`, headers: ctx.tenant.headers })
   t.equal(unreadable.statusCode, 409, 'a file sealed under a key the ring lost: 409, not 500')
   t.match(unreadable.json(), { error: { code: 'CONFLICT', details: { field: 'encryption', keyId: 'gone' } } })
@@ -217,7 +217,7 @@ t.test('a workspace default of AES256 with an encrypted data dir: the API upload
       ServerSideEncryptionConfiguration: { Rules: [{ ApplyServerSideEncryptionByDefault: { SSEAlgorithm: 'AES256' } }] },
     }),
   )
-  const wsId = ctx.core.sqlite!.prepare("SELECT id FROM workspaces WHERE slug = 'sse' AND deleted_at IS NULL").pluck().get() as string
+  const wsId = ctx.core.db.pluck("SELECT id FROM workspaces WHERE slug = 'sse' AND deleted_at IS NULL").get() as string
   const bytes = fileBytes('image/png', 150_000, 9)
   const r = await upload(ctx.app, ctx.tenant.headers, { bytes, extra: { workspaceId: wsId } })
   t.equal(r.put.statusCode, 200)
@@ -256,7 +256,7 @@ t.test('a PUT cut off mid-body: what was staged is sealed too, and nothing of it
   t.equal((await ctx.app.inject({ url: `/api/v1/files/${h.fileId}`, headers: ctx.tenant.headers })).json().processingStatus, 'failed')
   await ctx.core.uploads.settled()
   t.same(fs.readdirSync(ctx.core.dataDir.tmp), [], 'nothing staged is left')
-  t.equal(ctx.core.sqlite!.prepare('SELECT count(*) FROM blobs').pluck().get(), 0, 'nothing stored')
+  t.equal(ctx.core.db.pluck('SELECT count(*) FROM blobs').get(), 0, 'nothing stored')
   const ws = (await ctx.app.inject({ url: `/api/v1/workspaces/${wsId}`, headers: ctx.tenant.headers })).json<{ usedBytes: number }>()
   t.equal(ws.usedBytes, 0, 'the reservation is released')
 })

@@ -2,7 +2,7 @@ import t from 'tap'
 import fs from 'node:fs'
 import path from 'node:path'
 import { PassThrough, Readable } from 'node:stream'
-import { createTenant, fileBytes, makeApp, upload, blobFile, storedBlobs, diskOnly } from './helper'
+import { createTenant, fileBytes, makeApp, upload, blobFile, storedBlobs, diskOnly, testDatabaseEnv } from './helper'
 import { gcCommand, verifyCommand } from '../src/cli/maintenance'
 import { ORPHAN_MIN_AGE_MS } from '../src/services/gc'
 import { INLINE_MAX_BYTES } from '../src/blobs/disk-blob-store'
@@ -16,7 +16,7 @@ t.test('identical content is stored once and survives deleting one of the two fi
   const two = await upload(app, tenant.headers, { bytes, name: 'two.png' })
   const three = await upload(app, other.headers, { bytes, name: 'three.png' })
   t.equal((await storedBlobs(core)).length, 1, 'one blob stored for three files')
-  t.equal(core.sqlite!.prepare('SELECT count(*) FROM blobs').pluck().get(), 1)
+  t.equal(core.db.pluck('SELECT count(*) FROM blobs').get(), 1)
   t.equal((await app.inject({ url: '/api/v1/tenant/quota', headers: tenant.headers })).json().usedBytes, 8192, 'each file counts against its quota')
   await app.inject({ method: 'DELETE', url: `/api/v1/files/${one.fileId}`, headers: tenant.headers })
   clock.advance(3600_000 + 1)
@@ -35,7 +35,7 @@ t.test('identical content is stored once and survives deleting one of the two fi
   clock.advance(3600_000 + 1)
   t.same(await core.gc.collect(), { filesPurged: 2, blobsRemoved: 1, bytesFreed: 4096, tenantsPurged: 0 })
   t.same(await storedBlobs(core), [], 'the blob is gone with its last reference')
-  t.equal(core.sqlite!.prepare('SELECT count(*) FROM files').pluck().get(), 0)
+  t.equal(core.db.pluck('SELECT count(*) FROM files').get(), 0)
 })
 
 t.test('a blob collected while an upload of the same content commits is re-linked, not lost', async (t) => {
@@ -84,7 +84,7 @@ t.test(
   { skip: diskOnly('inline blobs are a disk-store optimisation') },
   async (t) => {
     const { core } = await makeApp(t)
-    const inlineRow = (sha: string) => core.sqlite!.prepare('SELECT content FROM blob_inline WHERE sha256 = ?').pluck().get(sha) as Buffer | undefined
+    const inlineRow = (sha: string) => core.db.pluck('SELECT content FROM blob_inline WHERE sha256 = ?').get(sha) as Buffer | undefined
     const bytes = fileBytes('image/png', 3000)
     // Announced small: kept in memory, no staging file at all.
     const staged = await core.store.stage(Readable.from([bytes]), { maxBytes: 5000, expectedBytes: 3000, onOverflow: () => new Error('x') })
@@ -92,7 +92,7 @@ t.test(
     t.notOk(fs.existsSync(staged.tmpPath), 'nothing was written to a staging file')
     await core.store.place(staged)
     t.equal(inlineRow(staged.sha256), undefined, 'place leaves it to the commit transaction')
-    core.sqlite!.transaction(() => core.store.ensurePlaced(staged)).immediate()
+    core.db.transaction(() => core.store.ensurePlaced(staged))
     t.ok(inlineRow(staged.sha256)?.equals(bytes), 'ensurePlaced writes the row')
     t.notOk(fs.existsSync(blobFile(core, staged.sha256)), 'and no blob file')
     const whole = await core.store.open(staged.sha256)
@@ -105,19 +105,19 @@ t.test(
     const again = await core.store.stage(Readable.from([bytes]), { maxBytes: 5000, onOverflow: () => new Error('x') })
     t.ok(again.inline?.equals(bytes))
     t.notOk(fs.existsSync(again.tmpPath), 'its staging file is gone')
-    core.sqlite!.transaction(() => core.store.removeSync(staged.sha256)).immediate()
+    core.db.transaction(() => core.store.removeSync(staged.sha256))
     t.equal(inlineRow(staged.sha256), undefined, 'removeSync deletes the row')
     await t.rejects(core.store.open(staged.sha256), { name: 'BlobNotFoundError' })
     // Identical content already stored as a file (stored before inlining, or under a lower limit) is not stored twice.
     fs.mkdirSync(path.dirname(blobFile(core, staged.sha256)), { recursive: true })
     fs.writeFileSync(blobFile(core, staged.sha256), bytes)
-    core.sqlite!.transaction(() => core.store.ensurePlaced(again)).immediate()
+    core.db.transaction(() => core.store.ensurePlaced(again))
     t.equal(inlineRow(staged.sha256), undefined, 'the file copy is used; no row is added')
     const read = await core.store.open(staged.sha256)
     t.ok(Buffer.isBuffer(read.body) && read.body.equals(bytes))
     // Empty content (an empty S3 object) is an inline row too.
     const empty = await core.store.stage(Readable.from([]), { maxBytes: 10, expectedBytes: 0, onOverflow: () => new Error('x') })
-    core.sqlite!.transaction(() => core.store.ensurePlaced(empty)).immediate()
+    core.db.transaction(() => core.store.ensurePlaced(empty))
     const opened = await core.store.open(empty.sha256)
     t.same({ length: opened.length, bytes: (opened.body as Buffer).length }, { length: 0, bytes: 0 })
   },
@@ -125,6 +125,8 @@ t.test(
 
 t.test('coffer gc and coffer verify', { skip: diskOnly('damages blob files; the S3 variant is in s3-store.test.ts') }, async (t) => {
   const { app, core, dir } = await makeApp(t)
+  // The commands run on the app's database: its schema on PostgreSQL.
+  const dbEnv = await testDatabaseEnv(t, dir)
   const tenant = await createTenant(app)
   const a = await upload(app, tenant.headers, { bytes: fileBytes('image/png', INLINE_MAX_BYTES + 3000, 1) })
   const b = await upload(app, tenant.headers, { bytes: fileBytes('image/png', INLINE_MAX_BYTES + 3000, 2) })
@@ -133,24 +135,24 @@ t.test('coffer gc and coffer verify', { skip: diskOnly('damages blob files; the 
   const io = () => {
     const out: string[] = []
     const sink = (arr: string[]) => ({ write: (s: string) => (arr.push(s), true) }) as unknown as NodeJS.WritableStream
-    return { io: { env: { COFFER_DATA_DIR: dir }, stdout: sink(out), stderr: sink([]) }, out }
+    return { io: { env: { COFFER_DATA_DIR: dir, ...dbEnv }, stdout: sink(out), stderr: sink([]) }, out }
   }
   let run = io()
   t.equal(await verifyCommand(['--json'], run.io), 0)
   t.match(JSON.parse(run.out.join('')), { ok: true, checked: 3, missing: [], corrupt: [], orphans: [] })
-  const shaA = core.sqlite!.prepare('SELECT sha256 FROM files WHERE id = ?').pluck().get(a.fileId) as string
-  const shaB = core.sqlite!.prepare('SELECT sha256 FROM files WHERE id = ?').pluck().get(b.fileId) as string
+  const shaA = core.db.pluck('SELECT sha256 FROM files WHERE id = ?').get(a.fileId) as string
+  const shaB = core.db.pluck('SELECT sha256 FROM files WHERE id = ?').get(b.fileId) as string
   fs.chmodSync(blobFile(core, shaA), 0o600)
   fs.appendFileSync(blobFile(core, shaA), 'bit rot')
   fs.rmSync(blobFile(core, shaB))
   const orphan = 'f'.repeat(64)
   fs.mkdirSync(path.dirname(blobFile(core, orphan)), { recursive: true })
   fs.writeFileSync(blobFile(core, orphan), 'left by a crash')
-  const shaC = core.sqlite!.prepare('SELECT sha256 FROM files WHERE id = ?').pluck().get(c.fileId) as string
-  const rotten = Buffer.concat([core.sqlite!.prepare('SELECT content FROM blob_inline WHERE sha256 = ?').pluck().get(shaC) as Buffer, Buffer.from('bit rot')])
-  t.equal(core.sqlite!.prepare('UPDATE blob_inline SET content = ? WHERE sha256 = ?').run(rotten, shaC).changes, 1, 'c is inline')
+  const shaC = core.db.pluck('SELECT sha256 FROM files WHERE id = ?').get(c.fileId) as string
+  const rotten = Buffer.concat([core.db.pluck('SELECT content FROM blob_inline WHERE sha256 = ?').get(shaC) as Buffer, Buffer.from('bit rot')])
+  t.equal(core.db.prepare('UPDATE blob_inline SET content = ? WHERE sha256 = ?').run(rotten, shaC).changes, 1, 'c is inline')
   const inlineOrphan = 'e'.repeat(64)
-  core.sqlite!.prepare('INSERT INTO blob_inline (sha256, content, created_at) VALUES (?, ?, ?)').run(inlineOrphan, Buffer.from('x'), Date.now())
+  core.db.prepare('INSERT INTO blob_inline (sha256, content, created_at) VALUES (?, ?, ?)').run(inlineOrphan, Buffer.from('x'), Date.now())
   run = io()
   t.equal(await verifyCommand([], run.io), 1, 'exit 1 when content is missing or corrupt')
   const text = run.out.join('')
@@ -166,10 +168,10 @@ t.test('coffer gc and coffer verify', { skip: diskOnly('damages blob files; the 
   t.match(JSON.parse(run.out.join('')), { orphansRemoved: 0 })
   const old = new Date(Date.now() - ORPHAN_MIN_AGE_MS - 60_000)
   fs.utimesSync(blobFile(core, orphan), old, old)
-  core.sqlite!.prepare('UPDATE blob_inline SET created_at = ? WHERE sha256 = ?').run(old.getTime(), inlineOrphan)
+  core.db.prepare('UPDATE blob_inline SET created_at = ? WHERE sha256 = ?').run(old.getTime(), inlineOrphan)
   run = io()
   t.equal(await gcCommand([], run.io), 0)
   t.match(run.out.join(''), /and 2 orphaned blob file/)
   t.notOk(fs.existsSync(blobFile(core, orphan)))
-  t.equal(core.sqlite!.prepare('SELECT count(*) FROM blob_inline WHERE sha256 = ?').pluck().get(inlineOrphan), 0, 'the inline orphan is removed too')
+  t.equal(core.db.pluck('SELECT count(*) FROM blob_inline WHERE sha256 = ?').get(inlineOrphan), 0, 'the inline orphan is removed too')
 })

@@ -20,6 +20,9 @@ import { randomUUID } from 'node:crypto'
 import { openConnection } from '../src/db/database'
 import { InlineBlobsRepo } from '../src/db/repos/inline-blobs'
 import { freshSchema, pgFixture } from './pg/fixture'
+import { engineOf, type Engine } from '../src/db/engine'
+import { PgBridge } from '../src/db/pg/bridge'
+import { PgEngine } from '../src/db/pg/engine'
 
 export const ADMIN_KEY = 'test-admin-key-0123456789abcdef'
 
@@ -115,6 +118,38 @@ export async function testDatabase(t: Test, dir: string, database = TEST_DATABAS
   return { postgres: url }
 }
 
+/**
+ * The environment that puts a spawned `coffer` (serve, or a data-dir command) on the database of
+ * data dir `dir`: nothing on SQLite (the dir's own coffer.db); on PostgreSQL COFFER_DATABASE_URL,
+ * the dir's schema (testDatabase: the one an app on that dir runs on, or a fresh one), so that a
+ * crash test really kills a node on PostgreSQL and its restart finds the rows again (#30).
+ */
+export async function testDatabaseEnv(t: Test, dir: string): Promise<Record<string, string>> {
+  const database = await testDatabase(t, dir)
+  return database ? { COFFER_DATABASE_URL: database.postgres } : {}
+}
+
+/** testDatabaseEnv of a dir an app already runs on (makeApp, makeS3), synchronously: for a CLI command's env or a second core. */
+export function databaseEnvOf(dir: string): Record<string, string> {
+  const url = schemas.get(dir)
+  return url === undefined ? {} : { COFFER_DATABASE_URL: url }
+}
+
+/**
+ * The metadata of data dir `dir` opened beside the process that serves it, for a test to read
+ * (or damage) rows behind its back: the dir's coffer.db on SQLite (read-only unless `writable`),
+ * its schema on PostgreSQL (testDatabase must have given it one). Close it when done.
+ */
+export function openTestDatabase(dir: string, opts: { writable?: boolean } = {}): { db: Engine; close: () => void } {
+  const url = schemas.get(dir)
+  if (url !== undefined) {
+    const bridge = new PgBridge({ url })
+    return { db: new PgEngine(bridge), close: () => bridge.close() }
+  }
+  const sqlite = openConnection(path.join(dir, 'coffer.db'), dir, { readonly: opts.writable !== true, fileMustExist: true })
+  return { db: engineOf(sqlite), close: () => sqlite.close() }
+}
+
 /** Which blob store the API tests run on: disk unless COFFER_TEST_BLOB_STORE=s3 (the CI's second pass). */
 export const TEST_BLOB_STORE: 'disk' | 's3' = process.env.COFFER_TEST_BLOB_STORE === 's3' ? 's3' : 'disk'
 
@@ -152,14 +187,14 @@ export async function storedSizes(storeEnv: Record<string, string>, dataDir: str
     return sizes
   }
   // The disk store keeps small blobs inside the database (blob_inline): listed through it.
-  const db = openConnection(path.join(dataDir, 'coffer.db'), dataDir)
+  const { db, close } = openTestDatabase(dataDir, { writable: true })
   try {
     const store = new DiskBlobStore(path.join(dataDir, 'blobs', 'sha256'), path.join(dataDir, 'tmp'), new InlineBlobsRepo(db))
     const sizes = new Map<string, number>()
     for await (const b of store.list()) sizes.set(b.sha256, b.size)
     return sizes
   } finally {
-    db.close()
+    close()
   }
 }
 
@@ -202,6 +237,12 @@ function storeFor(storeEnv: Record<string, string>, dataDir: string): BlobStore 
       : disk
   return store
 }
+
+/**
+ * Why a test about SQLite itself (its query plans, its file) does not run when the run's database
+ * is PostgreSQL (a visible skip, COFFER_TEST_DATABASE=postgres), or false.
+ */
+export const sqliteOnly = (why: string): string | false => (TEST_DATABASE === 'postgres' ? `SQLite only: ${why}` : false)
 
 /** Why a disk-only test does not run on the S3 store (a visible skip), or false. */
 export const diskOnly = (why: string): string | false => (TEST_BLOB_STORE === 's3' ? `disk store only: ${why}` : false)

@@ -3,7 +3,7 @@ import crypto from 'node:crypto'
 import fs from 'node:fs'
 import path from 'node:path'
 import { PassThrough } from 'node:stream'
-import { admin, createTenant, handshake, type Handshake, makeApp, putContent, upload } from './helper'
+import { databaseEnvOf, admin, createTenant, handshake, type Handshake, makeApp, putContent, TEST_DATABASE, upload } from './helper'
 import { tenantCommand } from '../src/cli/tenant'
 import { datasyncFile } from '../src/lib/durable'
 import { INLINE_MAX_BYTES } from '../src/blobs/disk-blob-store'
@@ -50,7 +50,7 @@ t.test("the CLI regenerating the key (another connection) revokes a running serv
   const u = new URL((await app.inject({ url: `/api/v1/files/${done.fileId}/signed-url`, headers: tenant.headers })).json().url)
   t.equal((await app.inject({ url: u.pathname + u.search })).statusCode, 200)
   const sink = new PassThrough()
-  t.equal(await tenantCommand(['regenerate-key', tenant.id, '--json'], { env: { COFFER_DATA_DIR: dir }, stdout: sink, stderr: sink }), 0)
+  t.equal(await tenantCommand(['regenerate-key', tenant.id, '--json'], { env: { COFFER_DATA_DIR: dir, ...databaseEnvOf(dir) }, stdout: sink, stderr: sink }), 0)
   t.equal((await app.inject({ url: u.pathname + u.search })).statusCode, 401)
 })
 
@@ -105,6 +105,11 @@ t.test('storing content another tenant already stored does the same durable work
   t.equal((await upload(app, b.headers, { bytes })).put.statusCode, 200)
   t.equal(dirSyncs(), 1, 'content stored before: its directory is synced as well')
   // Small content kept inline: new or not, the upload's durable work is the WAL flush of its commit.
+  // On PostgreSQL it is the server's commit, the same either way, with no flush of ours to count (#30).
+  if (TEST_DATABASE === 'postgres') {
+    t.test('inline content', { skip: "its WAL flushes are SQLite's; on PostgreSQL the durable work is the server's commit" }, () => {})
+    return
+  }
   const small = png(5000)
   flushes = 0
   t.equal((await upload(app, a.headers, { bytes: small })).put.statusCode, 200)
@@ -117,7 +122,7 @@ t.test('storing content another tenant already stored does the same durable work
 t.test('the authentication cache: a key checked a moment ago stops at once when rotated or its tenant deleted, by either path', async (t) => {
   const { app, dir } = await makeApp(t)
   const sink = new PassThrough()
-  const cli = (args: string[]) => tenantCommand(args, { env: { COFFER_DATA_DIR: dir }, stdout: sink, stderr: sink })
+  const cli = (args: string[]) => tenantCommand(args, { env: { COFFER_DATA_DIR: dir, ...databaseEnvOf(dir) }, stdout: sink, stderr: sink })
   const info = (headers: Record<string, string>) => app.inject({ url: '/api/v1/tenant/info', headers }).then((r) => r.statusCode)
   const bearer = (key: string) => ({ authorization: `Bearer ${key}` })
   const a = await createTenant(app)

@@ -3,7 +3,7 @@ import { Counter, Histogram, Registry, type RegistryContentType } from 'prom-cli
 import { Metrics } from '../src/lib/metrics'
 import { RequestMetrics } from '../src/lib/request-metrics'
 import type { App } from '../src/http/types'
-import { bearer, createTenant, fileBytes, handshake, type Handshake, makeApp, putContent, upload } from './helper'
+import { bearer, createTenant, fileBytes, handshake, type Handshake, makeApp, putContent, sqliteOnly, upload } from './helper'
 
 /** The value of one sample of the Prometheus text `text`, or undefined when it is absent. */
 function sample(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
@@ -100,7 +100,7 @@ t.test('blob gauges: content on disk counted once, exact at every scrape, throug
   text = await scrape(app)
   t.equal(sample(text, 'coffer_blob_bytes'), 4096, 'collected content leaves the gauge')
   t.equal(sample(text, 'coffer_blobs'), 1)
-  const sum = core.sqlite!.prepare('SELECT coalesce(sum(size_bytes), 0) AS bytes, count(*) AS count FROM blobs').get()
+  const sum = core.db.prepare('SELECT coalesce(sum(size_bytes), 0) AS bytes, count(*) AS count FROM blobs').get()
   t.same(sum, { bytes: 4096, count: 1 }, 'the maintained totals equal the blobs table')
 })
 
@@ -201,19 +201,23 @@ t.test("the request counter and histogram render exactly as prom-client's own Co
   t.equal(await ours.metrics(), await theirs.metrics(), 'the same after a reset')
 })
 
-t.test('group commit: its batches, the writes they carried, its WAL flushes and the time each took (#29)', async (t) => {
-  const { app } = await makeApp(t)
-  const tenant = await createTenant(app)
-  const before = await scrape(app)
-  // Settled uploads commit through group commit (their handshakes do not wait for a flush).
-  await Promise.all(Array.from({ length: 6 }, (_, i) => upload(app, tenant.headers, { bytes: fileBytes('image/png', 1000, i + 1) })))
-  const after = await scrape(app)
-  const delta = (name: string) => sample(after, name)! - (sample(before, name) ?? 0)
-  const writes = delta('coffer_group_commit_writes_total')
-  const batches = delta('coffer_group_commit_batches_total')
-  t.ok(writes >= 6, `the six uploads' commits (${writes})`)
-  t.ok(batches >= 1 && batches <= writes, `in at most as many batches (${batches})`)
-  t.ok(delta('coffer_group_commit_flushes_total') >= 1, 'flushed')
-  t.ok(delta('coffer_group_commit_seconds_total') > 0, 'the time committing')
-  t.ok(delta('coffer_group_commit_flush_seconds_total') > 0, 'the time flushing')
-})
+t.test(
+  'group commit: its batches, the writes they carried, its WAL flushes and the time each took (#29)',
+  { skip: sqliteOnly('the group commit of SQLite; on PostgreSQL each unit commits in its own transaction, no group commit of ours (#30)') },
+  async (t) => {
+    const { app } = await makeApp(t)
+    const tenant = await createTenant(app)
+    const before = await scrape(app)
+    // Settled uploads commit through group commit (their handshakes do not wait for a flush).
+    await Promise.all(Array.from({ length: 6 }, (_, i) => upload(app, tenant.headers, { bytes: fileBytes('image/png', 1000, i + 1) })))
+    const after = await scrape(app)
+    const delta = (name: string) => sample(after, name)! - (sample(before, name) ?? 0)
+    const writes = delta('coffer_group_commit_writes_total')
+    const batches = delta('coffer_group_commit_batches_total')
+    t.ok(writes >= 6, `the six uploads' commits (${writes})`)
+    t.ok(batches >= 1 && batches <= writes, `in at most as many batches (${batches})`)
+    t.ok(delta('coffer_group_commit_flushes_total') >= 1, 'flushed')
+    t.ok(delta('coffer_group_commit_seconds_total') > 0, 'the time committing')
+    t.ok(delta('coffer_group_commit_flush_seconds_total') > 0, 'the time flushing')
+  },
+)

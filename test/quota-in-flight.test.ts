@@ -27,13 +27,9 @@ for (const scope of ['tenant', 'workspace'] as const) {
       t.equal(p.json().error.details.scope, scope)
     }
     t.ok(seen.max <= 3 * MB, `at most the quota was staged at once (${seen.max} bytes)`)
-    const used = core.sqlite!.prepare('SELECT used_bytes FROM tenants WHERE id = ?').pluck().get(tenant.id)
+    const used = core.db.pluck('SELECT used_bytes FROM tenants WHERE id = ?').get(tenant.id)
     t.equal(used, 3 * MB, 'usage is exact')
-    t.equal(
-      core.sqlite!.prepare("SELECT count(*) FROM files WHERE tenant_id = ? AND status = 'failed'").pluck().get(tenant.id),
-      19,
-      'the refused uploads failed',
-    )
+    t.equal(core.db.pluck("SELECT count(*) FROM files WHERE tenant_id = ? AND status = 'failed'").get(tenant.id), 19, 'the refused uploads failed')
     // Nothing stays counted in flight: the room is back once the file is deleted.
     await app.inject({ method: 'DELETE', url: `/api/v1/files/${ok[0]!.json().id}`, headers })
     const again = await handshake(app, headers, { fileType: 'image/png', fileName: 'b.png' })

@@ -10,13 +10,14 @@ import { getSignedUrl } from '@aws-sdk/s3-request-presigner'
 import { loadConfig } from '../src/config'
 import { createLogger } from '../src/lib/logger'
 import { startServer } from '../src/server'
-import { captureLogs, tempDir } from './helper'
+import { captureLogs, tempDir, testDatabase } from './helper'
 import { makeS3, pattern, s3Client, signedRequest } from './s3-helper'
 
 async function start(t: Test, dir = tempDir(t)) {
   const config = loadConfig({ COFFER_LOG_LEVEL: 'debug' }, { port: '0', 's3-port': '0', 'data-dir': dir })
   const { stream, lines } = captureLogs()
-  const server = await startServer(config, createLogger(config.logLevel, stream))
+  const database = await testDatabase(t, dir)
+  const server = await startServer(config, createLogger(config.logLevel, stream), database ? { database } : {})
   t.teardown(() => server.close())
   return { server, dir, logs: lines }
 }

@@ -5,7 +5,8 @@ import { createHash } from 'node:crypto'
 import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { assertFlatMemory, buildBundle, createTenantOverHttp, memoryOf, startCoffer } from './process-helper'
-import { fileBytes, tempDir } from './helper'
+import path from 'node:path'
+import { fileBytes, tempDir, testDatabaseEnv } from './helper'
 
 buildBundle()
 
@@ -59,7 +60,9 @@ async function downloadDigest(url: string, headers: Record<string, string> = {})
 
 /** A server on a fresh data dir under `cwd`, with one tenant of 1 GiB quota. */
 async function startWithTenant(t: Test, cwd: string) {
-  const server = await startCoffer(['serve', '--port', '0', '--data-dir', 'data'], { cwd, env: { COFFER_ADMIN_API_KEY: ADMIN } })
+  // On PostgreSQL (COFFER_TEST_DATABASE=postgres) a schema of the fixture, dropped after the kill below.
+  const dbEnv = await testDatabaseEnv(t, path.join(cwd, 'data'))
+  const server = await startCoffer(['serve', '--port', '0', '--data-dir', 'data'], { cwd, env: { ...dbEnv, COFFER_ADMIN_API_KEY: ADMIN } })
   t.teardown(() => void server.child.kill('SIGKILL'))
   const { auth } = await createTenantOverHttp(server.url, ADMIN, { name: 'big', quotaBytes: 1024 * MiB })
   return { server, auth }

@@ -4,8 +4,6 @@
 // next request, or by the commit.
 import t, { type Test } from 'tap'
 import http from 'node:http'
-import path from 'node:path'
-import Database from 'better-sqlite3'
 import {
   CreateBucketCommand,
   DeleteBucketCommand,
@@ -21,6 +19,8 @@ import { WorkspacesRepo } from '../src/db/repos/workspaces'
 import { VersionsRepo } from '../src/db/repos/versions'
 import { BucketConfigsRepo } from '../src/db/repos/bucket-configs'
 import { makeS3, s3Error, signedRequest, type S3Context } from './s3-helper'
+import { openTestDatabase, sqliteOnly } from './helper'
+import type { Engine } from '../src/db/engine'
 
 /** Counts the calls of the repository methods that read a bucket's state, until the test ends. */
 function countBucketReads(t: Test): { reads: () => number; reset: () => void } {
@@ -47,12 +47,11 @@ function countBucketReads(t: Test): { reads: () => number; reset: () => void } {
   return { reads: () => n, reset: () => (n = 0) }
 }
 
-/** Another connection to the server's database, as the CLI or another worker has. */
-function otherConnection(t: Test, ctx: S3Context): Database.Database {
-  const db = new Database(path.join(ctx.dir, 'coffer.db'))
-  db.pragma('busy_timeout = 5000')
-  t.teardown(() => db.close())
-  return db
+/** Another connection to the server's database, as the CLI, another worker or another node has (better-sqlite3 waits 5 s for a lock). */
+function otherConnection(t: Test, ctx: S3Context): Engine {
+  const other = openTestDatabase(ctx.dir, { writable: true })
+  t.teardown(() => other.close())
+  return other.db
 }
 
 const denyPuts = (bucket: string) =>
@@ -61,15 +60,19 @@ const denyPuts = (bucket: string) =>
     Statement: [{ Effect: 'Deny', Principal: '*', Action: 's3:PutObject', Resource: `arn:aws:s3:::${bucket}/*` }],
   })
 
-t.test('a PutObject reads nothing of its bucket while nothing changed it', async (t) => {
-  const { client } = await makeS3(t)
-  await client.send(new CreateBucketCommand({ Bucket: 'cached' }))
-  await client.send(new PutObjectCommand({ Bucket: 'cached', Key: 'first', Body: 'x' }))
-  const counter = countBucketReads(t)
-  for (let i = 0; i < 3; i++) await client.send(new PutObjectCommand({ Bucket: 'cached', Key: `k${i}`, Body: 'x' }))
-  // Before #29: the workspace three times, its versioning three times, four documents one each.
-  t.equal(counter.reads(), 0, 'no read of the workspace, its versioning or its documents')
-})
+t.test(
+  'a PutObject reads nothing of its bucket while nothing changed it',
+  { skip: sqliteOnly("the cache is kept while SQLite's data_version stands still; on PostgreSQL it keeps nothing, so another node's change is seen (#30)") },
+  async (t) => {
+    const { client } = await makeS3(t)
+    await client.send(new CreateBucketCommand({ Bucket: 'cached' }))
+    await client.send(new PutObjectCommand({ Bucket: 'cached', Key: 'first', Body: 'x' }))
+    const counter = countBucketReads(t)
+    for (let i = 0; i < 3; i++) await client.send(new PutObjectCommand({ Bucket: 'cached', Key: `k${i}`, Body: 'x' }))
+    // Before #29: the workspace three times, its versioning three times, four documents one each.
+    t.equal(counter.reads(), 0, 'no read of the workspace, its versioning or its documents')
+  },
+)
 
 t.test("this process's changes are seen by the next request", async (t) => {
   const { client } = await makeS3(t)
@@ -125,7 +128,7 @@ t.test("another connection's changes (the CLI, another worker) are seen by the n
   const other = otherConnection(t, ctx)
   other.prepare("UPDATE workspaces SET versioning = 'Enabled' WHERE slug = 'shared'").run()
   t.match((await client.send(new PutObjectCommand({ Bucket: 'shared', Key: 'a', Body: 'y' }))).VersionId, /^[0-9A-Za-z._]{32}$/, 'versioning')
-  const id = other.prepare("SELECT id FROM workspaces WHERE slug = 'shared'").pluck().get() as string
+  const id = other.pluck("SELECT id FROM workspaces WHERE slug = 'shared'").get() as string
   other
     .prepare("INSERT INTO bucket_configs (workspace_id, name, document, updated_at) VALUES (?, 'policy', ?, 0)")
     .run(id, JSON.stringify({ text: denyPuts('shared') }))

@@ -2,13 +2,15 @@
 // credentials made over HTTP, SDK clients that never retry (an answer lost with the process must not
 // be re-sent to the next one), restarts on the same data dir, and the loop that kills the server
 // while work is in flight. On the run's blob store: COFFER_TEST_BLOB_STORE=s3 puts the content on
-// the Ceph gateway, one key prefix per data dir, purged when the test ends.
+// the Ceph gateway, one key prefix per data dir, purged when the test ends. COFFER_TEST_DATABASE=
+// postgres puts the server on a schema of the PostgreSQL fixture (COFFER_DATABASE_URL), the same
+// one at each restart, so that the kills are of a node on PostgreSQL (#30).
 import path from 'node:path'
 import type { Test } from 'tap'
-import Database from 'better-sqlite3'
 import { S3Client } from '@aws-sdk/client-s3'
 import { createTenantOverHttp, startCoffer, type Running } from './process-helper'
-import { purgeStoredBlobs, storedSizes, tempDir, testStoreEnv } from './helper'
+import { openTestDatabase, purgeStoredBlobs, storedSizes, tempDir, testDatabaseEnv, testStoreEnv } from './helper'
+import type { Engine } from '../src/db/engine'
 
 export const storeEnv = testStoreEnv()
 export const rand = (n: number) => Math.floor(Math.random() * n)
@@ -30,8 +32,10 @@ export interface CrashServer {
   start(): Promise<void>
   /** SIGKILLs the running server and waits for it to be gone. */
   kill(): Promise<void>
-  /** Opens the data dir's database read-only for the length of `fn`. */
-  inspect<T>(fn: (db: Database.Database) => T): T
+  /** The database settings of every start (COFFER_DATABASE_URL on PostgreSQL): for a command run on the data dir. */
+  dbEnv: Record<string, string>
+  /** Opens the data dir's database (read-only on SQLite) for the length of `fn`. */
+  inspect<T>(fn: (db: Engine) => T): T
 }
 
 /** A server on a new data dir (with `env` on every start, `firstEnv` on the first only) and a tenant `name` on it. */
@@ -44,11 +48,12 @@ export async function crashServer(
   const cwd = tempDir(t, `coffer-${name}-`)
   const dataDir = path.join(cwd, 'data')
   t.teardown(() => purgeStoredBlobs(storeEnv, dataDir))
+  const dbEnv = await testDatabaseEnv(t, dataDir)
   const launch = async (env: Record<string, string>) =>
     // --s3-port overrides the COFFER_S3_PORT=off of the store env (flags win over the environment).
     startCoffer(['serve', '--port', '0', '--s3-port', '0', '--data-dir', 'data'], {
       cwd,
-      env: { ...storeEnv, COFFER_ADMIN_API_KEY: admin, COFFER_LOG_LEVEL: 'info', ...o.env, ...env },
+      env: { ...storeEnv, ...dbEnv, COFFER_ADMIN_API_KEY: admin, COFFER_LOG_LEVEL: 'info', ...o.env, ...env },
       ready: /coffer S3 listening on (http:\/\/[^\s"]+)/,
     })
   const first = await launch(o.firstEnv ?? {})
@@ -60,6 +65,7 @@ export async function crashServer(
     server: first,
     cwd,
     dataDir,
+    dbEnv,
     api,
     tenantId: tenant.id,
     s3: first.url,
@@ -77,14 +83,15 @@ export async function crashServer(
       await crash.server.exited
     },
     inspect(fn) {
-      const db = new Database(path.join(dataDir, 'coffer.db'), { readonly: true, fileMustExist: true })
+      const { db, close } = openTestDatabase(dataDir)
       try {
         return fn(db)
       } finally {
-        db.close()
+        close()
       }
     },
   }
+  // Added after the schema's: teardowns run last added first, so the server is gone before its schema.
   t.teardown(() => void crash.server.child.kill('SIGKILL'))
   return crash
 }

@@ -100,8 +100,9 @@ t.test(`S3 writes under SIGKILL (${KILLS} kills, ${TEST_BLOB_STORE} blob store):
            FROM tenants t WHERE t.id = ?`,
         )
         .get(crash.tenantId) as { used: number; actual: number }
-      t.equal(row.used, row.actual, `after kill ${kill}: tenant usage is exact`)
-      const orphanParts = db.prepare('SELECT count(*) FROM s3_parts WHERE sha256 NOT IN (SELECT sha256 FROM blobs)').pluck().get()
+      // Number(): PostgreSQL's sum of bigints is a numeric, which comes as a string.
+      t.equal(Number(row.used), Number(row.actual), `after kill ${kill}: tenant usage is exact`)
+      const orphanParts = db.pluck('SELECT count(*) FROM s3_parts WHERE sha256 NOT IN (SELECT sha256 FROM blobs)').get()
       t.equal(orphanParts, 0, 'every part has its blob row')
     })
     // Every blob a file or a part references is in the store with its size (on disk or in the bucket).

@@ -5,14 +5,14 @@ import { PassThrough } from 'node:stream'
 import t from 'tap'
 import { ListBucketsCommand } from '@aws-sdk/client-s3'
 import { tenantCommand } from '../src/cli/tenant'
-import { admin } from './helper'
+import { databaseEnvOf, admin } from './helper'
 import { makeS3, s3Client } from './s3-helper'
 
 function io(dataDir: string) {
   const stdout = new PassThrough()
   const stderr = new PassThrough()
   const read = (s: PassThrough) => (s.read() as Buffer | null)?.toString('utf8') ?? ''
-  return { io: { env: { COFFER_DATA_DIR: dataDir }, stdout, stderr }, out: () => read(stdout), err: () => read(stderr) }
+  return { io: { env: { COFFER_DATA_DIR: dataDir, ...databaseEnvOf(dataDir) }, stdout, stderr }, out: () => read(stdout), err: () => read(stderr) }
 }
 
 t.test('admin API: create (secret once), list (ids only), revoke; foreign ids and missing key', async (t) => {

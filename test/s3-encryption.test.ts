@@ -13,7 +13,7 @@ import {
   PutObjectCommand,
 } from '@aws-sdk/client-s3'
 import { bodyOf, makeS3, pattern, s3Error, sendSigned as send, sseS3Multipart, storedBytes } from './s3-helper'
-import { createTenant, fileBytes, makeApp, purgeStoredBlobs, tempDir, testStoreEnv, upload } from './helper'
+import { databaseEnvOf, createTenant, fileBytes, makeApp, purgeStoredBlobs, tempDir, testStoreEnv, upload } from './helper'
 import { migrateBlobsCommand } from '../src/cli/migrate-blobs'
 import { fixtureEnv } from './s3/fixture'
 import type { Test } from 'tap'
@@ -138,7 +138,7 @@ t.test('coffer migrate-blobs on an encrypted data dir seals the target too: the 
   const err: string[] = []
   const sink = (arr: string[]) => ({ write: (s: string) => (arr.push(s), true) }) as unknown as NodeJS.WritableStream
   const code = await migrateBlobsCommand(['--to', 's3', '--json'], {
-    env: { ...s3env, ...key, COFFER_DATA_DIR: disk.dir },
+    env: { ...s3env, ...key, COFFER_DATA_DIR: disk.dir, ...databaseEnvOf(disk.dir) },
     stdout: sink(out),
     stderr: sink(err),
   })

@@ -45,8 +45,8 @@ function releases(store: 'disk' | 's3'): void {
     await ctx.client.send(new UploadPartCommand({ Bucket: 'parts', Key: 'k2', UploadId: second.UploadId, PartNumber: 1, Body: c }))
     await ctx.client.send(new DeleteBucketCommand({ Bucket: 'parts' }))
     t.same(await storedBlobs(ctx.core), [], 'a deleted bucket’s parts are deleted')
-    t.equal(new BlobLeasesRepo(ctx.core.sqlite!).count(), 0, 'no tombstone is left')
-    t.equal(ctx.core.sqlite!.prepare('SELECT count(*) FROM blob_leases').pluck().get(), 0, 'no lease is left')
+    t.equal(new BlobLeasesRepo(ctx.core.db).count(), 0, 'no tombstone is left')
+    t.equal(ctx.core.db.pluck('SELECT count(*) FROM blob_leases').get(), 0, 'no lease is left')
   })
 
   t.test(`${store} store: an upload past its TTL is reclaimed and its parts' content deleted by the next collection`, async (t: Test) => {
@@ -64,7 +64,7 @@ function releases(store: 'disk' | 's3'): void {
     t.equal(await usedBytes(ctx), 0, 'its bytes are released at once')
     await ctx.core.gc.collect()
     t.same(await storedBlobs(ctx.core), [], 'its content is gone after the next collection')
-    t.equal(new BlobLeasesRepo(ctx.core.sqlite!).count(), 0, 'no tombstone is left')
+    t.equal(new BlobLeasesRepo(ctx.core.db).count(), 0, 'no tombstone is left')
   })
 }
 

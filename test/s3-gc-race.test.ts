@@ -137,8 +137,8 @@ async function assertKept(t: Test, ctx: Awaited<ReturnType<typeof setup>>, key: 
   t.ok(Buffer.from(await got.Body!.transformToByteArray()).equals(bytes), `${key} reads back byte for byte`)
   t.ok((await storedBlobs(ctx.core)).includes(sha(bytes)), 'the content is in the store')
   t.same((await ctx.core.gc.verify(true)).missing, [], 'coffer verify finds nothing missing')
-  t.equal(new BlobLeasesRepo(ctx.core.sqlite!).count(), 0, 'no tombstone is left')
-  t.equal(ctx.core.sqlite!.prepare('SELECT count(*) FROM blob_leases').pluck().get(), 0, 'no lease is left')
+  t.equal(new BlobLeasesRepo(ctx.core.db).count(), 0, 'no tombstone is left')
+  t.equal(ctx.core.db.pluck('SELECT count(*) FROM blob_leases').get(), 0, 'no lease is left')
 }
 
 function races(store: 'disk' | 's3'): void {

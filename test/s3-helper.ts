@@ -164,7 +164,7 @@ export async function sseS3Multipart(t: Test, client: S3Client, bucket: string, 
 export async function storedBytes(ctx: Pick<S3Context, 'config' | 'core'>, opts: { tmp?: boolean } = {}): Promise<Buffer[]> {
   if (ctx.config.blobStore === 'disk') {
     const files = [...filesBelow(ctx.core.dataDir.blobs), ...(opts.tmp ? filesBelow(ctx.core.dataDir.tmp) : [])]
-    const rows = ctx.core.sqlite!.prepare('SELECT content FROM blob_inline').pluck().all() as Buffer[]
+    const rows = ctx.core.db.pluck('SELECT content FROM blob_inline').all() as Buffer[]
     return [...files.map((f) => fs.readFileSync(f)), ...rows]
   }
   const c = ctx.config

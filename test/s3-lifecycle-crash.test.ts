@@ -47,9 +47,10 @@ t.test('lifecycle passes under SIGKILL: no quota drift, and the rules finish the
            FROM tenants t WHERE t.id = ?`,
         )
         .get(crash.tenantId) as { used: number; actual: number }
-      t.equal(row.used, row.actual, `${when}: tenant usage is exact`)
-      const versions = db.prepare('SELECT count(*) FROM object_versions').pluck().get() as number
-      return { used: row.used, versions }
+      // Number(): PostgreSQL's sum of bigints is a numeric, which comes as a string.
+      t.equal(Number(row.used), Number(row.actual), `${when}: tenant usage is exact`)
+      const versions = db.pluck('SELECT count(*) FROM object_versions').get() as number
+      return { used: Number(row.used), versions }
     })
 
   let kills = 0

@@ -26,8 +26,8 @@ interface VerifyJson {
   unreferenced: string[]
 }
 
-function verify(cwd: string): VerifyJson {
-  const r = runCoffer(['verify', '--json', '--data-dir', 'data'], { cwd, env: storeEnv })
+function verify(cwd: string, dbEnv: Record<string, string>): VerifyJson {
+  const r = runCoffer(['verify', '--json', '--data-dir', 'data'], { cwd, env: { ...storeEnv, ...dbEnv } })
   if (r.status !== 0) throw new Error(`coffer verify exited ${r.status}: ${r.stdout}${r.stderr}`)
   return JSON.parse(r.stdout) as VerifyJson
 }
@@ -60,10 +60,10 @@ t.test(`SIGKILL after a Complete committed, before its parts went (${TEST_BLOB_S
   const partShas = parts.map(sha)
   const inspect = () =>
     crash.inspect((db) => ({
-      object: db.prepare("SELECT sha256 FROM files WHERE object_key = 'big' AND deleted_at IS NULL").pluck().get(),
-      parts: db.prepare('SELECT count(*) FROM s3_parts').pluck().get(),
-      blobRows: new Set(db.prepare('SELECT sha256 FROM blobs').pluck().all() as string[]),
-      used: db.prepare('SELECT used_bytes FROM tenants WHERE id = ?').pluck().get(crash.tenantId),
+      object: db.pluck("SELECT sha256 FROM files WHERE object_key = 'big' AND deleted_at IS NULL").get(),
+      parts: db.pluck('SELECT count(*) FROM s3_parts').get(),
+      blobRows: new Set(db.pluck('SELECT sha256 FROM blobs').all() as string[]),
+      used: db.pluck('SELECT used_bytes FROM tenants WHERE id = ?').get(crash.tenantId),
     }))
   const after = inspect()
   t.equal(after.object, sha(object), 'the object was committed')
@@ -77,10 +77,10 @@ t.test(`SIGKILL after a Complete committed, before its parts went (${TEST_BLOB_S
   )
 
   // coffer verify sees it: recorded blobs nothing references.
-  const report = verify(cwd)
+  const report = verify(cwd, crash.dbEnv)
   t.same([...report.unreferenced].sort(), [...partShas].sort(), 'coffer verify reports the parts as unreferenced')
   t.same([report.missing, report.corrupt, report.orphans], [[], [], []], 'and nothing missing, corrupt or orphaned')
-  const text = runCoffer(['verify', '--data-dir', 'data'], { cwd, env: storeEnv })
+  const text = runCoffer(['verify', '--data-dir', 'data'], { cwd, env: { ...storeEnv, ...crash.dbEnv } })
   t.match(text.stdout, /4 unreferenced/, 'the text report counts them')
 
   // The next start removes them, without an operator.
@@ -110,6 +110,6 @@ t.test(`SIGKILL after a Complete committed, before its parts went (${TEST_BLOB_S
 
   crash.server.child.kill('SIGTERM')
   t.equal(await crash.server.exited, 0)
-  const final = verify(cwd)
+  const final = verify(cwd, crash.dbEnv)
   t.same([final.unreferenced, final.orphans, final.missing, final.corrupt], [[], [], [], []], 'coffer verify: nothing left over')
 })

@@ -35,7 +35,7 @@ const multipartEtag = (parts: Buffer[]) =>
 const onceClient = (ctx: S3Context) =>
   new S3Client({ endpoint: ctx.endpoint, region: ctx.config.s3Region, forcePathStyle: true, credentials: ctx.credentials, maxAttempts: 1 })
 
-const usedBytes = (ctx: S3Context) => ctx.core.sqlite!.prepare('SELECT used_bytes FROM tenants WHERE id = ?').pluck().get(ctx.tenant.id) as number
+const usedBytes = (ctx: S3Context) => ctx.core.db.pluck('SELECT used_bytes FROM tenants WHERE id = ?').get(ctx.tenant.id) as number
 
 /** Bytes staged (not yet placed or discarded) right now and at most, and in all, through the store's `stage`. */
 function stagingMeter() {
@@ -129,7 +129,7 @@ t.test('40 concurrent Completes of one upload: one assembles, all answer 200 wit
   t.equal(got.ETag, expected)
   t.equal(usedBytes(ctx), 20 * MiB, 'usage is exactly the object')
   t.same(await storedBlobs(ctx.core), [sha(Buffer.concat(parts))], "the parts' content is released; only the object's is stored")
-  const blobRows = ctx.core.sqlite!.prepare('SELECT sha256 FROM blobs').pluck().all()
+  const blobRows = ctx.core.db.pluck('SELECT sha256 FROM blobs').all()
   t.same(blobRows, [sha(Buffer.concat(parts))], 'and so are their rows')
 })
 
@@ -147,7 +147,7 @@ t.test('a Complete retried after it succeeded answers 200 with the same ETag, wh
   const again = await client.send(completeCommand('retry', 'a', a.uploadId, a.etags))
   t.equal(again.ETag, expected, 'the retry answers 200 with the same ETag')
   t.equal(again.Key, 'a')
-  const rows = ctx.core.sqlite!.prepare("SELECT count(*) FROM files WHERE object_key = 'a'").pluck().get()
+  const rows = ctx.core.db.pluck("SELECT count(*) FROM files WHERE object_key = 'a'").get()
   t.equal(rows, 1, 'and makes no second object')
   const listed = await client.send(new ListMultipartUploadsCommand({ Bucket: 'retry' }))
   t.same(listed.Uploads ?? [], [], 'a completed upload is not listed as in progress')
@@ -194,7 +194,7 @@ t.test('a Complete retried after it succeeded answers 200 with the same ETag, wh
   inTime.destroy()
   ctx.clock.advance(120_000)
   ctx.core.s3.multipart.reclaim()
-  t.equal(ctx.core.sqlite!.prepare('SELECT count(*) FROM s3_completed_uploads').pluck().get(), 0, 'the reclaim forgets completed uploads past the TTL')
+  t.equal(ctx.core.db.pluck('SELECT count(*) FROM s3_completed_uploads').get(), 0, 'the reclaim forgets completed uploads past the TTL')
   const tooLate = later()
   t.equal(await code(tooLate.send(completeCommand('retry', 'c', c.uploadId, c.etags))), '404 NoSuchUpload', 'past it: NoSuchUpload')
   tooLate.destroy()
@@ -237,7 +237,7 @@ t.test('two concurrent UploadParts of one part number: the one answered last is 
   await atDiscard // the first one is the part, and not answered yet
   const b = put('second', second)
   // The second commits (replacing the first) while the first still has not answered.
-  const partSha = ctx.core.sqlite!.prepare('SELECT sha256 FROM s3_parts WHERE upload_id = ? AND part_number = 1').pluck()
+  const partSha = ctx.core.db.pluck('SELECT sha256 FROM s3_parts WHERE upload_id = ? AND part_number = 1')
   for (let i = 0; partSha.get(UploadId) !== sha(second); i++) {
     if (i > 1000) throw new Error('the second UploadPart never committed')
     await new Promise((r) => setTimeout(r, 10))
@@ -311,7 +311,7 @@ t.test('an Abort or a part replaced while a Complete reads the parts: a 4xx or a
   await client.send(new UploadPartCommand({ Bucket: 'mid', Key: 'b', UploadId: b.uploadId, PartNumber: 1, Body: pattern(5 * MiB, 33) }))
   h.go()
   t.equal(await completingB, '400 InvalidPart', 'the Complete answers InvalidPart')
-  t.equal(ctx.core.sqlite!.prepare("SELECT count(*) FROM files WHERE object_key = 'b'").pluck().get(), 0, 'and makes no object')
+  t.equal(ctx.core.db.pluck("SELECT count(*) FROM files WHERE object_key = 'b'").get(), 0, 'and makes no object')
   t.ok(
     ctx.logs.some((l) => l.msg === 'request completed'),
     'the access log is captured',

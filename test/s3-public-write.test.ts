@@ -47,7 +47,7 @@ t.test('public-read-write: anyone writes and deletes the bucket’s objects, as 
   const ctx = await makeS3(t, {}, { quotaBytes: 1000 })
   const { client, tenant, endpoint, core } = ctx
   await client.send(new CreateBucketCommand({ Bucket: 'dropbox', ACL: 'public-read-write' }))
-  core.sqlite!.prepare("UPDATE workspaces SET webhook_url = 'http://127.0.0.1:9/hook' WHERE slug = ?").run('dropbox')
+  core.db.prepare("UPDATE workspaces SET webhook_url = 'http://127.0.0.1:9/hook' WHERE slug = ?").run('dropbox')
   const acl = await client.send(new GetBucketAclCommand({ Bucket: 'dropbox' }))
   t.same(
     acl.Grants!.map((g) => `${g.Grantee!.URI ?? g.Grantee!.ID}:${g.Permission}`),
@@ -60,7 +60,7 @@ t.test('public-read-write: anyone writes and deletes the bucket’s objects, as 
   await anon.send(new PutObjectCommand({ Bucket, Key: 'from-anyone.txt', Body: 'anonymous bytes' }))
   t.equal(await body(client.send(new GetObjectCommand({ Bucket: 'dropbox', Key: 'from-anyone.txt' }))), 'anonymous bytes')
   t.equal(await used(ctx, tenant.id), 'anonymous bytes'.length, "counted against the owner's quota")
-  const events = core.sqlite!.prepare<[], { event: string }>("SELECT event FROM outbox WHERE event = 'file.uploaded'").all()
+  const events = core.db.prepare<[], { event: string }>("SELECT event FROM outbox WHERE event = 'file.uploaded'").all()
   t.equal(events.length, 1, "the owner's webhook hears of it, as of any write")
   // Over the owner's quota: refused, nothing stored.
   t.same(await s3Error(anon.send(new PutObjectCommand({ Bucket, Key: 'big', Body: Buffer.alloc(2000) }))), { name: 'QuotaExceeded', status: 403 })

@@ -18,6 +18,7 @@ import {
 import { completeCommand, makeS3, pattern, s3Error, sendSigned as send, storedBytes } from './s3-helper'
 import { tempDir } from './helper'
 import type { Test } from 'tap'
+import type { Engine } from '../src/db/engine'
 
 // SSE-C (#27): objects sealed under the customer's key, through the AWS SDK v3.
 
@@ -86,7 +87,7 @@ for (const dataDir of ['plain', 'encrypted'] as const) {
 
     // Not deduplicated, and never in the clear: the same content put twice is two blobs, neither holding the plaintext.
     await client.send(new PutObjectCommand({ Bucket: 'ssec', Key: 'a2', Body: body, ...sseC(keyA) }))
-    const shas = ctx.core.sqlite!.prepare("SELECT sha256 FROM files WHERE object_key IN ('a', 'a2', 'plain') AND deleted_at IS NULL").pluck().all() as string[]
+    const shas = ctx.core.db.pluck("SELECT sha256 FROM files WHERE object_key IN ('a', 'a2', 'plain') AND deleted_at IS NULL").all() as string[]
     t.equal(new Set(shas).size, 3, 'each SSE-C object is a blob of its own, none shared with the plain one')
     const plainSha = createHash('sha256').update(body).digest('hex')
     t.equal(shas.filter((s) => s === plainSha).length, 1, 'only the plain object is addressed by its SHA-256, the others by their sealed bytes')
@@ -200,7 +201,7 @@ for (const dataDir of ['plain', 'encrypted'] as const) {
     // coffer verify checks sealed objects like any blob; a flipped byte is detected, never served.
     t.same((await ctx.core.gc.verify()).corrupt, [], 'verify: nothing corrupt')
     if (dataDir === 'plain') {
-      const sha = ctx.core.sqlite!.prepare("SELECT sha256 FROM files WHERE object_key = 'a2' AND deleted_at IS NULL").pluck().get() as string
+      const sha = ctx.core.db.pluck("SELECT sha256 FROM files WHERE object_key = 'a2' AND deleted_at IS NULL").get() as string
       const entry = fs.readdirSync(ctx.core.dataDir.blobs, { recursive: true, withFileTypes: true }).find((e) => e.isFile() && e.name === sha)!
       const file = path.join(entry.parentPath, entry.name)
       fs.chmodSync(file, 0o600)
@@ -214,7 +215,7 @@ for (const dataDir of ['plain', 'encrypted'] as const) {
     }
 
     // The Storage Brain API has no key: 409, never the sealed bytes.
-    const fileId = ctx.core.sqlite!.prepare("SELECT id FROM files WHERE object_key = 'a' AND deleted_at IS NULL").pluck().get() as string
+    const fileId = ctx.core.db.pluck("SELECT id FROM files WHERE object_key = 'a' AND deleted_at IS NULL").get() as string
     const api = await ctx.app.inject({ url: `/api/v1/files/${fileId}/download`, headers: ctx.tenant.headers })
     t.equal(api.statusCode, 409, 'the API refuses to download an SSE-C object')
     t.equal(api.json().error.code, 'CONFLICT')
@@ -224,11 +225,19 @@ for (const dataDir of ['plain', 'encrypted'] as const) {
     t.ok(JSON.stringify(ctx.logs).includes('x-amz-server-side-encryption-customer-key=[REDACTED]'), 'the URL is logged with the key redacted')
 
     // The key is nowhere: not in the database, not in a log line.
-    const dump = fs.readFileSync(ctx.core.dataDir.db)
+    // On PostgreSQL every row of the schema as text (bytea as hex, #30).
+    const dump = ctx.core.sqlite ? fs.readFileSync(ctx.core.dataDir.db) : pgRows(ctx.core.db)
     for (const k of [keyA, keyB]) {
       t.notOk(dump.includes(k), 'the raw key is not in the database')
+      t.notOk(dump.includes(Buffer.from(k.toString('hex'))), 'nor its hex')
       t.notOk(dump.includes(Buffer.from(k.toString('base64'))), 'nor its base64')
       t.notOk(JSON.stringify(ctx.logs).includes(k.toString('base64')), 'nor in the logs')
     }
   })
+}
+
+/** Every row of every table of the schema an engine on PostgreSQL works in, as text. */
+function pgRows(db: Engine): Buffer {
+  const tables = db.pluck('SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()').all() as string[]
+  return Buffer.from(tables.map((n) => db.pluck<[], string | null>(`SELECT string_agg(x::text, chr(10)) FROM "${n}" x`).get() ?? '').join('\n'))
 }

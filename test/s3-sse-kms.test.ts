@@ -62,12 +62,12 @@ t.test('SSE-KMS: named keys, the default key, reported on reads, bucket default,
   t.equal((await client.send(new HeadObjectCommand({ Bucket: 'kms', Key: 'a' }))).ServerSideEncryption, 'aws:kms')
   const def = await client.send(new PutObjectCommand({ Bucket: 'kms', Key: 'd', Body: 'x', ServerSideEncryption: 'aws:kms' }))
   t.equal(def.SSEKMSKeyId, 'ring-1', 'aws:kms without a key id: the default key')
-  const stored = ctx.core.sqlite!.prepare("SELECT sha256 FROM files WHERE object_key = 'a' AND deleted_at IS NULL").pluck().get() as string
+  const stored = ctx.core.db.pluck("SELECT sha256 FROM files WHERE object_key = 'a' AND deleted_at IS NULL").get() as string
   const file = fs.readdirSync(ctx.core.dataDir.blobs, { recursive: true, withFileTypes: true }).find((e) => e.isFile() && e.name === stored)
   t.ok(file, 'stored under the hash of its sealed bytes')
   t.notOk(fs.readFileSync(path.join(file!.parentPath, file!.name)).includes(body.subarray(5000, 5032)), 'no plaintext in the blob')
 
-  const fileId = ctx.core.sqlite!.prepare("SELECT id FROM files WHERE object_key = 'a' AND deleted_at IS NULL").pluck().get() as string
+  const fileId = ctx.core.db.pluck("SELECT id FROM files WHERE object_key = 'a' AND deleted_at IS NULL").get() as string
   const api = await ctx.app.inject({ url: `/api/v1/files/${fileId}/download`, headers: ctx.tenant.headers })
   t.ok(api.rawPayload.equals(body), 'the Storage Brain API downloads an SSE-KMS object in the clear')
   const plainSha = createHash('sha256').update(body).digest('hex')

@@ -14,7 +14,7 @@ import {
   UploadPartCommand,
 } from '@aws-sdk/client-s3'
 import { bodyOf, completeCommand, makeS3, pattern, sseS3Multipart, storedBytes } from './s3-helper'
-import { fileBytes, filesBelow, flipByte, tempDir, upload } from './helper'
+import { databaseEnvOf, fileBytes, filesBelow, flipByte, tempDir, upload } from './helper'
 import { fixtureEnv } from './s3/fixture'
 import { verifyCommand } from '../src/cli/maintenance'
 import { rotateKeyCommand } from '../src/cli/encryption'
@@ -29,12 +29,10 @@ type Ctx = Awaited<ReturnType<typeof makeS3>>
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex')
 const probe = (b: Buffer) => b.subarray(1000, 1032)
 
-const fileIdOf = (ctx: Ctx, key: string) =>
-  ctx.core.sqlite!.prepare('SELECT id FROM files WHERE object_key = ? AND deleted_at IS NULL').pluck().get(key) as string
-const blobOf = (ctx: Ctx, key: string) =>
-  ctx.core.sqlite!.prepare('SELECT sha256 FROM files WHERE object_key = ? AND deleted_at IS NULL').pluck().get(key) as string
+const fileIdOf = (ctx: Ctx, key: string) => ctx.core.db.pluck('SELECT id FROM files WHERE object_key = ? AND deleted_at IS NULL').get(key) as string
+const blobOf = (ctx: Ctx, key: string) => ctx.core.db.pluck('SELECT sha256 FROM files WHERE object_key = ? AND deleted_at IS NULL').get(key) as string
 const keyRow = (ctx: Ctx) =>
-  ctx.core.sqlite!.prepare('SELECT wrapped, length(wrapped_key) AS n FROM encryption WHERE id = 2').get() as { wrapped: number; n: number } | undefined
+  ctx.core.db.prepare('SELECT wrapped, length(wrapped_key) AS n FROM encryption WHERE id = 2').get() as { wrapped: number; n: number } | undefined
 
 function masterKey(t: Test): { file: string; env: Record<string, string> } {
   const file = path.join(tempDir(t, 'coffer-key-'), 'master.key')
@@ -45,7 +43,7 @@ function masterKey(t: Test): { file: string; env: Record<string, string> } {
 function cliIo(dir: string, env: Record<string, string>) {
   const out: string[] = []
   const sink = (arr: string[]) => ({ write: (s: string) => (arr.push(s), true) }) as unknown as NodeJS.WritableStream
-  return { io: { env: { COFFER_DATA_DIR: dir, ...env }, stdout: sink(out), stderr: sink([]) }, out }
+  return { io: { env: { COFFER_DATA_DIR: dir, ...databaseEnvOf(dir), ...env }, stdout: sink(out), stderr: sink([]) }, out }
 }
 
 async function apiVersionSha(ctx: Ctx, key: string): Promise<string> {
@@ -111,12 +109,12 @@ t.test('bucket default AES256 without a master key: PutObject and API uploads ar
   const body = pattern(200_000, 5)
   const put = await client.send(new PutObjectCommand({ Bucket: 'enc', Key: 'k', Body: body }))
   t.equal(put.ServerSideEncryption, 'AES256', 'a PutObject asking for nothing follows the default')
-  const wsId = ctx.core.sqlite!.prepare("SELECT id FROM workspaces WHERE slug = 'enc' AND deleted_at IS NULL").pluck().get() as string
+  const wsId = ctx.core.db.pluck("SELECT id FROM workspaces WHERE slug = 'enc' AND deleted_at IS NULL").get() as string
   const image = fileBytes('image/png', 150_000, 6)
   const up = await upload(ctx.app, ctx.tenant.headers, { bytes: image, name: 'i.png', extra: { workspaceId: wsId } })
   t.equal(up.put.statusCode, 200, up.put.body)
   t.equal(up.put.json().sizeBytes, image.length, 'the file reports the plaintext size')
-  const objectKey = ctx.core.sqlite!.prepare('SELECT object_key FROM files WHERE id = ?').pluck().get(up.fileId) as string
+  const objectKey = ctx.core.db.pluck('SELECT object_key FROM files WHERE id = ?').get(up.fileId) as string
   t.equal(
     (await client.send(new HeadObjectCommand({ Bucket: 'enc', Key: objectKey }))).ServerSideEncryption,
     'AES256',
@@ -153,9 +151,9 @@ t.test('a flipped byte of an SSE-S3 object is a read error and a coffer verify f
 
   // The opening pass: a blob whose hash holds but whose plaintext is not what the object recorded.
   const fileId = fileIdOf(ctx, 'b')
-  const info = JSON.parse(ctx.core.sqlite!.prepare('SELECT object_info FROM files WHERE id = ?').pluck().get(fileId) as string)
+  const info = JSON.parse(ctx.core.db.pluck('SELECT object_info FROM files WHERE id = ?').get(fileId) as string)
   info.sse.sha256 = sha(Buffer.from('something else'))
-  ctx.core.sqlite!.prepare('UPDATE files SET object_info = ? WHERE id = ?').run(JSON.stringify(info), fileId)
+  ctx.core.db.prepare('UPDATE files SET object_info = ? WHERE id = ?').run(JSON.stringify(info), fileId)
   const again = cliIo(ctx.dir, {})
   t.equal(await verifyCommand(['--json'], again.io), 1)
   t.same(
@@ -186,7 +184,7 @@ t.test('the SSE-S3 key persists across restarts, is wrapped by a master key conf
   const next = pattern(120_000, 10)
   const put = await third.client.send(new PutObjectCommand({ Bucket: 'persist', Key: 'b', Body: next, ServerSideEncryption: 'AES256' }))
   t.equal(put.ServerSideEncryption, 'AES256')
-  const info = JSON.parse(third.core.sqlite!.prepare("SELECT object_info FROM files WHERE object_key = 'b' AND deleted_at IS NULL").pluck().get() as string)
+  const info = JSON.parse(third.core.db.pluck("SELECT object_info FROM files WHERE object_key = 'b' AND deleted_at IS NULL").get() as string)
   t.equal(info.sse, undefined, 'with a master key, an SSE-S3 object is sealed by the data dir, as before')
   await third.close()
   t.equal(await verifyCommand(['--json'], cliIo(first.dir, master.env).io), 0, 'coffer verify with the master key')

@@ -4,7 +4,7 @@ import fs from 'node:fs'
 import { createHash } from 'node:crypto'
 import { PassThrough } from 'node:stream'
 import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3'
-import { createTenant, fileBytes, makeApp, storedBlobs, testStoreEnv, upload } from './helper'
+import { databaseEnvOf, createTenant, fileBytes, makeApp, sqliteOnly, storedBlobs, testStoreEnv, upload } from './helper'
 import { fixtureEnv } from './s3/fixture'
 import { gcCommand, verifyCommand } from '../src/cli/maintenance'
 import { backupCommand } from '../src/cli/backup'
@@ -172,7 +172,7 @@ function run(env: Record<string, string>): void {
     await app.inject({ method: 'DELETE', url: `/api/v1/files/${first.fileId}`, headers: tenant.headers })
     clock.advance(1)
     // An upload of the same content has leased it (between its lease and its commit).
-    const leases = new BlobLeasesRepo(core.sqlite!)
+    const leases = new BlobLeasesRepo(core.db)
     leases.lease('upload-in-flight', sha(bytes), clock.now() + 60_000)
     t.match(await core.gc.collect(), { filesPurged: 1, blobsRemoved: 0 }, 'the leased blob stays')
     t.ok((await object(sha(bytes))).equals(bytes))
@@ -194,12 +194,12 @@ function run(env: Record<string, string>): void {
     await app.inject({ method: 'DELETE', url: `/api/v1/files/${first.fileId}`, headers: tenant.headers })
     clock.advance(1)
     // A collector that crashed after tombstoning (its claim long run out) left the object and its tombstone.
-    const leases = new BlobLeasesRepo(core.sqlite!)
-    core.sqlite!.transaction(() => {
-      core.sqlite!.prepare('DELETE FROM files WHERE id = ?').run(first.fileId)
-      core.sqlite!.prepare('DELETE FROM blobs WHERE sha256 = ?').run(sha(bytes))
+    const leases = new BlobLeasesRepo(core.db)
+    core.db.transaction(() => {
+      core.db.prepare('DELETE FROM files WHERE id = ?').run(first.fileId)
+      core.db.prepare('DELETE FROM blobs WHERE sha256 = ?').run(sha(bytes))
       leases.tombstone(sha(bytes), clock.now())
-    })()
+    })
     const hs = (
       await app.inject({ method: 'POST', url: '/api/v1/upload/request', headers: tenant.headers, payload: { fileType: 'image/png', fileName: 'b.png' } })
     ).json()
@@ -220,7 +220,7 @@ function run(env: Record<string, string>): void {
     const b = fileBytes('image/png', 3000, 12)
     await upload(app, tenant.headers, { bytes: a })
     await upload(app, tenant.headers, { bytes: b })
-    const cliEnv = { ...env, COFFER_BLOB_STORE: 's3', COFFER_S3_PORT: 'off', COFFER_BLOB_S3_PREFIX: prefix, COFFER_DATA_DIR: dir }
+    const cliEnv = { ...env, COFFER_BLOB_STORE: 's3', COFFER_S3_PORT: 'off', COFFER_BLOB_S3_PREFIX: prefix, COFFER_DATA_DIR: dir, ...databaseEnvOf(dir) }
     const io = () => {
       const out: string[] = []
       const err: string[] = []
@@ -254,33 +254,37 @@ function run(env: Record<string, string>): void {
     t.notOk((await storedBlobs(core)).includes(orphan))
   })
 
-  t.test('coffer backup copies the metadata and says the content stays in the store', async (t) => {
-    const { app, dir, prefix } = await s3App(t)
-    const tenant = await createTenant(app)
-    await upload(app, tenant.headers)
-    const dest = `${dir}-backup`
-    t.teardown(() => fs.rmSync(dest, { recursive: true, force: true }))
-    const out: string[] = []
-    const sink = (arr: string[]) => ({ write: (s: string) => (arr.push(s), true) }) as unknown as NodeJS.WritableStream
-    const io = {
-      env: { ...env, COFFER_BLOB_STORE: 's3', COFFER_S3_PORT: 'off', COFFER_BLOB_S3_PREFIX: prefix, COFFER_DATA_DIR: dir },
-      stdout: sink(out),
-      stderr: sink([]),
-    }
-    t.equal(await backupCommand([dest], io), 0)
-    t.match(
-      out.join(''),
-      /backed up the metadata: 1 file record\(s\) referring to 1 blob\(s\).*The content stays in the object store \(s3 http:\/\/127\.0\.0\.1:\d+\/coffer\/t-/,
-    )
-    t.ok(fs.existsSync(`${dest}/coffer.db`))
-    const copied = fs.readdirSync(`${dest}/blobs`, { recursive: true }).filter((p) => fs.statSync(`${dest}/blobs/${String(p)}`).isFile())
-    t.same(copied, [], 'no content copied')
-    // The copy serves the same files from the same bucket.
-    const restored = await makeApp(t, { ...testStoreEnv('s3'), COFFER_BLOB_S3_PREFIX: prefix }, { dir: dest })
-    const list = await restored.app.inject({ url: '/api/v1/files', headers: tenant.headers })
-    const id = list.json().files[0].id as string
-    t.equal((await restored.app.inject({ url: `/api/v1/files/${id}/download`, headers: tenant.headers })).statusCode, 200)
-  })
+  t.test(
+    'coffer backup copies the metadata and says the content stays in the store',
+    { skip: sqliteOnly('coffer backup copies a data dir whose metadata is its SQLite file; on PostgreSQL it points at pg_dump (#30)') },
+    async (t) => {
+      const { app, dir, prefix } = await s3App(t)
+      const tenant = await createTenant(app)
+      await upload(app, tenant.headers)
+      const dest = `${dir}-backup`
+      t.teardown(() => fs.rmSync(dest, { recursive: true, force: true }))
+      const out: string[] = []
+      const sink = (arr: string[]) => ({ write: (s: string) => (arr.push(s), true) }) as unknown as NodeJS.WritableStream
+      const io = {
+        env: { ...env, COFFER_BLOB_STORE: 's3', COFFER_S3_PORT: 'off', COFFER_BLOB_S3_PREFIX: prefix, COFFER_DATA_DIR: dir, ...databaseEnvOf(dir) },
+        stdout: sink(out),
+        stderr: sink([]),
+      }
+      t.equal(await backupCommand([dest], io), 0)
+      t.match(
+        out.join(''),
+        /backed up the metadata: 1 file record\(s\) referring to 1 blob\(s\).*The content stays in the object store \(s3 http:\/\/127\.0\.0\.1:\d+\/coffer\/t-/,
+      )
+      t.ok(fs.existsSync(`${dest}/coffer.db`))
+      const copied = fs.readdirSync(`${dest}/blobs`, { recursive: true }).filter((p) => fs.statSync(`${dest}/blobs/${String(p)}`).isFile())
+      t.same(copied, [], 'no content copied')
+      // The copy serves the same files from the same bucket.
+      const restored = await makeApp(t, { ...testStoreEnv('s3'), COFFER_BLOB_S3_PREFIX: prefix }, { dir: dest })
+      const list = await restored.app.inject({ url: '/api/v1/files', headers: tenant.headers })
+      const id = list.json().files[0].id as string
+      t.equal((await restored.app.inject({ url: `/api/v1/files/${id}/download`, headers: tenant.headers })).statusCode, 200)
+    },
+  )
 
   t.test('coffer migrate-blobs moves a data dir to S3 and back: verified, resumable, while the server runs', async (t) => {
     // On the disk store whatever the run's COFFER_TEST_BLOB_STORE: the content moves from there to the bucket.
@@ -298,7 +302,7 @@ function run(env: Record<string, string>): void {
       const err: string[] = []
       const sink = (arr: string[]) => ({ write: (s: string) => (arr.push(s), true) }) as unknown as NodeJS.WritableStream
       const code = await migrateBlobsCommand(args, {
-        env: { ...env, COFFER_BLOB_S3_PREFIX: prefix, COFFER_DATA_DIR: disk.dir },
+        env: { ...env, COFFER_BLOB_S3_PREFIX: prefix, COFFER_DATA_DIR: disk.dir, ...databaseEnvOf(disk.dir) },
         stdout: sink(out),
         stderr: sink(err),
       })
@@ -324,12 +328,11 @@ function run(env: Record<string, string>): void {
     t.match(verify, { checked: 4, missing: [], corrupt: [], orphans: [] })
     // Back to disk, after the disk copy of one blob was lost and another damaged: copied back verified.
     // The small ones are kept inline in the database (blob_inline), the 9 MiB one is a file.
-    const inline = (bytes: Buffer) =>
-      onS3.core.sqlite!.prepare('SELECT content FROM blob_inline WHERE sha256 = ?').pluck().get(sha(bytes)) as Buffer | undefined
+    const inline = (bytes: Buffer) => onS3.core.db.pluck('SELECT content FROM blob_inline WHERE sha256 = ?').get(sha(bytes)) as Buffer | undefined
     t.ok(inline(contents[0]!)?.equals(contents[0]!), 'migrated to disk, small content is inline')
     t.ok(fs.existsSync(blobPathOf(disk.dir, sha(contents[1]!))), 'and large content a file')
-    onS3.core.sqlite!.prepare('DELETE FROM blob_inline WHERE sha256 = ?').run(sha(contents[0]!))
-    onS3.core.sqlite!.prepare('UPDATE blob_inline SET content = ? WHERE sha256 = ?').run(Buffer.alloc(700, 7), sha(contents[2]!))
+    onS3.core.db.prepare('DELETE FROM blob_inline WHERE sha256 = ?').run(sha(contents[0]!))
+    onS3.core.db.prepare('UPDATE blob_inline SET content = ? WHERE sha256 = ?').run(Buffer.alloc(700, 7), sha(contents[2]!))
     r = await cli(['--to', 'disk'])
     t.equal(r.code, 0, r.err)
     t.match(r.out, /4 blob\(s\) checked, 1 copied \(5000 bytes\), 3 already there/)
@@ -343,7 +346,7 @@ function run(env: Record<string, string>): void {
         Body: Buffer.alloc(late.length, 1),
       }),
     )
-    onS3.core.sqlite!.prepare('DELETE FROM blob_inline WHERE sha256 = ?').run(sha(late))
+    onS3.core.db.prepare('DELETE FROM blob_inline WHERE sha256 = ?').run(sha(late))
     r = await cli(['--to', 'disk'])
     t.equal(r.code, 1)
     t.match(r.err, new RegExp(`blob ${sha(late)} in s3 .* does not hash to its name; not copied`))

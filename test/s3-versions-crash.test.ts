@@ -122,7 +122,8 @@ t.test(`versioned S3 writes and deletes under SIGKILL (${KILLS} kills, ${TEST_BL
            FROM tenants t WHERE t.id = ?`,
         )
         .get(crash.tenantId) as { used: number; actual: number }
-      t.equal(row.used, row.actual, `after kill ${kill}: tenant usage is exact`)
+      // Number(): PostgreSQL's sum of bigints is a numeric, which comes as a string.
+      t.equal(Number(row.used), Number(row.actual), `after kill ${kill}: tenant usage is exact`)
       // Each key: one current version, the newest; a current content version's file is live, a noncurrent one's is not.
       const broken = db
         .prepare(

@@ -13,7 +13,7 @@ t.test('a malformed Content-Type fails the upload, releases its reservation and 
     t.equal(put.json().error.code, 'VALIDATION_ERROR')
     t.match(put.json().error.message, /Content-Type .* is not a single media type; send image\/png/)
     t.same(put.json().error.details.errors, [{ path: '/headers/content-type', message: 'must be image/png' }])
-    t.equal(core.sqlite!.prepare('SELECT status FROM files WHERE id = ?').pluck().get(h.fileId), 'failed', 'the upload failed')
+    t.equal(core.db.pluck('SELECT status FROM files WHERE id = ?').get(h.fileId), 'failed', 'the upload failed')
     const quota = (await app.inject({ url: '/api/v1/tenant/quota', headers: tenant.headers })).json()
     t.equal(quota.usedBytes, 0, 'its reservation is released: the next handshake can reserve the whole quota')
   }

@@ -14,24 +14,26 @@ interface Version {
   noncurrent_at: number | null
 }
 
-const workspaceId = (core: Core, slug: string) => core.sqlite!.prepare<[string], string>('SELECT id FROM workspaces WHERE slug = ?').pluck().get(slug)!
+const workspaceId = (core: Core, slug: string) => core.db.pluck<[string], string>('SELECT id FROM workspaces WHERE slug = ?').get(slug)!
 const versions = (core: Core, ws: string, key: string) =>
-  core
-    .sqlite!.prepare<[string, string], Version>(
+  core.db
+    .prepare<[string, string], Version>(
       'SELECT version_id, seq, file_id, size_bytes, noncurrent_at FROM object_versions WHERE workspace_id = ? AND object_key = ? ORDER BY seq DESC',
     )
     .all(ws, key)
-const used = (core: Core, tenantId: string) => core.sqlite!.prepare<[string], number>('SELECT used_bytes FROM tenants WHERE id = ?').pluck().get(tenantId)!
-const usedIn = (core: Core, ws: string) => core.sqlite!.prepare<[string], number>('SELECT used_bytes FROM workspaces WHERE id = ?').pluck().get(ws)!
+const used = (core: Core, tenantId: string) => core.db.pluck<[string], number>('SELECT used_bytes FROM tenants WHERE id = ?').get(tenantId)!
+const usedIn = (core: Core, ws: string) => core.db.pluck<[string], number>('SELECT used_bytes FROM workspaces WHERE id = ?').get(ws)!
 /** What the quotas should say: live files plus noncurrent versions, summed from the rows themselves. */
+/** (Number(): PostgreSQL's sum of bigints is a numeric, which comes as a string.) */
 const stored = (core: Core, tenantId: string) =>
-  core
-    .sqlite!.prepare<[string, string], number>(
-      `SELECT (SELECT coalesce(sum(size_bytes), 0) FROM files WHERE tenant_id = ? AND deleted_at IS NULL AND status != 'failed')
+  Number(
+    core.db
+      .pluck<[string, string], number | string>(
+        `SELECT (SELECT coalesce(sum(size_bytes), 0) FROM files WHERE tenant_id = ? AND deleted_at IS NULL AND status != 'failed')
             + (SELECT coalesce(sum(size_bytes), 0) FROM object_versions WHERE tenant_id = ? AND noncurrent_at IS NOT NULL)`,
-    )
-    .pluck()
-    .get(tenantId, tenantId)!
+      )
+      .get(tenantId, tenantId)!,
+  )
 
 async function text(p: Promise<{ Body?: { transformToString(): Promise<string> } }>): Promise<string> {
   return (await p).Body!.transformToString()
@@ -83,7 +85,7 @@ t.test('an enabled bucket keeps every version: counted, retained by the collecto
   t.equal((await storedBlobs(core)).length, 2)
 
   // Deleting the marker for good makes the newest version current again, for both fronts.
-  core.sqlite!.transaction(() => core.s3.versions.deleteVersion(ws, 'k', v[0]!.version_id)).immediate()
+  core.db.transaction(() => core.s3.versions.deleteVersion(ws, 'k', v[0]!.version_id))
   t.equal(await text(client.send(new GetObjectCommand({ Bucket: 'vbk', Key: 'k' }))), 'one')
   const again = await app.inject({ method: 'GET', url: `/api/v1/files?workspaceId=${ws}`, headers: tenant.headers })
   t.equal((again.json() as { files: unknown[]; total: number }).files.length, 1)
@@ -92,7 +94,7 @@ t.test('an enabled bucket keeps every version: counted, retained by the collecto
 
   // Deleting the one version with its own bytes releases them, and the collector its blob.
   const two = versions(core, ws, 'k').find((r) => r.size_bytes === 4)!
-  core.sqlite!.transaction(() => core.s3.versions.deleteVersion(ws, 'k', two.version_id)).immediate()
+  core.db.transaction(() => core.s3.versions.deleteVersion(ws, 'k', two.version_id))
   t.equal(used(core, tenant.id), 6)
   t.equal((await core.gc.collect()).filesPurged, 0, 'the retention of a version deleted for good starts then')
   clock.advance(core.config.deletedRetentionSeconds * 1000 + 60_000)

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { createTenant, fileBytes, handshake, makeApp, upload, type Handshake } from './helper'
+import { databaseEnvOf, createTenant, fileBytes, handshake, makeApp, upload, type Handshake } from './helper'
 import { startReceiver, verifySignature } from './webhook-receiver'
 import { deliver, DELIVERY_TIMEOUT_MS } from '../src/webhooks/deliver'
 import { MAX_ATTEMPTS, RETRY_DELAYS_MS } from '../src/webhooks/scheduler'
@@ -47,7 +47,7 @@ t.test('the event row is written with the commit, before any delivery', async (t
   const { app, core } = await makeApp(t, ALLOW)
   const tenant = await createTenant(app)
   const without = await upload(app, tenant.headers)
-  t.equal(core.sqlite!.prepare('SELECT count(*) FROM outbox WHERE file_id = ?').pluck().get(without.fileId), 0, 'no URL, no event')
+  t.equal(core.db.pluck('SELECT count(*) FROM outbox WHERE file_id = ?').get(without.fileId), 0, 'no URL, no event')
   const r = await upload(app, tenant.headers, { extra: { webhookUrl: 'http://127.0.0.1:9/x' } })
   const rows = core.outbox.list(null, 10)
   t.equal(rows.length, 1)
@@ -132,7 +132,11 @@ t.test('dead-lettering after the third failure, then re-driven from the CLI', as
   t.match(dead, { status: 'dead', attempts: 3, lastError: 'HTTP 503' })
   const out: string[] = []
   const err: string[] = []
-  const io = { env: { COFFER_DATA_DIR: dir }, stdout: { write: (s: string) => out.push(s) } as never, stderr: { write: (s: string) => err.push(s) } as never }
+  const io = {
+    env: { COFFER_DATA_DIR: dir, ...databaseEnvOf(dir) },
+    stdout: { write: (s: string) => out.push(s) } as never,
+    stderr: { write: (s: string) => err.push(s) } as never,
+  }
   t.equal(await webhooksCommand(['list', '--status', 'dead', '--json'], io), 0)
   const listed = JSON.parse(out.pop()!)
   t.equal(listed.length, 1)

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { createHash } from 'node:crypto'
 import { CreateBucketCommand, PutObjectCommand, PutObjectLegalHoldCommand, PutBucketVersioningCommand, DeleteObjectCommand } from '@aws-sdk/client-s3'
-import { bearer, createTenant, fileBytes, handshake, makeApp, putContent, upload, type Handshake } from './helper'
+import { bearer, createTenant, fileBytes, handshake, makeApp, putContent, sqliteOnly, upload, type Handshake } from './helper'
 import { makeS3 } from './s3-helper'
 import type { App } from '../src/http/types'
 
@@ -243,28 +243,32 @@ t.test("details: S3 metadata, tags, ACL, versions and legal hold; a versioned bu
   )
 })
 
-t.test('a listing page seeks on both of its bounds in the (workspace_id, object_key) index: the same cost at any depth', async (t) => {
-  const { core } = await makeApp(t)
-  // ObjectsRepo's page statements, as prepared (ListObjectsV2 and the bucket browser run them).
-  const stmts = (core.workspaceObjects as unknown as { deps: { objects: { stmts: Record<string, { source: string }> } } }).deps.objects.stmts
-  const pages = Object.entries(stmts).filter(([name]) => name.startsWith('page'))
-  t.ok(pages.length > 0)
-  const plans = pages.map(([name, stmt]) => {
-    const plan = core
-      .sqlite!.prepare(`EXPLAIN QUERY PLAN ${stmt.source}`)
-      .all({ workspaceId: 'w', lo: 'a/', below: 'a0', limit: 10, after: 'a/x', from: 'a/' }) as {
-      detail: string
-    }[]
-    return [name, plan.map((r) => r.detail).join('; ')] as const
-  })
-  t.comment(plans.map(([n, p]) => `${n}: ${p}`).join('\n'))
-  // Every page seeks to its one lower bound (after a key, or from a prefix: SQLite writes >= as >) and,
-  // under a prefix, stops at its upper bound; with the bounds as `? IS NULL OR` terms it used one at most.
-  const search = 'SEARCH files USING INDEX files_object_key (workspace_id=? AND object_key>?'
-  t.ok(
-    plans.some(([, p]) => p === `${search} AND object_key<?)`),
-    'a prefix page seeks on both bounds',
-  )
-  for (const [name, p] of plans) t.ok(p === `${search})` || p === `${search} AND object_key<?)`, `${name}: ${p}`)
-  for (const [name, p] of plans) t.notMatch(p, /SCAN|TEMP B-TREE/, `${name}: no scan, no sort`)
-})
+t.test(
+  'a listing page seeks on both of its bounds in the (workspace_id, object_key) index: the same cost at any depth',
+  { skip: sqliteOnly("SQLite's query plans of the SQLite statements; PostgreSQL's planner picks by its table statistics") },
+  async (t) => {
+    const { core } = await makeApp(t)
+    // ObjectsRepo's page statements, as prepared (ListObjectsV2 and the bucket browser run them).
+    const stmts = (core.workspaceObjects as unknown as { deps: { objects: { stmts: Record<string, { source: string }> } } }).deps.objects.stmts
+    const pages = Object.entries(stmts).filter(([name]) => name.startsWith('page'))
+    t.ok(pages.length > 0)
+    const plans = pages.map(([name, stmt]) => {
+      const plan = core
+        .sqlite!.prepare(`EXPLAIN QUERY PLAN ${stmt.source}`)
+        .all({ workspaceId: 'w', lo: 'a/', below: 'a0', limit: 10, after: 'a/x', from: 'a/' }) as {
+        detail: string
+      }[]
+      return [name, plan.map((r) => r.detail).join('; ')] as const
+    })
+    t.comment(plans.map(([n, p]) => `${n}: ${p}`).join('\n'))
+    // Every page seeks to its one lower bound (after a key, or from a prefix: SQLite writes >= as >) and,
+    // under a prefix, stops at its upper bound; with the bounds as `? IS NULL OR` terms it used one at most.
+    const search = 'SEARCH files USING INDEX files_object_key (workspace_id=? AND object_key>?'
+    t.ok(
+      plans.some(([, p]) => p === `${search} AND object_key<?)`),
+      'a prefix page seeks on both bounds',
+    )
+    for (const [name, p] of plans) t.ok(p === `${search})` || p === `${search} AND object_key<?)`, `${name}: ${p}`)
+    for (const [name, p] of plans) t.notMatch(p, /SCAN|TEMP B-TREE/, `${name}: no scan, no sort`)
+  },
+)

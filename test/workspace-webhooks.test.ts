@@ -225,7 +225,7 @@ t.test('S3 and API events are written with the change: a clean restart delivers 
   await first.client.send(new DeleteObjectCommand({ Bucket: 'durable', Key: 'k.txt' }))
   const api = await upload(first.app, { ...first.tenant.headers, 'x-workspace-id': wsId }, { name: 'api.png' })
   t.equal(api.put.statusCode, 200)
-  const rows = first.core.sqlite!.prepare('SELECT event, url, status FROM outbox ORDER BY created_at, id').all()
+  const rows = first.core.db.prepare('SELECT event, url, status FROM outbox ORDER BY created_at, id').all()
   t.same(
     rows,
     [

@@ -115,6 +115,18 @@ export function constraintViolated(err: unknown): ConstraintKind | undefined {
 }
 
 /**
+ * Whether a statement failed because a text parameter holds a character PostgreSQL's text cannot
+ * store: U+0000 (SQLSTATE 22021, character_not_in_repertoire; 22P05, untranslatable_character).
+ * SQLite stores and compares such text, so a lookup by it there finds nothing; on PostgreSQL
+ * the statement fails, and the request asked for something no row can hold: the client's input,
+ * a 400, not a 500 (#30, found by test/fuzz.test.ts's path ids under COFFER_TEST_DATABASE=postgres).
+ */
+export function unstorableText(err: unknown): boolean {
+  if (!(err instanceof Error) || err.name !== 'PgError' || !('code' in err)) return false
+  return err.code === '22021' || err.code === '22P05'
+}
+
+/**
  * SQLSTATEs of a PostgreSQL connection lost or refused (#30): class 08 (connection exception,
  * the bridge's own 08001 and 08006 among them) and the server going away (57P01 admin shutdown,
  * 57P02 crash shutdown, 57P03 cannot connect now: starting, or a standby not yet open).

@@ -1,6 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { AppError, DATABASE_RETRY_AFTER_SECONDS, isDiskFull, publicCode, STORE_RETRY_AFTER_SECONDS, type ErrorCode } from '../errors'
-import { connectionLost } from '../db/engine'
+import { connectionLost, unstorableText } from '../db/engine'
 import { formatValidationErrors } from './validation'
 
 /** The one code → HTTP status table. */
@@ -79,6 +79,7 @@ export function toAppError(err: FastifyError | Error, request: FastifyRequest): 
       'The database is unavailable; retry later (a write cut off at its commit may have been applied: a retried upload then answers as a second one)',
       {},
     )
+  if (unstorableText(err)) return new AppError('VALIDATION_ERROR', 'The request holds a character that cannot be stored (U+0000)', { errors: [] })
   // Fastify's own 4xx (malformed URL, bad header, …): the client's fault, said plainly.
   const status = fe.statusCode ?? 500
   if (status >= 400 && status < 500) {

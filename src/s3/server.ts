@@ -2,7 +2,7 @@ import { randomFillSync } from 'node:crypto'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
 import type { Core } from '../core'
 import { AppError, isDiskFull } from '../errors'
-import { connectionLost } from '../db/engine'
+import { connectionLost, unstorableText } from '../db/engine'
 import { discardRestOfBody } from '../http/discard-body'
 import { lazyRequestLogger } from '../http/lazy-request-logger'
 import { compilersFactory } from '../http/compilers'
@@ -163,6 +163,8 @@ export async function buildS3App(core: Core, opts: { logger: FastifyBaseLogger }
           {},
         ),
       )
+    // A U+0000 in a value PostgreSQL's text cannot hold (#30): the request's fault, as the API answers it.
+    else if (unstorableText(error)) s3 = new S3Error('InvalidArgument', 'The request holds a character that cannot be stored (U+0000)')
     else {
       request.log.error({ err: error, reqId: request.id }, 'S3 request failed')
       s3 = new S3Error('InternalError', 'We encountered an internal error. Please try again.')
