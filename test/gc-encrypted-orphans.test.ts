@@ -37,8 +37,13 @@ class SeamStore implements BlobStore {
   stage(source: Readable, guard: StageGuard): Promise<StagedBlob> {
     return this.inner.stage(source, guard)
   }
-  place(staged: StagedBlob): Promise<void> {
-    return this.inner.place(staged)
+  /** Runs once, after a write's content is placed and before its commit (an upload in flight). */
+  afterPlace: (() => Promise<void>) | undefined
+  async place(staged: StagedBlob): Promise<void> {
+    await this.inner.place(staged)
+    const hook = this.afterPlace
+    this.afterPlace = undefined
+    if (hook) await hook()
   }
   ensurePlaced(staged: StagedBlob): void {
     this.inner.ensurePlaced(staged)
@@ -52,7 +57,10 @@ class SeamStore implements BlobStore {
   removeSync(sha256: string): void {
     if (!this.dropRemovals) this.inner.removeSync(sha256)
   }
+  /** Removals outside a transaction fail while set: a store refusing deletions (remote stores' tombstones stay). */
+  failRemovals = false
   async remove(sha256: string): Promise<void> {
+    if (this.failRemovals) throw new Error('the store refused the deletion')
     if (!this.dropRemovals) await this.inner.remove(sha256)
   }
   hash(sha256: string): Promise<string | undefined> {
@@ -63,6 +71,9 @@ class SeamStore implements BlobStore {
   }
   recordedUnder(name: string, since: number): boolean {
     return this.inner.recordedUnder?.(name, since) ?? false
+  }
+  storedName(sha256: string): string {
+    return this.inner.storedName?.(sha256) ?? sha256
   }
 }
 
@@ -199,3 +210,53 @@ t.test(
     t.same((await ctx.core.gc.verify()).orphans, [], 'and verify finds no orphan')
   },
 )
+
+t.test("an upload in flight (placed, not yet committed) of an orphan's content keeps it through the whole sweep, on the configured store", async (t) => {
+  let seam: SeamStore | undefined
+  const ctx = await makeApp(t, { ...keyEnv(t), COFFER_DELETED_RETENTION_SECONDS: '0' }, { store: (s) => (seam = new SeamStore(s)) })
+  const tenant = await createTenant(ctx.app)
+  const bytes = fileBytes('image/png', 200_000, 47)
+  const first = await upload(ctx.app, tenant.headers, { bytes })
+  await ctx.app.inject({ method: 'DELETE', url: `/api/v1/files/${first.fileId}`, headers: tenant.headers })
+  ctx.clock.advance(1)
+  seam!.dropRemovals = true
+  t.match(await ctx.core.gc.collect(), { blobsRemoved: 1 }, 'the row goes; its deletion is lost')
+  seam!.dropRemovals = false
+  ctx.clock.set(Date.now() + ORPHAN_MIN_AGE_MS + 60_000)
+  // The upload finds the orphan's file or object there (nothing to write), then the sweep runs,
+  // tombstones and deletes included, before the upload commits.
+  let swept: number | undefined
+  seam!.afterPlace = async () => {
+    swept = await ctx.core.gc.removeOrphans()
+  }
+  const again = await upload(ctx.app, tenant.headers, { bytes })
+  t.equal(again.put.statusCode, 200, 'acknowledged')
+  t.equal(swept, ctx.core.store.remote ? 0 : 1, 'swept inside the upload (on disk the commit places it again; a remote store keeps a leased one)')
+  const got = await ctx.app.inject({ url: `/api/v1/files/${again.fileId}/download`, headers: tenant.headers })
+  t.equal(got.statusCode, 200)
+  t.ok(got.rawPayload.equals(bytes), 'X reads back whole')
+})
+
+t.test("on a remote store, an upload of an orphan's content waits out (or finishes) its tombstone before placing it", async (t) => {
+  let seam: SeamStore | undefined
+  const ctx = await makeApp(t, { ...keyEnv(t), COFFER_DELETED_RETENTION_SECONDS: '0' }, { store: (s) => (seam = new SeamStore(s)) })
+  if (!ctx.core.store.remote) return t.pass("tombstones are a remote store's (COFFER_TEST_BLOB_STORE=s3)")
+  const tenant = await createTenant(ctx.app)
+  const bytes = fileBytes('image/png', 200_000, 48)
+  const first = await upload(ctx.app, tenant.headers, { bytes })
+  await ctx.app.inject({ method: 'DELETE', url: `/api/v1/files/${first.fileId}`, headers: tenant.headers })
+  ctx.clock.advance(1)
+  seam!.dropRemovals = true
+  t.match(await ctx.core.gc.collect(), { blobsRemoved: 1 }, 'the row goes; its deletion is lost')
+  seam!.dropRemovals = false
+  ctx.clock.set(Date.now() + ORPHAN_MIN_AGE_MS + 60_000)
+  seam!.failRemovals = true
+  t.equal(await ctx.core.gc.removeOrphans(), 1, 'the orphan is tombstoned; its deletion refused, to be retried')
+  seam!.failRemovals = false
+  const again = await upload(ctx.app, tenant.headers, { bytes })
+  t.equal(again.put.statusCode, 200, 'the same content uploaded again, acknowledged')
+  await ctx.core.gc.collect()
+  const got = await ctx.app.inject({ url: `/api/v1/files/${again.fileId}/download`, headers: tenant.headers })
+  t.equal(got.statusCode, 200)
+  t.ok(got.rawPayload.equals(bytes), 'X reads back whole after the next collection drained every tombstone')
+})

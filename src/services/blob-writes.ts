@@ -130,7 +130,7 @@ export class BlobWrites {
   removeOrphanInTx(sha256: string, since?: number): boolean {
     const { store, remote } = this.deps
     if (this.recorded(sha256, since)) return false
-    if (remote) return remote.condemnInTx(sha256)
+    if (remote) return remote.condemnInTx(sha256, since !== undefined)
     if (this.unlinkAfterCommit) this.unlinks.set(sha256, since)
     else store.removeSync(sha256)
     return true
