@@ -8,7 +8,7 @@ import type { BlobStore, ByteRange, ListedBlob, StagedBlob, StageGuard } from '.
 import { ORPHAN_MIN_AGE_MS } from '../src/services/gc'
 import { createTenant, diskOnly, fileBytes, filesBelow, makeApp, tempDir, upload, type TestContext } from './helper'
 
-const skipDisk = diskOnly('leaves a sealed file behind in the data dir by hand; the last test covers both stores')
+const skipDisk = diskOnly('leaves a sealed file behind in the data dir by hand; the tests on the configured store below cover both stores')
 
 /**
  * The store as the collector sees it, with one seam: `afterSnapshot` runs once, when the wrapped
