@@ -124,6 +124,16 @@ export interface BlobStore {
   remove(sha256: string): Promise<void>
   /** Every stored blob. */
   list(): AsyncIterable<ListedBlob>
+  /**
+   * Inside the orphan sweep's transaction, for a name `list` yielded that no blob row has: whether
+   * a row created at or after `since` records content stored under that name after all. Only the
+   * encrypted store lists a name that is not a recorded hash (its keyed name, for content its
+   * listing's snapshot of the rows did not map); elsewhere a name is a hash, which the caller's
+   * row check covers. Wrappers forward it.
+   */
+  recordedUnder?(name: string, since: number): boolean
+  /** The name the store keeps `sha256`'s content under, when it is not the hash (the encrypted store). Wrappers forward it. */
+  storedName?(sha256: string): string
   /** Re-hashes a stored blob; undefined when it is missing. */
   hash(sha256: string): Promise<string | undefined>
   /** Throws when the store cannot serve (readiness); resolves quickly when it can. */

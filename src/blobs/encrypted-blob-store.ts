@@ -24,6 +24,8 @@ export interface EncryptedStoreRecords {
   hashes(): Iterable<string>
   /** True while blobs written before encryption was turned on may still be stored in the clear. */
   plainRemaining(): boolean
+  /** The hashes recorded at or after `since` (epoch ms), for the orphan sweep's re-check (`recordedUnder`). */
+  createdSince?(since: number): Iterable<string>
 }
 
 /** A SHA-256 that no content has: what `hash` answers for content that fails authentication. */
@@ -124,6 +126,23 @@ export class EncryptedBlobStore implements BlobStore {
   /** The name the inner store keeps `sha256`'s sealed content under (`coffer backup` copies it). */
   storedName(sha256: string): string {
     return this.keys.nameOf(sha256)
+  }
+
+  /**
+   * Whether a row created since `since` records the content stored under `name`, a name the
+   * listing yielded as an orphan. The listing maps names from a snapshot of the rows taken when it
+   * began: the same content uploaded again after that keeps the file already there (its name
+   * exists) and records a row the snapshot lacks, and the name no hash is checked by. Called inside
+   * the sweep's transaction, so a row committed before it is seen, and a write committing after it
+   * finds the file gone and places its own (ensurePlaced). The caller's `since` allows for clocks
+   * (the rows' created_at) stepped back since the listing began.
+   */
+  recordedUnder(name: string, since: number): boolean {
+    if (!this.orphanNames.has(name)) return false
+    // Records that cannot say which rows are new: nothing listed under a keyed name is taken for an orphan.
+    if (!this.records.createdSince) return true
+    for (const sha of this.records.createdSince(since)) if (this.keys.nameOf(sha) === name) return true
+    return false
   }
 
   /** Whether the sealed form of `sha256` is stored (its header is there). */

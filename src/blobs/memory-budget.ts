@@ -109,6 +109,12 @@ export class MemoryBudget implements BlobStore {
   hash(sha256: string): Promise<string | undefined> {
     return this.inner.hash(sha256)
   }
+  recordedUnder(name: string, since: number): boolean {
+    return this.inner.recordedUnder?.(name, since) ?? false
+  }
+  storedName(sha256: string): string {
+    return this.inner.storedName?.(sha256) ?? sha256
+  }
   probe(): Promise<void> {
     return this.inner.probe()
   }

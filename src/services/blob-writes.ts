@@ -51,8 +51,11 @@ export class BlobWrites {
   private readonly engine: Engine
   /** The disk store on PostgreSQL: released content is unlinked by `drain`, after the commit. */
   private readonly unlinkAfterCommit: boolean
-  /** Content released (or found orphaned) by transactions since the last drain: candidates to unlink. */
-  private readonly unlinks = new Set<string>()
+  /**
+   * Content released (or found orphaned) by transactions since the last drain: candidates to
+   * unlink, each with the orphan sweep's `since` (removeOrphanInTx) when it is a listed orphan.
+   */
+  private readonly unlinks = new Map<string, number | undefined>()
 
   /** A writer id for a lease when the write has no row id of its own yet (S3 objects and parts). */
   static writerId(): string {
@@ -77,7 +80,13 @@ export class BlobWrites {
       let settled = false
       const result = await commit(() => {
         // Waits for an unlink of the same content on another node, then re-places what it removed.
-        if (this.unlinkAfterCommit) blobs.lockContent(staged.sha256)
+        // The stored name's lock too, which the unlink of an orphan listed under it takes (the
+        // encrypted store's keyed name): always after the hash's, so the two never wait in a cycle.
+        if (this.unlinkAfterCommit) {
+          blobs.lockContent(staged.sha256)
+          const name = store.storedName?.(staged.sha256)
+          if (name !== undefined && name !== staged.sha256) blobs.lockContent(name)
+        }
         store.ensurePlaced(staged)
         remote?.settleInTx(writer, staged.sha256)
         blobs.insertIfMissing(staged.sha256, staged.size, clock.now())
@@ -105,7 +114,7 @@ export class BlobWrites {
     if (remote) {
       if (!remote.condemnInTx(sha256)) return undefined
     } else if (this.unlinkAfterCommit) {
-      this.unlinks.add(sha256)
+      this.unlinks.set(sha256, undefined)
     } else {
       store.removeSync(sha256)
     }
@@ -113,14 +122,24 @@ export class BlobWrites {
     return size
   }
 
-  /** Inside a write transaction: a stored blob with no row (an orphan) is removed or tombstoned. */
-  removeOrphanInTx(sha256: string): boolean {
-    const { blobs, store, remote } = this.deps
-    if (blobs.exists(sha256)) return false
-    if (remote) return remote.condemnInTx(sha256)
-    if (this.unlinkAfterCommit) this.unlinks.add(sha256)
+  /**
+   * Inside a write transaction: a stored blob with no row (an orphan) is removed or tombstoned.
+   * `since`: the orphan sweep's, from which rows created since its listing began are checked for
+   * content stored under the listed name (BlobStore.recordedUnder: the encrypted store's keyed names).
+   */
+  removeOrphanInTx(sha256: string, since?: number): boolean {
+    const { store, remote } = this.deps
+    if (this.recorded(sha256, since)) return false
+    if (remote) return remote.condemnInTx(sha256, since !== undefined)
+    if (this.unlinkAfterCommit) this.unlinks.set(sha256, since)
     else store.removeSync(sha256)
     return true
+  }
+
+  /** Whether a blob row records `name`: as its hash, or (a listed orphan's `since` given) under the store's name for it. */
+  private recorded(name: string, since: number | undefined): boolean {
+    if (this.deps.blobs.exists(name)) return true
+    return since !== undefined && (this.deps.store.recordedUnder?.(name, since) ?? false)
   }
 
   /**
@@ -177,19 +196,19 @@ export class BlobWrites {
   private unlinkReleased(): { deleted: number; failed: number } {
     const { blobs, store } = this.deps
     const result = { deleted: 0, failed: 0 }
-    for (const sha256 of [...this.unlinks]) {
+    for (const [sha256, since] of [...this.unlinks]) {
       this.unlinks.delete(sha256)
       try {
         const unlinked = this.engine.transaction(() => {
           blobs.lockContent(sha256)
-          if (blobs.exists(sha256)) return false
+          if (this.recorded(sha256, since)) return false
           store.removeSync(sha256)
           return true
         })
         if (unlinked) result.deleted++
       } catch {
         // The database or the disk refused: tried again at the next drain (the periodic collection's).
-        this.unlinks.add(sha256)
+        this.unlinks.set(sha256, since)
         result.failed++
       }
     }

@@ -122,6 +122,7 @@ export function encryptedStore(db: DB | Engine, store: BlobStore, keys: BlobKeys
         after = shas.at(-1)!
       }
     },
+    createdSince: (since) => blobs.createdSince(since),
     // Read again only until it is false: once sealed, never in the clear again.
     plainRemaining: () => plainRemaining && (plainRemaining = repo.get()?.plainRemaining ?? false),
   })

@@ -32,6 +32,15 @@ export interface VerifyReport {
   readData: boolean
 }
 
+/**
+ * Where a listing's re-check for rows created since it began starts (BlobStore.recordedUnder): an
+ * hour before, for a clock stepped back (or another node's behind) by up to the hour that the
+ * sweep's minimum age already takes as the bound on a clock's error.
+ */
+function listedSince(clock: Clock): number {
+  return clock.now() - ORPHAN_MIN_AGE_MS
+}
+
 /** Garbage collection of soft-deleted files and unreferenced blobs, and the integrity check. */
 export class GarbageCollector {
   private readonly engine: Engine
@@ -120,13 +129,19 @@ export class GarbageCollector {
     return this.deps.writes.releaseDeferred()
   }
 
-  /** Removes blob files that have no row (a crash between placing and committing) and are old enough. */
+  /**
+   * Removes blob files that have no row (a crash between placing and committing) and are old enough.
+   * A name the encrypted store lists as an orphan is checked again in the transaction against the
+   * rows created since the listing began (BlobStore.recordedUnder): content uploaded again meanwhile
+   * kept the file already there, whose removal lost an acknowledged upload.
+   */
   async removeOrphans(): Promise<number> {
     const { clock, blobs, store, writes } = this.deps
+    const since = listedSince(clock)
     let removed = 0
     for await (const b of store.list()) {
       if (clock.now() - b.mtimeMs < ORPHAN_MIN_AGE_MS || blobs.exists(b.sha256)) continue
-      if (this.engine.transaction(() => writes.removeOrphanInTx(b.sha256))) removed++
+      if (this.engine.transaction(() => writes.removeOrphanInTx(b.sha256, since))) removed++
     }
     await writes.drain()
     return removed
@@ -143,9 +158,11 @@ export class GarbageCollector {
     const rehash = readData || !store.remote
     const report: VerifyReport = { checked: 0, missing: [], corrupt: [], orphans: [], unreferenced: [], readData: rehash }
     const listed = new Map<string, number>()
+    const since = listedSince(this.deps.clock)
     for await (const b of store.list()) {
       if (blobs.exists(b.sha256)) listed.set(b.sha256, b.size)
-      else report.orphans.push(b.sha256)
+      // Content recorded since the listing began is no orphan (removeOrphans), whatever its name.
+      else if (!store.recordedUnder?.(b.sha256, since)) report.orphans.push(b.sha256)
     }
     for (let after = ''; ;) {
       const rows = blobs.sizesAfter(after, BATCH)

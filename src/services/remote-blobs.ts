@@ -67,18 +67,24 @@ export class RemoteBlobs {
   async lease(uploadId: string, sha256: string): Promise<void> {
     const { clock, leases } = this.deps
     const deadline = Date.now() + this.deps.timeoutMs
+    // The name the store keeps it under, when that is not the hash (the encrypted store): the orphan
+    // sweep tombstones an orphan by that name (condemnInTx), which this upload waits out too.
+    const named = this.deps.store.storedName?.(sha256)
+    const name = named !== undefined && named !== sha256 ? named : undefined
     for (;;) {
       const state = this.engine.transaction(() => {
         const now = clock.now()
         leases.lockHash(sha256)
-        if (!leases.tombstoned(sha256)) {
+        if (name !== undefined) leases.lockHash(name)
+        const doomed = leases.tombstoned(sha256) ? sha256 : name !== undefined && leases.tombstoned(name) ? name : undefined
+        if (doomed === undefined) {
           leases.lease(uploadId, sha256, now + LEASE_MS)
           return 'leased'
         }
-        return leases.claim(sha256, now, now + this.claimMs) ? 'claimed' : 'busy'
+        return leases.claim(doomed, now, now + this.claimMs) ? { claimed: doomed } : 'busy'
       })
       if (state === 'leased') return
-      if (state === 'claimed') await this.deleteClaimed(sha256)
+      if (state !== 'busy') await this.deleteClaimed(state.claimed)
       else if (Date.now() > deadline) throw storeUnavailable('lease')
       else await new Promise((r) => setTimeout(r, 25))
     }
@@ -99,12 +105,16 @@ export class RemoteBlobs {
   /**
    * Inside a collector's write transaction: tombstones `sha256` for deletion unless an upload holds
    * a live lease on it. The caller has checked that no row needs the content. False when leased.
+   * `listed`: a name the orphan sweep listed, which may be the store's name for content rather than
+   * a hash (the encrypted store's keyed name): an upload leasing any hash stored under that name
+   * keeps it too (one HMAC per upload in flight), as its commit would record the content.
    */
-  condemnInTx(sha256: string): boolean {
-    const { leases, clock } = this.deps
+  condemnInTx(sha256: string, listed = false): boolean {
+    const { leases, clock, store } = this.deps
     const now = clock.now()
     leases.lockHash(sha256)
     if (leases.leased(sha256, now)) return false
+    if (listed && store.storedName && leases.leasedHashes(now).some((h) => store.storedName!(h) === sha256)) return false
     leases.tombstone(sha256, now)
     return true
   }

@@ -33,6 +33,7 @@ export class BlobLeasesRepo {
       held: db.pluck<[string, string, number], number>('SELECT 1 FROM blob_leases WHERE upload_id = ? AND sha256 = ? AND expires_at > ?'),
       release: db.prepare('DELETE FROM blob_leases WHERE upload_id = ?'),
       leased: db.pluck<[string, number], number>('SELECT 1 FROM blob_leases WHERE sha256 = ? AND expires_at > ? LIMIT 1'),
+      leasedHashes: db.pluck<[number], string>('SELECT DISTINCT sha256 FROM blob_leases WHERE expires_at > ?'),
       dropExpired: db.prepare('DELETE FROM blob_leases WHERE expires_at <= ?'),
       tombstone: db.prepare(dialect(db, SQL.tombstone)),
       tombstoned: db.pluck<[string], number>('SELECT 1 FROM blob_tombstones WHERE sha256 = ?'),
@@ -79,6 +80,11 @@ export class BlobLeasesRepo {
   /** True when some upload holds an unexpired lease on the hash. */
   leased(sha256: string, now: number): boolean {
     return this.stmts.leased.get(sha256, now) === 1
+  }
+
+  /** Every hash an upload holds an unexpired lease on (uploads in flight: few). */
+  leasedHashes(now: number): string[] {
+    return this.stmts.leasedHashes.all(now)
   }
 
   /** Leases of uploads that died without releasing them. */

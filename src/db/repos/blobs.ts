@@ -27,6 +27,7 @@ export class BlobsRepo {
       sizesAfter: db.prepare<[string, number], { sha256: string; size: number }>(
         'SELECT sha256, size_bytes AS size FROM blobs WHERE sha256 > ? ORDER BY sha256 LIMIT ?',
       ),
+      createdSince: db.pluck<[number], string>('SELECT sha256 FROM blobs WHERE created_at >= ?'),
       delete: db.prepare('DELETE FROM blobs WHERE sha256 = ?'),
       defer: db.prepare('INSERT INTO blob_releases (sha256, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING'),
       deferred: db.pluck<[number], string>('SELECT sha256 FROM blob_releases ORDER BY sha256 LIMIT ?'),
@@ -74,6 +75,14 @@ export class BlobsRepo {
   /** Keyset walk over every blob with its recorded size, in hash order. */
   sizesAfter(after: string, limit: number): { sha256: string; size: number }[] {
     return this.stmts.sizesAfter.all(after, limit)
+  }
+
+  /**
+   * The hashes of the blobs created at or after `since` (epoch ms): the encrypted store's orphan
+   * check. No index: it runs for an old file no row maps to (a crash's leftover), rarely.
+   */
+  createdSince(since: number): string[] {
+    return this.stmts.createdSince.all(since)
   }
 
   delete(sha256: string): void {
