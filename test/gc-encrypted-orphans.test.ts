@@ -178,16 +178,7 @@ t.test('a real orphan on an encrypted data dir is still swept, and counted by ve
 t.test(
   'the same race on the configured store (disk, or the Ceph gateway with COFFER_TEST_BLOB_STORE=s3): the orphan left by a collection whose deletion was lost',
   async (t) => {
-    let seam: SeamStore | undefined
-    const ctx = await makeApp(t, { ...keyEnv(t), COFFER_DELETED_RETENTION_SECONDS: '0' }, { store: (s) => (seam = new SeamStore(s)) })
-    const tenant = await createTenant(ctx.app)
-    const bytes = fileBytes('image/png', 200_000, 46)
-    const first = await upload(ctx.app, tenant.headers, { bytes })
-    await ctx.app.inject({ method: 'DELETE', url: `/api/v1/files/${first.fileId}`, headers: tenant.headers })
-    ctx.clock.advance(1)
-    seam!.dropRemovals = true
-    t.match(await ctx.core.gc.collect(), { blobsRemoved: 1 }, 'the row goes; its deletion is lost')
-    seam!.dropRemovals = false
+    const { ctx, seam, tenant, bytes } = await lostDeletionOrphan(t, 46)
     const listed = async () => {
       const out: string[] = []
       for await (const b of ctx.core.store.list()) out.push(b.sha256)
@@ -197,7 +188,7 @@ t.test(
     // Listed as older than the sweep's minimum age.
     ctx.clock.set(Date.now() + ORPHAN_MIN_AGE_MS + 60_000)
     let second: string | undefined
-    seam!.afterSnapshot = async () => {
+    seam.afterSnapshot = async () => {
       const again = await upload(ctx.app, tenant.headers, { bytes })
       t.equal(again.put.statusCode, 200, 'the same content uploaded again, acknowledged')
       second = again.fileId
@@ -212,21 +203,12 @@ t.test(
 )
 
 t.test("an upload in flight (placed, not yet committed) of an orphan's content keeps it through the whole sweep, on the configured store", async (t) => {
-  let seam: SeamStore | undefined
-  const ctx = await makeApp(t, { ...keyEnv(t), COFFER_DELETED_RETENTION_SECONDS: '0' }, { store: (s) => (seam = new SeamStore(s)) })
-  const tenant = await createTenant(ctx.app)
-  const bytes = fileBytes('image/png', 200_000, 47)
-  const first = await upload(ctx.app, tenant.headers, { bytes })
-  await ctx.app.inject({ method: 'DELETE', url: `/api/v1/files/${first.fileId}`, headers: tenant.headers })
-  ctx.clock.advance(1)
-  seam!.dropRemovals = true
-  t.match(await ctx.core.gc.collect(), { blobsRemoved: 1 }, 'the row goes; its deletion is lost')
-  seam!.dropRemovals = false
+  const { ctx, seam, tenant, bytes } = await lostDeletionOrphan(t, 47)
   ctx.clock.set(Date.now() + ORPHAN_MIN_AGE_MS + 60_000)
   // The upload finds the orphan's file or object there (nothing to write), then the sweep runs,
   // tombstones and deletes included, before the upload commits.
   let swept: number | undefined
-  seam!.afterPlace = async () => {
+  seam.afterPlace = async () => {
     swept = await ctx.core.gc.removeOrphans()
   }
   const again = await upload(ctx.app, tenant.headers, { bytes })
@@ -238,21 +220,12 @@ t.test("an upload in flight (placed, not yet committed) of an orphan's content k
 })
 
 t.test("on a remote store, an upload of an orphan's content waits out (or finishes) its tombstone before placing it", async (t) => {
-  let seam: SeamStore | undefined
-  const ctx = await makeApp(t, { ...keyEnv(t), COFFER_DELETED_RETENTION_SECONDS: '0' }, { store: (s) => (seam = new SeamStore(s)) })
+  const { ctx, seam, tenant, bytes } = await lostDeletionOrphan(t, 48)
   if (!ctx.core.store.remote) return t.pass("tombstones are a remote store's (COFFER_TEST_BLOB_STORE=s3)")
-  const tenant = await createTenant(ctx.app)
-  const bytes = fileBytes('image/png', 200_000, 48)
-  const first = await upload(ctx.app, tenant.headers, { bytes })
-  await ctx.app.inject({ method: 'DELETE', url: `/api/v1/files/${first.fileId}`, headers: tenant.headers })
-  ctx.clock.advance(1)
-  seam!.dropRemovals = true
-  t.match(await ctx.core.gc.collect(), { blobsRemoved: 1 }, 'the row goes; its deletion is lost')
-  seam!.dropRemovals = false
   ctx.clock.set(Date.now() + ORPHAN_MIN_AGE_MS + 60_000)
-  seam!.failRemovals = true
+  seam.failRemovals = true
   t.equal(await ctx.core.gc.removeOrphans(), 1, 'the orphan is tombstoned; its deletion refused, to be retried')
-  seam!.failRemovals = false
+  seam.failRemovals = false
   const again = await upload(ctx.app, tenant.headers, { bytes })
   t.equal(again.put.statusCode, 200, 'the same content uploaded again, acknowledged')
   await ctx.core.gc.collect()
@@ -260,3 +233,21 @@ t.test("on a remote store, an upload of an orphan's content waits out (or finish
   t.equal(got.statusCode, 200)
   t.ok(got.rawPayload.equals(bytes), 'X reads back whole after the next collection drained every tombstone')
 })
+
+/**
+ * An encrypted app whose store (behind a SeamStore) keeps content X as an orphan: uploaded, deleted,
+ * and collected with the deletion from the store lost, so its row is gone and its file or object stays.
+ */
+async function lostDeletionOrphan(t: Test, seed: number) {
+  let seam: SeamStore | undefined
+  const ctx = await makeApp(t, { ...keyEnv(t), COFFER_DELETED_RETENTION_SECONDS: '0' }, { store: (s) => (seam = new SeamStore(s)) })
+  const tenant = await createTenant(ctx.app)
+  const bytes = fileBytes('image/png', 200_000, seed)
+  const first = await upload(ctx.app, tenant.headers, { bytes })
+  await ctx.app.inject({ method: 'DELETE', url: `/api/v1/files/${first.fileId}`, headers: tenant.headers })
+  ctx.clock.advance(1)
+  seam!.dropRemovals = true
+  t.match(await ctx.core.gc.collect(), { blobsRemoved: 1 }, 'the row goes; its deletion is lost')
+  seam!.dropRemovals = false
+  return { ctx, seam: seam!, tenant, bytes }
+}
