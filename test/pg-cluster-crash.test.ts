@@ -186,6 +186,20 @@ async function readBack(t: Test, cluster: Cluster, acked: Acked[]): Promise<stri
  * Waits up to `ms` for a `file.uploaded` event of every acknowledged API upload at the receiver:
  * the ones still missing then, and how many deliveries repeated a webhook-id (at-least-once).
  */
+/**
+ * What the crash loop requires after its crashes: every acknowledged upload reads back
+ * byte-identical, no quota drift, and every acknowledged API upload's webhook delivered within `ms`.
+ */
+async function nothingLost(t: Test, cluster: Cluster, receiver: { received: Received[] }, acked: Acked[], ms: number, atLeastOnce = ''): Promise<void> {
+  t.same(await readBack(t, cluster, acked), [], 'every acknowledged upload reads back byte-identical')
+  t.same(await quotaDrift(cluster), [], "every tenant's and workspace's used_bytes equals the sum of its rows")
+  const hooks = await webhooksOf(receiver, acked, ms)
+  t.comment(
+    `webhooks: ${acked.filter((a) => a.kind === 'api').length - hooks.missing.length} received, ${hooks.tookMs} ms after the checks; ${hooks.repeated} sent twice`,
+  )
+  t.same(hooks.missing, [], `every acknowledged upload's file.uploaded webhook delivered${atLeastOnce}`)
+}
+
 async function webhooksOf(receiver: { received: Received[] }, acked: Acked[], ms: number): Promise<{ missing: string[]; repeated: number; tookMs: number }> {
   const want = acked.flatMap((a) => (a.kind === 'api' ? [a.fileId] : []))
   const started = Date.now()
@@ -240,13 +254,7 @@ withClusterFixtures(t, 'the crash loop on three nodes', (pgUrl) => {
       [],
       'no 5xx answered (a node killed under a request answers nothing)',
     )
-    t.same(await readBack(t, cluster, load.acked), [], 'every acknowledged upload reads back byte-identical')
-    t.same(await quotaDrift(cluster), [], "every tenant's and workspace's used_bytes equals the sum of its rows")
-    const hooks = await webhooksOf(receiver, load.acked, 90_000)
-    t.comment(
-      `webhooks: ${load.acked.filter((a) => a.kind === 'api').length - hooks.missing.length} received, ${hooks.tookMs} ms after the checks; ${hooks.repeated} sent twice`,
-    )
-    t.same(hooks.missing, [], "every acknowledged upload's file.uploaded webhook delivered (at least once: a killed node's claims lapse)")
+    await nothingLost(t, cluster, receiver, load.acked, 90_000, " (at least once: a killed node's claims lapse)")
   })
 
   t.test(
@@ -327,13 +335,7 @@ withClusterFixtures(t, 'the crash loop on three nodes', (pgUrl) => {
         [],
         'each PUT answered 503 completes when sent again',
       )
-      t.same(await readBack(t, cluster, load.acked), [], 'every acknowledged upload reads back byte-identical')
-      t.same(await quotaDrift(cluster), [], "every tenant's and workspace's used_bytes equals the sum of its rows")
-      const hooks = await webhooksOf(receiver, load.acked, 30_000)
-      t.comment(
-        `webhooks: ${load.acked.filter((a) => a.kind === 'api').length - hooks.missing.length} received, ${hooks.tookMs} ms after the checks; ${hooks.repeated} sent twice`,
-      )
-      t.same(hooks.missing, [], "every acknowledged upload's file.uploaded webhook delivered")
+      await nothingLost(t, cluster, receiver, load.acked, 30_000)
     },
   )
 })

@@ -48,6 +48,21 @@ function shared(t: Test, dbs: Databases): { a: BlobNode; b: BlobNode; file: (sha
   return { a: node(dbs.engine), b: node(dbs.other), file: (sha) => blobPath(root, sha) }
 }
 
+/** The collector of node `n`'s blobs (no files or tenants to purge), releasing through `writes`. */
+function collectorOf(n: BlobNode, writes: BlobWrites): GarbageCollector {
+  return new GarbageCollector({
+    db: n.engine,
+    clock,
+    files: new FilesRepo(n.engine),
+    blobs: n.blobs,
+    store: n.store,
+    tenants: { purgeDeleted: () => 0 } as never,
+    retentionMs: 1000,
+    writes,
+    reserve: { freeing: (fn) => fn(), ensure: () => 'off' },
+  })
+}
+
 async function stage(n: BlobNode, bytes: Buffer) {
   return n.store.stage(Readable.from([bytes]), { maxBytes: bytes.length, onOverflow: () => new Error('longer than announced') })
 }
@@ -216,17 +231,7 @@ withPg(t, 'released content on a shared disk path', (url) => {
     const restarted = new BlobWrites({ db: a.engine, clock, blobs: a.blobs, store: a.store })
     t.same(await restarted.drain(), { deleted: 0, failed: 0 }, 'nothing to drain after the restart')
     t.ok(fs.existsSync(file(h)), 'an orphan: a file no row records')
-    const gc = new GarbageCollector({
-      db: a.engine,
-      clock,
-      files: new FilesRepo(a.engine),
-      blobs: a.blobs,
-      store: a.store,
-      tenants: { purgeDeleted: () => 0 } as never,
-      retentionMs: 1000,
-      writes: restarted,
-      reserve: { freeing: (fn) => fn(), ensure: () => 'off' },
-    })
+    const gc = collectorOf(a, restarted)
     t.equal((await gc.verify()).orphans.length, 1, 'coffer verify lists it')
     clock.set(Date.now())
     t.equal(await gc.removeOrphans(), 0, 'a young orphan is spared (it may be mid-commit)')
@@ -239,17 +244,7 @@ withPg(t, 'released content on a shared disk path', (url) => {
   t.test("the collector's run unlinks what it released once it committed", async (t) => {
     const { a, file } = shared(t, await postgres(t, url))
     const h = await upload(a, content())
-    const gc = new GarbageCollector({
-      db: a.engine,
-      clock,
-      files: new FilesRepo(a.engine),
-      blobs: a.blobs,
-      store: a.store,
-      tenants: { purgeDeleted: () => 0 } as never,
-      retentionMs: 1000,
-      writes: a.writes,
-      reserve: { freeing: (fn) => fn(), ensure: () => 'off' },
-    })
+    const gc = collectorOf(a, a.writes)
     t.same(await gc.collect(true), { filesPurged: 0, blobsRemoved: 1, bytesFreed: 100_000, tenantsPurged: 0 })
     t.notOk(fs.existsSync(file(h)), 'the unreferenced content is gone when collect returns')
   })
