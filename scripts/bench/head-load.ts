@@ -1,27 +1,12 @@
 /** HEAD load runs with head-client.ts in its own process, with the generator's CPU share read as wrk.ts reads wrk's. */
-import { spawn } from 'node:child_process'
 import path from 'node:path'
-import { cpuMs } from './processes'
-import type { WrkResult } from './wrk'
+import { runSampled, type WrkResult } from './wrk'
 
 /** `connections` keep-alive connections HEADing random lines of `signedFile` for `seconds`; fails on any answer but 200. */
 export async function headLoad(run: { url: string; signedFile: string; connections: number; seconds: number }): Promise<WrkResult> {
   const u = new URL(run.url)
   const args = [path.join(__dirname, 'head-client.cjs'), u.hostname, u.port, String(run.seconds), String(run.connections), run.signedFile]
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] })
-  let out = ''
-  child.stdout.on('data', (c: Buffer) => (out += c.toString()))
-  child.stderr.on('data', (c: Buffer) => (out += c.toString()))
-  const samples: { wall: number; cpu: number }[] = []
-  const timer = setInterval(() => {
-    try {
-      samples.push({ wall: performance.now(), cpu: cpuMs(child.pid!) })
-    } catch {
-      // exited between two samples
-    }
-  }, 200)
-  const code = await new Promise<number | string>((resolve) => child.once('exit', (c, s) => resolve(c ?? s ?? -1)))
-  clearInterval(timer)
+  const { code, out, samples } = await runSampled(process.execPath, args)
   const line = /^\{.*\}$/m.exec(out)?.[0]
   if (code !== 0 || !line) throw new Error(`head-client ${args.slice(1).join(' ')} exited with ${code}: ${out.slice(-500)}`)
   const r = JSON.parse(line) as { requests: number; good: number; bad: number; seconds: number }

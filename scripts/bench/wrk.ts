@@ -229,22 +229,7 @@ export async function wrk(run: WrkRun): Promise<WrkResult> {
   const scriptFile = path.join(run.dir, `wrk-${run.script}.lua`)
   fs.writeFileSync(scriptFile, SCRIPTS[run.script])
   const args = ['-t', String(threads), '-c', String(run.connections), '-d', `${run.seconds}s`, '--timeout', '10s', '-s', scriptFile, run.url, '--', ...run.args]
-  const child = spawn(run.bin, args, { stdio: ['ignore', 'pipe', 'pipe'] })
-  let out = ''
-  child.stdout.on('data', (c: Buffer) => (out += c.toString()))
-  child.stderr.on('data', (c: Buffer) => (out += c.toString()))
-  // The generator's CPU between two samples inside the run (the process is gone, and its /proc
-  // entry with it, once it has exited).
-  const samples: { wall: number; cpu: number }[] = []
-  const timer = setInterval(() => {
-    try {
-      samples.push({ wall: performance.now(), cpu: cpuMs(child.pid!) })
-    } catch {
-      // exited between two samples
-    }
-  }, 200)
-  const code = await new Promise<number | string>((resolve) => child.once('exit', (c, s) => resolve(c ?? s ?? -1)))
-  clearInterval(timer)
+  const { code, out, samples } = await runSampled(run.bin, args)
   const line = /^WRKJSON (.*)$/m.exec(out)?.[1]
   if (code !== 0 || !line) throw new Error(`wrk ${args.join(' ')} exited with ${code}:\n${out.slice(-1500)}`)
   const r = JSON.parse(line) as Record<
@@ -299,4 +284,27 @@ export function generatorBound(runs: readonly WrkResult[], floor?: { rps: number
     if (slowest < floor.rps) return `a baseline run reached ${slowest.toFixed(0)}/s, under the sanity floor of ${floor.rps}/s (${floor.why})`
   }
   return undefined
+}
+
+/**
+ * Runs a load generator to its exit: its exit code, its stdout and stderr together, and its CPU
+ * sampled every 200 ms inside the run (the process is gone, and its /proc entry with it, once it
+ * has exited), for the share of a core it used.
+ */
+export async function runSampled(bin: string, args: string[]): Promise<{ code: number | string; out: string; samples: { wall: number; cpu: number }[] }> {
+  const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] })
+  let out = ''
+  child.stdout.on('data', (c: Buffer) => (out += c.toString()))
+  child.stderr.on('data', (c: Buffer) => (out += c.toString()))
+  const samples: { wall: number; cpu: number }[] = []
+  const timer = setInterval(() => {
+    try {
+      samples.push({ wall: performance.now(), cpu: cpuMs(child.pid!) })
+    } catch {
+      // exited between two samples
+    }
+  }, 200)
+  const code = await new Promise<number | string>((resolve) => child.once('exit', (c, sig) => resolve(c ?? sig ?? -1)))
+  clearInterval(timer)
+  return { code, out, samples }
 }
