@@ -4,7 +4,7 @@ import type { Core } from '../../core'
 import { AppError } from '../../errors'
 import { databaseReport, databaseStatus, readiness } from '../../services/health'
 
-/** Which database and its state (services/health.ts DatabaseReport), in both probes' bodies (#30). */
+/** Which database and its state (services/health.ts DatabaseReport), in /ready's body and the probes' 503 (#30). */
 const Database = Type.Object({
   kind: Type.Union([Type.Literal('sqlite'), Type.Literal('postgres')], { description: "The metadata database: the data dir's SQLite file or PostgreSQL" }),
   status: Type.String({ description: '`ok`, or the failed check (`unavailable: 08006` when the connection is lost or refused)' }),
@@ -21,16 +21,21 @@ export async function healthRoutes(app: App, core: HealthDeps): Promise<void> {
       schema: {
         tags: ['health'],
         summary: 'Liveness: the process answers and its database does (503 with Retry-After while it does not)',
-        response: { 200: Type.Object({ status: Type.Literal('ok'), database: Database }), 503: Type.Ref('ErrorResponse') },
+        // The spec's body, exactly (storage-api.md, Health): which database and its state are /ready's,
+        // and the 503's details.
+        response: { 200: Type.Object({ status: Type.Literal('ok') }), 503: Type.Ref('ErrorResponse') },
       },
     },
     async () => {
       // A node whose PostgreSQL is gone can serve nothing (#30): the balancer is told to go
       // elsewhere and when to look again; the bridge reconnects by itself once it is back.
       const status = databaseStatus(core.db)
-      const database = databaseReport(core.db, status)
-      if (!status.ok) throw new AppError('DATABASE_UNAVAILABLE', 'The database is unavailable; retry later', { checks: { database: status.check }, database })
-      return { status: 'ok' as const, database }
+      if (!status.ok)
+        throw new AppError('DATABASE_UNAVAILABLE', 'The database is unavailable; retry later', {
+          checks: { database: status.check },
+          database: databaseReport(core.db, status),
+        })
+      return { status: 'ok' as const }
     },
   )
 
