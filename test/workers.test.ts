@@ -439,3 +439,22 @@ t.test('coffer serve --ephemeral --workers 2 announces once, when both workers a
     'the temporary data dir is gone',
   )
 })
+
+t.test('coffer serve --workers 2 stopped while its second worker starts: every worker stops, the primary exits 0', async (t) => {
+  // The stop the primary sends a worker right behind its start message reached no listener: the
+  // second worker served on and the primary waited for it forever (5 of 5 such stops hung).
+  // The stop comes a little later each round, to meet the second worker before and after it is online.
+  for (let round = 0; round < 5; round++) {
+    const cwd = tempDir(t)
+    // Ready at the first worker's "listening" line, while the primary has just forked the second.
+    const server = await startCoffer(['serve', '--workers', '2', '--port', '0', '--s3-port', 'off', '--data-dir', 'data'], {
+      cwd,
+      env: { COFFER_WORKERS: '2' },
+    })
+    await new Promise((r) => setTimeout(r, round * 60))
+    server.child.kill('SIGTERM')
+    const code = await Promise.race([server.exited, new Promise<string>((r) => setTimeout(() => r('still running after 15 s'), 15_000))])
+    if (code !== 0) server.child.kill('SIGKILL')
+    t.equal(code, 0, `round ${round + 1}: stopped`)
+  }
+})

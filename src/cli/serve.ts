@@ -263,19 +263,23 @@ async function start(
  * whole process group).
  */
 async function serveWorker(io: CliIO, proc: ServeProcess): Promise<number> {
+  // Listened for before the start message: a stop the primary sends right behind it (a stop
+  // signal while this worker starts) would otherwise reach no listener, and the worker would
+  // serve on while the primary waits for it to exit.
+  const primaryStop = awaitPrimaryStop()
   const job = await awaitStart()
   try {
-    return await runWorker(job, io, proc)
+    return await runWorker(job, io, proc, primaryStop)
   } finally {
     // Out of the cluster, so that the process exits; the primary then knows it meant to.
     leaveCluster()
   }
 }
 
-async function runWorker(job: WorkerStart, io: CliIO, proc: ServeProcess): Promise<number> {
+async function runWorker(job: WorkerStart, io: CliIO, proc: ServeProcess, primaryStop: Promise<string>): Promise<number> {
   const { config } = job
   const logger = createLogger(config.logLevel, job.stderrLogs ? io.stderr : io.stdout).child({ worker: workerId() })
-  const stopSignal = Promise.race([proc.waitForStop(logger), awaitPrimaryStop()])
+  const stopSignal = Promise.race([proc.waitForStop(logger), primaryStop])
   const server = await start(config, logger, { selfCommand: proc.selfCommand(), startup: job.startup, ...(job.fixture ? { fixture: job.fixture } : {}) })
   try {
     const announcement = job.ephemeral ? await prepareAnnouncement(server, job.ephemeral, job.primaryPid) : undefined
