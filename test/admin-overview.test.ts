@@ -1,3 +1,4 @@
+// @suites: pg-all
 // The admin overview (#31): GET /api/v1/admin/overview after known uploads, requests and webhook
 // events; the last minute's window; what each figure costs (query plans: nothing reads the files
 // table); bad input and keys as 4xx envelopes.

@@ -1,3 +1,4 @@
+// @suites: pg-all
 import t from 'tap'
 import { databaseEnvOf, admin, bearer, createTenant, fileBytes, handshake, makeApp, upload } from './helper'
 import { loadConfig } from '../src/config'

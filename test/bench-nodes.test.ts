@@ -1,3 +1,4 @@
+// @suites: sqlite
 import t from 'tap'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'

@@ -1,3 +1,4 @@
+// @suites: sqlite
 // Removing a blob inside a write transaction (#29): a large file leaves its path at once and is
 // unlinked in the thread pool, not on the event loop while the transaction holds the write lock
 // (a 1 GiB multipart completion releases 128 parts of 8 MiB, ~5 ms of unlink each).

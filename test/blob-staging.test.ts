@@ -1,3 +1,4 @@
+// @suites: sqlite
 // Staging a body in the disk store (#29): what the stage costs per small write, and that its
 // failures still end both streams as stream/promises' pipeline ended them.
 import t from 'tap'

@@ -1,3 +1,4 @@
+// @suites: sqlite
 // The WAL's checkpointer (src/db/checkpoint.ts, #29): the serving connection's commits never
 // checkpoint (SQLite's automatic checkpoint ran two fsyncs and up to 1000 page writes inside a
 // COMMIT, on the event loop); a thread does, and keeps the WAL under its bound under a steady load.

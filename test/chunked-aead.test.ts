@@ -1,3 +1,4 @@
+// @suites: sqlite
 import t from 'tap'
 import { randomBytes } from 'node:crypto'
 import { Readable } from 'node:stream'

@@ -1,3 +1,4 @@
+// @suites: sqlite
 // The CI fixture of #28: fixed credentials, seeded buckets, --write-env / --json-file and
 // `coffer wait`, driven through the bundle as a pipeline would, with real S3 clients.
 import t from 'tap'

@@ -1,3 +1,4 @@
+// @suites: sqlite
 import t from 'tap'
 import { spawn } from 'node:child_process'
 import { BUNDLE, buildBundle, initDataDir } from './process-helper'

@@ -1,3 +1,4 @@
+// @suites: sqlite
 import t, { type Test } from 'tap'
 import fs from 'node:fs'
 import http from 'node:http'

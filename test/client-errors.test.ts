@@ -1,3 +1,4 @@
+// @suites: pg-all
 import t from 'tap'
 import net from 'node:net'
 import type { AddressInfo } from 'node:net'

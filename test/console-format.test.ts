@@ -1,3 +1,4 @@
+// @suites: sqlite
 import t from 'tap'
 import { formatBytes, parseSize, percent } from '../src/console/format'
 

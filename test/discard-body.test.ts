@@ -1,3 +1,4 @@
+// @suites: pg-all
 import t from 'tap'
 import { execFile } from 'node:child_process'
 import net from 'node:net'

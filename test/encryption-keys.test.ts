@@ -1,3 +1,4 @@
+// @suites: sqlite
 import t from 'tap'
 import { inspect } from 'node:util'
 import { createHmac, hkdfSync, randomBytes } from 'node:crypto'

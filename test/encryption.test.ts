@@ -1,3 +1,4 @@
+// @suites: pg-all
 import t from 'tap'
 import fs from 'node:fs'
 import http from 'node:http'

@@ -1,3 +1,4 @@
+// @suites: pg-all
 // A file's versions through the Storage Brain API (#25): the listing of its key's versions, the
 // restore of one by copy over the current version, and the deleted files that can be restored.
 // The versions are made through S3 (the AWS SDK), as users make them; the API reads and restores.

@@ -1,3 +1,4 @@
+// @suites: pg-all
 import t, { type Test } from 'tap'
 import fc from 'fast-check'
 import { createTenant, fileBytes, handshake, makeApp, upload, admin, type Handshake } from './helper'

@@ -1,3 +1,4 @@
+// @suites: sqlite
 // Group commit: an acknowledgement waits for the WAL flush that covers its commit, concurrent
 // commits share flushes, and a failed flush fails the acknowledgement (and every later one).
 import t, { type Test } from 'tap'

@@ -1,3 +1,4 @@
+// @suites: sqlite
 // Memory under a load of small writes (#29): V8's young generation stays small while objects that
 // live across a flush wait keep surviving scavenges, and SQLite's page cache goes back once idle.
 import t from 'tap'

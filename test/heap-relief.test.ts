@@ -1,3 +1,4 @@
+// @suites: sqlite
 // Once a load is over, one full collection gives back the heap and the dead Buffers' memory (#29).
 import t from 'tap'
 import { idleCollectionCount, noteStreamed } from '../src/lib/heap-relief'

@@ -1,3 +1,4 @@
+// @suites: pg-all
 import t from 'tap'
 import { admin, createTenant, makeApp, sqliteOnly } from './helper'
 import type { PgEngine } from '../src/db/pg/engine'

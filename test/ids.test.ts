@@ -1,3 +1,4 @@
+// @suites: sqlite
 import t from 'tap'
 import { isUuid, uuidv7 } from '../src/lib/ids'
 

@@ -1,3 +1,4 @@
+// @suites: sqlite
 // No import cycles under src/ (#11). ESLint's import plugins either do not support ESLint 10 or
 // pull platform binaries the registry here does not serve (npm ci then fails), so the check is
 // this test: TypeScript's own parser reads every import and export-from, type-only ones included.

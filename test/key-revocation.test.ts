@@ -1,3 +1,4 @@
+// @suites: pg
 import t from 'tap'
 import crypto from 'node:crypto'
 import fs from 'node:fs'

@@ -1,3 +1,4 @@
+// @suites: sqlite
 // What a large PutObject costs in garbage collection (#29). Every chunk read from a socket is a
 // fresh off-heap Buffer, and V8 counts the young ones' bytes against its heap limit until a
 // scavenge frees them. A server's heap is small (~20 MB), so with 8 MiB of chunks streamed between

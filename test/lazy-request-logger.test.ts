@@ -1,3 +1,4 @@
+// @suites: sqlite
 import { test } from 'tap'
 import { Writable } from 'node:stream'
 import type { FastifyBaseLogger } from 'fastify'

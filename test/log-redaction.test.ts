@@ -1,3 +1,4 @@
+// @suites: pg-all
 import t from 'tap'
 import { redactUrl } from '../src/lib/logger'
 import { createTenant, makeApp, upload } from './helper'

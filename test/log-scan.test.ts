@@ -1,3 +1,4 @@
+// @suites: sqlite
 import t from 'tap'
 import { findSecrets } from './log-scan/secrets'
 import { newApiKey, newWebhookSecret } from '../src/lib/secrets'

@@ -1,3 +1,4 @@
+// @suites: pg-all
 import t from 'tap'
 import { Counter, Histogram, Registry, type RegistryContentType } from 'prom-client'
 import { Metrics } from '../src/lib/metrics'

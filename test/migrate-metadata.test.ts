@@ -1,3 +1,4 @@
+// @suites: sqlite
 // `coffer migrate-metadata` (#30): a data dir a real server filled, copied into PostgreSQL and
 // verified, killed mid-copy and resumed, copied back into a new data dir that a server serves,
 // and the refusals. Against the PostgreSQL fixture (test/pg/fixture.ts), a schema of its own per

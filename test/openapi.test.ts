@@ -1,3 +1,4 @@
+// @suites: pg-all
 import t from 'tap'
 import { makeApp } from './helper'
 import { version } from '../package.json'

@@ -1,3 +1,4 @@
+// @suites: sqlite
 // The MD5 thread of large S3 bodies (lib/parallel-md5.ts): the bytes waiting for it are bounded for
 // all bodies together, not per body, and once idle it gives its memory back (#29).
 import t from 'tap'

@@ -1,3 +1,4 @@
+// @suites: sqlite
 import t, { type Test } from 'tap'
 import net from 'node:net'
 import { PgBridge } from '../src/db/pg/bridge'

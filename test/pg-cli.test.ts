@@ -1,3 +1,4 @@
+// @suites: sqlite
 // The CLI on PostgreSQL (#30), through the built dist/coffer.cjs as a person runs it: every
 // data-dir command on the database a server runs on (the server sees each change at its next
 // request), backup refused naming pg_dump, rotate-key refused while a node holds a lease,

@@ -1,3 +1,4 @@
+// @suites: sqlite
 import t, { type Test } from 'tap'
 import path from 'node:path'
 import { createHash, randomBytes } from 'node:crypto'

@@ -1,3 +1,4 @@
+// @suites: sqlite
 import t, { type Test } from 'tap'
 import { createHash, randomBytes } from 'node:crypto'
 import {

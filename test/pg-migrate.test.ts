@@ -1,3 +1,4 @@
+// @suites: sqlite
 import t from 'tap'
 import path from 'node:path'
 import { spawn } from 'node:child_process'

@@ -1,3 +1,4 @@
+// @suites: sqlite
 import t, { type Test } from 'tap'
 import assert from 'node:assert/strict'
 import path from 'node:path'

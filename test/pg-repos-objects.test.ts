@@ -1,3 +1,4 @@
+// @suites: sqlite
 import t from 'tap'
 import type { Engine } from '../src/db/engine'
 import { TenantsRepo } from '../src/db/repos/tenants'

@@ -1,3 +1,4 @@
+// @suites: sqlite
 import t, { type Test } from 'tap'
 import { TenantsRepo } from '../src/db/repos/tenants'
 import { S3CredentialsRepo } from '../src/db/repos/s3-credentials'

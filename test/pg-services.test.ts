@@ -1,3 +1,4 @@
+// @suites: sqlite
 import { constraintViolated, type Engine, type Statement } from '../src/db/engine'
 import { PgError } from '../src/db/pg/errors'
 import { FilesRepo } from '../src/db/repos/files'

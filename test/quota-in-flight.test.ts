@@ -1,3 +1,4 @@
+// @suites: pg-all
 import t from 'tap'
 import { createTenant, fileBytes, handshake, makeApp, measuringStore, putContent } from './helper'
 

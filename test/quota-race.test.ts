@@ -1,3 +1,4 @@
+// @suites: pg s3
 import t from 'tap'
 
 // The one home of quota races: concurrent handshakes and uploads against tenant and workspace quotas.

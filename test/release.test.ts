@@ -1,3 +1,4 @@
+// @suites: sqlite
 // The release (#28): `npm run release`'s assets, and the coffer-s3 action run as a GitHub runner
 // runs a node24 action (inputs as INPUT_* variables, $GITHUB_ENV/$GITHUB_OUTPUT/$GITHUB_STATE/
 // $GITHUB_PATH files, GITHUB_ACTION_PATH, then the post step with STATE_*), its downloads served

@@ -1,3 +1,4 @@
+// @suites: pg-all
 // One request lifecycle for both fronts (http/request-lifecycle.ts, #11): what each front's
 // clients rely on, over real sockets: request ids on answers and log lines, the shutdown refusal
 // in the front's own error shape, requests in flight finishing, metrics, no secret in the log.

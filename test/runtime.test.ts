@@ -1,3 +1,4 @@
+// @suites: sqlite
 import t from 'tap'
 
 t.test("tests run on the Node 24 brought by the toolchain, not the machine's Node 20", async (t) => {

@@ -1,3 +1,4 @@
+// @suites: pg-all
 // ACLs (#24, #26): canned ACLs are stored and answered as the grants AWS lists for them; a grant
 // no canned ACL expresses (another tenant, an e-mail, WRITE_ACP to everyone) is 501, never pretended;
 // an x-amz-acl that names no canned ACL is 400 InvalidArgument wherever it is read, as AWS answers it.

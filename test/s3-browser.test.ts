@@ -1,3 +1,4 @@
+// @suites: pg-all
 import fs from 'node:fs'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'

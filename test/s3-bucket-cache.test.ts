@@ -1,3 +1,4 @@
+// @suites: pg-all
 // The bucket state cache (#29): a PutObject reads its bucket's workspace, versioning and
 // configuration documents once, not at every request, and every change to them — by this process,
 // by another connection (the CLI, another worker), even while a body is streaming — is seen by the

@@ -1,3 +1,4 @@
+// @suites: pg s3
 // Real S3 clients, unmodified, with their default settings, from Debian's packages (installed by
 // scripts/s3-clients.sh when missing): the AWS CLI, rclone, restic and s3cmd against the S3 listener.
 import { execFile, spawnSync } from 'node:child_process'

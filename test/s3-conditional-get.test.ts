@@ -1,3 +1,4 @@
+// @suites: pg-all
 import t from 'tap'
 import { CreateBucketCommand, GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3'
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner'

@@ -1,3 +1,4 @@
+// @suites: pg-all
 // CORS on the S3 listener (#26): Put/Get/DeleteBucketCors, the unsigned preflight answered from
 // the bucket's rules, and the Access-Control-* headers on actual responses, errors included.
 import t from 'tap'

@@ -1,3 +1,4 @@
+// @suites: pg s3
 // S3 writes while the server is killed with SIGKILL at random moments, restarting on the same data
 // dir: every acknowledged PutObject and CompleteMultipartUpload survives byte for byte, parts
 // acknowledged before the kill can still complete their upload, and usage stays exact.

@@ -1,3 +1,4 @@
+// @suites: pg-all
 // CreateBucket as an AWS regional endpoint answers it (#24, found by ceph/s3-tests): re-creating a
 // bucket the tenant owns is 200 and changes nothing in us-east-1, 409 BucketAlreadyOwnedByYou in
 // any other region; a LocationConstraint that is not this endpoint's region is

@@ -1,3 +1,4 @@
+// @suites: pg-all
 // S3 credential pairs: admin API, CLI, sealed storage, revocation effective on the next request.
 import fs from 'node:fs'
 import path from 'node:path'

@@ -1,3 +1,4 @@
+// @suites: pg s3
 // One storage, two fronts: what one writes the other lists, reads and deletes, with usage exact
 // at workspace and tenant level.
 import { createHash } from 'node:crypto'

@@ -1,3 +1,4 @@
+// @suites: pg-all
 import t from 'tap'
 import { ListBucketsCommand, S3Client, type S3ServiceException } from '@aws-sdk/client-s3'
 import { PgError } from '../src/db/pg/errors'

@@ -1,3 +1,4 @@
+// @suites: pg-all
 // S3 answers exactly as AWS's where Coffer already claims the operation (#24): odd headers,
 // listing encodings, error codes, bucket names, conditional writes, copies that must not pretend,
 // and DeleteObjects' required digest.

@@ -1,3 +1,4 @@
+// @suites: pg-all
 // The S3 front releases the content of multipart parts it no longer needs, on the disk store and
 // on the S3 blob store (the Ceph gateway), where release goes through tombstones: a replaced part,
 // an aborted upload, an upload past its TTL, a deleted bucket. And on an S3 blob store that is

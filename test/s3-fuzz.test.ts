@@ -1,3 +1,4 @@
+// @suites: pg s3
 // Random and malformed input on the S3 front never yields a 5xx (but the contract's 501
 // NotImplemented), a hang or a crash: every answer is a 2xx/3xx or a 4xx in S3's XML error shape.
 // Requests are signed with the AWS SDK's signer, so the fuzzing reaches past authentication.

@@ -1,3 +1,4 @@
+// @suites: pg-all
 // A garbage collection of some content racing an S3 write of the same content (PutObject, and
 // CompleteMultipartUpload assembling it) never loses the acknowledged object, on the disk store and
 // on the S3 blob store (the Ceph gateway). The moments that matter are forced with a store wrapper

@@ -1,3 +1,4 @@
+// @suites: pg
 // The lifecycle pass killed with SIGKILL mid-pass, restarting on the same data dir (#25): each
 // restart's passes go on from what is stored, the usage stays exactly what is stored after every
 // kill (no quota drift), and the rules end their work: every expired version, marker and blob gone.

@@ -1,3 +1,4 @@
+// @suites: pg-all
 // S3 lifecycle configuration (#25) through the AWS SDK v3: Put/Get/DeleteBucketLifecycleConfiguration
 // and their validation, x-amz-expiration, and the pass that applies the rules: expiry that frees
 // disk and quota (and nothing a live version still references), noncurrent expiry with

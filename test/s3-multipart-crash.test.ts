@@ -1,3 +1,4 @@
+// @suites: pg s3
 // A server killed with SIGKILL between the commit of a CompleteMultipartUpload and the removal of
 // its parts (#24): the parts' content is left recorded but unused; `coffer verify` reports it, the
 // next start removes it without an operator, and the object and its retried Complete are intact.

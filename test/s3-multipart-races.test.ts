@@ -1,3 +1,4 @@
+// @suites: pg s3
 // Multipart uploads under concurrency and retries (#24): concurrent Completes of one upload assemble
 // it once and all answer 200; a Complete retried after it succeeded answers 200 with the same ETag;
 // of two concurrent UploadParts of one part number, the one answered last is the part. Real

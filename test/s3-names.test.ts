@@ -1,3 +1,4 @@
+// @suites: pg-all
 // #24: names from S3 meet the API's rules. Keys that the handshake would refuse as file names become
 // safe names in the API, in `coffer ls` and in the files `coffer download` writes, while S3 keeps
 // the real key; active content types written through S3 are never shown inline on the API's origin.

@@ -1,3 +1,4 @@
+// @suites: pg-all
 // A metadata value outside US-ASCII, as botocore sends it (ceph/s3-tests
 // test_object_set_get_unicode_metadata, #24): the str is put on the wire as UTF-8 and its UTF-8 is
 // what botocore hashes. Coffer hashed Node's latin1 reading of those bytes as UTF-8 and refused

@@ -1,3 +1,4 @@
+// @suites: pg-all
 // A 304 Not Modified from GetObject carries the validators and what RFC 9110 §15.4.5 requires of
 // it (ETag, Last-Modified, Cache-Control, Expires), never what describes the bytes it does not
 // send: `x-amz-checksum-*`, `x-amz-meta-*`, Content-Encoding, Content-Language. boto3 ≥ 1.36 asks

@@ -1,3 +1,4 @@
+// @suites: pg-all
 // S3 object lock (#25) through the AWS SDK v3 and boto3: a bucket created with lock, its
 // configuration and default retention, versions' retention and legal hold, the lock headers of
 // writes and reads, and enforcement against the server clock through both fronts, tenant deletion

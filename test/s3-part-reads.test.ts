@@ -1,3 +1,4 @@
+// @suites: pg s3
 // Reads SDKs use on multipart objects (#24): GetObject/HeadObject with partNumber, the checksums
 // of multipart uploads (ChecksumAlgorithm on create, per part, COMPOSITE on complete), and
 // GetObjectAttributes; through @aws-sdk/client-s3 and lib-storage with their response checks on.

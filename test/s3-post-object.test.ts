@@ -1,3 +1,4 @@
+// @suites: pg-all
 // POST Object (#26): a browser's form upload to POST /<bucket>, authenticated by its signed policy
 // (SigV4 form fields, or SigV2's when enabled), every field covered by a condition, the file
 // streamed into the same write as PutObject and held to the policy's content-length-range.

@@ -1,3 +1,4 @@
+// @suites: pg-all
 // A presigned URL's x-amz-* query parameters are the headers its signer moved there (#24). The JS
 // SDK's presigner hoists x-amz-meta-*, x-amz-checksum-* and x-amz-sdk-checksum-algorithm into the
 // query string (X-Amz-SignedHeaders=host); AWS obeys them as headers. Coffer read headers only, and

@@ -1,3 +1,4 @@
+// @suites: pg-all
 // public-read-write and the other writes by anyone but the owner (#26): anonymous and cross-tenant
 // PutObject / DeleteObject / POST Object into a bucket that grants them, run as the owner's
 // (its quota, its webhooks), under the public access block; a plain bucket name across tenants

@@ -1,3 +1,4 @@
+// @suites: pg-all
 // Public objects (#26): anonymous requests evaluated against canned ACLs, bucket policies and the
 // public access block; `<tenant-id>:<bucket>` names another tenant's bucket; a plain name only
 // under COFFER_S3_ANONYMOUS_BUCKET_NAMES=unique and only while one tenant alone has it.

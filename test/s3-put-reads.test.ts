@@ -1,3 +1,4 @@
+// @suites: pg-all
 // What a plain PutObject reads (#29): a 4 KiB PutObject's CPU is mostly its SQL statements, so a
 // read that cannot change the answer is not made.
 import t from 'tap'

@@ -1,3 +1,4 @@
+// @suites: pg-all
 // An S3 PUT refused while its body is still arriving (a bad signature, a bucket that does not exist,
 // a quota the object would exceed) is answered with its XML error, and the rest of the body is read
 // and thrown away (bounded) rather than the connection closed under the client: closing at once made

@@ -1,3 +1,4 @@
+// @suites: pg s3
 // Large objects through the S3 listener of a real server process: streamed both ways byte for byte
 // with the server's memory flat; an object over the size limit is refused with nothing left behind.
 import { createHash } from 'node:crypto'

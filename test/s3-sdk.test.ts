@@ -1,3 +1,4 @@
+// @suites: pg s3
 // The operation matrix through the AWS SDK for JavaScript v3 with its default settings
 // (flexible checksums: aws-chunked bodies with CRC32 trailers) and lib-storage's multipart Upload.
 import { createHash } from 'node:crypto'

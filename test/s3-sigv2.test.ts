@@ -1,3 +1,4 @@
+// @suites: pg-all
 // Signature Version 2 (#24): AWS CLI v1's `s3 presign` URL, botocore's SigV2 signers (the library
 // AWS CLI v1 is made of, from Debian's python3-botocore) and s3cmd with `signature_v2 = True`
 // against the S3 listener, and COFFER_S3_SIGV2=off. The signatures come from those clients, never

@@ -1,3 +1,4 @@
+// @suites: sqlite
 // SigV4 verification and aws-chunked decoding, checked against the AWS SDK's own signer
 // (@smithy/signature-v4) and against the worked example of Amazon's S3 API reference, not against
 // this implementation itself.

@@ -1,3 +1,4 @@
+// @suites: pg-all
 import t, { type Test } from 'tap'
 import net from 'node:net'
 import fs from 'node:fs'

@@ -1,3 +1,4 @@
+// @suites: pg-all
 // Object and bucket tagging (#26) through the AWS SDK v3: round trips, AWS's limits, x-amz-tagging
 // on PutObject / CopyObject / CreateMultipartUpload, x-amz-tagging-count, and the lifecycle matcher.
 import { execFile, spawnSync } from 'node:child_process'

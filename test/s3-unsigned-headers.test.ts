@@ -1,3 +1,4 @@
+// @suites: pg-all
 // Headers outside the signature are refused, never obeyed (#24, high severity): a presigned URL or a
 // signed request carrying an x-amz-* header (or Content-MD5) its signature does not cover answers
 // 403 AccessDenied with HeadersNotSigned, as AWS does, and stores or copies nothing. What AWS lets

@@ -1,3 +1,4 @@
+// @suites: pg-all
 // ListMultipartUploads through the AWS SDK: prefix, delimiter (CommonPrefixes), key-marker /
 // upload-id-marker pagination and max-uploads as Amazon's S3 API reference describes them.
 import t, { type Test } from 'tap'

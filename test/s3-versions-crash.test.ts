@@ -1,3 +1,4 @@
+// @suites: pg s3
 // Versioned S3 writes while the server is killed with SIGKILL at random moments, restarting on the
 // same data dir (#25): every acknowledged version (PutObject, CompleteMultipartUpload) reads back
 // byte for byte by its versionId, every acknowledged delete marker is listed, overwrites and

@@ -1,3 +1,4 @@
+// @suites: pg s3
 // S3 versioning (#25) through the AWS SDK v3 with its default settings and through boto3: bucket
 // versioning, every operation that takes a versionId, delete markers, ListObjectVersions, the null
 // version and Suspended as AWS defines them, quotas and webhooks over every stored version.

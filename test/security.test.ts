@@ -1,3 +1,4 @@
+// @suites: pg s3
 import t from 'tap'
 import crypto from 'node:crypto'
 import fs from 'node:fs'

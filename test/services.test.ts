@@ -1,3 +1,4 @@
+// @suites: sqlite
 import t, { type Test } from 'tap'
 import { Readable } from 'node:stream'
 import { loadConfig } from '../src/config'

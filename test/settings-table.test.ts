@@ -1,3 +1,4 @@
+// @suites: sqlite
 import t, { type Test } from 'tap'
 import { configHelp } from '../src/config'
 import { settingsTable } from '../src/cli/settings-table'

@@ -1,3 +1,4 @@
+// @suites: pg-all
 import t from 'tap'
 import { isPrivateAddress } from '../src/webhooks/ssrf'
 import { deliver } from '../src/webhooks/deliver'

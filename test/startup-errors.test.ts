@@ -1,3 +1,4 @@
+// @suites: sqlite
 import t, { type Test } from 'tap'
 import fs from 'node:fs'
 import net from 'node:net'

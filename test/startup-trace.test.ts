@@ -1,3 +1,4 @@
+// @suites: sqlite
 import t from 'tap'
 import { buildBundle, startCoffer } from './process-helper'
 import { tempDir } from './helper'

@@ -1,3 +1,4 @@
+// @suites: pg-all
 import t from 'tap'
 import path from 'node:path'
 import { admin, makeApp, tempDir } from './helper'

@@ -1,3 +1,4 @@
+// @suites: pg-all
 // A tenant's own S3 credentials through the tenant API (#31): create (the secret once), list,
 // revoke (refused on the S3 front at the next request), another tenant's pairs out of reach, the
 // admin's per-tenant switch (403 SELF_SERVICE_DISABLED), and bad input as 4xx envelopes.

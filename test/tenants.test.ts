@@ -1,3 +1,4 @@
+// @suites: pg-all
 import t from 'tap'
 import { databaseEnvOf, ADMIN_KEY, admin, bearer, createTenant, makeApp } from './helper'
 import { sha256 } from '../src/lib/secrets'

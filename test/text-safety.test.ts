@@ -1,3 +1,4 @@
+// @suites: pg-all
 import t from 'tap'
 import fc from 'fast-check'
 import { isDeepStrictEqual } from 'node:util'

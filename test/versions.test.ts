@@ -1,3 +1,4 @@
+// @suites: pg-all
 // Object versions (#25) below the S3 operations: what writes and deletes through either front do
 // to a key's versions, the quotas and the blobs, whatever the bucket's versioning state.
 import t from 'tap'

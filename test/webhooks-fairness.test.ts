@@ -1,3 +1,4 @@
+// @suites: pg-all
 import t from 'tap'
 import { createTenant, makeApp, upload } from './helper'
 import { startReceiver } from './webhook-receiver'

@@ -1,3 +1,4 @@
+// @suites: pg-all
 import t from 'tap'
 import { buildBundle, createTenantOverHttp, runCoffer, startCoffer } from './process-helper'
 import path from 'node:path'

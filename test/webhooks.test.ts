@@ -1,3 +1,4 @@
+// @suites: pg
 import t from 'tap'
 import { databaseEnvOf, createTenant, fileBytes, handshake, makeApp, upload, type Handshake } from './helper'
 import { startReceiver, verifySignature } from './webhook-receiver'

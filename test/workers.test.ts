@@ -1,3 +1,4 @@
+// @suites: sqlite
 // `coffer serve --workers 2` (#29): both workers answer (the access log's worker field), a key
 // revoked through one worker is refused by both, a quota raced across workers is never exceeded,
 // concurrent Completes of one multipart upload on both workers complete it once, background jobs

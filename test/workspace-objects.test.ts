@@ -1,3 +1,4 @@
+// @suites: pg-all
 import t from 'tap'
 import { createHash } from 'node:crypto'
 import { CreateBucketCommand, PutObjectCommand, PutObjectLegalHoldCommand, PutBucketVersioningCommand, DeleteObjectCommand } from '@aws-sdk/client-s3'

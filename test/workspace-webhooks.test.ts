@@ -1,3 +1,4 @@
+// @suites: pg-all
 // A workspace's webhookUrl hears of every upload completed into it and every deletion from it,
 // through either front, via the same outbox, signature and SSRF rules as the per-upload webhook.
 import t from 'tap'

@@ -1,3 +1,4 @@
+// @suites: pg s3
 import t from 'tap'
 import { createTenant, fileBytes, handshake, makeApp, upload, type Handshake } from './helper'
 import type { App } from '../src/http/types'

@@ -1,3 +1,4 @@
+// @suites: sqlite
 // Write-behind: a staging file is flushed while the body still streams, one flush at a time, and
 // a failed flush fails the upload even if the final fsync would not report it again.
 import t from 'tap'

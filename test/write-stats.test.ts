@@ -1,3 +1,4 @@
+// @suites: sqlite
 // COFFER_WRITE_STATS (#29): the group commit's per-stage counters, with which the cross-worker
 // write path of `--workers N` was measured (scripts/bench/README.md), count what happened.
 import t, { type Test } from 'tap'
