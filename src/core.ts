@@ -98,7 +98,7 @@ export interface Core {
   readonly metrics: Metrics
   /** S3 credential pairs of tenants (admin API, CLI, SigV4 lookups). */
   readonly s3Credentials: S3CredentialsService
-  /** The S3 front's operations (s3.md), on the same repositories, blobs and quotas. */
+  /** The S3 front's operations, on the same repositories, blobs and quotas. */
   readonly s3: S3Services
   /** Per-tenant request counters of the rate limit, shared by the API and S3 fronts. */
   readonly rateBudget: RateBudget

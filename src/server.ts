@@ -24,7 +24,7 @@ import { Checkpointer, checkpointOptionsFromEnv, handOffCheckpoints, type Checkp
 export interface Server {
   url: string
   app: App
-  /** The S3 listener (s3.md), unless COFFER_S3_PORT=off. */
+  /** The S3 listener, unless COFFER_S3_PORT=off. */
   s3?: { url: string; app: S3App }
   core: Core
   /** Started once listening, stopped by close(). */

@@ -212,7 +212,7 @@ export async function tenantCommand(args: string[], io: CliIO): Promise<number> 
   throw new UsageError(`unknown tenant command: ${sub}`)
 }
 
-/** `coffer tenant s3-credentials create|list|revoke`: a tenant's S3 credential pairs (s3.md: Credentials). */
+/** `coffer tenant s3-credentials create|list|revoke`: a tenant's S3 credential pairs (README, S3: credentials). */
 async function s3CredentialsCommand(args: string[], io: CliIO): Promise<number> {
   const [action, ...rest] = args
   const { values, positionals } = parse(rest, { ...DATA_DIR_OPTION, json: { type: 'boolean' } }, 2)

@@ -4,7 +4,7 @@ import { formatBytes, formatTime } from './format'
 import { Confirm, DataTable, ErrorText, TextField, useAction } from './ui'
 import { BucketBrowser } from './bucket-browser'
 
-/** A workspace as a bucket (s3.md: Buckets are workspaces): its slug is the bucket name. */
+/** A workspace as a bucket (buckets are workspaces): its slug is the bucket name. */
 export interface Bucket {
   id: string
   name: string

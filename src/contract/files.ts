@@ -38,7 +38,7 @@ export const HandshakeBody = Type.Object(
       Type.String({ maxLength: 2048, pattern: NO_CONTROL, 'x-message': NO_CONTROL_MESSAGE, description: 'Absolute http(s) URL notified when the upload ends' }),
     ),
     workspaceId: Type.Optional(Uuid),
-    // The console's bucket browser uploads into a prefix (#31). Without it the key is `<fileId>/<fileName>` (s3.md).
+    // The console's bucket browser uploads into a prefix (#31). Without it the key is `<fileId>/<fileName>`, unique by the id.
     objectKey: Type.Optional(
       Type.String({
         minLength: 1,

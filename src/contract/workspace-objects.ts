@@ -3,7 +3,7 @@ import { isoTime } from '../lib/clock'
 import { IsoTime, NO_CONTROL, NO_CONTROL_MESSAGE, Uuid } from './common'
 
 /*
- * A workspace seen as an S3 bucket (s3.md: Buckets are workspaces) for the console's bucket
+ * A workspace seen as an S3 bucket (a workspace is a bucket: its slug is the name) for the console's bucket
  * browser (#31): its objects by prefix and delimiter, in the keyset order of ListObjectsV2, and
  * one object's details. Keys are S3 keys: 1-1024 bytes of UTF-8; the API refuses control
  * characters in what it is asked for, as everywhere else.

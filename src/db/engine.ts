@@ -4,7 +4,7 @@ import type { DB } from './database'
  * The two databases behind one repository interface (#30): a repository takes an Engine and
  * prepares its statements on it, whichever database it is. Statements are written once, with `?`
  * or `@name` parameters, in the SQL both databases run alike; where they differ the repository
- * keeps both texts side by side and picks one by `dialect` (architecture.md, "Two databases").
+ * keeps both texts side by side and picks one by `dialect`.
  * Both run synchronously (PostgreSQL through db/pg/bridge.ts), so services keep their
  * transactions free of `await`.
  */

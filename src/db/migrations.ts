@@ -297,7 +297,7 @@ CREATE INDEX outbox_by_tenant ON outbox (tenant_id, created_at DESC, id DESC);
     name: 'workspace webhooks: workspaces.webhook_url, file.deleted events',
     sql: `
 -- A workspace may name a URL notified of every upload completed into it and every deletion from it,
--- through either front (s3.md: Webhooks).
+-- through either front (an S3 write is an upload like any other).
 ALTER TABLE workspaces ADD COLUMN webhook_url TEXT;
 -- SQLite cannot alter a CHECK: the outbox is rebuilt to accept file.deleted, rows and indexes kept.
 CREATE TABLE outbox_new (
@@ -405,7 +405,7 @@ ALTER TABLE s3_parts ADD COLUMN checksum TEXT;
     version: 15,
     name: 's3: bucket configuration documents',
     sql: `
--- A bucket's configurations, one document per family (architecture.md, "As the S3 front grows"):
+-- A bucket's configurations, one document per family (one table, not one per family):
 -- name is the family ('cors', 'policy', 'public-access-block', 'tagging', 'lifecycle',
 -- 'encryption', 'object-lock', 'acl', …), document its JSON as the family's service validated it.
 -- Read by primary key on the requests that need one (a CORS preflight, an anonymous GET).

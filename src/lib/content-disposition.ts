@@ -17,8 +17,8 @@ function encodeExtValue(value: string): string {
  * quotes, backslashes, `%` and anything else with `_`, so no header injection or quoting escape
  * is possible whatever the stored name holds.
  *
- * Not the `content-disposition` package (#11 asked for it): contract.md fixes the header as both
- * parameters, always, and the package omits `filename*` for plain-ASCII names (and, without a
+ * Not the `content-disposition` package (#11 asked for it): the API promises the header with both
+ * parameters, always (`filename` in ASCII and `filename*` in UTF-8), and the package omits `filename*` for plain-ASCII names (and, without a
  * fallback, puts raw Latin-1 bytes in `filename`); test/security.test.ts and downloads.test.ts
  * assert the exact header.
  */

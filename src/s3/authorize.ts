@@ -75,7 +75,7 @@ const one = (v: string | string[] | undefined) => (Array.isArray(v) ? v.join(','
 type Target = { bucket: string | undefined; key: string | undefined; query: ReadonlyMap<string, string> }
 
 /**
- * Authorization: one call per request, with the operation it is (architecture.md). It resolves
+ * Authorization: one call per request, with the operation it is. It resolves
  * whose bucket the request names (README, S3, "Public objects, ACLs and bucket policies"): a plain
  * name is the signing tenant's own bucket; `<tenant-id>:<bucket>` (Ceph RGW's syntax for another
  * tenant's bucket) names that tenant's. With COFFER_S3_ANONYMOUS_BUCKET_NAMES=unique, a plain name

@@ -111,7 +111,7 @@ export function checkLocationConstraint(location: string | undefined, region: st
 }
 
 /**
- * Buckets are the tenant's workspaces (s3.md): the bucket name is the workspace slug, so two
+ * Buckets are the tenant's workspaces: the bucket name is the workspace slug, so two
  * tenants may each own `photos`.
  */
 export class S3Buckets {

@@ -9,7 +9,7 @@ import { S3Error } from './errors'
  * without a signature (a browser sends none), and every actual response to a request with an
  * `Origin` a rule allows, errors included, carries the headers that let the page read it.
  *
- * Bucket names are per tenant (s3.md) and a preflight names no tenant by itself: a presigned URL's
+ * Bucket names are per tenant and a preflight names no tenant by itself: a presigned URL's
  * access key id names it; otherwise every bucket of that name is consulted, and a bucket that does
  * not exist, one without CORS and one whose rules refuse are one same 403 (README, S3: CORS).
  */

@@ -85,7 +85,7 @@ export function checkVersionId(versionId: string): void {
 /**
  * Conditional deletes (If-Match; RGW's x-amz-if-match-last-modified-time and x-amz-if-match-size,
  * which AWS has for directory buckets): as headers of DeleteObject, as `<ETag>`,
- * `<LastModifiedTime>`, `<Size>` of a DeleteObjects entry. Never ignored (s3.md).
+ * `<LastModifiedTime>`, `<Size>` of a DeleteObjects entry. Never ignored: a condition the server skipped would delete what the client meant to keep.
  */
 export interface DeleteConditions {
   ifMatch?: string | undefined
@@ -100,7 +100,7 @@ export const etagOf = (o: ObjectRow): string => o.info?.etag ?? `"${o.sha256}"`
 
 export type ObjectInput = Omit<ObjectInfo, 'etag' | 'checksum' | 'parts'>
 
-/** Objects are files with a key (s3.md): writes, reads, deletes and copies of one object. */
+/** Objects are files with a key: writes, reads, deletes and copies of one object. */
 export class S3Objects {
   constructor(
     private readonly deps: S3Deps,

@@ -1,7 +1,7 @@
 import { S3Error } from './errors'
 
 /**
- * The one table of S3 operations (architecture.md, "As the S3 front grows"). Every request is
+ * The one table of S3 operations. Every request is
  * parsed once, here, into the AWS operation it is, from its method, what it addresses (the
  * service, a bucket, an object) and its sub-resource query parameter or selecting header; the
  * handler is looked up by that name (routes.ts). The name is also the log field and the metrics

@@ -97,7 +97,7 @@ const s3Front: Front = {
 }
 
 /**
- * The S3 listener: a Fastify instance of its own on the same core (s3.md: a second front, not a
+ * The S3 listener: a Fastify instance of its own on the same core (a second front, not a
  * second storage path). Bodies are never parsed by Fastify: each operation streams or reads its
  * body itself, after SigV4 has said how it must be checked.
  */

@@ -9,7 +9,7 @@ import { notFound, AppError } from '../errors'
 import { isUuid } from '../lib/ids'
 
 const ID_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789'
-/** s3.md: access key ids are 20 characters [A-Z0-9] starting with `CK`. */
+/** Access key ids are 20 characters [A-Z0-9], as AWS's, starting with `CK` (Coffer's own, told apart at a glance). */
 export const ACCESS_KEY_ID = /^CK[A-Z0-9]{18}$/
 /**
  * What a fixed pair of a CI fixture may be (#28; the same rules as COFFER_S3_ACCESS_KEY_ID and

@@ -275,8 +275,8 @@ export class UploadsService {
 const outOfSpace = () => new AppError('INSUFFICIENT_STORAGE', 'The server is out of storage space; nothing was stored')
 
 /**
- * The S3 object key of a file uploaded through this API into a workspace (s3.md: Objects are
- * files): `<fileId>/<fileName>`, unique by its id, so S3 clients see and can read it. Files
+ * The S3 object key of a file uploaded through this API into a workspace (an API file is an S3
+ * object): `<fileId>/<fileName>`, unique by its id, so S3 clients see and can read it. Files
  * outside any workspace have no key (they are not visible over S3).
  */
 export function apiObjectKey(fileId: string, fileName: string, workspaceId: string | null): string | null {

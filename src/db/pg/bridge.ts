@@ -36,7 +36,7 @@ const BRIDGE_MARGIN_MS = 5_000
 /**
  * A synchronous PostgreSQL connection: each call blocks the calling thread until PostgreSQL
  * answers, so the repositories and services written for better-sqlite3 (no `await` inside a
- * transaction, rule 4 of architecture.md) run unchanged over it. One connection per bridge, one
+ * transaction) run unchanged over it. One connection per bridge, one
  * statement at a time, so one transaction at a time per process: nothing interleaves, as with
  * SQLite. The cost is a thread hop and a localhost round trip per statement (README, "Metadata in
  * PostgreSQL").

@@ -19,7 +19,7 @@ export type StoredSse = ({ type: 'C'; verifier: string } | { type: 'KMS'; keyId:
   sha256?: string
 }
 
-/** What an S3 write stores beside the bytes (s3.md: Objects are files). */
+/** What an S3 write stores beside the bytes (an S3 object is a file row with a key). */
 export interface ObjectInfo {
   /** The quoted ETag S3 clients verify: MD5 of the bytes, or `"<md5 of part md5s>-<N>"`. */
   etag: string

@@ -21,7 +21,7 @@ export async function healthRoutes(app: App, core: HealthDeps): Promise<void> {
       schema: {
         tags: ['health'],
         summary: 'Liveness: the process answers and its database does (503 with Retry-After while it does not)',
-        // The spec's body, exactly (storage-api.md, Health): which database and its state are /ready's,
+        // The spec's body, exactly (the API's Health section): which database and its state are /ready's,
         // and the 503's details.
         response: { 200: Type.Object({ status: Type.Literal('ok') }), 503: Type.Ref('ErrorResponse') },
       },

@@ -12,7 +12,7 @@ const CreatedCredential = Type.Object({
 const CredentialList = Type.Object({ credentials: Type.Array(Type.Object({ accessKeyId: Type.String(), createdAt: IsoTime })) })
 const TenantParams = Type.Object({ tenantId: PathId })
 
-/** Admin API: a tenant's S3 credential pairs (s3.md: Credentials). Registered inside the admin scope. */
+/** Admin API: a tenant's S3 credential pairs (README, S3: credentials). Registered inside the admin scope. */
 export async function s3CredentialRoutes(app: App, core: Core): Promise<void> {
   app.post(
     '/api/v1/admin/tenants/:tenantId/s3-credentials',

@@ -94,8 +94,8 @@ export function refuseUnsupported(request: Pick<FastifyRequest, 'headers'>): voi
 }
 
 /**
- * The stored attributes of an object written with these request headers (s3.md: user metadata ≤ 2
- * KB), its canned ACL included (`ownerId` is the bucket owner's, whom grants may name).
+ * The stored attributes of an object written with these request headers (user metadata at most 2
+ * KB, as AWS), its canned ACL included (`ownerId` is the bucket owner's, whom grants may name).
  */
 export function objectInput(request: Pick<FastifyRequest, 'headers' | 's3ContentType'>, ownerId: string): ObjectInput {
   refuseUnsupported(request)

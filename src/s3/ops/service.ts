@@ -1,7 +1,7 @@
 import type { FastifyReply } from 'fastify'
 import { iso, owner, xml, type Handlers } from './context'
 
-/** The service's one operation: the tenant's buckets (workspaces, s3.md). */
+/** The service's one operation: the tenant's buckets (its workspaces). */
 export const serviceHandlers = {
   ListBuckets({ s3, tenant, reply }) {
     const buckets = s3.buckets.list(tenant)
