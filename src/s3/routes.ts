@@ -3,7 +3,7 @@ import type { Core } from '../core'
 import { registerTenantRateLimit } from '../http/rate-limit'
 import type { AuthenticatedTenant } from '../db/repos/tenants'
 import { S3Error } from './errors'
-import { anonymousPayload, parseQuery, type Verified } from './sigv4'
+import { anonymousPayload, parseQuery, refuseRepeatedHeaders, repeatedParam, type Verified } from './sigv4'
 import { authenticate } from './authenticate'
 import { authorize, type Principal } from './authorize'
 import { hoistQueryHeaders } from './hoisted-headers'
@@ -39,7 +39,10 @@ declare module 'fastify' {
 interface Target {
   bucket: string | undefined
   key: string | undefined
+  /** The query as read by the operation and its handler: `pairs`, each name once. */
   query: Map<string, string>
+  /** The decoded query pairs in order, parsed once: the signature is verified over these. */
+  pairs: [string, string][]
 }
 
 /** Every operation's handler, by name: an operation of the table without one is a type error here. */
@@ -63,17 +66,21 @@ function targetOf(request: FastifyRequest, domain: string | undefined): Target {
   const url = request.raw.url ?? '/'
   const q = url.indexOf('?')
   const rawPath = q < 0 ? url : url.slice(0, q)
-  const query = new Map(parseQuery(q < 0 ? '' : url.slice(q + 1)))
+  const pairs = parseQuery(q < 0 ? '' : url.slice(q + 1))
+  // A name given twice never reaches a handler (the preHandler refuses it); should one, the first
+  // value is the one read, as S3 reads it and as SigV2 signs it.
+  const query = new Map<string, string>()
+  for (const [name, value] of pairs) if (!query.has(name)) query.set(name, value)
   const host = (request.headers.host ?? '').toLowerCase()
   if (domain !== undefined && host.endsWith(`.${domain}`)) {
     const key = decodePath(rawPath.slice(1))
-    return { bucket: host.slice(0, -domain.length - 1), key: key === '' ? undefined : key, query }
+    return { bucket: host.slice(0, -domain.length - 1), key: key === '' ? undefined : key, query, pairs }
   }
   const path = rawPath.slice(1)
   const slash = path.indexOf('/')
   const bucket = decodePath(slash < 0 ? path : path.slice(0, slash))
   const key = slash < 0 ? '' : decodePath(path.slice(slash + 1))
-  return { bucket: bucket === '' ? undefined : bucket, key: key === '' ? undefined : key, query }
+  return { bucket: bucket === '' ? undefined : bucket, key: key === '' ? undefined : key, query, pairs }
 }
 
 /**
@@ -130,9 +137,19 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
       if (operation instanceof S3Error && operation.code === 'NotImplemented' && !['GET', 'HEAD', 'PUT', 'POST', 'DELETE'].includes(request.method)) {
         throw operation
       }
+      refuseRepeatedHeaders(request.raw.rawHeaders)
+      // A query parameter given twice, where no signature of the request covers the query (a form
+      // upload's, an anonymous request): 400 InvalidArgument. A signed request's verifier refuses it
+      // as a signature that does not match (sigv4.ts, repeatedParam).
+      const isForm = !(operation instanceof S3Error) && operation.name === 'PostObject'
+      const anonymous = !isForm && isAnonymous(request, target.query)
+      if (isForm || anonymous) {
+        const repeated = repeatedParam(target.pairs)
+        if (repeated !== undefined) throw new S3Error('InvalidArgument', `The query parameter ${repeated} may be given only once`, { ArgumentName: repeated })
+      }
       // A form upload is signed by its form's fields, which its handler reads and verifies (post-object.ts).
-      if (!(operation instanceof S3Error) && operation.name === 'PostObject') return done()
-      if (isAnonymous(request, target.query)) {
+      if (isForm) return done()
+      if (anonymous) {
         request.s3Payload = 'anonymous'
         return done()
       }
@@ -141,6 +158,7 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
           method: request.method,
           url: request.raw.url ?? '/',
           rawHeaders: request.raw.rawHeaders,
+          query: target.pairs,
           // A virtual-hosted-style request's SigV2 resource starts with the bucket its Host names (targetOf).
           hostBucket: config.s3Domain !== undefined && (request.headers.host ?? '').toLowerCase().endsWith(`.${config.s3Domain}`) ? target.bucket : undefined,
         },

@@ -1,6 +1,17 @@
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import { S3Error } from './errors'
-import { HEADERS_NOT_SIGNED, MAX_SKEW_MS, headerMap, isoSeconds, parseQuery, type SignedRequest, type Verified, type VerifyOptions } from './sigv4'
+import {
+  HEADERS_NOT_SIGNED,
+  MAX_SKEW_MS,
+  headerMap,
+  isoSeconds,
+  parseQuery,
+  repeatedParam,
+  signatureMismatch,
+  type SignedRequest,
+  type Verified,
+  type VerifyOptions,
+} from './sigv4'
 
 /**
  * AWS Signature Version 2 verification for S3 (Amazon S3 developer guide, "Signing and
@@ -125,13 +136,21 @@ function canonicalResource(rawPath: string, pairs: [string, string][], hostBucke
   return `${hostBucket !== undefined ? `/${hostBucket}` : ''}${rawPath}${sub === '' ? '' : `?${sub}`}`
 }
 
-/** The SigV2 string to sign; `dateLine` is the Date header, empty beside an x-amz-date, or a presigned URL's Expires. */
-export function stringToSignV2(method: string, headers: ReadonlyMap<string, string>, dateLine: string, rawUrl: string, hostBucket?: string): string {
-  const q = rawUrl.indexOf('?')
+/**
+ * The SigV2 string to sign; `dateLine` is the Date header, empty beside an x-amz-date, or a
+ * presigned URL's Expires; `query` the decoded query pairs (the request's, parsed once).
+ */
+export function stringToSignV2(
+  method: string,
+  headers: ReadonlyMap<string, string>,
+  dateLine: string,
+  rawPath: string,
+  query: readonly (readonly [string, string])[],
+  hostBucket?: string,
+): string {
   // Decoded query values in the form Node gives header values, their UTF-8 bytes as latin1 text:
   // the whole string to sign is then the bytes the client sent (see matches()).
-  const pairs = q < 0 ? [] : parseQuery(rawUrl.slice(q + 1)).map(([k, v]): [string, string] => [k, asBytes(v)])
-  const rawPath = q < 0 ? rawUrl : rawUrl.slice(0, q)
+  const pairs = query.map(([k, v]): [string, string] => [k, asBytes(v)])
   return `${method}\n${headers.get('content-md5') ?? ''}\n${headers.get('content-type') ?? ''}\n${dateLine}\n${canonicalAmzHeaders(headers, pairs)}${canonicalResource(rawPath, pairs, hostBucket)}`
 }
 
@@ -154,9 +173,6 @@ function matches(secret: string, stringToSign: string, presented: string): boole
   return timingSafeEqual(expected, Buffer.from(presented, 'base64'))
 }
 
-const mismatch = () =>
-  new S3Error('SignatureDoesNotMatch', 'The request signature we calculated does not match the signature you provided. Check your key and signing method.')
-
 /**
  * Verifies a SigV2 request (header or presigned query). Throws the S3 error a client expects for
  * every defect, in AWS's order: the credential's shape, the date (its skew, or a presigned URL's
@@ -165,7 +181,9 @@ const mismatch = () =>
 export function verifySigV2<P>(req: SigV2Request, opts: Omit<VerifyOptions<P>, 'region'>): Verified<P> {
   const headers = headerMap(req.rawHeaders)
   const q = req.url.indexOf('?')
-  const query = new Map(q < 0 ? [] : parseQuery(req.url.slice(q + 1)))
+  const pairs = req.query ?? (q < 0 ? [] : parseQuery(req.url.slice(q + 1)))
+  const rawPath = q < 0 ? req.url : req.url.slice(0, q)
+  const query = new Map(pairs)
   const authorization = headers.get('authorization')
   let accessKeyId: string
   let signature: string
@@ -206,15 +224,17 @@ export function verifySigV2<P>(req: SigV2Request, opts: Omit<VerifyOptions<P>, '
     signature = sig
     dateLine = expires
   }
-  const stringToSign = stringToSignV2(req.method, headers, dateLine, req.url, req.hostBucket)
   const found = opts.lookup(accessKeyId)
   if (!found) throw new S3Error('InvalidAccessKeyId', 'The AWS Access Key Id you provided does not exist in our records.')
+  // A parameter named twice: the resource signs a sub-resource's first value and x-amz-* query
+  // parameters once, while either value could be obeyed (sigv4.ts, repeatedParam).
+  if (repeatedParam(pairs) !== undefined) throw signatureMismatch()
+  const stringToSign = stringToSignV2(req.method, headers, dateLine, rawPath, pairs, req.hostBucket)
   if (!matches(found.secret, stringToSign, signature)) {
     // A path-style bucket request (`/bucket?…`) is signed by botocore and s3cmd over the resource
     // `/bucket/`, which S3 takes as the same resource.
-    const bucketOnly = req.hostBucket === undefined ? /^\/[^/?]+(?=\?|$)/.exec(req.url) : null
-    const slashed = bucketOnly ? `${bucketOnly[0]}/${req.url.slice(bucketOnly[0].length)}` : undefined
-    if (slashed === undefined || !matches(found.secret, stringToSignV2(req.method, headers, dateLine, slashed), signature)) throw mismatch()
+    const bucketOnly = req.hostBucket === undefined && /^\/[^/]+$/.test(rawPath)
+    if (!bucketOnly || !matches(found.secret, stringToSignV2(req.method, headers, dateLine, `${rawPath}/`, pairs), signature)) throw signatureMismatch()
   }
   return { principal: found.principal, accessKeyId, payload: { kind: 'unsigned' }, presigned: authorization === undefined, version: 2 }
 }

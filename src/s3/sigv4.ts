@@ -51,6 +51,11 @@ export interface SignedRequest {
   url: string
   /** Node's `rawHeaders`: name, value, name, value… */
   rawHeaders: string[]
+  /**
+   * The query as decoded pairs, when the caller parsed it already (routes.ts): the verifier then
+   * checks the very pairs the handler reads, rather than a parse of its own.
+   */
+  query?: readonly [string, string][]
 }
 
 export interface VerifyOptions<P> {
@@ -115,7 +120,58 @@ export function parseQuery(raw: string): [string, string][] {
     })
 }
 
-function canonicalQuery(pairs: [string, string][]): string {
+/**
+ * The first query parameter a request names twice, or undefined. An `x-amz-*` parameter stands for
+ * a header (hoisted-headers.ts), so its name is compared without case, as a header's is.
+ *
+ * A parameter given twice is refused wherever it is found: one value would be signed (SigV2 signs a
+ * sub-resource's first value, and AWS's SigV4 canonical query keeps one value of a name) and the
+ * other could be obeyed, so that appending `&versionId=…`, `&uploadId=…`, `&x-amz-acl=…` or
+ * `&response-content-type=…` to a signed URL read another version, wrote into another upload, made
+ * a private object public or changed the type it is served with.
+ */
+export function repeatedParam(pairs: readonly (readonly [string, string])[]): string | undefined {
+  if (pairs.length < 2) return undefined
+  const seen = new Set<string>()
+  for (const [raw] of pairs) {
+    const name = raw.length > 6 && /^x-amz-/i.test(raw) ? raw.toLowerCase() : raw
+    if (seen.has(name)) return raw
+    seen.add(name)
+  }
+  return undefined
+}
+
+/**
+ * The 403 a signed request naming a query parameter twice gets. It is AWS's answer to a signer that
+ * signed both values: S3's canonical query keeps one value of a name, so the signature it computes
+ * is not the client's. A parameter appended to a signed URL fails the same way here (where AWS would
+ * obey the value it signed): no request is served with two values to choose from.
+ */
+export const signatureMismatch = () =>
+  new S3Error('SignatureDoesNotMatch', 'The request signature we calculated does not match the signature you provided. Check your key and signing method.')
+
+/** Headers a request is obeyed for, whose repetition would be read as one comma-joined value. */
+const OBEYED_ONCE = new Set(['content-type', 'content-md5', 'host', 'authorization'])
+
+/**
+ * 400 InvalidArgument for a header the request is obeyed for that it sends more than once: every
+ * `x-amz-*` header, Content-Type, Content-MD5, Host and Authorization. Two lines of a header are
+ * signed as their values joined by a comma (SigV2 and SigV4 alike), while Node hands a handler that
+ * joined value (`x-amz-acl: private, public-read`) or, for Content-Type, Host and Authorization, the
+ * first line alone: neither is what a signer meant by either line, so none is obeyed.
+ */
+export function refuseRepeatedHeaders(rawHeaders: readonly string[]): void {
+  let seen: Set<string> | undefined
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!.toLowerCase()
+    if (!name.startsWith('x-amz-') && !OBEYED_ONCE.has(name)) continue
+    seen ??= new Set()
+    if (seen.has(name)) throw new S3Error('InvalidArgument', `The header ${name} may be given only once`, { ArgumentName: name })
+    seen.add(name)
+  }
+}
+
+function canonicalQuery(pairs: readonly (readonly [string, string])[]): string {
   return pairs
     .map(([k, v]) => [awsEncode(k, false), awsEncode(v, false)] as const)
     .sort(([ak, av], [bk, bv]) => (ak < bk ? -1 : ak > bk ? 1 : av < bv ? -1 : av > bv ? 1 : 0))
@@ -158,7 +214,7 @@ const collapse = (value: string) => value.replace(/\s+/g, ' ')
 export function canonicalRequest(
   method: string,
   rawPath: string,
-  pairs: [string, string][],
+  pairs: readonly (readonly [string, string])[],
   headers: Map<string, string>,
   signedHeaders: string[],
   payloadHash: string,
@@ -408,7 +464,7 @@ export function refuseUnsignedHeaders(headers: ReadonlyMap<string, string>, sign
 export function verifySigV4<P>(req: SignedRequest, opts: VerifyOptions<P>): VerifiedV4<P> {
   const headers = headerMap(req.rawHeaders)
   const q = req.url.indexOf('?')
-  const pairs = q < 0 ? [] : parseQuery(req.url.slice(q + 1))
+  const pairs = req.query ?? (q < 0 ? [] : parseQuery(req.url.slice(q + 1)))
   const query = pairs.length === 0 ? NO_QUERY : new Map(pairs)
   const given = headers.get('authorization')
   const authorization = given === undefined ? undefined : collapse(given)
@@ -469,6 +525,7 @@ export function verifySigV4<P>(req: SignedRequest, opts: VerifyOptions<P>): Veri
     payloadHash = contentSha
   }
   const payload = payloadOf(payloadHash)
+  if (repeatedParam(pairs) !== undefined) throw signatureMismatch()
   const canonical = canonicalRequest(
     req.method,
     q < 0 ? req.url : req.url.slice(0, q),
@@ -480,12 +537,7 @@ export function verifySigV4<P>(req: SignedRequest, opts: VerifyOptions<P>): Veri
   const scope = `${parsed.date}/${parsed.region}/s3/aws4_request`
   const stringToSign = `${ALGORITHM}\n${parsed.amzDate}\n${scope}\n${canonicalRequestHash(canonical)}`
   const key = signingKey(found.secret, parsed.date, parsed.region)
-  if (!key.matches(stringToSign, parsed.signature)) {
-    throw new S3Error(
-      'SignatureDoesNotMatch',
-      'The request signature we calculated does not match the signature you provided. Check your key and signing method.',
-    )
-  }
+  if (!key.matches(stringToSign, parsed.signature)) throw signatureMismatch()
   return {
     principal: found.principal,
     accessKeyId: parsed.accessKeyId,
