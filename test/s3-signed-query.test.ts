@@ -1,3 +1,4 @@
+// @suites: pg s3
 // A signature covers what the request is obeyed for: a query parameter or header that appears twice
 // is refused, with SigV2 (botocore's HmacV1Auth and HmacV1QueryAuth, the signers AWS CLI v1 runs)
 // and SigV4 (the AWS SDK's presigner and signer), so that a parameter appended to a signed URL can
