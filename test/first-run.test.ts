@@ -11,6 +11,7 @@ import { ListBucketsCommand, S3Client } from '@aws-sdk/client-s3'
 import { BUNDLE, buildBundle, startCoffer } from './process-helper'
 import { tempDir } from './helper'
 import { TEST_LOG_DIR } from './log-scan/secrets'
+import { createLogger, logFormatFor, prettyLine } from '../src/lib/logger'
 
 buildBundle()
 
@@ -130,6 +131,7 @@ t.test('first start on a terminal: a banner with the console, the API key and th
     AWS_SECRET_ACCESS_KEY: secretAccessKey,
     AWS_ENDPOINT_URL: endpoint,
     RCLONE_CONFIG_COFFER_SECRET_ACCESS_KEY: secretAccessKey,
+    COFFER_TENANT_ID: /^[0-9a-f-]{36}$/,
   })
   t.ok(
     term.lines.some((l) => l.includes(`Saved in ${file}`)),
@@ -162,7 +164,8 @@ t.test('first start on a terminal: a banner with the console, the API key and th
   process.kill(term.pid, 'SIGTERM')
   t.equal(await term.exited, 0, 'stopped cleanly')
   const before = fs.readFileSync(file, 'utf8')
-  const again = await serveOnTerminal(t, cwd, ['--port', '0', '--s3-port', '0'])
+  // COFFER_LOG_FORMAT=json: JSON lines even on a terminal.
+  const again = await serveOnTerminal(t, cwd, ['--port', '0', '--s3-port', '0'], { COFFER_LOG_FORMAT: 'json' })
   await until(again, (l) => l.some((x) => x.includes('coffer S3 listening on')), 'the second start')
   await new Promise((r) => setTimeout(r, 500))
   t.notOk(
@@ -170,7 +173,9 @@ t.test('first start on a terminal: a banner with the console, the API key and th
     'no banner at a later start',
   )
   t.equal(fs.readFileSync(file, 'utf8'), before, 'the file is left as it was')
-  const url = /coffer listening on (http:\/\/\S+)/.exec(again.lines.join('\n'))![1]!
+  const started = again.lines.filter((l) => l.includes('coffer listening on'))
+  t.ok(started.length === 1 && started[0]!.startsWith('{"level":30,'), `JSON when forced: ${started[0]}`)
+  const url = /coffer listening on (http:\/\/[^\s"]+)/.exec(again.lines.join('\n'))![1]!
   const still = await fetch(`${url}/api/v1/tenant/info`, { headers: { authorization: `Bearer ${apiKey}` } })
   t.equal(still.status, 200, 'the first key still signs in')
   const list = spawnSync(process.execPath, [BUNDLE, 'tenant', 'list', '--json', '--data-dir', path.join(cwd, 'data')], { encoding: 'utf8' })
@@ -314,4 +319,19 @@ t.test('one process by default, named coffer; with --workers 2 a primary and wor
     ['coffer: worker ', 'coffer: worker '],
     "comm: the title's first 15 characters",
   )
+})
+
+t.test('readable log lines: time, level, message, fields; control characters escaped, secrets redacted as in JSON', async (t) => {
+  const out: string[] = []
+  const sink = { write: (s: string) => void out.push(s) }
+  const logger = createLogger('info', sink as unknown as NodeJS.WritableStream, 'pretty')
+  logger.info({ tenantId: 't1', apiKey: 'sk_live_abcdefghijklmnopqrstuvwxyz', url: '/a b' }, 'hello\u001b[31m\nforged line')
+  logger.error({ err: new Error('boom') }, 'failed')
+  t.match(out[0], /^\d\d:\d\d:\d\d\.\d{3} INFO {2}hello\\u\{1b\}\[31m\\u\{a\}forged line tenantId=t1 apiKey="\[REDACTED\]" url="\/a b"\n$/)
+  t.equal(out[0]!.split('\n').length, 2, 'one line')
+  t.match(out[1], /^\S+ ERROR failed err=boom\n {4}Error: boom\n {8}at /)
+  t.equal(prettyLine('not json\n'), 'not json\n', 'a line that is not JSON passes')
+  t.equal(logFormatFor('auto', { isTTY: true } as unknown as NodeJS.WritableStream), 'pretty')
+  t.equal(logFormatFor('auto', {} as NodeJS.WritableStream), 'json')
+  t.equal(logFormatFor('json', { isTTY: true } as unknown as NodeJS.WritableStream), 'json')
 })

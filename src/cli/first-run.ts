@@ -44,7 +44,7 @@ export function firstRun(server: Server, logger: Logger): FirstRun {
       `# Written by coffer at the first start of this data dir: the tenant "default" (${tenant.id}).\n` +
       `# Its keys are not stored anywhere else readable: keep them, then delete this file.\n` +
       `# Use them from a shell: set -a; . ${shellWord(file)}; set +a\n`
-    writeAtomic('first-run', file, header + envLines(clientEnv({ url: server.url, apiKey, ...(s3 ? { s3 } : {}) })))
+    writeAtomic('first-run', file, header + envLines({ ...clientEnv({ url: server.url, apiKey, ...(s3 ? { s3 } : {}) }), COFFER_TENANT_ID: tenant.id }))
     logger.info(
       { tenantId: tenant.id, file },
       `first start: created the tenant "default"; its API key${s3 ? ' and S3 credentials are' : ' is'} in ${file} (readable by this user only)`,
