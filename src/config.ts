@@ -62,6 +62,14 @@ const OPTIONS = {
     hint: LOG_LEVELS.join('|'),
     help: 'pino log level',
   },
+  logFormat: {
+    env: 'COFFER_LOG_FORMAT',
+    flag: 'log-format',
+    def: 'auto',
+    schema: Type.Union([Type.Literal('auto'), Type.Literal('json'), Type.Literal('pretty')]),
+    hint: 'auto|json|pretty',
+    help: 'Log lines as JSON, or readable (pretty); auto: readable on a terminal, JSON when piped or under systemd',
+  },
   webhookAllowPrivate: {
     env: 'COFFER_WEBHOOK_ALLOW_PRIVATE',
     flag: undefined,
@@ -132,7 +140,7 @@ const OPTIONS = {
     def: undefined,
     schema: Type.Integer({ minimum: 1, maximum: 256 }),
     hint: 'an integer from 1 to 256',
-    help: 'Processes serving the same ports and data dir (coffer serve; unset: one per core, 1 with --ephemeral)',
+    help: 'Processes serving the same ports and data dir (coffer serve; unset: 1, one process)',
   },
   leaseSeconds: {
     env: 'COFFER_LEASE_SECONDS',

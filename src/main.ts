@@ -54,6 +54,8 @@ ${settingsTable(configHelp())}
 /** The process: the only place that reads argv and env, handles signals and sets the exit code. */
 async function main(argv: string[]): Promise<number> {
   const io: CliIO = { env: process.env, stdout: process.stdout, stderr: process.stderr }
+  // What ps and top show, instead of node's argv or its main thread's name (serve names its role).
+  process.title = 'coffer'
   const [command, ...args] = argv
   switch (command) {
     case undefined:

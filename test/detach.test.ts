@@ -57,13 +57,17 @@ async function waitGone(pid: number, ms = 15_000): Promise<boolean> {
   return false
 }
 
-/** Processes whose command line mentions `marker` (a path unique to one test). */
-function processesMentioning(marker: string): number[] {
+/**
+ * Processes working in `dir` (a directory unique to one test, the detached server's cwd). Not
+ * found by their command line: a coffer process names itself there (`coffer`, process.title).
+ */
+function processesIn(dir: string): number[] {
+  const real = fs.realpathSync(dir)
   const pids: number[] = []
   for (const name of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(name) || Number(name) === process.pid) continue
     try {
-      if (fs.readFileSync(`/proc/${name}/cmdline`, 'utf8').includes(marker)) pids.push(Number(name))
+      if (fs.readlinkSync(`/proc/${name}/cwd`) === real) pids.push(Number(name))
     } catch {
       // gone meanwhile
     }
@@ -146,7 +150,7 @@ t.test('serve --detach: a child that fails to start prints its error, the exit c
   t.equal(r.code, 2, 'the child exit code (a setting to change) is passed on')
   t.equal(r.stdout, '', 'no JSON line')
   t.match(r.stderr(), new RegExp(`coffer: .*${missing.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`), 'the child error, as one line naming the directory')
-  t.same(processesMentioning(missing), [], 'no process left running')
+  t.same(processesIn(tmp), [], 'no process left running')
   t.same(
     fs.readdirSync(tmp).filter((n) => n.startsWith('coffer-ephemeral-')),
     [],
@@ -163,7 +167,7 @@ t.test('serve --detach: a child that fails to start prints its error, the exit c
   t.equal(r2.code, 2)
   t.equal(r2.stdout, '')
   t.match(r2.stderr(), new RegExp(`coffer: .*${port}`), 'the port is named')
-  t.same(processesMentioning(dataDir), [], 'no process left running')
+  t.same(processesIn(tmp), [], 'no process left running')
 })
 
 t.test('serve --detach: a bad flag is refused before anything starts', async (t) => {

@@ -224,6 +224,42 @@ t.test('every command but serve refuses a data dir that does not exist, and crea
 })
 
 t.test(
+  "a data dir this user may not read: permission denied, with the path and whom to run as (not 'holds no Coffer data')",
+  { skip: !asRoot ? 'needs root to run the command as another user' : false },
+  async (t) => {
+    const dir = openDir(t)
+    // A service's data dir: its user's alone (0700), here root's.
+    const data = initDataDir(path.join(dir, 'data'))
+    fs.chmodSync(data, 0o700)
+    for (const args of [['tenant', 'list'], ['verify']]) {
+      const r = coffer([...args, '--data-dir', data], { cwd: dir, unprivileged: true })
+      oneLine(
+        t,
+        r,
+        /^coffer: permission denied: nobody cannot read \S+\/data\/coffer\.db \(the data dir \S+\/data belongs to root\): run the command as root, e\.g\. sudo -u root coffer … --data-dir \S+\/data\n/,
+        `${args.join(' ')} on a 0700 data dir`,
+      )
+      t.notMatch(r.stderr, /holds no Coffer data/, 'not taken for an empty directory')
+    }
+    // The directory may be entered, the database not read.
+    fs.chmodSync(data, 0o755)
+    const db = coffer(['tenant', 'list', '--data-dir', data], { cwd: dir, unprivileged: true })
+    oneLine(t, db, /^coffer: permission denied: nobody cannot read \S+\/data\/coffer\.db \(the data dir \S+ belongs to root\)/, 'an unreadable coffer.db')
+    // A parent that may not be entered: whose the data dir is, nobody can tell.
+    const hidden = path.join(dir, 'private')
+    fs.mkdirSync(hidden, { mode: 0o700 })
+    const inside = initDataDir(path.join(hidden, 'data'))
+    const r = coffer(['tenant', 'list', '--data-dir', inside], { cwd: dir, unprivileged: true })
+    oneLine(
+      t,
+      r,
+      /^coffer: permission denied: nobody cannot read \S+\/private\/data \(the data dir \S+\/private\/data\): run the command as the user coffer serve runs as, e\.g\. sudo -u coffer coffer/,
+      'a data dir behind a private directory',
+    )
+  },
+)
+
+t.test(
   'coffer backup into a directory it cannot write: one line, exit 2',
   { skip: !asRoot ? 'needs root to run the command as another user' : false },
   async (t) => {

@@ -8,7 +8,7 @@ import { println, UsageError } from './io'
 import { explainTmp } from './startup-errors'
 import { EPHEMERAL_PREFIX, OWNER_FILE, ownerLine, removeStaleEphemeralDirs } from './ephemeral-owner'
 import { createBuckets, createEphemeralTenant, fixtureSettings, type FixtureSettings } from './fixture'
-import { checkWritable, envLines, removeStale, writeAtomic } from './fixture-files'
+import { checkWritable, clientEnv, envLines, removeStale, writeAtomic } from './fixture-files'
 
 /** A throwaway instance's settings and the temporary data dir it owns. */
 export interface Ephemeral {
@@ -154,28 +154,16 @@ export async function prepareAnnouncement(
   const { tenant, apiKey, s3 } = createEphemeralTenant(server.core, eph.fixture, server.s3 !== undefined)
   await createBuckets(server.core, tenant, eph.fixture.buckets)
   const region = server.core.config.s3Region
+  const client = server.s3 && s3 ? { s3: { endpoint: server.s3.url, region, accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey } } : {}
   const line = {
     url: server.url,
     adminApiKey: eph.adminApiKey,
     tenant: { id: tenant.id, apiKey },
-    ...(server.s3 && s3 ? { s3: { endpoint: server.s3.url, region, accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey } } : {}),
+    ...client,
     // The server's process, when --detach started it in the background (src/cli/detach.ts).
     ...extra,
   }
-  const aws =
-    server.s3 && s3
-      ? {
-          AWS_ACCESS_KEY_ID: s3.accessKeyId,
-          AWS_SECRET_ACCESS_KEY: s3.secretAccessKey,
-          // AWS_REGION for the SDKs, AWS_DEFAULT_REGION for botocore (the AWS CLI, boto3).
-          AWS_REGION: region,
-          AWS_DEFAULT_REGION: region,
-          AWS_ENDPOINT_URL: server.s3.url,
-          AWS_ENDPOINT_URL_S3: server.s3.url,
-        }
-      : {}
-  // COFFER_PID: `coffer wait FILE --pid PID` knows the file is this process's, not an earlier run's.
-  return { json: JSON.stringify(line), env: { ...aws, COFFER_URL: server.url, COFFER_API_KEY: apiKey, COFFER_PID: pid } }
+  return { json: JSON.stringify(line), env: clientEnv({ url: server.url, apiKey, ...client, pid }) }
 }
 
 /** Writes the files asked for, then the JSON line on stdout. */

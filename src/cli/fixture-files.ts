@@ -26,6 +26,49 @@ export function envLines(vars: Record<string, string | number | undefined>): str
   return out
 }
 
+/** The S3 side of a client's environment: where to send requests and the key pair that signs them. */
+export interface ClientS3 {
+  endpoint: string
+  region: string
+  accessKeyId: string
+  secretAccessKey: string
+}
+
+/** The name of the rclone remote the environment configures: `rclone lsf coffer:BUCKET`. */
+export const RCLONE_REMOTE = 'coffer'
+
+/**
+ * The variables that point clients at a server: COFFER_URL and COFFER_API_KEY for the coffer
+ * client commands; AWS_* for the AWS SDKs and CLI; RCLONE_CONFIG_COFFER_* for rclone, which reads
+ * a remote's whole configuration from its environment, so `rclone lsf coffer:BUCKET` works with
+ * no rclone.conf.
+ */
+export function clientEnv(o: { url: string; apiKey: string; s3?: ClientS3; pid?: number }): Record<string, string | number | undefined> {
+  const { s3 } = o
+  const rclone = `RCLONE_CONFIG_${RCLONE_REMOTE.toUpperCase()}`
+  const aws = s3
+    ? {
+        AWS_ACCESS_KEY_ID: s3.accessKeyId,
+        AWS_SECRET_ACCESS_KEY: s3.secretAccessKey,
+        // AWS_REGION for the SDKs, AWS_DEFAULT_REGION for botocore (the AWS CLI, boto3).
+        AWS_REGION: s3.region,
+        AWS_DEFAULT_REGION: s3.region,
+        AWS_ENDPOINT_URL: s3.endpoint,
+        AWS_ENDPOINT_URL_S3: s3.endpoint,
+        [`${rclone}_TYPE`]: 's3',
+        // Other: a generic S3 server, which rclone addresses by path (bucket in the path, not the host name).
+        [`${rclone}_PROVIDER`]: 'Other',
+        [`${rclone}_ACCESS_KEY_ID`]: s3.accessKeyId,
+        [`${rclone}_SECRET_ACCESS_KEY`]: s3.secretAccessKey,
+        [`${rclone}_ENDPOINT`]: s3.endpoint,
+        [`${rclone}_REGION`]: s3.region,
+        [`${rclone}_FORCE_PATH_STYLE`]: 'true',
+      }
+    : {}
+  // COFFER_PID: `coffer wait FILE --pid PID` knows the file is this process's, not an earlier run's.
+  return { ...aws, COFFER_URL: o.url, COFFER_API_KEY: o.apiKey, ...(o.pid !== undefined ? { COFFER_PID: o.pid } : {}) }
+}
+
 /** Checks now, before the server starts, that `file` can be written (its directory exists and is writable). */
 export function checkWritable(flag: string, file: string): string {
   const abs = path.resolve(file)

@@ -1,19 +1,31 @@
 import type { Logger } from 'pino'
 import { loadConfig, type Config } from '../config'
-import { createLogger } from '../lib/logger'
+import { createLogger, logFormatFor } from '../lib/logger'
 import { ListenError, startServer, type Server } from '../server'
 import { explainDataDir, explainListen } from './startup-errors'
 import { announceEphemeral, prepareAnnouncement, prepareEphemeral, publishAnnouncement } from './ephemeral'
-import { awaitPrimaryStop, awaitStart, defaultWorkers, isWorker, leaveCluster, reportReady, runPrimary, workerId, type WorkerStart } from './workers'
+import {
+  awaitPrimaryStop,
+  awaitStart,
+  DEFAULT_WORKERS,
+  isWorker,
+  leaveCluster,
+  reportReady,
+  processTitle,
+  runPrimary,
+  workerId,
+  type WorkerStart,
+} from './workers'
 import { parse, println, UsageError, type CliIO } from './io'
 import { createBuckets, fixtureSettings, hasFixture, persistentTenant, type FixtureSettings } from './fixture'
 import { detach, DETACHED_CHILD_ENV } from './detach'
 import { SETTLE_AFTER_MS, settleHeap } from '../lib/settle-heap'
 import { markStartup, startupTraceLine } from '../lib/startup-trace'
 import { shellWord } from '../lib/shell-word'
+import { firstRun, needsFirstRun, printBanner } from './first-run'
 import { tenantsInSqlite } from '../db/stray-sqlite'
 
-export const SERVE_HELP = `Usage: coffer serve [--detach] [--port PORT] [--s3-port PORT|off] [--s3-sigv2 on|off] [--host HOST] [--data-dir DIR] [--log-level LEVEL] [--workers N]
+export const SERVE_HELP = `Usage: coffer serve [--detach] [--port PORT] [--s3-port PORT|off] [--s3-sigv2 on|off] [--host HOST] [--data-dir DIR] [--log-level LEVEL] [--log-format auto|json|pretty] [--workers N]
        coffer serve --ephemeral [--detach] [--in-memory [--in-memory-max-bytes N]] [--port PORT] [--s3-port PORT|off] [--host HOST] [--log-level LEVEL]
                     [--write-env PATH] [--json-file PATH] [--bucket NAME[=DIR]]... [fixed keys]
 
@@ -51,8 +63,8 @@ start must give the same keys, or it refuses to start; buckets it lacks are crea
              "region"},"pid"}); its logs go to stderr. Stop it with kill PID. If it fails to
              start, its error is printed and the exit code is not 0; nothing is left running.
 
---workers N  N processes serving the same ports and data dir (COFFER_WORKERS; default: one per
-             core, 1 with --ephemeral); writes meet in SQLite, background jobs run in the one
+--workers N  N processes serving the same ports and data dir (COFFER_WORKERS; default 1: one
+             process, no primary); writes meet in SQLite, background jobs run in the one
              worker holding their lease, a worker that dies is replaced (README, Workers).
 
 SIGTERM or SIGINT shuts down gracefully: no new requests, in-flight ones get up to
@@ -79,6 +91,7 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
     host: { type: 'string' },
     'data-dir': { type: 'string' },
     'log-level': { type: 'string' },
+    'log-format': { type: 'string' },
     'blob-store': { type: 'string' },
     'blob-s3-endpoint': { type: 'string' },
     'blob-s3-bucket': { type: 'string' },
@@ -109,7 +122,10 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
     return 0
   }
   // A worker of `--workers N` (#29): the primary parsed all this already and sends the result.
-  if (isWorker()) return serveWorker(io, proc)
+  if (isWorker()) {
+    process.title = processTitle('worker')
+    return serveWorker(io, proc)
+  }
   // The child started by --detach (src/cli/detach.ts): its logs go to stderr, and it says it is
   // ready with one JSON line on stdout that carries its pid.
   const detachedChild = io.env[DETACHED_CHILD_ENV] === '1'
@@ -137,14 +153,15 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
   markStartup('configured')
   const fixture = eph ? undefined : fixtureSettings(config, bucket)
   // Ephemeral mode keeps stdout for its one JSON line; the logs go to stderr.
-  const logger = createLogger(config.logLevel, eph || detachedChild ? io.stderr : io.stdout)
+  const logStream = eph || detachedChild ? io.stderr : io.stdout
+  const logger = createLogger(config.logLevel, logStream, logFormatFor(config.logFormat, logStream))
   // Listening for signals from the start: one that arrives while starting still shuts down cleanly.
   const stopSignal = proc.waitForStop(logger)
   if (eph?.memoryBudgetBytes !== undefined)
     logger.info({ dataDir: config.dataDir, maxBytes: eph.memoryBudgetBytes }, 'in memory: data dir on a tmpfs, writes past maxBytes refused')
   if (eph && eph.staleRemoved.length > 0) logger.info({ removed: eph.staleRemoved }, 'removed the temporary data dirs of ephemeral instances that are gone')
   if (config.databaseUrl !== undefined) warnSqliteLeftBehind(config, logger)
-  const workers = config.workers ?? defaultWorkers(eph !== undefined)
+  const workers = config.workers ?? DEFAULT_WORKERS
   if (workers > 1) {
     return runPrimary({
       workers,
@@ -177,12 +194,15 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
         : {}),
     })
   }
+  process.title = processTitle('single')
   const server = await start(config, logger, {
     selfCommand: proc.selfCommand(),
     ...(fixture ? { fixture } : {}),
     ...(eph?.memoryBudgetBytes !== undefined ? { memoryBudgetBytes: eph.memoryBudgetBytes } : {}),
     ...(eph ? { throwaway: true } : {}),
   })
+  // A new data dir nobody can sign in to gets its first tenant (src/cli/first-run.ts).
+  if (!eph && !(fixture && hasFixture(fixture))) await welcome(server, logger, io.stdout)
   const pid = detachedChild ? { pid: process.pid } : {}
   if (eph) {
     try {
@@ -218,6 +238,22 @@ function warnSqliteLeftBehind(config: Config, logger: Logger): void {
     `the data dir's coffer.db holds ${tenants} tenant(s) that this server does not serve: its metadata is in PostgreSQL (COFFER_DATABASE_URL). ` +
       `To move them there, stop the servers and run coffer migrate-metadata --to postgres://… --data-dir ${shellWord(config.dataDir)}; to serve coffer.db again, unset COFFER_DATABASE_URL`,
   )
+}
+
+/**
+ * The first start of a data dir with no tenant and no admin key: creates the tenant "default" and
+ * its credentials file, and shows them in a banner when a person is at the terminal (stdout is
+ * one). Piped or under systemd only the log line that names the file is written.
+ */
+async function welcome(server: Server, logger: Logger, out: NodeJS.WritableStream): Promise<void> {
+  try {
+    if (!needsFirstRun(server)) return
+    const f = firstRun(server, logger)
+    if ((out as { isTTY?: boolean }).isTTY === true) printBanner(out, f)
+  } catch (err) {
+    await server.close()
+    throw err
+  }
 }
 
 /** Serves until the stop signal, then closes gracefully: the exit code (1 when the close failed). */
@@ -278,9 +314,12 @@ async function serveWorker(io: CliIO, proc: ServeProcess): Promise<number> {
 
 async function runWorker(job: WorkerStart, io: CliIO, proc: ServeProcess, primaryStop: Promise<string>): Promise<number> {
   const { config } = job
-  const logger = createLogger(config.logLevel, job.stderrLogs ? io.stderr : io.stdout).child({ worker: workerId() })
+  const logStream = job.stderrLogs ? io.stderr : io.stdout
+  const logger = createLogger(config.logLevel, logStream, logFormatFor(config.logFormat, logStream)).child({ worker: workerId() })
   const stopSignal = Promise.race([proc.waitForStop(logger), primaryStop])
   const server = await start(config, logger, { selfCommand: proc.selfCommand(), startup: job.startup, ...(job.fixture ? { fixture: job.fixture } : {}) })
+  // The first worker makes a new data dir's first tenant, as one process would; the others serve it.
+  if (job.startup && !job.ephemeral && !(job.fixture && hasFixture(job.fixture))) await welcome(server, logger, io.stdout)
   try {
     const announcement = job.ephemeral ? await prepareAnnouncement(server, job.ephemeral, job.primaryPid) : undefined
     reportReady({ url: server.url, ...(server.s3 ? { s3Url: server.s3.url } : {}), ...(announcement ? { announcement } : {}) })

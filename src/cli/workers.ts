@@ -1,5 +1,4 @@
 import cluster, { type Worker } from 'node:cluster'
-import os from 'node:os'
 import type { Logger } from 'pino'
 import type { Config } from '../config'
 import type { Announcement } from './ephemeral'
@@ -37,11 +36,16 @@ export interface WorkerReady {
   announcement?: Announcement
 }
 
-/** How many workers `serve` runs when COFFER_WORKERS / --workers is unset. */
-export function defaultWorkers(ephemeral: boolean): number {
-  // A CI fixture serves one job's requests and should start fast and small (#28, #29: idle RSS
-  // and cold start are measured for it): one process, as before --workers existed.
-  return ephemeral ? 1 : os.availableParallelism()
+/**
+ * How many processes `serve` runs when COFFER_WORKERS / --workers is unset: one. A newcomer's
+ * first server, a CI fixture and a small box are served best by one process (its idle memory is
+ * a third of a primary with a worker per core on two cores); more workers are asked for.
+ */
+export const DEFAULT_WORKERS = 1
+
+/** The name `ps` and `top` show: Coffer and the process's role (comm keeps its first 15 characters). */
+export function processTitle(role: 'single' | 'primary' | 'worker'): string {
+  return role === 'single' ? 'coffer' : role === 'primary' ? 'coffer: primary' : `coffer: worker ${cluster.worker?.id ?? '?'}`
 }
 
 export function isWorker(): boolean {
@@ -113,6 +117,7 @@ const YOUNG_MS = 10_000
 /** Runs the primary until a stop signal; resolves with the exit code. */
 export async function runPrimary(o: PrimaryOptions): Promise<number> {
   const { logger } = o
+  process.title = processTitle('primary')
   let stopping = false
   /** Once every worker of the start was ready: before that, a worker that exits stops the start. */
   let serving = false

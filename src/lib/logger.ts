@@ -1,5 +1,6 @@
 import pino, { type DestinationStream, type Logger } from 'pino'
 import { isoFormatter } from './clock'
+import { escapeUnsafe, terminalJson } from './text'
 
 /** Query parameter names (lowercase) whose values are credentials; they never reach a log line. */
 const SECRET_PARAMS: ReadonlySet<string> = new Set([
@@ -49,12 +50,76 @@ function isSecretName(rawName: string): boolean {
 /** The log lines' own formatter: its one-second cache is not shared with the views' timestamps. */
 const logTime = isoFormatter()
 
+/** How log lines are written: pino's JSON, or one readable line each (a person at a terminal). */
+export type LogFormat = 'json' | 'pretty'
+
 /**
- * pino JSON logs. Fastify's request logging is replaced by one line per response (see app.ts)
+ * The format of COFFER_LOG_FORMAT (`auto`, `json` or `pretty`) for logs written to `stream`: `auto`
+ * is readable lines on a terminal, and JSON when the output is a pipe, a file or the journal (a
+ * collector reads those).
+ */
+export function logFormatFor(setting: 'auto' | LogFormat, stream: NodeJS.WritableStream): LogFormat {
+  if (setting !== 'auto') return setting
+  return (stream as { isTTY?: boolean }).isTTY === true ? 'pretty' : 'json'
+}
+
+const LEVEL_NAMES: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' }
+
+/** Fields every line has, or that a person reading one line after another does not need. */
+const QUIET_FIELDS = new Set(['level', 'time', 'msg', 'service', 'pid', 'hostname'])
+
+/** One field's value as `name=value`: bare when it is a plain word or number, else quoted as JSON (control characters escaped). */
+function prettyValue(value: unknown): string {
+  if (typeof value === 'string') return /^[\w./:@+,-]+$/.test(value) ? value : terminalJson(value)
+  return terminalJson(value)
+}
+
+/**
+ * One pino JSON line as a person reads it: `12:00:01.123 INFO  coffer listening on … port=8080`,
+ * then an error's stack, indented. pino has already redacted it: this only rearranges what the
+ * JSON line says. A line that is not JSON is passed on as it is.
+ */
+export function prettyLine(json: string): string {
+  let o: Record<string, unknown>
+  try {
+    o = JSON.parse(json) as Record<string, unknown>
+  } catch {
+    return json
+  }
+  if (o === null || typeof o !== 'object') return json
+  const time = typeof o.time === 'string' ? o.time.slice(11, 23) : ''
+  const level = (LEVEL_NAMES[o.level as number] ?? String(o.level)).padEnd(5)
+  let line = `${time} ${level} ${typeof o.msg === 'string' ? escapeUnsafe(o.msg) : ''}`
+  let stack = ''
+  for (const [name, value] of Object.entries(o)) {
+    if (QUIET_FIELDS.has(name)) continue
+    const err = value as { message?: unknown; stack?: unknown } | null
+    if ((name === 'err' || name === 'error') && err && typeof err === 'object' && typeof err.message === 'string') {
+      line += ` ${name}=${prettyValue(err.message)}`
+      if (typeof err.stack === 'string')
+        stack += err.stack
+          .split('\n')
+          .map((l) => `\n    ${escapeUnsafe(l)}`)
+          .join('')
+      continue
+    }
+    line += ` ${name}=${prettyValue(value)}`
+  }
+  return `${line}${stack}\n`
+}
+
+/** A destination that writes each pino line readably (prettyLine) to `out`, synchronously, in pino's process. */
+export function prettyDestination(out: DestinationStream | NodeJS.WritableStream): DestinationStream {
+  return { write: (chunk: string) => void out.write(prettyLine(chunk)) }
+}
+
+/**
+ * pino JSON logs, or (`format` pretty) the same lines made readable on the way out: no pino
+ * transport, which would run in a worker thread that the single bundle cannot carry. Fastify's request logging is replaced by one line per response (see app.ts)
  * that never includes headers; `redact` is the second line of defence for anything that carries
  * a key, token or secret by name.
  */
-export function createLogger(level: string, destination: DestinationStream | NodeJS.WritableStream = process.stdout): Logger {
+export function createLogger(level: string, destination: DestinationStream | NodeJS.WritableStream = process.stdout, format: LogFormat = 'json'): Logger {
   return pino(
     {
       level,
@@ -87,6 +152,6 @@ export function createLogger(level: string, destination: DestinationStream | Nod
       // pino.stdTimeFunctions.isoTime's output, without its toISOString (~8k instructions a line, #15).
       timestamp: () => `,"time":"${logTime(Date.now())}"`,
     },
-    destination,
+    format === 'pretty' ? prettyDestination(destination) : destination,
   )
 }
