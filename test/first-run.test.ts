@@ -1,3 +1,4 @@
+// @suites: sqlite
 // The first hour of a newcomer: `coffer serve` on a new data dir with nothing set makes itself
 // usable (a first tenant, its keys in a 0600 file, a banner on a terminal), logs readable lines on
 // a terminal and JSON otherwise, without a key in either; one process by default, each named in ps;
