@@ -7,6 +7,8 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import http from 'node:http'
+import zlib from 'node:zlib'
+import { createHash } from 'node:crypto'
 import { execFile, spawnSync } from 'node:child_process'
 import type { AddressInfo } from 'node:net'
 // yaml comes with @fastify/swagger; the runner's own YAML reading is what it stands in for.
@@ -20,16 +22,19 @@ const NAME = `coffer-${VERSION}-linux-x64`
 const ACTION_DIR = path.join(ROOT, '.github', 'actions', 'coffer-s3')
 const AWS = '/usr/bin/aws'
 
-// Above the suite's per-file default only when the machine is loaded: alone it takes about a minute.
-t.setTimeout(300_000)
+// Above the suite's per-file default only when the machine is loaded: alone it takes about a minute,
+// and the container image's runs under chroot (as root) about one more.
+t.setTimeout(600_000)
 
 // The x64 half of `npm run release`, once for this file (about 30 s), into a directory of its own.
 const RELEASE = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-release-test-'))
 t.teardown(() => fs.rmSync(RELEASE, { recursive: true, force: true }))
+// The repository a GitHub Actions run names, which the image's source label takes.
 const built = spawnSync(process.execPath, [path.join(ROOT, 'scripts', 'release.mjs'), '--arch', 'x64', '--out', RELEASE], {
   cwd: ROOT,
   encoding: 'utf8',
-  timeout: 100_000,
+  timeout: 300_000,
+  env: { ...process.env, GITHUB_SERVER_URL: 'https://github.com', GITHUB_REPOSITORY: 'OWNER/coffer' },
 })
 if (built.status !== 0) throw new Error(`npm run release -- --arch x64 failed:\n${built.stderr}`)
 
@@ -40,9 +45,9 @@ interface Run {
 }
 
 /** Runs a command without blocking this process's event loop, which serves the downloads. */
-function run(cmd: string, args: string[], opts: { cwd: string; env: Record<string, string> }): Promise<Run> {
+function run(cmd: string, args: string[], opts: { cwd: string; env: Record<string, string>; timeout?: number }): Promise<Run> {
   return new Promise((resolve) => {
-    execFile(cmd, args, { ...opts, timeout: 60_000, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) => {
+    execFile(cmd, args, { timeout: 60_000, ...opts, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) => {
       resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout: String(stdout), stderr: String(stderr) })
     })
   })
@@ -163,10 +168,10 @@ function readmeRecipe(name: string): string {
 }
 
 t.test('npm run release: the executable, a tarball with README, unit and licences, SHA256SUMS that sha256sum accepts', async (t) => {
-  t.same(fs.readdirSync(RELEASE).sort(), ['SHA256SUMS', NAME, `${NAME}.tar.gz`])
+  t.same(fs.readdirSync(RELEASE).sort(), ['SHA256SUMS', NAME, `${NAME}.oci.tar`, `${NAME}.tar.gz`])
   const check = spawnSync('sha256sum', ['-c', 'SHA256SUMS'], { cwd: RELEASE, encoding: 'utf8' })
   t.equal(check.status, 0, check.stderr)
-  t.equal(check.stdout, `${NAME}: OK\n${NAME}.tar.gz: OK\n`)
+  t.equal(check.stdout, `${NAME}: OK\n${NAME}.tar.gz: OK\n${NAME}.oci.tar: OK\n`)
   t.equal(spawnSync(path.join(RELEASE, NAME), ['version'], { cwd: os.tmpdir(), encoding: 'utf8' }).stdout, `${VERSION}\n`)
 
   const unpacked = tempDir(t)
@@ -334,3 +339,128 @@ t.test('when coffer cannot start: its log, a failed step, and post cleans up', a
   )
   t.same(fs.readdirSync(r.tmp), [])
 })
+
+const IMAGE = path.join(RELEASE, `${NAME}.oci.tar`)
+const sha256 = (buf: Buffer) => createHash('sha256').update(buf).digest('hex')
+
+interface Descriptor {
+  mediaType: string
+  digest: string
+  size: number
+  platform?: Record<string, string>
+  annotations?: Record<string, string>
+}
+interface ImageConfig {
+  architecture: string
+  os: string
+  config: {
+    User: string
+    ExposedPorts: Record<string, object>
+    Env: string[]
+    Entrypoint: string[]
+    Cmd: string[]
+    Volumes: Record<string, object>
+    Labels: Record<string, string>
+    Healthcheck: { Test: string[]; Interval: number; Timeout: number; Retries: number }
+  }
+  rootfs: { type: string; diff_ids: string[] }
+}
+
+/** The image archive's layout: its files, index and the blob a descriptor names, checked against it. */
+function readLayout(t: Test) {
+  const dir = tempDir(t)
+  t.equal(spawnSync('tar', ['-xf', IMAGE, '-C', dir]).status, 0)
+  const blob = (d: Descriptor) => {
+    const buf = fs.readFileSync(path.join(dir, 'blobs', 'sha256', d.digest.replace(/^sha256:/, '')))
+    t.equal(buf.length, d.size, `${d.mediaType}: its size`)
+    t.equal(`sha256:${sha256(buf)}`, d.digest, `${d.mediaType}: its digest`)
+    return buf
+  }
+  const json = (file: string) => JSON.parse(fs.readFileSync(path.join(dir, file), 'utf8'))
+  return { dir, blob, json }
+}
+
+t.test('the container image: an OCI image layout of one linux/amd64 image, tagged coffer:<version>, run as a non-root user', async (t) => {
+  const listing = spawnSync('tar', ['-tvf', IMAGE], { encoding: 'utf8' }).stdout.trim().split('\n')
+  const names = listing.map((l) => l.split(/\s+/).pop()!)
+  t.same(names, [...names].sort(), 'entries sorted')
+  t.ok(
+    listing.every((l) => l.startsWith('-rw-r--r-- 0/0') || l.startsWith('drwxr-xr-x 0/0')),
+    'owned by root',
+  )
+  const { blob, json } = readLayout(t)
+  t.same(json('oci-layout'), { imageLayoutVersion: '1.0.0' })
+  const index = json('index.json') as { schemaVersion: number; mediaType: string; manifests: Descriptor[] }
+  t.equal(index.schemaVersion, 2)
+  t.equal(index.mediaType, 'application/vnd.oci.image.index.v1+json')
+  t.equal(index.manifests.length, 1)
+  const desc = index.manifests[0]!
+  t.equal(desc.mediaType, 'application/vnd.oci.image.manifest.v1+json')
+  t.same(desc.platform, { architecture: 'amd64', os: 'linux' })
+  t.same(desc.annotations, { 'org.opencontainers.image.ref.name': `coffer:${VERSION}`, 'io.containerd.image.name': `docker.io/library/coffer:${VERSION}` })
+  const manifest = JSON.parse(blob(desc).toString()) as { schemaVersion: number; config: Descriptor; layers: Descriptor[] }
+  t.equal(manifest.schemaVersion, 2)
+  t.equal(manifest.config.mediaType, 'application/vnd.oci.image.config.v1+json')
+  t.same(
+    manifest.layers.map((l) => l.mediaType),
+    ['application/vnd.oci.image.layer.v1.tar+gzip'],
+  )
+  const config = JSON.parse(blob(manifest.config).toString()) as ImageConfig
+  const layer = blob(manifest.layers[0]!)
+  t.ok(layer.length < 60 * 1024 * 1024, `the layer is under 60 MB compressed (${(layer.length / 1024 / 1024).toFixed(1)} MiB)`)
+  t.same(config.rootfs, { type: 'layers', diff_ids: [`sha256:${sha256(zlib.gunzipSync(layer))}`] })
+  // What docker load reads when it does not read the OCI index: the same blobs under the same name.
+  t.same(json('manifest.json'), [
+    {
+      Config: `blobs/${manifest.config.digest.replace(':', '/')}`,
+      RepoTags: [`coffer:${VERSION}`],
+      Layers: [`blobs/${manifest.layers[0]!.digest.replace(':', '/')}`],
+    },
+  ])
+
+  t.match(config, { architecture: 'amd64', os: 'linux' })
+  const c = config.config
+  t.equal(c.User, '10001:10001', 'not root')
+  t.same(c.ExposedPorts, { '8080/tcp': {}, '9000/tcp': {} }, 'the API and S3 ports')
+  t.same(c.Volumes, { '/data': {} })
+  t.same(c.Entrypoint, ['/coffer'])
+  t.same(c.Cmd, ['serve'])
+  t.same(c.Env, ['PATH=/', 'COFFER_HOST=0.0.0.0', 'COFFER_PORT=8080', 'COFFER_S3_PORT=9000', 'COFFER_DATA_DIR=/data'])
+  t.match(c.Healthcheck, { Test: ['CMD', '/coffer', 'health'], Timeout: 10e9, Retries: 3 })
+  const revision = spawnSync('git', ['rev-parse', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).stdout.trim()
+  t.match(c.Labels, {
+    'org.opencontainers.image.title': 'Coffer',
+    'org.opencontainers.image.version': VERSION,
+    'org.opencontainers.image.revision': revision,
+    'org.opencontainers.image.licenses': 'MIT',
+    'org.opencontainers.image.source': 'https://github.com/OWNER/coffer',
+  })
+
+  // The layer: the executable, its C runtime in /lib, the user's files, /data the user's own, /tmp for anyone.
+  const files = spawnSync('tar', ['-tvzf', '-'], { input: layer, encoding: 'utf8' }).stdout.trim().split('\n')
+  const entry = (name: string) => files.find((l) => l.endsWith(` ${name}`))
+  t.match(entry('coffer'), /^-rwxr-xr-x 0\/0 /)
+  t.match(entry('data/'), /^drwxr-xr-x 10001\/10001 /)
+  t.match(entry('tmp/'), /^drwxrwxrwt 0\/0 /)
+  for (const lib of ['lib64/ld-linux-x86-64.so.2', 'lib/libc.so.6', 'lib/libstdc++.so.6', 'lib/libm.so.6', 'lib/libgcc_s.so.1']) t.ok(entry(lib), lib)
+  t.ok(entry('etc/ssl/certs/ca-certificates.crt'), 'the CA bundle')
+  const unpacked = tempDir(t)
+  t.equal(spawnSync('tar', ['-xzf', '-', '-C', unpacked, 'etc/passwd', 'coffer'], { input: layer }).status, 0)
+  t.match(fs.readFileSync(path.join(unpacked, 'etc', 'passwd'), 'utf8'), /^coffer:x:10001:10001:/m)
+  t.ok(fs.readFileSync(path.join(unpacked, 'coffer')).equals(fs.readFileSync(path.join(RELEASE, NAME))), "the release's executable")
+})
+
+const asRoot = process.getuid?.() === 0
+const NOT_ROOT = 'running the image under chroot needs root (chroot, mount); run the tests as root to run it'
+
+t.test('the container image runs: its ENTRYPOINT and CMD under chroot as its USER (scripts/smoke-image.sh)', { skip: asRoot ? false : NOT_ROOT }, async (t) => {
+  const smoke = await run('bash', [path.join(ROOT, 'scripts', 'smoke-image.sh'), IMAGE], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', SMOKE_TIMEOUT: '280' },
+    timeout: 300_000,
+  })
+  t.equal(smoke.code, 0, smoke.stderr)
+  t.match(smoke.stderr, /smoke-image: coffer health inside the image\n/)
+  t.match(smoke.stderr, /smoke-image: all passed\n$/)
+})
+
