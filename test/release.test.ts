@@ -9,7 +9,7 @@ import path from 'node:path'
 import http from 'node:http'
 import zlib from 'node:zlib'
 import { createHash } from 'node:crypto'
-import { execFile, spawnSync } from 'node:child_process'
+import { execFile, spawn, spawnSync } from 'node:child_process'
 import type { AddressInfo } from 'node:net'
 // yaml comes with @fastify/swagger; the runner's own YAML reading is what it stands in for.
 import YAML from 'yaml'
@@ -464,3 +464,151 @@ t.test('the container image runs: its ENTRYPOINT and CMD under chroot as its USE
   t.match(smoke.stderr, /smoke-image: all passed\n$/)
 })
 
+/** A port free a moment ago on 127.0.0.1. */
+async function freePort(): Promise<number> {
+  const s = http.createServer()
+  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve))
+  const { port } = s.address() as AddressInfo
+  await new Promise<void>((resolve) => s.close(() => resolve()))
+  return port
+}
+
+/**
+ * `argv` run in the unpacked image as a runtime would: chroot into `rootfs` as `user`, with exactly
+ * `env`, in a mount namespace of its own with /proc mounted. The process keeps the spawned pid.
+ */
+function inImage(rootfs: string, user: string, argv: string[], env: string[]) {
+  const script = 'root=$1; shift; mount -t proc proc "$root/proc" && exec "$@"'
+  return spawn(
+    'unshare',
+    [
+      '--mount',
+      '--propagation',
+      'private',
+      '/bin/sh',
+      '-c',
+      script,
+      'sh',
+      rootfs,
+      '/usr/bin/env',
+      '-i',
+      ...env,
+      '/usr/sbin/chroot',
+      `--userspec=${user}`,
+      rootfs,
+      ...argv,
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  )
+}
+
+t.test("the README's Compose file, run as the image would under it", { skip: asRoot ? false : NOT_ROOT }, async (t) => {
+  const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8')
+  const block = /<!-- container-recipe: compose[^>]*-->\n```yaml\n([\s\S]*?)\n```/.exec(readme)?.[1]
+  if (!block) throw new Error('no container-recipe: compose in the README')
+  const compose = YAML.parse(block) as {
+    services: Record<
+      string,
+      {
+        image: string
+        restart?: string
+        ports?: string[]
+        volumes?: string[]
+        environment?: Record<string, string>
+        healthcheck?: unknown
+        command?: string[]
+        entrypoint?: string[]
+        user?: string
+      }
+    >
+    volumes?: Record<string, unknown>
+  }
+  const [service, ...others] = Object.values(compose.services)
+  t.equal(others.length, 0, 'one service')
+  t.equal(service!.image, `coffer:${VERSION}`, 'the name docker load gives the image')
+  t.equal(service!.restart, 'unless-stopped')
+  t.equal(service!.healthcheck, undefined, "the image's health check, not another")
+
+  const dir = tempDir(t)
+  const unpack = await run(process.execPath, [path.join(ROOT, 'scripts', 'oci-image.mjs'), 'unpack', IMAGE, dir], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '' },
+  })
+  t.equal(unpack.code, 0, unpack.stderr)
+  const config = JSON.parse(fs.readFileSync(path.join(dir, 'config.json'), 'utf8')) as ImageConfig
+  const rootfs = path.join(dir, 'rootfs')
+  fs.mkdirSync(path.join(rootfs, 'proc'), { recursive: true })
+
+  // Ports and volume: what the image exposes and declares. The container's ports become free ones
+  // here through COFFER_PORT / COFFER_S3_PORT, as a mapping would put them on the host.
+  const containerPorts = (service!.ports ?? []).map((p) => p.split(':').pop()!)
+  t.same(containerPorts.map((p) => `${p}/tcp`).sort(), Object.keys(config.config.ExposedPorts).sort(), 'every exposed port published')
+  const [volume, ...moreVolumes] = service!.volumes ?? []
+  t.equal(moreVolumes.length, 0)
+  const [volumeName, target] = volume!.split(':')
+  t.ok(volumeName! in (compose.volumes ?? {}), `${volumeName} is a named volume of the file`)
+  t.ok(target! in config.config.Volumes, `${target} is the image's volume`)
+
+  // The file's environment over the image's, ${NAME:?…} taken from .env as Compose would.
+  const adminKey = `compose-admin-${sha256(Buffer.from(String(Math.random()))).slice(0, 24)}`
+  const dotEnv: Record<string, string> = { COFFER_ADMIN_API_KEY: adminKey }
+  const fromFile = Object.entries(service!.environment ?? {}).map(([k, v]) => {
+    const value = String(v).replace(/\$\{(\w+)(:\?[^}]*)?\}/g, (_, name: string) => {
+      if (!(name in dotEnv)) throw new Error(`the Compose file needs ${name}, which the test's .env lacks`)
+      return dotEnv[name]!
+    })
+    return `${k}=${value}`
+  })
+  const [port, s3Port] = [await freePort(), await freePort()]
+  const env = [...config.config.Env, ...fromFile, `COFFER_PORT=${port}`, `COFFER_S3_PORT=${s3Port}`]
+  const argv = service!.entrypoint ?? config.config.Entrypoint
+  const args = service!.command ?? (service!.entrypoint ? [] : config.config.Cmd)
+  const user = service!.user ?? config.config.User
+
+  const server = inImage(rootfs, user, [...argv, ...args], env)
+  let log = ''
+  server.stdout.on('data', (d: Buffer) => (log += d.toString()))
+  server.stderr.on('data', (d: Buffer) => (log += d.toString()))
+  const exited = new Promise<number | null>((resolve) => server.once('exit', (code) => resolve(code)))
+  t.teardown(() => {
+    if (server.exitCode === null) server.kill('SIGKILL')
+  })
+  let status = 0
+  for (let i = 0; i < 600 && status !== 200 && server.exitCode === null; i++) {
+    status = await fetch(`http://127.0.0.1:${port}/health`).then(
+      (r) => r.status,
+      () => 0,
+    )
+    if (status !== 200) await new Promise((resolve) => setTimeout(resolve, 200))
+  }
+  t.equal(status, 200, `/health answers: ${log}`)
+
+  // The health check Docker runs, in the same container.
+  const [kind, ...check] = config.config.Healthcheck.Test
+  t.equal(kind, 'CMD')
+  const healthcheck = inImage(rootfs, user, check, env)
+  let checkOut = ''
+  healthcheck.stdout.on('data', (d: Buffer) => (checkOut += d.toString()))
+  t.equal(await new Promise((resolve) => healthcheck.once('exit', resolve)), 0, 'the health check passes')
+  t.equal(checkOut, `http://127.0.0.1:${port}/health: 200\n`)
+
+  const admin = await fetch(`http://127.0.0.1:${port}/api/v1/admin/tenants`, { headers: { authorization: `Bearer ${adminKey}` } })
+  t.equal(admin.status, 200, "the file's admin key is the server's")
+  const s3 = await fetch(`http://127.0.0.1:${s3Port}/`)
+  t.equal(s3.status, 403, 'the S3 port answers (an anonymous ListBuckets is refused)')
+  await s3.text()
+  t.equal(fs.statSync(path.join(rootfs, 'data', 'coffer.db')).uid, 10001, 'the data is in /data, owned by the image user')
+
+  server.kill('SIGTERM')
+  t.equal(await exited, 0, 'SIGTERM: exit 0')
+  t.match(log, '"msg":"shutdown complete"')
+  fs.mkdirSync(TEST_LOG_DIR, { recursive: true })
+  fs.writeFileSync(
+    path.join(TEST_LOG_DIR, `compose-image-${server.pid}.log`),
+    log
+      .split('\n')
+      .filter((l) => l.startsWith('{"level":'))
+      .map((l) => `${l}\n`)
+      .join(''),
+  )
+})
