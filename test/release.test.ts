@@ -594,9 +594,9 @@ t.test("the README's Compose file, run as the image would under it", { skip: asR
 
   const admin = await fetch(`http://127.0.0.1:${port}/api/v1/admin/tenants`, { headers: { authorization: `Bearer ${adminKey}` } })
   t.equal(admin.status, 200, "the file's admin key is the server's")
-  const s3 = await fetch(`http://127.0.0.1:${s3Port}/`)
-  t.equal(s3.status, 403, 'the S3 port answers (an anonymous ListBuckets is refused)')
-  await s3.text()
+  const s3 = await fetch(`http://127.0.0.1:${s3Port}/private/key`)
+  t.equal(s3.status, 403, 'the S3 port answers: an anonymous read of a private object is refused')
+  t.match(await s3.text(), '<Code>AccessDenied</Code>')
   t.equal(fs.statSync(path.join(rootfs, 'data', 'coffer.db')).uid, 10001, 'the data is in /data, owned by the image user')
 
   server.kill('SIGTERM')
