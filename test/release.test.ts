@@ -8,7 +8,9 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import http from 'node:http'
-import { execFile, spawnSync } from 'node:child_process'
+import zlib from 'node:zlib'
+import { createHash } from 'node:crypto'
+import { execFile, spawn, spawnSync } from 'node:child_process'
 import type { AddressInfo } from 'node:net'
 // yaml comes with @fastify/swagger; the runner's own YAML reading is what it stands in for.
 import YAML from 'yaml'
@@ -21,16 +23,19 @@ const NAME = `coffer-${VERSION}-linux-x64`
 const ACTION_DIR = path.join(ROOT, '.github', 'actions', 'coffer-s3')
 const AWS = '/usr/bin/aws'
 
-// Above the suite's per-file default only when the machine is loaded: alone it takes about a minute.
-t.setTimeout(300_000)
+// Above the suite's per-file default only when the machine is loaded: alone it takes about a minute,
+// and the container image's runs under chroot (as root) about one more.
+t.setTimeout(600_000)
 
 // The x64 half of `npm run release`, once for this file (about 30 s), into a directory of its own.
 const RELEASE = fs.mkdtempSync(path.join(os.tmpdir(), 'coffer-release-test-'))
 t.teardown(() => fs.rmSync(RELEASE, { recursive: true, force: true }))
+// The repository a GitHub Actions run names, which the image's source label takes.
 const built = spawnSync(process.execPath, [path.join(ROOT, 'scripts', 'release.mjs'), '--arch', 'x64', '--out', RELEASE], {
   cwd: ROOT,
   encoding: 'utf8',
-  timeout: 100_000,
+  timeout: 300_000,
+  env: { ...process.env, GITHUB_SERVER_URL: 'https://github.com', GITHUB_REPOSITORY: 'OWNER/coffer' },
 })
 if (built.status !== 0) throw new Error(`npm run release -- --arch x64 failed:\n${built.stderr}`)
 
@@ -41,9 +46,9 @@ interface Run {
 }
 
 /** Runs a command without blocking this process's event loop, which serves the downloads. */
-function run(cmd: string, args: string[], opts: { cwd: string; env: Record<string, string> }): Promise<Run> {
+function run(cmd: string, args: string[], opts: { cwd: string; env: Record<string, string>; timeout?: number }): Promise<Run> {
   return new Promise((resolve) => {
-    execFile(cmd, args, { ...opts, timeout: 60_000, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) => {
+    execFile(cmd, args, { timeout: 60_000, ...opts, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) => {
       resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout: String(stdout), stderr: String(stderr) })
     })
   })
@@ -164,10 +169,10 @@ function readmeRecipe(name: string): string {
 }
 
 t.test('npm run release: the executable, a tarball with README, unit and licences, SHA256SUMS that sha256sum accepts', async (t) => {
-  t.same(fs.readdirSync(RELEASE).sort(), ['SHA256SUMS', NAME, `${NAME}.tar.gz`])
+  t.same(fs.readdirSync(RELEASE).sort(), ['SHA256SUMS', NAME, `${NAME}.oci.tar`, `${NAME}.tar.gz`])
   const check = spawnSync('sha256sum', ['-c', 'SHA256SUMS'], { cwd: RELEASE, encoding: 'utf8' })
   t.equal(check.status, 0, check.stderr)
-  t.equal(check.stdout, `${NAME}: OK\n${NAME}.tar.gz: OK\n`)
+  t.equal(check.stdout, `${NAME}: OK\n${NAME}.tar.gz: OK\n${NAME}.oci.tar: OK\n`)
   t.equal(spawnSync(path.join(RELEASE, NAME), ['version'], { cwd: os.tmpdir(), encoding: 'utf8' }).stdout, `${VERSION}\n`)
 
   const unpacked = tempDir(t)
@@ -334,4 +339,277 @@ t.test('when coffer cannot start: its log, a failed step, and post cleans up', a
     [],
   )
   t.same(fs.readdirSync(r.tmp), [])
+})
+
+const IMAGE = path.join(RELEASE, `${NAME}.oci.tar`)
+const sha256 = (buf: Buffer) => createHash('sha256').update(buf).digest('hex')
+
+interface Descriptor {
+  mediaType: string
+  digest: string
+  size: number
+  platform?: Record<string, string>
+  annotations?: Record<string, string>
+}
+interface ImageConfig {
+  architecture: string
+  os: string
+  config: {
+    User: string
+    ExposedPorts: Record<string, object>
+    Env: string[]
+    Entrypoint: string[]
+    Cmd: string[]
+    Volumes: Record<string, object>
+    Labels: Record<string, string>
+    Healthcheck: { Test: string[]; Interval: number; Timeout: number; Retries: number }
+  }
+  rootfs: { type: string; diff_ids: string[] }
+}
+
+/** The image archive's layout: its files, index and the blob a descriptor names, checked against it. */
+function readLayout(t: Test) {
+  const dir = tempDir(t)
+  t.equal(spawnSync('tar', ['-xf', IMAGE, '-C', dir]).status, 0)
+  const blob = (d: Descriptor) => {
+    const buf = fs.readFileSync(path.join(dir, 'blobs', 'sha256', d.digest.replace(/^sha256:/, '')))
+    t.equal(buf.length, d.size, `${d.mediaType}: its size`)
+    t.equal(`sha256:${sha256(buf)}`, d.digest, `${d.mediaType}: its digest`)
+    return buf
+  }
+  const json = (file: string) => JSON.parse(fs.readFileSync(path.join(dir, file), 'utf8'))
+  return { dir, blob, json }
+}
+
+t.test('the container image: an OCI image layout of one linux/amd64 image, tagged coffer:<version>, run as a non-root user', async (t) => {
+  const listing = spawnSync('tar', ['-tvf', IMAGE], { encoding: 'utf8' }).stdout.trim().split('\n')
+  const names = listing.map((l) => l.split(/\s+/).pop()!)
+  t.same(names, [...names].sort(), 'entries sorted')
+  t.ok(
+    listing.every((l) => l.startsWith('-rw-r--r-- 0/0') || l.startsWith('drwxr-xr-x 0/0')),
+    'owned by root',
+  )
+  const { blob, json } = readLayout(t)
+  t.same(json('oci-layout'), { imageLayoutVersion: '1.0.0' })
+  const index = json('index.json') as { schemaVersion: number; mediaType: string; manifests: Descriptor[] }
+  t.equal(index.schemaVersion, 2)
+  t.equal(index.mediaType, 'application/vnd.oci.image.index.v1+json')
+  t.equal(index.manifests.length, 1)
+  const desc = index.manifests[0]!
+  t.equal(desc.mediaType, 'application/vnd.oci.image.manifest.v1+json')
+  t.same(desc.platform, { architecture: 'amd64', os: 'linux' })
+  t.same(desc.annotations, { 'org.opencontainers.image.ref.name': `coffer:${VERSION}`, 'io.containerd.image.name': `docker.io/library/coffer:${VERSION}` })
+  const manifest = JSON.parse(blob(desc).toString()) as { schemaVersion: number; config: Descriptor; layers: Descriptor[] }
+  t.equal(manifest.schemaVersion, 2)
+  t.equal(manifest.config.mediaType, 'application/vnd.oci.image.config.v1+json')
+  t.same(
+    manifest.layers.map((l) => l.mediaType),
+    ['application/vnd.oci.image.layer.v1.tar+gzip'],
+  )
+  const config = JSON.parse(blob(manifest.config).toString()) as ImageConfig
+  const layer = blob(manifest.layers[0]!)
+  t.ok(layer.length < 60 * 1024 * 1024, `the layer is under 60 MB compressed (${(layer.length / 1024 / 1024).toFixed(1)} MiB)`)
+  t.same(config.rootfs, { type: 'layers', diff_ids: [`sha256:${sha256(zlib.gunzipSync(layer))}`] })
+  // What docker load reads when it does not read the OCI index: the same blobs under the same name.
+  t.same(json('manifest.json'), [
+    {
+      Config: `blobs/${manifest.config.digest.replace(':', '/')}`,
+      RepoTags: [`coffer:${VERSION}`],
+      Layers: [`blobs/${manifest.layers[0]!.digest.replace(':', '/')}`],
+    },
+  ])
+
+  t.match(config, { architecture: 'amd64', os: 'linux' })
+  const c = config.config
+  t.equal(c.User, '10001:10001', 'not root')
+  t.same(c.ExposedPorts, { '8080/tcp': {}, '9000/tcp': {} }, 'the API and S3 ports')
+  t.same(c.Volumes, { '/data': {} })
+  t.same(c.Entrypoint, ['/coffer'])
+  t.same(c.Cmd, ['serve'])
+  t.same(c.Env, ['PATH=/', 'COFFER_HOST=0.0.0.0', 'COFFER_PORT=8080', 'COFFER_S3_PORT=9000', 'COFFER_DATA_DIR=/data'])
+  t.match(c.Healthcheck, { Test: ['CMD', '/coffer', 'health'], Timeout: 10e9, Retries: 3 })
+  const revision = spawnSync('git', ['rev-parse', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).stdout.trim()
+  t.match(c.Labels, {
+    'org.opencontainers.image.title': 'Coffer',
+    'org.opencontainers.image.version': VERSION,
+    'org.opencontainers.image.revision': revision,
+    'org.opencontainers.image.licenses': 'MIT',
+    'org.opencontainers.image.source': 'https://github.com/OWNER/coffer',
+  })
+
+  // The layer: the executable, its C runtime in /lib, the user's files, /data the user's own, /tmp for anyone.
+  const files = spawnSync('tar', ['-tvzf', '-'], { input: layer, encoding: 'utf8' }).stdout.trim().split('\n')
+  const entry = (name: string) => files.find((l) => l.endsWith(` ${name}`))
+  t.match(entry('coffer'), /^-rwxr-xr-x 0\/0 /)
+  t.match(entry('data/'), /^drwxr-xr-x 10001\/10001 /)
+  t.match(entry('tmp/'), /^drwxrwxrwt 0\/0 /)
+  for (const lib of ['lib64/ld-linux-x86-64.so.2', 'lib/libc.so.6', 'lib/libstdc++.so.6', 'lib/libm.so.6', 'lib/libgcc_s.so.1']) t.ok(entry(lib), lib)
+  t.ok(entry('etc/ssl/certs/ca-certificates.crt'), 'the CA bundle')
+  const unpacked = tempDir(t)
+  t.equal(spawnSync('tar', ['-xzf', '-', '-C', unpacked, 'etc/passwd', 'coffer'], { input: layer }).status, 0)
+  t.match(fs.readFileSync(path.join(unpacked, 'etc', 'passwd'), 'utf8'), /^coffer:x:10001:10001:/m)
+  t.ok(fs.readFileSync(path.join(unpacked, 'coffer')).equals(fs.readFileSync(path.join(RELEASE, NAME))), "the release's executable")
+})
+
+const asRoot = process.getuid?.() === 0
+const NOT_ROOT = 'running the image under chroot needs root (chroot, mount); run the tests as root to run it'
+
+t.test('the container image runs: its ENTRYPOINT and CMD under chroot as its USER (scripts/smoke-image.sh)', { skip: asRoot ? false : NOT_ROOT }, async (t) => {
+  const smoke = await run('bash', [path.join(ROOT, 'scripts', 'smoke-image.sh'), IMAGE], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', SMOKE_TIMEOUT: '280' },
+    timeout: 300_000,
+  })
+  t.equal(smoke.code, 0, smoke.stderr)
+  t.match(smoke.stderr, /smoke-image: coffer health inside the image\n/)
+  t.match(smoke.stderr, /smoke-image: all passed\n$/)
+})
+
+/** A port free a moment ago on 127.0.0.1. */
+async function freePort(): Promise<number> {
+  const s = http.createServer()
+  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve))
+  const { port } = s.address() as AddressInfo
+  await new Promise<void>((resolve) => s.close(() => resolve()))
+  return port
+}
+
+/**
+ * `argv` run in the unpacked image as a runtime would: chroot into `rootfs` as `user`, with exactly
+ * `env`, in a mount namespace of its own with /proc mounted. The process keeps the spawned pid.
+ */
+function inImage(rootfs: string, user: string, argv: string[], env: string[]) {
+  const script = 'root=$1; shift; mount -t proc proc "$root/proc" && exec "$@"'
+  return spawn(
+    'unshare',
+    [
+      '--mount',
+      '--propagation',
+      'private',
+      '/bin/sh',
+      '-c',
+      script,
+      'sh',
+      rootfs,
+      '/usr/bin/env',
+      '-i',
+      ...env,
+      '/usr/sbin/chroot',
+      `--userspec=${user}`,
+      rootfs,
+      ...argv,
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  )
+}
+
+t.test("the README's Compose file, run as the image would under it", { skip: asRoot ? false : NOT_ROOT }, async (t) => {
+  const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8')
+  const block = /<!-- container-recipe: compose[^>]*-->\n```yaml\n([\s\S]*?)\n```/.exec(readme)?.[1]
+  if (!block) throw new Error('no container-recipe: compose in the README')
+  const compose = YAML.parse(block) as {
+    services: Record<
+      string,
+      {
+        image: string
+        restart?: string
+        ports?: string[]
+        volumes?: string[]
+        environment?: Record<string, string>
+        healthcheck?: unknown
+        command?: string[]
+        entrypoint?: string[]
+        user?: string
+      }
+    >
+    volumes?: Record<string, unknown>
+  }
+  const [service, ...others] = Object.values(compose.services)
+  t.equal(others.length, 0, 'one service')
+  t.equal(service!.image, `coffer:${VERSION}`, 'the name docker load gives the image')
+  t.equal(service!.restart, 'unless-stopped')
+  t.equal(service!.healthcheck, undefined, "the image's health check, not another")
+
+  const dir = tempDir(t)
+  const unpack = await run(process.execPath, [path.join(ROOT, 'scripts', 'oci-image.mjs'), 'unpack', IMAGE, dir], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '' },
+  })
+  t.equal(unpack.code, 0, unpack.stderr)
+  const config = JSON.parse(fs.readFileSync(path.join(dir, 'config.json'), 'utf8')) as ImageConfig
+  const rootfs = path.join(dir, 'rootfs')
+  fs.mkdirSync(path.join(rootfs, 'proc'), { recursive: true })
+
+  // Ports and volume: what the image exposes and declares. The container's ports become free ones
+  // here through COFFER_PORT / COFFER_S3_PORT, as a mapping would put them on the host.
+  const containerPorts = (service!.ports ?? []).map((p) => p.split(':').pop()!)
+  t.same(containerPorts.map((p) => `${p}/tcp`).sort(), Object.keys(config.config.ExposedPorts).sort(), 'every exposed port published')
+  const [volume, ...moreVolumes] = service!.volumes ?? []
+  t.equal(moreVolumes.length, 0)
+  const [volumeName, target] = volume!.split(':')
+  t.ok(volumeName! in (compose.volumes ?? {}), `${volumeName} is a named volume of the file`)
+  t.ok(target! in config.config.Volumes, `${target} is the image's volume`)
+
+  // The file's environment over the image's, ${NAME:?…} taken from .env as Compose would.
+  const adminKey = `compose-admin-${sha256(Buffer.from(String(Math.random()))).slice(0, 24)}`
+  const dotEnv: Record<string, string> = { COFFER_ADMIN_API_KEY: adminKey }
+  const fromFile = Object.entries(service!.environment ?? {}).map(([k, v]) => {
+    const value = String(v).replace(/\$\{(\w+)(:\?[^}]*)?\}/g, (_, name: string) => {
+      if (!(name in dotEnv)) throw new Error(`the Compose file needs ${name}, which the test's .env lacks`)
+      return dotEnv[name]!
+    })
+    return `${k}=${value}`
+  })
+  const [port, s3Port] = [await freePort(), await freePort()]
+  const env = [...config.config.Env, ...fromFile, `COFFER_PORT=${port}`, `COFFER_S3_PORT=${s3Port}`]
+  const argv = service!.entrypoint ?? config.config.Entrypoint
+  const args = service!.command ?? (service!.entrypoint ? [] : config.config.Cmd)
+  const user = service!.user ?? config.config.User
+
+  const server = inImage(rootfs, user, [...argv, ...args], env)
+  let log = ''
+  server.stdout.on('data', (d: Buffer) => (log += d.toString()))
+  server.stderr.on('data', (d: Buffer) => (log += d.toString()))
+  const exited = new Promise<number | null>((resolve) => server.once('exit', (code) => resolve(code)))
+  t.teardown(() => {
+    if (server.exitCode === null) server.kill('SIGKILL')
+  })
+  let status = 0
+  for (let i = 0; i < 600 && status !== 200 && server.exitCode === null; i++) {
+    status = await fetch(`http://127.0.0.1:${port}/health`).then(
+      (r) => r.status,
+      () => 0,
+    )
+    if (status !== 200) await new Promise((resolve) => setTimeout(resolve, 200))
+  }
+  t.equal(status, 200, `/health answers: ${log}`)
+
+  // The health check Docker runs, in the same container.
+  const [kind, ...check] = config.config.Healthcheck.Test
+  t.equal(kind, 'CMD')
+  const healthcheck = inImage(rootfs, user, check, env)
+  let checkOut = ''
+  healthcheck.stdout.on('data', (d: Buffer) => (checkOut += d.toString()))
+  t.equal(await new Promise((resolve) => healthcheck.once('exit', resolve)), 0, 'the health check passes')
+  t.equal(checkOut, `http://127.0.0.1:${port}/health: 200\n`)
+
+  const admin = await fetch(`http://127.0.0.1:${port}/api/v1/admin/tenants`, { headers: { authorization: `Bearer ${adminKey}` } })
+  t.equal(admin.status, 200, "the file's admin key is the server's")
+  const s3 = await fetch(`http://127.0.0.1:${s3Port}/private/key`)
+  t.equal(s3.status, 403, 'the S3 port answers: an anonymous read of a private object is refused')
+  t.match(await s3.text(), '<Code>AccessDenied</Code>')
+  t.equal(fs.statSync(path.join(rootfs, 'data', 'coffer.db')).uid, 10001, 'the data is in /data, owned by the image user')
+
+  server.kill('SIGTERM')
+  t.equal(await exited, 0, 'SIGTERM: exit 0')
+  t.match(log, '"msg":"shutdown complete"')
+  fs.mkdirSync(TEST_LOG_DIR, { recursive: true })
+  fs.writeFileSync(
+    path.join(TEST_LOG_DIR, `compose-image-${server.pid}.log`),
+    log
+      .split('\n')
+      .filter((l) => l.startsWith('{"level":'))
+      .map((l) => `${l}\n`)
+      .join(''),
+  )
 })
