@@ -1,3 +1,4 @@
+// @suites: sqlite
 // `coffer health`: the container image's health check, which has no shell or curl to run. It asks
 // the coffer serve of its machine for GET /health on the port serve reads (--port, COFFER_PORT),
 // exit 0 on 200 and 1 otherwise, within a short timeout.
