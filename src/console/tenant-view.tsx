@@ -4,7 +4,7 @@ import { ErrorText, Header, Usage, useAction } from './ui'
 import { Deliveries } from './deliveries'
 import { DeletedFiles, VersionsDialog } from './versions'
 import { AccessKeys } from './access-keys'
-import { Buckets, type Bucket } from './buckets'
+import { Buckets } from './buckets'
 
 /** The tenant's places, one per thing: its buckets (home), what was deleted, webhooks, S3 access keys. */
 const SECTIONS = [
@@ -28,7 +28,6 @@ export function TenantView(props: { apiKey: string; onSignOut: () => void }) {
   const [name, setName] = useState('')
   const [quota, setQuota] = useState<{ quotaBytes?: number | null; usedBytes: number } | null>(null)
   const [section, show] = useState<Section>(() => sectionOf(location.hash))
-  const [buckets, setBuckets] = useState<Bucket[]>([])
   const [version, setVersion] = useState(0)
   const [versionsOf, setVersionsOf] = useState<{ fileId: string; name: string } | null>(null)
   const [error, run] = useAction()
@@ -39,14 +38,12 @@ export function TenantView(props: { apiKey: string; onSignOut: () => void }) {
   }, [])
   useEffect(() => {
     void run(async () => setQuota(await api(key, 'GET', '/api/v1/tenant/quota')))
-    if (section === 'deleted') void run(async () => setBuckets((await api<{ workspaces: Bucket[] }>(key, 'GET', '/api/v1/workspaces')).workspaces))
   }, [version, section])
 
   const setSection = (s: Section) => {
     history.replaceState(null, '', s === 'buckets' ? location.pathname : `#${s}`)
     show(s)
   }
-  const bucketName = (id: string) => buckets.find((b) => b.id === id)?.slug ?? id
 
   return (
     <div class="view">
@@ -67,9 +64,7 @@ export function TenantView(props: { apiKey: string; onSignOut: () => void }) {
       </nav>
 
       {section === 'buckets' && <Buckets apiKey={key} onChanged={refresh} />}
-      {section === 'deleted' && (
-        <DeletedFiles apiKey={key} refresh={version} bucketName={bucketName} onVersions={(f) => setVersionsOf({ fileId: f.fileId, name: f.originalName })} />
-      )}
+      {section === 'deleted' && <DeletedFiles apiKey={key} refresh={version} onVersions={(f) => setVersionsOf({ fileId: f.fileId, name: f.originalName })} />}
       {section === 'webhooks' && <Deliveries apiKey={key} />}
       {section === 'keys' && <AccessKeys apiKey={key} />}
 
