@@ -12,7 +12,7 @@ import { CreateBucketCommand, GetObjectCommand, PutObjectCommand, S3Client } fro
 // Installing chromium (scripts/chromium.sh) may wait for another apt run to finish: give this file
 // the time then (CI installs it before the tests).
 // The tenant's flow uploads, downloads and previews a dozen files: four minutes on a loaded machine.
-t.setTimeout(fs.existsSync(CHROMIUM) ? 240_000 : 20 * 60_000)
+t.setTimeout(fs.existsSync(CHROMIUM) ? 360_000 : 20 * 60_000)
 
 const api = (base: string, key: string, p: string, init: RequestInit = {}) =>
   fetch(`${base}${p}`, { ...init, headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', ...init.headers } })
