@@ -145,6 +145,8 @@ t.test('dark theme follows the system setting; every text of the main views keep
   ).json()
   t.equal((await fetch(`${srv.url}${hs.presignedUrl}`, { method: 'PUT', headers: { 'content-type': 'image/png' }, body: new Uint8Array(png) })).status, 200)
   await api(srv, srv.tenant.apiKey, '/api/v1/upload/request', { method: 'POST', body: JSON.stringify({ fileType: 'image/png', fileName: 'waiting.png' }) })
+  // A bucket with a display name of its own, for the tenant's home.
+  await api(srv, srv.tenant.apiKey, '/api/v1/workspaces', { method: 'POST', body: JSON.stringify({ name: 'Client photos', slug: 'client-photos' }) })
 
   const context = await launchBrowser(t)
   if (!context) return
@@ -159,23 +161,35 @@ t.test('dark theme follows the system setting; every text of the main views keep
   t.same(await lowContrast(page), [], 'sign-in, dark')
 
   for (const [who, key, ready] of [
-    ['tenant', srv.tenant.apiKey, 'Access keys'],
+    ['tenant', srv.tenant.apiKey, 'Buckets'],
     ['admin', srv.adminApiKey, 'Overview'],
   ] as const) {
     await page.getByLabel('API key').fill(key)
     await page.getByLabel('API key').press('Enter')
     const region = page.getByRole('region', { name: ready })
     await region.getByRole('table').waitFor()
-    if (who === 'tenant') await page.getByRole('cell', { name: 'pending' }).waitFor()
     for (const scheme of ['dark', 'light'] as const) {
       await page.emulateMedia({ colorScheme: scheme })
       t.equal(await bodyBackground(page), scheme === 'dark' ? dark : light, `${who} view, ${scheme}: the page follows the setting`)
       t.same(await lowContrast(page), [], `${who} view, ${scheme}: no text under 4.5:1`)
     }
-    // A dialog too: the primary button on the accent colour.
     if (who === 'tenant') {
+      // Each of the tenant's other places, and a dialog: the primary button on the accent colour.
+      const nav = page.getByRole('navigation', { name: 'Sections' })
+      for (const [tab, shows] of [
+        ['Webhooks', page.getByRole('cell', { name: 'delivered' }).or(page.getByText('No webhook deliveries yet'))],
+        ['Deleted files', page.getByText('No deleted files with versions')],
+        ['Access keys', page.getByRole('region', { name: 'Access keys' }).getByRole('table')],
+      ] as const) {
+        await nav.getByRole('button', { name: tab }).click()
+        await shows.first().waitFor()
+        for (const scheme of ['dark', 'light'] as const) {
+          await page.emulateMedia({ colorScheme: scheme })
+          t.same(await lowContrast(page), [], `tenant, ${tab}, ${scheme}: no text under 4.5:1`)
+        }
+      }
       await page.emulateMedia({ colorScheme: 'dark' })
-      await region.getByRole('button', { name: 'Create access key' }).click()
+      await page.getByRole('region', { name: 'Access keys' }).getByRole('button', { name: 'Create access key' }).click()
       await page.getByRole('dialog', { name: 'New access key' }).waitFor()
       t.same(await lowContrast(page), [], 'the new key dialog, dark')
       await page.keyboard.press('Escape')

@@ -42,6 +42,10 @@ t.test('tenant, keyboard only: create an S3 key, use it with the SDK, revoke it:
   // The sign-in field has the focus; typing and Enter sign in.
   await page.keyboard.type(srv.tenant.apiKey)
   await page.keyboard.press('Enter')
+  // The access keys are one of the tenant's sections: Tab to its place in the navigation, Enter.
+  await page.getByRole('navigation', { name: 'Sections' }).waitFor()
+  await tabTo(page, 'Access keys')
+  await page.keyboard.press('Enter')
   const card = page.getByRole('region', { name: 'Access keys' })
   await card.getByRole('row').filter({ hasText: srv.s3.accessKeyId }).waitFor()
   t.pass("the ephemeral tenant's own S3 key is listed")

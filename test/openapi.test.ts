@@ -35,7 +35,7 @@ const OPERATIONS: Record<string, string[]> = {
   '/api/v1/files/deleted': ['get'],
   '/api/v1/workspaces': ['get', 'post'],
   '/api/v1/workspaces/{workspaceId}': ['get', 'patch', 'delete'],
-  '/api/v1/workspaces/{workspaceId}/objects': ['get'],
+  '/api/v1/workspaces/{workspaceId}/objects': ['get', 'put'],
   '/api/v1/workspaces/{workspaceId}/objects/details': ['get'],
   '/api/v1/webhooks/deliveries': ['get'],
   '/api/v1/webhooks/deliveries/{deliveryId}/retry': ['post'],
@@ -77,6 +77,7 @@ t.test('GET /openapi.json: an OpenAPI 3.1 document generated from the route sche
   t.same(security('/api/v1/files', 'get'), [{ tenantKey: [] }])
   t.same(security('/api/v1/webhooks/deliveries', 'get'), [{ tenantKey: [] }])
   t.same(security('/api/v1/upload/{fileId}', 'put'), [{ signedToken: [] }])
+  t.same(security('/api/v1/workspaces/{workspaceId}/objects', 'put'), [{ tenantKey: [] }])
   t.same(security('/api/v1/files/{fileId}/download', 'get'), [{ tenantKey: [] }, { signedToken: [] }])
   t.equal(security('/health', 'get'), undefined)
   t.same(Object.keys(doc.components.securitySchemes).sort(), ['adminKey', 'signedToken', 'tenantKey'])

@@ -88,43 +88,31 @@ export async function fetchContent(key: string, fileId: string): Promise<Blob> {
   return res.blob()
 }
 
-export interface FileInfo {
-  id: string
-  originalName: string
-  fileType: string
-  sizeBytes: number
-  context: string
-  processingStatus: 'pending' | 'completed' | 'failed'
-  workspaceId: string | null
-  createdAt: string
-}
-
 /**
- * The API's two-step upload: the handshake reserves the size, then the bytes go by XHR, the one
- * browser API that reports upload progress, to the presigned path (which needs no key).
+ * One file into a bucket at `objectKey`, as an S3 PutObject stores it (whatever its type), with the
+ * key as a Bearer header; by XHR, the one browser API that reports upload progress. Resolves with
+ * the object as the bucket lists it.
  */
-export async function uploadFile(
+export function putObject(
   key: string,
+  workspaceId: string,
+  objectKey: string,
   file: File,
-  opts: { workspaceId?: string; context?: string; objectKey?: string; onProgress: (loaded: number, total: number) => void },
-): Promise<FileInfo> {
-  // A browser gives an empty type for an extension it does not know; the API then names it.
-  const type = file.type || 'application/octet-stream'
-  const hs = await api<{ fileId: string; presignedUrl: string }>(key, 'POST', '/api/v1/upload/request', {
-    fileType: type,
-    fileName: file.name,
-    fileSizeBytes: file.size,
-    ...(opts.workspaceId ? { workspaceId: opts.workspaceId } : {}),
-    ...(opts.context ? { context: opts.context } : {}),
-    ...(opts.objectKey ? { objectKey: opts.objectKey } : {}),
-  })
+  onProgress: (loaded: number, total: number) => void,
+): Promise<{ key: string; fileId: string; sizeBytes: number; contentType: string }> {
   return new Promise((resolve, reject) => {
     const xhr = new XMLHttpRequest()
-    xhr.open('PUT', hs.presignedUrl)
-    xhr.setRequestHeader('content-type', type)
-    xhr.upload.onprogress = (e) => opts.onProgress(e.loaded, e.lengthComputable ? e.total : file.size)
-    xhr.onload = () =>
-      xhr.status >= 200 && xhr.status < 300 ? resolve(JSON.parse(xhr.responseText) as FileInfo) : reject(errorOf(xhr.status, xhr.responseText))
+    xhr.open('PUT', `/api/v1/workspaces/${encodeURIComponent(workspaceId)}/objects?${new URLSearchParams({ key: objectKey })}`)
+    xhr.setRequestHeader('authorization', `Bearer ${key}`)
+    // A browser gives an empty type for an extension it does not know: stored as bytes of no particular type, as S3 does.
+    xhr.setRequestHeader('content-type', file.type || 'application/octet-stream')
+    xhr.upload.onprogress = (e) => onProgress(e.loaded, e.lengthComputable ? e.total : file.size)
+    xhr.onload = () => {
+      if (xhr.status >= 200 && xhr.status < 300) {
+        onProgress(file.size, file.size)
+        resolve(JSON.parse(xhr.responseText) as { key: string; fileId: string; sizeBytes: number; contentType: string })
+      } else reject(errorOf(xhr.status, xhr.responseText))
+    }
     xhr.onerror = () => reject(unreachable())
     xhr.send(file)
   })

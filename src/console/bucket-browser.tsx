@@ -1,5 +1,5 @@
 import { useEffect, useRef, useState } from 'preact/hooks'
-import { api, copyText, fetchContent, messageOf, uploadFile } from './api'
+import { api, copyText, fetchContent, messageOf, putObject } from './api'
 import { formatBytes, formatTime, percent } from './format'
 import { Confirm, ErrorText, LifetimeSelect, LinkNotice, Modal, Pager, TextField, useAction } from './ui'
 import { ObjectDetails, type ObjectEntry } from './object-details'
@@ -54,6 +54,48 @@ function FolderIcon() {
   )
 }
 
+/**
+ * A PDF in a frame of its dialog, where Escape still closes the dialog. Keys pressed in the frame's
+ * document (a blob: URL of this page, so same-origin) are heard there; but chromium's PDF viewer is
+ * a plugin inside it that keeps every key to itself, so when the focus goes into the frame (a
+ * click on the PDF) it comes back to the dialog's first button: the PDF still scrolls, zooms and
+ * prints by pointer, and Escape closes the dialog. "Open in a new tab" gives the viewer the keyboard.
+ */
+function PdfFrame(props: { url: string; title: string }) {
+  const ref = useRef<HTMLIFrameElement>(null)
+  useEffect(() => {
+    const frame = ref.current
+    if (!frame) return
+    const dialog = frame.closest('dialog')
+    const back = () => dialog?.querySelector<HTMLElement>('.buttons button')?.focus()
+    const onKey = (e: KeyboardEvent) => {
+      if (e.key !== 'Escape') return
+      e.preventDefault()
+      back()
+      dialog?.close()
+    }
+    const listen = () => {
+      try {
+        frame.contentWindow?.addEventListener('keydown', onKey)
+      } catch {
+        // Not readable: the focus guard below still applies.
+      }
+    }
+    const onBlur = () =>
+      setTimeout(() => {
+        if (document.activeElement === frame) back()
+      })
+    frame.addEventListener('load', listen)
+    window.addEventListener('blur', onBlur)
+    listen()
+    return () => {
+      frame.removeEventListener('load', listen)
+      window.removeEventListener('blur', onBlur)
+    }
+  }, [])
+  return <iframe ref={ref} class="preview" src={props.url} title={props.title} />
+}
+
 const lastSegment = (path: string) => path.replace(/\/$/, '').split('/').at(-1) ?? path
 
 /**
@@ -79,6 +121,7 @@ export function BucketBrowser(props: { apiKey: string; bucket: Bucket; onBack: (
   const [link, setLink] = useState<{ key: string; url: string; expiresAt: string; copied: boolean } | null>(null)
   const [preview, setPreview] = useState<Preview | null>(null)
   const [details, setDetails] = useState<string | null>(null)
+  const [dragging, setDragging] = useState(false)
   const [error, run] = useAction()
   const heading = useRef<HTMLHeadingElement>(null)
   const seq = useRef(0)
@@ -124,13 +167,16 @@ export function BucketBrowser(props: { apiKey: string; bucket: Bucket; onBack: (
     })
   const allSelected = objects.length > 0 && objects.every((o) => selected.has(o.fileId))
 
-  /** Each file to `prefix + its path` (a folder's files keep their relative paths), three at a time, each with its own progress bar. */
+  /**
+   * Each file to `prefix + its path` (a folder's files keep their relative paths), three at a time,
+   * each with its own progress bar: stored as S3's PutObject stores it, whatever its type.
+   */
   const uploadAll = async (files: File[]) => {
     const base = prefix
     await startUploads(
       files,
       (f) => base + (f.webkitRelativePath || f.name),
-      (file, objectKey, onProgress) => uploadFile(key, file, { workspaceId: ws.id, objectKey, onProgress }),
+      (file, objectKey, onProgress) => putObject(key, ws.id, objectKey, file, onProgress),
     )
     refresh()
   }
@@ -185,7 +231,20 @@ export function BucketBrowser(props: { apiKey: string; bucket: Bucket; onBack: (
   const empty = page && page.prefixes.length === 0 && page.objects.length === 0
 
   return (
-    <section class="card" aria-labelledby="browser-h">
+    <section
+      class={`card drop${dragging ? ' dragging' : ''}`}
+      aria-labelledby="browser-h"
+      onDragOver={(e) => {
+        e.preventDefault()
+        setDragging(true)
+      }}
+      onDragLeave={() => setDragging(false)}
+      onDrop={(e) => {
+        e.preventDefault()
+        setDragging(false)
+        void uploadAll([...(e.dataTransfer?.files ?? [])])
+      }}
+    >
       <div class="top">
         <h2 id="browser-h" tabIndex={-1} ref={heading}>
           Bucket {ws.slug}
@@ -220,6 +279,7 @@ export function BucketBrowser(props: { apiKey: string; bucket: Bucket; onBack: (
         </ol>
       </nav>
       <ErrorText error={error} />
+      <p class="muted">Upload files of any type here, or drop them on this card: they go into {prefix ? `the folder ${prefix}` : 'the bucket'}.</p>
 
       <div class="toolbar">
         <TextField
@@ -401,7 +461,7 @@ export function BucketBrowser(props: { apiKey: string; bucket: Bucket; onBack: (
       {preview && (
         <Modal title={`Preview of ${lastSegment(preview.entry.key)}`} onClose={closePreview} wide>
           {preview.kind === 'image' && <img class="preview" src={preview.url} alt={`Preview of ${preview.entry.key}`} />}
-          {preview.kind === 'pdf' && <iframe class="preview" src={preview.url} title={`Preview of ${preview.entry.key}`} />}
+          {preview.kind === 'pdf' && <PdfFrame url={preview.url} title={`Preview of ${preview.entry.key}`} />}
           {preview.kind === 'audio' && <audio class="preview" controls src={preview.url} aria-label={`Preview of ${preview.entry.key}`} />}
           {preview.kind === 'video' && <video class="preview" controls src={preview.url} aria-label={`Preview of ${preview.entry.key}`} />}
           {preview.kind === 'text' && (
@@ -420,6 +480,11 @@ export function BucketBrowser(props: { apiKey: string; bucket: Bucket; onBack: (
             <button type="button" onClick={closePreview}>
               Close
             </button>
+            {preview.kind === 'pdf' && (
+              <a class="button" href={preview.url} target="_blank" rel="noopener">
+                Open in a new tab
+              </a>
+            )}
           </div>
         </Modal>
       )}

@@ -180,9 +180,19 @@ export function Pager(props: { cursors: string[]; nextCursor: string | null | un
   )
 }
 
-/** Storage used against a quota: a meter (high from 90%) and "1.5 MiB of 500 MiB used (0%)". */
-export function Usage(props: { used: number; quota: number; label: string; id?: string }) {
+/**
+ * Storage used against a quota: a meter (high from 90%) and "1.5 MiB of 500 MiB used (0%)"; with
+ * no quota (null: unlimited), the amount used and "no limit", and no meter (there is nothing to fill).
+ */
+export function Usage(props: { used: number; quota: number | null; label: string; id?: string }) {
   const { used, quota } = props
+  if (quota === null) {
+    return (
+      <span class="usage" id={props.id}>
+        {formatBytes(used)} used (no limit)
+      </span>
+    )
+  }
   return (
     <>
       <meter id={props.id} min={0} max={Math.max(quota, 1)} high={quota * 0.9} value={used} aria-label={props.label} />

@@ -111,32 +111,33 @@ export function VersionsDialog(props: { apiKey: string; fileId: string; name: st
   )
 }
 
-/** Deleted files that can be restored: keys of versioned workspaces whose current version is a delete marker. */
-export function DeletedFiles(props: {
-  apiKey: string
-  workspaceId: string
-  refresh: number
-  wsName: (id: string) => string
-  onVersions: (file: DeletedFile) => void
-}) {
+/** Deleted files that can be restored: keys of versioned buckets whose current version is a delete marker. */
+export function DeletedFiles(props: { apiKey: string; refresh: number; onVersions: (file: DeletedFile) => void }) {
   const [cursors, setCursors] = useState<string[]>([])
   const [page, setPage] = useState<{ files: DeletedFile[]; nextCursor: string | null; total: number } | null>(null)
+  const [buckets, setBuckets] = useState<Map<string, string>>(new Map())
   const [error, run] = useAction()
-  useEffect(() => setCursors([]), [props.workspaceId])
   useEffect(() => {
     const q = new URLSearchParams({ limit: String(PAGE_SIZE) })
     const cursor = cursors.at(-1)
     if (cursor) q.set('cursor', cursor)
-    if (props.workspaceId) q.set('workspaceId', props.workspaceId)
-    void run(async () => setPage(await api(props.apiKey, 'GET', `/api/v1/files/deleted?${q}`)))
-  }, [cursors, props.workspaceId, props.refresh])
+    // The page and the bucket names together: a row never shows a bucket by its id.
+    void run(async () => {
+      const [deleted, list] = await Promise.all([
+        api<{ files: DeletedFile[]; nextCursor: string | null; total: number }>(props.apiKey, 'GET', `/api/v1/files/deleted?${q}`),
+        api<{ workspaces: { id: string; slug: string }[] }>(props.apiKey, 'GET', '/api/v1/workspaces'),
+      ])
+      setBuckets(new Map(list.workspaces.map((w) => [w.id, w.slug])))
+      setPage(deleted)
+    })
+  }, [cursors, props.refresh])
   return (
     <section class="card" aria-labelledby="deleted-h">
       <h2 id="deleted-h">Deleted files</h2>
       <ErrorText error={error} />
-      {page && page.files.length === 0 && <p class="muted">No deleted files with versions: deletes in versioned workspaces can be undone here.</p>}
+      {page && page.files.length === 0 && <p class="muted">No deleted files with versions: deletes in versioned buckets can be undone here.</p>}
       {page && page.files.length > 0 && (
-        <DataTable caption={`${page.total} deleted file${page.total === 1 ? '' : 's'}`} columns={['Name', 'Size', 'Deleted', 'Workspace', 'Actions']}>
+        <DataTable caption={`${page.total} deleted file${page.total === 1 ? '' : 's'}`} columns={['Name', 'Size', 'Deleted', 'Bucket', 'Actions']}>
           {page.files.map((f) => (
             <tr key={f.fileId}>
               <th scope="row" data-label="Name" class="name">
@@ -144,7 +145,7 @@ export function DeletedFiles(props: {
               </th>
               <td data-label="Size">{formatBytes(f.sizeBytes)}</td>
               <td data-label="Deleted">{formatTime(f.deletedAt)}</td>
-              <td data-label="Workspace">{props.wsName(f.workspaceId)}</td>
+              <td data-label="Bucket">{buckets.get(f.workspaceId) ?? '—'}</td>
               <td class="actions">
                 <button type="button" aria-label={`Versions of deleted ${f.originalName}`} onClick={() => props.onVersions(f)}>
                   Versions
