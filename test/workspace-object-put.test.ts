@@ -1,3 +1,4 @@
+// @suites: pg s3
 import t from 'tap'
 import { createHash } from 'node:crypto'
 import { GetObjectCommand, HeadObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3'
