@@ -8,7 +8,7 @@ import { promisify } from 'node:util'
 import t from 'tap'
 import { CreateBucketCommand, GetObjectCommand, GetObjectTaggingCommand, HeadObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3'
 import { createPresignedPost } from '@aws-sdk/s3-presigned-post'
-import { makeS3, type S3Context } from './s3-helper'
+import { makeS3, sendSigned, type S3Context } from './s3-helper'
 
 const run = promisify(execFile)
 const code = (body: string) => /<Code>([^<]*)<\/Code>/.exec(body)?.[1]
@@ -81,6 +81,18 @@ t.test('the AWS SDK v3 presigned POST uploads a file with its Content-Type, meta
   t.equal(r303.status, 303)
   const head = await ctx.client.send(new HeadObjectCommand({ Bucket: 'forms', Key: 'r.txt' }))
   t.equal(r303.headers.get('location'), `https://app.example/done?x=1&bucket=forms&key=r.txt&etag=${encodeURIComponent(head.ETag!)}`)
+
+  // A redirect to the bucket's own URL (as ceph/s3-tests' test_post_object_success_redirect_action
+  // makes): the browser's GET of it, with bucket, key and etag in its query, lists the bucket as AWS does.
+  const own = `${ctx.endpoint}/forms`
+  const pOwn = await presigned(ctx, 'forms', { Bucket: 'forms', Key: 'own.txt', Fields: { success_action_redirect: own }, Expires: 600 })
+  const rOwn = await postForm(ctx.endpoint, 'forms', pOwn.fields, 'own')
+  t.equal(rOwn.status, 303)
+  const target = new URL(rOwn.headers.get('location')!)
+  t.equal(target.pathname, '/forms')
+  const listed = await sendSigned(ctx, { method: 'GET', path: target.pathname, query: Object.fromEntries(target.searchParams) })
+  t.equal(listed.status, 200, listed.body)
+  t.match(listed.body, /<ListBucketResult[^>]*>.*<Key>own\.txt<\/Key>/s)
 })
 
 t.test('a form is refused as AWS refuses it, and nothing is stored', async (t) => {

@@ -214,7 +214,7 @@ t.test('Authorization header: a header added after signing is refused, nothing s
   t.equal(get.body, 'the secret bytes')
 })
 
-t.test('X-Amz-Expires: negative or zero is expired (403), over a week or not a number is refused (400), as AWS', async (t) => {
+t.test('X-Amz-Expires: negative or zero is expired (403), over a week refused (403), not a number malformed (400), as AWS', async (t) => {
   const ctx = await setup(t)
   // boto3's generate_presigned_url with ExpiresIn=-1000 makes X-Amz-Expires=-1000; so does the JS presigner.
   const expired = await getSignedUrl(ctx.client, new PutObjectCommand({ Bucket: BUCKET, Key: 'inbox/late.txt' }), { expiresIn: -1000 })
@@ -234,15 +234,16 @@ t.test('X-Amz-Expires: negative or zero is expired (403), over a week or not a n
   t.equal(code(await z.text()), 'AccessDenied', 'X-Amz-Expires=0 is a number: expired at once')
 
   const good = await getSignedUrl(ctx.client, new GetObjectCommand({ Bucket: BUCKET, Key: 'private/payroll.csv' }), { expiresIn: 600 })
-  for (const [value, message] of [
-    ['604801', 'X-Amz-Expires must be less than a week'],
-    ['abc', 'X-Amz-Expires should be a number'],
-    ['1e3', 'X-Amz-Expires should be a number'],
-    ['', 'requires the X-Amz-Algorithm'],
+  for (const [value, message, status] of [
+    // Valid for more than 7 days: 403, as AWS answers it (ceph/s3-tests' test_object_raw_get_x_amz_expires_out_max_range).
+    ['604801', 'X-Amz-Expires must be less than a week', 403],
+    ['abc', 'X-Amz-Expires should be a number', 400],
+    ['1e3', 'X-Amz-Expires should be a number', 400],
+    ['', 'requires the X-Amz-Algorithm', 400],
   ] as const) {
     const r = await fetch(good.replace(/X-Amz-Expires=\d+/, `X-Amz-Expires=${value}`))
     const b = await r.text()
-    t.equal(r.status, 400, `X-Amz-Expires=${value}`)
+    t.equal(r.status, status, `X-Amz-Expires=${value}`)
     t.equal(code(b), 'AuthorizationQueryParametersError')
     t.match(b, message)
   }

@@ -88,9 +88,11 @@ export class S3Error extends Error {
     message: string,
     /** Extra elements S3 adds to some errors (e.g. `<Region>` for AuthorizationHeaderMalformed). */
     readonly extra: Record<string, string> = {},
+    /** A status other than the code's own, where AWS answers that code with another one. */
+    status?: number,
   ) {
     super(message)
-    this.status = S3_ERRORS[code]
+    this.status = status ?? S3_ERRORS[code]
   }
 }
 

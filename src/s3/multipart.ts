@@ -8,7 +8,7 @@ import { AppError } from '../errors'
 import { S3Error, fromAppError } from './errors'
 import { concatenate, ingest, type BodySpec } from './ingest'
 import { SigningKey } from './sigv4'
-import { checkKey, etagOf, openPlain, type ObjectInput, type S3Objects } from './objects'
+import { checkKey, checkWriteConditions, etagOf, openPlain, type ObjectInput, type S3Objects, type WriteConditions } from './objects'
 import { openedAlongside, sealStream, sealedObjectSize, type ObjectKey } from './sealed-objects'
 import type { SseKey } from './sse'
 import type { S3Buckets, S3Deps } from './buckets'
@@ -267,12 +267,14 @@ export class S3Multipart {
     expected?: { algorithm: string; value: string },
     /** The key the upload's parts are sealed under (SSE-C, SSE-KMS, SSE-S3; #27), which opens them to hash the plaintext. */
     sealKey?: ObjectKey,
+    /** If-Match / If-None-Match against the key's current object, as PutObject's (objects.ts checkWriteConditions). */
+    conditions: WriteConditions = {},
   ): Promise<ObjectRow> {
     const slot = `${tenant.id}:${uploadId}`
     for (let running = this.completions.get(slot); running; running = this.completions.get(slot)) {
       await running.catch(() => undefined)
     }
-    const completion = this.claimed(uploadId, () => this.completeNow(tenant, bucket, key, uploadId, declared, expected, sealKey))
+    const completion = this.claimed(uploadId, () => this.completeNow(tenant, bucket, key, uploadId, declared, expected, sealKey, conditions))
     this.completions.set(slot, completion)
     try {
       return await completion
@@ -304,11 +306,20 @@ export class S3Multipart {
     declared: { partNumber: number; etag: string; checksums: Partial<Record<ChecksumAlgorithm, string>> }[],
     expected: { algorithm: string; value: string } | undefined,
     sealKey: ObjectKey | undefined,
+    conditions: WriteConditions,
   ): Promise<ObjectRow> {
     const w = this.buckets.resolve(tenant, bucket)
     const found = this.deps.multipart.get(w.id, uploadId)
+    // A Complete retried after its upload completed is answered as before: its conditions held then.
     if (!found || found.key !== key || found.tenantId !== tenant.id) return this.completedBefore(w, key, uploadId, declared)
     const upload = found
+    // Conditional completion: checked now, before the parts are assembled, and again in the commit's
+    // transaction under the key's lock (a failed one leaves the upload in progress, as AWS does).
+    const conditional = conditions.ifMatch !== undefined || conditions.ifNoneMatch !== undefined
+    const check = () => {
+      if (conditional) checkWriteConditions(conditions, this.deps.objects.get(w.id, key))
+    }
+    check()
     if (declared.length === 0) throw new S3Error('MalformedXML', 'The XML you provided was not well-formed or did not validate against our published schema.')
     const stored = new Map(this.deps.multipart.parts(upload.id).map((p) => [p.partNumber, p]))
     const chosen: Part[] = []
@@ -409,6 +420,7 @@ export class S3Multipart {
       () => {
         // Still the same upload: a concurrent abort wins cleanly.
         if (!multipart.get(w.id, upload.id)) throw noSuchUpload()
+        check()
         released = multipart.delete(upload.id)
         // The parts' content goes once this commit is durable; recorded now, so that a crash
         // before it is removed leaves work the server finishes, not blobs only `coffer gc` finds.

@@ -45,13 +45,19 @@ const bareTag = (t: string) =>
     .replace(/^W\//, '')
     .replace(/^"(.*)"$/, '$1')
 
+/** A write's If-Match / If-None-Match (PutObject, CopyObject's destination, CompleteMultipartUpload). */
+export interface WriteConditions {
+  ifMatch?: string | undefined
+  ifNoneMatch?: string | undefined
+}
+
 /**
  * PutObject's conditional writes, as AWS answers them (#24): `If-None-Match` takes only `*` (any
  * other value is 501 NotImplemented, naming the header, as AWS answers it), and not together with
  * `If-Match`; `If-Match` compares entity tags with or without their quotes, as GetObject and
  * CopyObject's conditions do; on a missing key it is NoSuchKey.
  */
-export function checkWriteConditions(c: { ifMatch?: string | undefined; ifNoneMatch?: string | undefined }, current: ObjectRow | undefined): void {
+export function checkWriteConditions(c: WriteConditions, current: ObjectRow | undefined): void {
   const notImplemented = (header: string, additionalMessage: string) =>
     new S3Error('NotImplemented', 'A header you provided implies functionality that is not implemented', { Header: header, additionalMessage })
   const failed = (condition: string) =>
@@ -219,6 +225,8 @@ export class S3Objects {
         // Group commit: answered once the WAL holding it is on disk, the flush shared with the
         // uploads of both fronts settling at the same time.
         this.deps.commits.run(() => {
+          // First: what beforeCommit checks of the key (a conditional write's current version) holds to the commit.
+          this.deps.versions.lockKey(w.id, key)
           beforeCommit?.()
           settle()
           const row = this.replace(tenant, w, key, staged.sha256, size, info)
@@ -424,7 +432,8 @@ export class S3Objects {
       // repeats checks again and sets the outcome again.
       engineOf(db).transaction(() => {
         const w = this.buckets.resolve(tenant, bucket)
-        // Checked under the write lock: no write can slip in between the check and the delete.
+        // Checked under the write lock (and the key's on PostgreSQL): no write can slip in between the check and the delete.
+        this.deps.versions.lockKey(w.id, key)
         this.checkDeleteConditions(w, key, versionId, conditions)
         outcome = this.deleteOne(tenant, w, key, versionId, clock.now())
       }),
@@ -505,6 +514,7 @@ export class S3Objects {
         try {
           checkKey(key)
           if (versionId !== undefined) checkVersionId(versionId)
+          this.deps.versions.lockKey(w.id, key)
           this.checkDeleteConditions(w, key, versionId, conditions)
         } catch (err) {
           if (!(err instanceof S3Error)) throw err
@@ -561,6 +571,7 @@ export class S3Objects {
       const source = this.head(tenant, from.bucket, from.key, from.versionId)
       check(source)
       const target = this.buckets.resolve(tenant, to.bucket)
+      this.deps.versions.lockKey(target.id, to.key)
       checkWriteConditions(conditions, this.deps.objects.get(target.id, to.key))
       const { lock: _sourceLock, ...copied } = copiedInfo(source, info, tags)
       const row = this.replace(tenant, target, to.key, source.sha256, source.size, { ...copied, ...(lock ? { lock } : {}) })

@@ -96,7 +96,9 @@ export const OPERATIONS = [
   { name: 'GetPublicAccessBlock', method: 'GET', on: 'bucket', action: 's3:GetBucketPublicAccessBlock', sub: 'publicAccessBlock' },
   // `list-type` makes a listing V2 (its value must be 2: the handler says so); the IAM action is the same.
   { name: 'ListObjectsV2', method: 'GET', on: 'bucket', action: 's3:ListBucket', sub: 'list-type', params: LIST_PARAMS },
-  { name: 'ListObjects', method: 'GET', on: 'bucket', action: 's3:ListBucket', params: LIST_PARAMS },
+  // A browser form's success_action_redirect naming the bucket's own URL (PostObject) lands here
+  // with `bucket`, `key` and `etag` added to its query: AWS lists the bucket, ignoring them.
+  { name: 'ListObjects', method: 'GET', on: 'bucket', action: 's3:ListBucket', params: [...LIST_PARAMS, 'bucket', 'key', 'etag'] },
   { name: 'PutBucketCors', method: 'PUT', on: 'bucket', action: 's3:PutBucketCORS', sub: 'cors' },
   { name: 'PutBucketTagging', method: 'PUT', on: 'bucket', action: 's3:PutBucketTagging', sub: 'tagging' },
   // AWS's DeleteBucketTagging is authorized as s3:PutBucketTagging (Service Authorization Reference).

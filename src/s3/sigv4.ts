@@ -396,8 +396,11 @@ function parseQueryAuth(query: ReadonlyMap<string, string>): Parsed & { expires:
   }
   // A signed integer, as AWS reads it: 0 and negative values are numbers (expired, below), `1e3` is not.
   if (!/^[+-]?\d{1,19}$/.test(expires)) throw bad('X-Amz-Expires should be a number')
-  if (Number(expires) > MAX_PRESIGN_SECONDS)
-    throw bad('X-Amz-Expires must be less than a week (in seconds); that is, the given X-Amz-Expires must be less than 604800 seconds')
+  // A URL valid for more than 7 days is refused 403, as AWS answers it (the other malformed parameters are 400).
+  if (Number(expires) > MAX_PRESIGN_SECONDS) {
+    const message = 'X-Amz-Expires must be less than a week (in seconds); that is, the given X-Amz-Expires must be less than 604800 seconds'
+    throw new S3Error('AuthorizationQueryParametersError', message, {}, 403)
+  }
   return { ...parseCredential(credential, bad), signedHeaders: signedHeaders.split(';'), signature, amzDate, expires: Number(expires) }
 }
 

@@ -71,6 +71,15 @@ export class ObjectVersions {
   }
 
   /**
+   * In a write transaction, first: the key's lock (PostgreSQL; VersionsRepo.lockKey), so that what
+   * the write then reads of the key, its conditions' current version included, stays so until it
+   * commits. Every S3 write and delete of a key takes it. Nothing on SQLite.
+   */
+  lockKey(workspaceId: string, key: string): void {
+    this.deps.versions.lockKey(workspaceId, key)
+  }
+
+  /**
    * The bytes a write of `key` frees when it commits, which it may reuse against the quotas: the
    * null version it replaces (unversioned or suspended bucket), nothing in an enabled bucket,
    * where every version stays stored and counted.

@@ -1,6 +1,13 @@
 import type { DB } from '../database'
 import { dialect, engineOf, type Engine } from '../engine'
 import type { ObjectInfo } from './objects'
+import { createHash } from 'node:crypto'
+
+/**
+ * The first key of the two-key advisory locks on one object key (PostgreSQL): the first 4 bytes
+ * of SHA-256('coffer:object-key') as a signed int4, apart from the content and hash lock classes.
+ */
+export const KEY_LOCK_CLASS = createHash('sha256').update('coffer:object-key').digest().readInt32BE(0)
 
 /** A bucket's versioning state as S3 names it; `null` when it was never enabled (unversioned). */
 export type VersioningStatus = 'Enabled' | 'Suspended' | null
@@ -207,7 +214,23 @@ export class VersionsRepo {
       page: db.prepare<[{ workspaceId: string; after: string | null; from: string | null; below: string | null; limit: number }], JoinedRow>(
         dialect(db, SQL.page),
       ),
+      // SQLite: nothing; its one write lock already orders every transaction (lockKey).
+      lockKey: db.dialect === 'postgres' ? db.prepare('SELECT pg_advisory_xact_lock(?::integer, ?::integer)') : undefined,
     }
+  }
+
+  /**
+   * Inside a write transaction on PostgreSQL, before the write reads what the key holds: waits
+   * for, then holds until the commit or rollback, the lock of one object key. Under READ COMMITTED
+   * each statement sees what was committed when it began, so two nodes' conditional writes of one
+   * key (If-None-Match: *, If-Match) could both find the condition holding and both commit; with
+   * the lock the second one's check runs after the first commits, and sees its version. Keyed by
+   * 32 bits of the key's hash: two keys that share them only wait for each other. Nothing on SQLite.
+   */
+  lockKey(workspaceId: string, key: string): void {
+    if (!this.stmts.lockKey) return
+    const h = createHash('sha256').update(workspaceId).update('\0').update(key).digest()
+    this.stmts.lockKey.run(KEY_LOCK_CLASS, h.readInt32BE(0))
   }
 
   versioning(workspaceId: string): VersioningStatus {

@@ -78,15 +78,6 @@ export const multipartHandlers = {
   },
 
   async CompleteMultipartUpload({ core, s3, tenant, bucket, key, query, request, reply, body }) {
-    // Conditional completion (If-Match / If-None-Match) is not built: refused, not ignored (#24).
-    for (const name of ['if-match', 'if-none-match']) {
-      if (header(request, name) !== undefined) {
-        throw new S3Error('NotImplemented', 'A header you provided implies functionality that is not implemented', {
-          Header: name === 'if-match' ? 'If-Match' : 'If-None-Match',
-          additionalMessage: 'Coffer does not implement conditional CompleteMultipartUpload',
-        })
-      }
-    }
     // On CompleteMultipartUpload, an x-amz-checksum-<algorithm> header is the checksum the client
     // expects of the whole object (S3: ChecksumSHA256 … of the request), not one of the XML body.
     const spec = body()
@@ -124,7 +115,9 @@ export const multipartHandlers = {
     } catch (err) {
       if (!(err instanceof S3Error) || err.code !== 'NoSuchUpload') throw err
     }
-    const row = await s3.multipart.complete(tenant, bucket, key, query.get('uploadId')!, parts, expected, sse)
+    // Conditional completion (If-Match / If-None-Match), as PutObject's.
+    const conditions = { ifMatch: header(request, 'if-match'), ifNoneMatch: header(request, 'if-none-match') }
+    const row = await s3.multipart.complete(tenant, bucket, key, query.get('uploadId')!, parts, expected, sse, conditions)
     const versionId = versionIdHeader(row, true)
     if (versionId !== undefined) reply.header('x-amz-version-id', versionId)
     if (row.info?.sse) reportKey(reply, sse ?? { stored: row.info.sse })
