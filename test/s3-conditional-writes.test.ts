@@ -1,3 +1,4 @@
+// @suites: pg s3
 // Conditional writes (If-Match / If-None-Match) through the AWS SDK for JavaScript v3 at its
 // default settings (CRC32 checksums, aws-chunked trailers, lib-storage's Upload): PutObject and
 // CompleteMultipartUpload as AWS answers them, with versioning off and on, and two writers racing
