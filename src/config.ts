@@ -394,7 +394,7 @@ const OPTIONS = {
     def: undefined,
     schema: Type.String({ minLength: 1 }),
     hint: 'a file path',
-    help: 'SSE-KMS key ring: a file of name=key lines (or a JSON object), each key 64 hex digits or base64 of 32 bytes, kept outside the data dir',
+    help: 'SSE-KMS key ring: a file of name=key lines, each optionally limited to tenants=id,id (or a JSON object), each key 64 hex digits or base64 of 32 bytes, kept outside the data dir',
   },
   kmsDefaultKey: {
     env: 'COFFER_KMS_DEFAULT_KEY',

@@ -39,7 +39,7 @@ t.test('the key ring file: name=key lines or JSON, refused with a message that n
   t.ok(
     parseKmsKeys(JSON.stringify({ j: k.toString('hex') }))
       .get('j')
-      ?.equals(k),
+      ?.key.equals(k),
   )
   t.throws(() => parseKmsKeys('a=short'), /key "a" must be 64 hex digits/)
   t.throws(() => parseKmsKeys(`a=${k.toString('hex')}\na=${k.toString('hex')}`), /given twice/)

@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { isoTime } from '../lib/clock'
+import { retainUntilIso } from '../lib/retain-until'
 import { IsoTime, NO_CONTROL, NO_CONTROL_MESSAGE, Uuid } from './common'
 
 /*
@@ -101,7 +102,7 @@ export function objectDetailsView(d: ObjectDetailsRecord): Static<typeof ObjectD
     tags: d.tags,
     versionId: d.versionId,
     versioning: d.versioning,
-    lock: { mode: d.lock.mode, retainUntil: d.lock.until === null ? null : isoTime(d.lock.until), legalHold: d.lock.legalHold },
+    lock: { mode: d.lock.mode, retainUntil: d.lock.until === null ? null : retainUntilIso(d.lock.until), legalHold: d.lock.legalHold },
     acl: d.acl,
     public: d.public,
   }

@@ -225,5 +225,6 @@ export function expirationHeader(e: { at: number; ruleId: string }): string {
 /** Sets `x-amz-expiration` on an answer about the current object `o` when a rule will expire it (#25). */
 export function sendExpiration(lifecycle: LifecycleService, reply: FastifyReply, o: ObjectRow): void {
   const e = lifecycle.expirationOf(o.workspaceId, { key: o.key, size: o.size, createdAt: o.completedAt, info: o.info })
-  if (e) reply.header('x-amz-expiration', expirationHeader(e))
+  // A rule's Days may put the expiry past the last date JavaScript can write (year 275760): no date to report, none sent.
+  if (e && !Number.isNaN(new Date(e.at).getTime())) reply.header('x-amz-expiration', expirationHeader(e))
 }

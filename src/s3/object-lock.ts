@@ -1,6 +1,7 @@
 import type { FastifyRequest } from 'fastify'
 import type { LockMode, VersionLock } from '../db/repos/object-locks'
-import { LockRefusal, type ObjectLockConfig } from '../services/object-lock'
+import { LockRefusal, MAX_DEFAULT_RETENTION, type ObjectLockConfig } from '../services/object-lock'
+import { MAX_RETAIN_UNTIL, retainUntilIso } from '../lib/retain-until'
 import { S3Error } from './errors'
 import { childOf, malformed, parseXml, textOf, type XmlNode } from './xml'
 
@@ -13,18 +14,25 @@ export function lockError(err: unknown): unknown {
   return err instanceof LockRefusal ? new S3Error(err.code, err.message) : err
 }
 
-/** S3 dates: ISO 8601 with a zone (the SDKs send `2030-01-01T00:00:00.000Z`); else InvalidArgument. */
+/**
+ * S3 dates: ISO 8601 with a zone (the SDKs send `2030-01-01T00:00:00.000Z`); else InvalidArgument.
+ * So is a date past 9999-12-31T23:59:59.999Z (a four-digit year with a negative offset reaches year
+ * 10000), which no S3 date can report back.
+ */
 function parseDate(text: string | undefined, what: string): number {
   const at = text === undefined || !/^\d{4}-\d{2}-\d{2}T[\d:.]+(Z|[+-]\d{2}:?\d{2})$/.test(text.trim()) ? NaN : Date.parse(text)
   if (Number.isNaN(at)) throw new S3Error('InvalidArgument', `${what} must be an ISO 8601 date`)
+  if (at > MAX_RETAIN_UNTIL) throw new S3Error('InvalidArgument', `${what} must be before the year 10000`)
   return at
 }
 
-const positive = (text: string | undefined): number | undefined => {
+/** A DefaultRetention's Days or Years: a positive integer (else InvalidRetentionPeriod), at most AWS's bound (else InvalidArgument, as AWS answers). */
+const period = (text: string | undefined, max: number): number | undefined => {
   if (text === undefined) return undefined
-  if (!/^\d{1,9}$/.test(text.trim()) || Number(text) < 1)
-    throw new S3Error('InvalidRetentionPeriod', 'Default retention period must be a positive integer value')
-  return Number(text)
+  const n = /^\d+$/.test(text.trim()) ? Number(text) : NaN
+  if (!(n >= 1)) throw new S3Error('InvalidRetentionPeriod', 'Default retention period must be a positive integer value')
+  if (n > max) throw new S3Error('InvalidArgument', 'Default retention period is too large.')
+  return n
 }
 
 /** PutObjectLockConfiguration's body: ObjectLockEnabled Enabled, and an optional default rule with Days or Years, exactly one. */
@@ -38,8 +46,8 @@ export function parseLockConfiguration(body: Buffer): ObjectLockConfig {
   if (!dr) throw malformed()
   const mode = textOf(dr, 'Mode')
   if (mode === undefined || !MODES.has(mode)) throw malformed()
-  const days = positive(textOf(dr, 'Days'))
-  const years = positive(textOf(dr, 'Years'))
+  const days = period(textOf(dr, 'Days'), MAX_DEFAULT_RETENTION.days)
+  const years = period(textOf(dr, 'Years'), MAX_DEFAULT_RETENTION.years)
   if ((days === undefined) === (years === undefined)) throw malformed()
   return { enabled: true, rule: { mode: mode as LockMode, ...(days !== undefined ? { days } : { years: years! }) } }
 }
@@ -100,7 +108,7 @@ export function lockResponseHeaders(lock: VersionLock | undefined): Record<strin
   if (!lock) return {}
   return {
     ...(lock.mode !== null && lock.until !== null
-      ? { 'x-amz-object-lock-mode': lock.mode, 'x-amz-object-lock-retain-until-date': new Date(lock.until).toISOString() }
+      ? { 'x-amz-object-lock-mode': lock.mode, 'x-amz-object-lock-retain-until-date': retainUntilIso(lock.until) }
       : {}),
     ...(lock.legalHold ? { 'x-amz-object-lock-legal-hold': 'ON' } : {}),
   }

@@ -211,7 +211,7 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
       if (!auth && operation.name === 'ListBuckets') return anonymousListBuckets(reply)
       // The tenant whose bucket it is, and the bucket's name within it (a `<tenant-id>:` qualifier removed).
       const { tenant, bucket } = authorize(core, request, principal, operation, target)
-      checkSseHeader(request, operation.name, core.kms)
+      checkSseHeader(request, operation.name, core.kms, tenant.id)
       const context: OpContext = {
         core,
         s3,

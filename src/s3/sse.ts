@@ -106,9 +106,13 @@ function verifies(verifier: string, key: Buffer): boolean {
   return timingSafeEqual(v.subarray(16), createHmac('sha256', v.subarray(0, 16)).update(key).digest())
 }
 
-/** The sealing key of the ring's key `keyId`; undefined when the ring has no such key (each front refuses in its own shape). */
-export function kmsKey(ring: KmsKeyRing, keyId: string): SseKey | undefined {
-  const key = ring.key(keyId)
+/**
+ * The sealing key of the ring's key `keyId`: `tenantId` chooses it for a new object (undefined when
+ * the ring has no such key or that tenant may not use it, alike); without a tenant it opens an
+ * object stored under it (undefined when the ring no longer holds it). Each front refuses in its own shape.
+ */
+export function kmsKey(ring: KmsKeyRing, keyId: string, tenantId?: string): SseKey | undefined {
+  const key = tenantId === undefined ? ring.openKey(keyId) : ring.sealKey(keyId, tenantId)
   if (!key) return undefined
   return {
     dataKey: Buffer.from(hkdfSync('sha256', key, Buffer.alloc(0), 'coffer sse-kms object key v1', 32)),
@@ -141,9 +145,13 @@ export function serverKey(keys: ServerKeys, stored: Exclude<StoredSse, { type: '
   return key && { ...key, stored }
 }
 
-function kmsSseKey(ring: KmsKeyRing, keyId: string): SseKey {
-  const key = kmsKey(ring, keyId)
-  if (!key) throw new S3Error('InvalidArgument', `Invalid keyId ${keyId}: no such key in Coffer's key ring (COFFER_KMS_KEYS_FILE)`)
+/** The 400 of a key id that is unknown, or that the tenant may not use: one answer for both, so names do not leak. */
+export const unknownKmsKey = (keyId: string): S3Error =>
+  new S3Error('InvalidArgument', `Invalid keyId ${keyId}: no such key in Coffer's key ring (COFFER_KMS_KEYS_FILE)`)
+
+function kmsSseKey(ring: KmsKeyRing, keyId: string, tenantId?: string): SseKey {
+  const key = kmsKey(ring, keyId, tenantId)
+  if (!key) throw unknownKmsKey(keyId)
   return key
 }
 
@@ -160,7 +168,8 @@ export type BucketEncryption =
 
 /**
  * The key a write seals its object under: the request's (customer key, aws:kms with its key id or
- * the ring's default, AES256), else the bucket's default encryption; undefined for none of those
+ * the ring's default, AES256), else the bucket's default encryption; a KMS key only when the
+ * bucket owner's tenant `tenantId` may use it; undefined for none of those
  * (plain), and for SSE-S3 when there is a master key (the data dir's own sealing is SSE-S3 then).
  * checkSseHeader (ops/encryption.ts) has already refused the combinations AWS refuses.
  */
@@ -168,38 +177,41 @@ export function writeKey(
   request: Pick<FastifyRequest, 'headers'>,
   keys: ServerKeys,
   bucketDefault: BucketEncryption | undefined,
+  tenantId: string,
   prefix = CUSTOMER,
 ): SseKey | undefined {
   const c = customerKey(request, prefix)
   if (c) return customerSseKey(c, newVerifier(c.key))
   const sse = prefix === CUSTOMER ? one(request, 'x-amz-server-side-encryption') : undefined
-  if (sse === 'aws:kms') return kmsSseKey(keys.kms, kmsKeyIdOf(request, keys.kms))
+  if (sse === 'aws:kms') return kmsSseKey(keys.kms, kmsKeyIdOf(request, keys.kms, tenantId), tenantId)
   if (sse === 'AES256') return sseS3WriteKey(keys.sseS3)
   if (sse !== undefined) return undefined
-  return defaultKey(keys, bucketDefault)
+  return defaultKey(keys, bucketDefault, tenantId)
 }
 
 /** The key a write asking for nothing seals its object under: its bucket's default encryption's (S3 writes, API uploads). */
-export function defaultKey(keys: ServerKeys, bucketDefault: BucketEncryption | undefined): SseKey | undefined {
-  if (bucketDefault?.algorithm === 'aws:kms') return kmsSseKey(keys.kms, bucketDefault.keyId ?? defaultKmsKey(keys.kms))
+export function defaultKey(keys: ServerKeys, bucketDefault: BucketEncryption | undefined, tenantId: string): SseKey | undefined {
+  if (bucketDefault?.algorithm === 'aws:kms') return kmsSseKey(keys.kms, bucketDefault.keyId ?? defaultKmsKey(keys.kms, tenantId), tenantId)
   if (bucketDefault?.algorithm === 'AES256') return sseS3WriteKey(keys.sseS3)
   return undefined
 }
 
-function defaultKmsKey(ring: KmsKeyRing): string {
-  if (ring.defaultKeyId === undefined) {
+/** The ring's default key for the tenant; a default that tenant may not use is answered as no default at all. */
+function defaultKmsKey(ring: KmsKeyRing, tenantId: string): string {
+  const id = ring.defaultKeyFor(tenantId)
+  if (id === undefined) {
     throw new S3Error(
       'InvalidArgument',
       'Server Side Encryption with KMS needs a key id: none was given and Coffer has no default key (COFFER_KMS_DEFAULT_KEY)',
     )
   }
-  return ring.defaultKeyId
+  return id
 }
 
-/** The aws:kms key id a request names, or the ring's default. */
-export function kmsKeyIdOf(request: Pick<FastifyRequest, 'headers'>, ring: KmsKeyRing): string {
+/** The aws:kms key id a request names, or the ring's default for the tenant. */
+export function kmsKeyIdOf(request: Pick<FastifyRequest, 'headers'>, ring: KmsKeyRing, tenantId: string): string {
   const id = one(request, 'x-amz-server-side-encryption-aws-kms-key-id')?.trim()
-  return id === undefined || id === '' ? defaultKmsKey(ring) : id
+  return id === undefined || id === '' ? defaultKmsKey(ring, tenantId) : id
 }
 
 /**

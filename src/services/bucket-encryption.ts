@@ -35,11 +35,14 @@ export class BucketEncryptionService {
     return this.configs.get<BucketEncryption>(workspaceId, FAMILY)
   }
 
-  /** Sets the default; a reason when it cannot be honoured (nothing stored, the caller refuses). */
-  put(workspaceId: string, config: BucketEncryption): RefusedEncryption | undefined {
+  /**
+   * Sets the default of a workspace of `tenantId`; a reason when it cannot be honoured (nothing
+   * stored, the caller refuses). A KMS key that tenant may not use is refused as an unknown one.
+   */
+  put(workspaceId: string, tenantId: string, config: BucketEncryption): RefusedEncryption | undefined {
     if (config.algorithm === 'aws:kms') {
-      if (config.keyId !== undefined && !this.kms.key(config.keyId)) return 'unknown-kms-key'
-      if (config.keyId === undefined && this.kms.defaultKeyId === undefined) return 'no-default-kms-key'
+      if (config.keyId !== undefined && !this.kms.sealKey(config.keyId, tenantId)) return 'unknown-kms-key'
+      if (config.keyId === undefined && this.kms.defaultKeyFor(tenantId) === undefined) return 'no-default-kms-key'
     }
     this.configs.put(workspaceId, FAMILY, config)
     return undefined
@@ -51,13 +54,14 @@ export class BucketEncryptionService {
    * is AES256 without a master key; undefined otherwise (plain, or AES256 with a master key, which
    * the data dir's own sealing is). A key the ring no longer holds (the server
    * restarted with another COFFER_KMS_KEYS_FILE, or without COFFER_KMS_DEFAULT_KEY) is 409
-   * CONFLICT: the upload is refused rather than stored other than the workspace asks.
+   * CONFLICT: the upload is refused rather than stored other than the workspace asks. So is a key
+   * the workspace's tenant `tenantId` may no longer use (the ring's tenant list changed), alike.
    */
-  uploadKey(workspaceId: string): SseKey | undefined {
+  uploadKey(workspaceId: string, tenantId: string): SseKey | undefined {
     const config = this.get(workspaceId)
-    if (config?.algorithm !== 'aws:kms') return defaultKey(this.keys, config)
-    const keyId = config.keyId ?? this.kms.defaultKeyId
-    const key = keyId === undefined ? undefined : kmsKey(this.kms, keyId)
+    if (config?.algorithm !== 'aws:kms') return defaultKey(this.keys, config, tenantId)
+    const keyId = config.keyId ?? this.kms.defaultKeyFor(tenantId)
+    const key = keyId === undefined ? undefined : kmsKey(this.kms, keyId, tenantId)
     if (key) return key
     throw new AppError(
       'CONFLICT',

@@ -26,6 +26,8 @@ interface Condition {
   readonly values: readonly string[]
   /** IpAddress / NotIpAddress: the values as a block list. */
   readonly ips?: BlockList
+  /** IpAddress / NotIpAddress: the addresses the values name, as ranges of the one IPv6 space (ipRanges). */
+  readonly ranges?: readonly Range[]
 }
 
 interface Statement {
@@ -183,37 +185,120 @@ function conditionsOf(value: unknown): Condition[] {
                   ? type === 'bool' && values.every((v) => v === 'true' || v === 'false')
                   : refuse(`Condition operator ${opName} is not supported by Coffer`)
       if (!fits) refuse(`Condition operator ${opName} cannot be applied to ${keyName} as given`)
-      out.push({ op, ifExists, key, values, ...(IP_OPS.has(op) ? { ips: blockList(values) } : {}) })
+      out.push({ op, ifExists, key, values, ...(IP_OPS.has(op) ? { ips: blockList(values), ranges: ipRanges(values) } : {}) })
     }
   }
   return out
 }
 
+/** A CIDR of a condition checked: its address, family and prefix length; else MalformedPolicy. */
+function cidrOf(v: string): { address: string; family: 4 | 6; bits: number } {
+  const [address = '', bits, extra] = v.split('/')
+  const family = isIP(address)
+  const max = family === 4 ? 32 : 128
+  if (family === 0 || address.includes('%') || extra !== undefined || (bits !== undefined && !/^\d{1,3}$/.test(bits)) || Number(bits ?? max) > max) {
+    return refuse(`Invalid IP address or CIDR in condition: ${v}`)
+  }
+  return { address, family: family === 4 ? 4 : 6, bits: Number(bits ?? max) }
+}
+
 function blockList(values: readonly string[]): BlockList {
   const list = new BlockList()
   for (const v of values) {
-    const [address, bits, extra] = v.split('/')
-    const family = isIP(address ?? '')
-    const max = family === 4 ? 32 : 128
-    if (family === 0 || extra !== undefined || (bits !== undefined && !/^\d{1,3}$/.test(bits)) || Number(bits ?? max) > max) {
-      refuse(`Invalid IP address or CIDR in condition: ${v}`)
-    }
-    list.addSubnet(address!, Number(bits ?? max), family === 4 ? 'ipv4' : 'ipv6')
+    const { address, family, bits } = cidrOf(v)
+    list.addSubnet(address, bits, family === 4 ? 'ipv4' : 'ipv6')
   }
   return list
 }
 
+/** An inclusive range of addresses in the one IPv6 space, where IPv4 is its IPv4-mapped block (::ffff:0:0/96). */
+type Range = readonly [bigint, bigint]
+
+const IPV4_BLOCK: Range = [0xffff_0000_0000n, 0xffff_ffff_ffffn]
+const LAST = (1n << 128n) - 1n
+
+/** An address as a number of the one IPv6 space: an IPv4 address as its IPv4-mapped IPv6 one. */
+function addressNumber(address: string, family: 4 | 6): bigint {
+  if (family === 4) return address.split('.').reduce((n, octet) => (n << 8n) | BigInt(Number(octet)), 0xffffn)
+  let text = address
+  const dotted = /(\d+\.\d+\.\d+\.\d+)$/.exec(text)
+  if (dotted) {
+    const v4 = dotted[1]!.split('.').reduce((n, octet) => (n << 8) + Number(octet), 0)
+    text = `${text.slice(0, dotted.index)}${(v4 >>> 16).toString(16)}:${(v4 & 0xffff).toString(16)}`
+  }
+  const [head = '', tail] = text.split('::')
+  const groups = (part: string) => (part === '' ? [] : part.split(':'))
+  const h = groups(head)
+  const t = tail === undefined ? [] : groups(tail)
+  const all = tail === undefined ? h : [...h, ...Array<string>(8 - h.length - t.length).fill('0'), ...t]
+  return all.reduce((n, g) => (n << 16n) | BigInt(parseInt(g, 16)), 0n)
+}
+
+/**
+ * The addresses condition values name, as sorted, merged ranges of the one IPv6 space: whatever
+ * their spelling (a host part under a short prefix, leading zeros, `::0`, IPv4-mapped IPv6), two
+ * values that name the same addresses give the same ranges, as Node's BlockList matches them.
+ */
+function ipRanges(values: readonly string[]): Range[] {
+  const ranges = values.map((v): Range => {
+    const { address, family, bits } = cidrOf(v)
+    const size = 1n << BigInt((family === 4 ? 32 : 128) - bits)
+    const first = addressNumber(address, family) & ~(size - 1n)
+    return [first, first + size - 1n]
+  })
+  return merge(ranges)
+}
+
+function merge(ranges: readonly Range[]): Range[] {
+  const sorted = [...ranges].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
+  const out: [bigint, bigint][] = []
+  for (const [lo, hi] of sorted) {
+    const last = out[out.length - 1]
+    if (last && lo <= last[1] + 1n) last[1] = last[1] > hi ? last[1] : hi
+    else out.push([lo, hi])
+  }
+  return out
+}
+
+/** The addresses in both sets of ranges. */
+function intersect(a: readonly Range[], b: readonly Range[]): Range[] {
+  const out: Range[] = []
+  for (const [alo, ahi] of a) {
+    for (const [blo, bhi] of b) {
+      const lo = alo > blo ? alo : blo
+      const hi = ahi < bhi ? ahi : bhi
+      if (lo <= hi) out.push([lo, hi])
+    }
+  }
+  return merge(out)
+}
+
+const covers = (set: readonly Range[], [lo, hi]: Range) => set.some(([a, b]) => a <= lo && b >= hi)
+
+/**
+ * Whether addresses that pass a statement's conditions are "everyone": every IPv4 address, or every
+ * IPv6 one outside the IPv4-mapped block (a client may come over either).
+ */
+const everyone = (set: readonly Range[]) => covers(set, IPV4_BLOCK) || (covers(set, [0n, IPV4_BLOCK[0] - 1n]) && covers(set, [IPV4_BLOCK[1] + 1n, LAST]))
+
 /**
  * AWS's "public" policy (S3 User Guide, "The meaning of public"): an Allow to everyone not limited
- * by a fixed set of source addresses. A Referer or User-Agent condition does not make it
- * non-public (any client may send any value).
+ * to a fixed set of source addresses. Only an `IpAddress` condition on `aws:SourceIp` limits it,
+ * and only when the addresses it admits (all such conditions of the statement together) are not
+ * everyone, however they are spelt (`1.2.3.4/0`, `0.0.0.0/00`, `::0/0`, `::ffff:0.0.0.0/96`, two
+ * `/1` halves are all everyone). Nothing else the evaluator takes is proof: `NotIpAddress` admits
+ * all but a few; Referer, User-Agent, SecureTransport and the request's own headers (a KMS key id
+ * too: any client may name the owner's key) are whatever the client sends; an `…IfExists` condition
+ * is not counted either.
  */
 function allowsPublic(s: Statement): boolean {
   if (s.effect !== 'Allow' || s.principal !== 'any') return false
-  const restricted = s.conditions.some(
-    (c) => c.key === 'aws:sourceip' && c.op === 'IpAddress' && !c.ifExists && !c.values.some((v) => /^(0\.0\.0\.0|::)\/0$/.test(v)),
-  )
-  return !restricted
+  let admitted: Range[] | undefined
+  for (const c of s.conditions) {
+    if (c.key !== 'aws:sourceip' || c.op !== 'IpAddress' || c.ifExists) continue
+    admitted = admitted === undefined ? [...c.ranges!] : intersect(admitted, c.ranges!)
+  }
+  return admitted === undefined || everyone(admitted)
 }
 
 /** Parses and checks a bucket policy for `bucket` owned by `ownerId`; `actions` are the IAM actions of Coffer's operations. */

@@ -6,9 +6,13 @@ import type { VersionsRepo } from '../db/repos/versions'
 import type { BucketConfigsService } from './bucket-configs'
 import { AppError } from '../errors'
 import { noteBucketWrite } from '../db/bucket-changes'
+import { MAX_RETAIN_UNTIL } from '../lib/retain-until'
 
 export const OBJECT_LOCK_FAMILY = 'object-lock'
 const DAY_MS = 86_400_000
+
+/** AWS's bounds of a default retention: 100 years, or 36,500 days. */
+export const MAX_DEFAULT_RETENTION = { days: 36_500, years: 100 } as const
 
 /** A bucket's object lock configuration (PutObjectLockConfiguration), stored as family 'object-lock'. */
 export interface ObjectLockConfig {
@@ -77,8 +81,9 @@ export class ObjectLock {
     }
     const rule = cfg?.rule
     if (!rule) return undefined
+    // A rule stored before its bounds were checked may overflow the calendar: it locks as long as a date can say.
     const until = rule.days !== undefined ? now + rule.days * DAY_MS : addYears(now, rule.years!)
-    return { mode: rule.mode, until }
+    return { mode: rule.mode, until: Number.isFinite(until) ? Math.min(until, MAX_RETAIN_UNTIL) : MAX_RETAIN_UNTIL }
   }
 
   /** In the write transaction that made the version: its initial lock (headers or bucket default). */

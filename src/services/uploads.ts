@@ -103,7 +103,7 @@ export class UploadsService {
     if (input.objectKey !== undefined && Buffer.byteLength(input.objectKey) > 1024) throw validationError('/objectKey', 'must be at most 1024 bytes as UTF-8')
     // A workspace whose default encryption cannot be honoured refuses before anything is reserved
     // (409); the PUT looks again, since the default may change in between.
-    if (workspaceId !== null) this.deps.encryption?.uploadKey(workspaceId)
+    if (workspaceId !== null) this.deps.encryption?.uploadKey(workspaceId, tenant.id)
     const now = clock.now()
     const declared = input.fileSizeBytes ?? null
     const id = uuidv7(now)
@@ -205,7 +205,7 @@ export class UploadsService {
     //    S3 PutObject that asks for nothing is: the store only ever sees sealed bytes.
     let sealing: { stage: SealingStage; key: SseKey } | undefined
     try {
-      const key = file.workspaceId === null ? undefined : this.deps.encryption?.uploadKey(file.workspaceId)
+      const key = file.workspaceId === null ? undefined : this.deps.encryption?.uploadKey(file.workspaceId, file.tenantId)
       if (key) sealing = { key, stage: sealingStage(this.deps.store, () => sealStream(key)) }
     } catch (err) {
       this.failWith(file, err)

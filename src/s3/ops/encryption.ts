@@ -7,7 +7,7 @@ import { checkCannedAcl } from '../acl'
 import { header, notImplemented, xml, type Handlers } from './context'
 import type { KmsKeyRing } from '../../lib/kms-keys'
 import type { BucketEncryption } from '../../services/bucket-encryption'
-import { hasCustomerHeaders, kmsKeyIdOf } from '../sse'
+import { hasCustomerHeaders, kmsKeyIdOf, unknownKmsKey } from '../sse'
 
 /** Writes that take x-amz-server-side-encryption (Amazon S3 API reference: PutObject, CopyObject, CreateMultipartUpload). */
 const SSE_WRITES = new Set<OperationName>(['PutObject', 'CopyObject', 'CreateMultipartUpload'])
@@ -33,7 +33,7 @@ const SSE_REPORTED = new Set<OperationName>([
  * header is 400 (InvalidArgument), as AWS answers: the object's own encryption applies. The
  * customer key's headers are checked by the operations that take them (../sse.ts).
  */
-export function checkSseHeader(request: Pick<FastifyRequest, 'headers'>, operation: OperationName, ring: KmsKeyRing): void {
+export function checkSseHeader(request: Pick<FastifyRequest, 'headers'>, operation: OperationName, ring: KmsKeyRing, tenantId: string): void {
   const value = header(request, 'x-amz-server-side-encryption')
   const kmsKeyId = header(request, 'x-amz-server-side-encryption-aws-kms-key-id')
   if (value === undefined && kmsKeyId === undefined) return
@@ -51,8 +51,9 @@ export function checkSseHeader(request: Pick<FastifyRequest, 'headers'>, operati
     throw new S3Error('InvalidArgument', 'Server Side Encryption with AWS KMS managed key requires HTTP header x-amz-server-side-encryption : aws:kms')
   }
   if (value === 'aws:kms') {
-    const id = kmsKeyIdOf(request, ring)
-    if (!ring.key(id)) throw new S3Error('InvalidArgument', `Invalid keyId ${id}: no such key in Coffer's key ring (COFFER_KMS_KEYS_FILE)`)
+    // A key the bucket owner's tenant may not use is answered as an unknown one.
+    const id = kmsKeyIdOf(request, ring, tenantId)
+    if (!ring.sealKey(id, tenantId)) throw unknownKmsKey(id)
     return
   }
   if (value === 'aws:kms:dsse') throw notImplemented('SSE-KMS with dual-layer encryption (aws:kms:dsse)')
@@ -97,8 +98,8 @@ export const encryptionHandlers = {
       throw new S3Error('InvalidArgument', 'a KMSMasterKeyID is only allowed with the aws:kms algorithm')
     }
     const config: BucketEncryption = algorithm === 'AES256' ? { algorithm } : { algorithm, ...(keyId ? { keyId } : {}) }
-    const refused = core.bucketEncryption.put(w.id, config)
-    if (refused === 'unknown-kms-key') throw new S3Error('InvalidArgument', `Invalid keyId ${keyId}: no such key in Coffer's key ring (COFFER_KMS_KEYS_FILE)`)
+    const refused = core.bucketEncryption.put(w.id, tenant.id, config)
+    if (refused === 'unknown-kms-key') throw unknownKmsKey(keyId!)
     if (refused === 'no-default-kms-key') {
       throw new S3Error('InvalidArgument', 'aws:kms without a KMSMasterKeyID needs a default key (COFFER_KMS_DEFAULT_KEY)')
     }

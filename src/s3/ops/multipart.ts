@@ -18,7 +18,7 @@ export const multipartHandlers = {
     const input = objectInput(request, tenant.id)
     checkLockRequest(c, input)
     // The upload's key (#27): each part is sealed under it, and must bring it again if it is the customer's.
-    const sse = writeKey(request, core, core.bucketEncryption.get(s3.buckets.resolve(tenant, bucket).id))
+    const sse = writeKey(request, core, core.bucketEncryption.get(s3.buckets.resolve(tenant, bucket).id), tenant.id)
     const upload = s3.multipart.create(tenant, bucket, key, sse ? { ...input, sse: sse.stored } : input, checksum)
     reportKey(reply, sse)
     if (checksum) reply.header('x-amz-checksum-algorithm', checksum.algorithm.toUpperCase()).header('x-amz-checksum-type', checksum.type)

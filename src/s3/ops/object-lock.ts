@@ -4,7 +4,8 @@ import { MAX_XML_BODY_BYTES } from '../xml'
 import { S3Error } from '../errors'
 import { checkVersionId } from '../objects'
 import { lockConfigurationDocument, lockError, parseLegalHold, parseLockConfiguration, parseRetention } from '../object-lock'
-import { header, iso, xml, type Handlers, type OpContext } from './context'
+import { header, xml, type Handlers, type OpContext } from './context'
+import { retainUntilIso } from '../../lib/retain-until'
 
 /** The version a retention or legal hold request names: `versionId`, else the key's current one (never a delete marker). */
 function targetVersion({ s3, key, query }: OpContext, w: Workspace): string {
@@ -51,7 +52,7 @@ export const objectLockHandlers = {
     const lock = c.s3.objectLock.get(w.id, c.key, targetVersion(c, w))
     if (!lock || lock.mode === null || lock.until === null)
       throw new S3Error('NoSuchObjectLockConfiguration', 'The specified object does not have a ObjectLock configuration')
-    return xml(c.reply, 'Retention', { Mode: lock.mode, RetainUntilDate: iso(lock.until) })
+    return xml(c.reply, 'Retention', { Mode: lock.mode, RetainUntilDate: retainUntilIso(lock.until) })
   },
 
   async PutObjectRetention(c) {

@@ -32,7 +32,7 @@ export const objectHandlers = {
     const { core, s3, tenant, bucket, key, request, reply, body } = c
     const input = objectInput(request, tenant.id)
     checkLockRequest(c, input)
-    const sse = writeKey(request, core, core.bucketEncryption.get(s3.buckets.resolve(tenant, bucket).id))
+    const sse = writeKey(request, core, core.bucketEncryption.get(s3.buckets.resolve(tenant, bucket).id), tenant.id)
     const { etag, checksum, row } = await s3.objects.put(
       tenant,
       bucket,
@@ -56,7 +56,7 @@ export const objectHandlers = {
     const directive = (header(request, 'x-amz-metadata-directive') ?? 'COPY').toUpperCase()
     if (directive !== 'COPY' && directive !== 'REPLACE') throw new S3Error('InvalidArgument', 'Unknown metadata directive.')
     // The copy's own encryption (#27): the request's, else the destination bucket's default.
-    const sse = writeKey(request, core, core.bucketEncryption.get(s3.buckets.resolve(tenant, bucket).id))
+    const sse = writeKey(request, core, core.bucketEncryption.get(s3.buckets.resolve(tenant, bucket).id), tenant.id)
     const changesEncryption =
       sse !== undefined || header(request, 'x-amz-server-side-encryption') !== undefined || hasCustomerHeaders(request, COPY_SOURCE_CUSTOMER)
     // Copying a version of the key over it is how a version is restored (AWS allows it), and so is

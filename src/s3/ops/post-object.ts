@@ -151,8 +151,8 @@ async function store(core: Core, request: FastifyRequest, bucket: string, fields
   file.once('error', (err) => guarded.destroy(err))
   const { s3 } = core
   // Server-side encryption fields as PutObject's headers (#27): checked, then the object's key (or the bucket's default).
-  checkSseHeader({ headers }, 'PutObject', core.kms)
-  const sse = writeKey({ headers }, core, core.bucketEncryption.get(s3.buckets.resolve(tenant, name).id))
+  checkSseHeader({ headers }, 'PutObject', core.kms, tenant.id)
+  const sse = writeKey({ headers }, core, core.bucketEncryption.get(s3.buckets.resolve(tenant, name).id), tenant.id)
   const { etag, row } = await s3.objects.put(tenant, name, key, { source: guarded, payload: { kind: 'unsigned' }, headers: digests }, input, {}, sse)
   const redirect = fields.get('success_action_redirect') ?? fields.get('redirect')
   let target: URL | undefined
