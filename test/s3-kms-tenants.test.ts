@@ -1,3 +1,4 @@
+// @suites: pg
 import t from 'tap'
 import fs from 'node:fs'
 import path from 'node:path'

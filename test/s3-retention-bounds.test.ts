@@ -1,3 +1,4 @@
+// @suites: pg
 import t from 'tap'
 import {
   CreateBucketCommand,
