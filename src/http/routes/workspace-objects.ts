@@ -100,7 +100,7 @@ async function objectPutRoute(scope: App, core: Core): Promise<void> {
           { source: request.raw, payload: { kind: 'unsigned' }, headers: request.headers },
           { contentType: contentType.length <= 255 ? contentType : 'application/octet-stream', meta: {} },
           {},
-          core.bucketEncryption.uploadKey(w.id),
+          core.bucketEncryption.uploadKey(w.id, tenant.id),
         )
         return objectEntryView({ key: row.key, fileId: row.fileId, size: row.size, contentType: row.fileType, etag, completedAt: row.completedAt })
       } catch (err) {
