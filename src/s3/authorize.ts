@@ -4,8 +4,9 @@ import type { BucketWorkspace as Workspace } from '../services/bucket-cache'
 import { isUuid } from '../lib/ids'
 import { evaluatePolicy, type CompiledPolicy, type PolicyRequest } from '../services/bucket-policy'
 import type { BucketAcl, PublicAccessBlock } from '../services/public-access'
+import type { ObjectRow } from '../db/repos/objects'
 import { S3Error } from './errors'
-import { ACTIONS, type Operation } from './operations'
+import { ACTIONS, requestActions, type Operation } from './operations'
 import { checkAclWrite, requestedAcl } from './acl'
 import { conditionKeys, type RequestFacts } from './policy-keys'
 import { copySourceOf } from './copy-source'
@@ -22,40 +23,34 @@ export interface Authorized {
 }
 
 /**
- * What anyone but the owner may be granted (by an ACL or a policy): reads, and the writes of
- * objects a `public-read-write` ACL (AWS's WRITE to AllUsers) or a policy grants, which run as the
- * bucket owner's (its quota, its webhooks). Bucket configuration stays the owner's (501 if a policy
- * grants it to others), and so does DeleteObjects: each of its keys would need its own decision (a
- * policy's Deny of `bucket/archive/*` must not be passed by a batch), which is not built.
+ * What anyone but the owner may be granted (by an ACL or a policy): reads, listings, the object
+ * lock of a version (a policy only), and the writes of objects a `public-read-write` ACL (AWS's
+ * WRITE to AllUsers) or a policy grants, which run as the bucket owner's (its quota, its webhooks).
+ * Bucket configuration stays the owner's (501 if a policy grants it to others), and so does
+ * DeleteObjects: each of its keys would need its own decision (a policy's Deny of
+ * `bucket/archive/*` must not be passed by a batch), which is not built.
  */
 const FOREIGN_OPS = new Set([
   'GetObject',
   'HeadObject',
   'ListObjects',
   'ListObjectsV2',
+  'ListObjectVersions',
+  'ListMultipartUploads',
   'HeadBucket',
   'GetObjectAcl',
   'GetBucketAcl',
   'GetObjectTagging',
   'PutObjectTagging',
   'DeleteObjectTagging',
+  'GetObjectRetention',
+  'PutObjectRetention',
+  'GetObjectLegalHold',
+  'PutObjectLegalHold',
   'PutObject',
   'PostObject',
   'CopyObject',
   'DeleteObject',
-  'CreateMultipartUpload',
-  'UploadPart',
-  'UploadPartCopy',
-  'CompleteMultipartUpload',
-  'AbortMultipartUpload',
-])
-/** What a bucket's WRITE grant (public-read-write) lets anyone do: create, overwrite and delete its objects (S3 User Guide, "ACL permissions"). */
-const BUCKET_WRITES = new Set([
-  'PutObject',
-  'PostObject',
-  'CopyObject',
-  'DeleteObject',
-  'DeleteObjects',
   'CreateMultipartUpload',
   'UploadPart',
   'UploadPartCopy',
@@ -149,8 +144,12 @@ function authorizeOwner(
   const { publicAccess } = core
   if (w && !POLICY_OPS.has(operation.name)) {
     const policy = publicAccess.policy(w.id, name, tenant.id, ACTIONS)
-    if (policy && evaluatePolicy(policy, policyRequest('owner', operation, name, target, conditionKeys(core, request, operation, target, w))) === 'deny') {
-      throw denied()
+    if (policy) {
+      const keys = conditionKeys(core, request, operation, target, w)
+      // Any of the request's actions denied denies it (a versioned delete, a bypass of governance…).
+      for (const action of requestActions(operation, target.query, request.headers)) {
+        if (evaluatePolicy(policy, policyRequest('owner', operation, action, name, target, keys)) === 'deny') throw denied()
+      }
     }
   }
   if (ACL_WRITES.has(operation.name)) checkAclWrite(publicAccess, w?.id, requestedAcl(request, tenant.id))
@@ -174,28 +173,26 @@ function authorizeOther(
   // RestrictPublicBuckets: a bucket with a public policy is its owner's alone (S3 User Guide).
   if (block.restrictPublicBuckets && policy?.isPublic) throw denied()
   const keys = conditionKeys(core, request, operation, target, policy ? w : undefined)
-  const grants = (op: Operation, aclGrants: boolean) => granted(policy, block, policyRequest('other', op, name, target, keys), aclGrants)
+  const grants = (action: string, op: Operation, aclGrants: boolean) =>
+    granted(policy, block, policyRequest('other', op, action, name, target, keys), aclGrants)
   const bucketAcl = publicAccess.bucketAcl(w.id)
   const listing: Operation = { name: 'ListObjects', action: 's3:ListBucket', on: 'bucket' }
-  const listGranted = () => grants(listing, aclGrantsRead(bucketAcl, bucketAcl.acl, principal))
 
-  let ok: boolean
+  // A read's object is the version it names (`versionId`, `null` included), else the current one:
+  // its own ACL is the one that grants it, never another version's.
+  let object: ObjectRow | undefined
   if (operation.name === 'GetObject' || operation.name === 'HeadObject') {
-    const object = core.s3.objectsRepo.get(w.id, target.key ?? '')
+    object = addressedObject(core, w, target)
+    // Missing (or a delete marker): the handler answers NoSuchKey / NoSuchVersion to a caller
+    // that may list the bucket, and so learn as much; anyone else learns nothing (AWS's 403).
     if (!object) {
-      if (!listGranted()) throw denied()
-      ok = true // the handler answers NoSuchKey: the caller may list the bucket, and so learn as much
-    } else ok = grants(operation, aclGrantsRead(bucketAcl, object.info?.acl, principal))
-  } else if (operation.name === 'ListObjects' || operation.name === 'ListObjectsV2' || operation.name === 'HeadBucket') {
-    ok = listGranted()
-  } else if (BUCKET_WRITES.has(operation.name)) {
-    // The bucket's WRITE: public-read-write grants it to everyone, signed or not (AWS's AllUsers).
-    ok = grants(operation, bucketAcl.acl === 'public-read-write' && bucketAcl.ownership !== 'BucketOwnerEnforced')
-  } else {
-    // ACLs grant nothing else to others (no canned ACL grants READ_ACP): only a policy can.
-    ok = grants(operation, false)
+      if (!grants('s3:ListBucket', listing, aclGrants(bucketAcl, undefined, principal, 's3:ListBucket'))) throw denied()
+      return
+    }
   }
-  if (!ok) throw denied()
+  for (const action of requestActions(operation, target.query, request.headers)) {
+    if (!grants(action, operation, aclGrants(bucketAcl, object, principal, action))) throw denied()
+  }
   if (!FOREIGN_OPS.has(operation.name)) {
     throw new S3Error('NotImplemented', `${operation.name} by anyone but the bucket owner is not implemented by Coffer (only objects are shared)`)
   }
@@ -203,10 +200,50 @@ function authorizeOther(
   if (ACL_WRITES.has(operation.name)) checkAclWrite(publicAccess, w.id, requestedAcl(request, owner.id))
 }
 
-/** READ by a canned ACL: everyone's for public-read(-write), any tenant's for authenticated-read; none with ACLs disabled. */
-function aclGrantsRead(bucketAcl: BucketAcl, acl: string | undefined, principal: Principal): boolean {
+/**
+ * What the canned ACLs grant anyone but the owner, by IAM action (S3 User Guide, "Mapping of ACL
+ * permissions and access policy permissions"): READ on the bucket grants its listings; WRITE on it
+ * (public-read-write) creating, overwriting and deleting objects, never a version's delete (an ACL
+ * grants s3:DeleteObjectVersion to no one but the owner) nor an object lock; READ on an object (or
+ * version) grants reading that object (s3:GetObject, s3:GetObjectVersion). READ_ACP and WRITE_ACP,
+ * which no canned ACL grants to others, are the rest: nothing. With ACLs disabled
+ * (BucketOwnerEnforced) they grant nothing at all.
+ */
+function aclGrants(bucketAcl: BucketAcl, object: ObjectRow | undefined, principal: Principal, action: string): boolean {
   if (bucketAcl.ownership === 'BucketOwnerEnforced') return false
+  switch (action) {
+    case 's3:ListBucket':
+    case 's3:ListBucketVersions':
+    case 's3:ListBucketMultipartUploads':
+      return readBy(bucketAcl.acl, principal)
+    case 's3:PutObject':
+    case 's3:DeleteObject':
+    case 's3:AbortMultipartUpload':
+      return bucketAcl.acl === 'public-read-write'
+    case 's3:GetObject':
+    case 's3:GetObjectVersion':
+      return object !== undefined && readBy(object.info?.acl, principal)
+    default:
+      return false
+  }
+}
+
+/** READ by a canned ACL: everyone's for public-read(-write), any tenant's for authenticated-read. */
+function readBy(acl: string | undefined, principal: Principal): boolean {
   return acl === 'public-read' || acl === 'public-read-write' || (acl === 'authenticated-read' && principal.kind === 'tenant')
+}
+
+/**
+ * The object a GetObject / HeadObject addresses, as its handler reads it (s3/objects.ts head): the
+ * version `versionId` names, else the key's current object; undefined when there is none or it is
+ * a delete marker.
+ */
+function addressedObject(core: Core, w: Workspace, target: Target): ObjectRow | undefined {
+  const key = target.key ?? ''
+  const versionId = target.query.get('versionId')
+  if (versionId === undefined) return core.s3.objectsRepo.get(w.id, key)
+  const v = core.s3.versions.byId(w.id, key, versionId)
+  return v?.fileId ? core.s3.objectsRepo.byFile(v.fileId) : undefined
 }
 
 /** The live tenant that owns a bucket. */
@@ -229,12 +266,13 @@ function granted(policy: CompiledPolicy | undefined, block: PublicAccessBlock, r
 function policyRequest(
   principal: 'owner' | 'other',
   operation: Operation,
+  action: string,
   bucket: string,
   target: { key: string | undefined },
   keys: ReadonlyMap<string, string>,
 ): PolicyRequest {
   const resource = operation.on === 'object' && target.key !== undefined ? `arn:aws:s3:::${bucket}/${target.key}` : `arn:aws:s3:::${bucket}`
-  return { principal, action: operation.action, resource, keys }
+  return { principal, action, resource, keys }
 }
 
 /**

@@ -28,6 +28,12 @@ export interface OperationRow {
   readonly header?: string
   /** The other query parameters it accepts. */
   readonly params?: readonly string[]
+  /** Its IAM action when the request names a version (`versionId`, `null` included), e.g. `s3:GetObjectVersion`. */
+  readonly versionAction?: string
+  /** Its `x-amz-object-lock-*` headers ask for s3:PutObjectRetention / s3:PutObjectLegalHold as well. */
+  readonly locks?: true
+  /** Its `x-amz-bypass-governance-retention: true` asks for s3:BypassGovernanceRetention as well. */
+  readonly bypass?: true
 }
 
 // Both listings accept each other's parameters, as AWS does (ignoring those of the other version).
@@ -120,9 +126,9 @@ export const OPERATIONS = [
   // IAM has no action of its own for the delete: it is s3:PutLifecycleConfiguration (Service Authorization Reference).
   { name: 'DeleteBucketLifecycle', method: 'DELETE', on: 'bucket', action: 's3:PutLifecycleConfiguration', sub: 'lifecycle' },
   { name: 'DeleteBucket', method: 'DELETE', on: 'bucket', action: 's3:DeleteBucket' },
-  { name: 'DeleteObjects', method: 'POST', on: 'bucket', action: 's3:DeleteObject', sub: 'delete' },
+  { name: 'DeleteObjects', method: 'POST', on: 'bucket', action: 's3:DeleteObject', sub: 'delete', bypass: true },
   // A browser's form upload (POST Object): authenticated by its form fields, not by the request (post-object.ts).
-  { name: 'PostObject', method: 'POST', on: 'bucket', action: 's3:PutObject' },
+  { name: 'PostObject', method: 'POST', on: 'bucket', action: 's3:PutObject', locks: true },
 
   // Objects.
   {
@@ -135,32 +141,83 @@ export const OPERATIONS = [
   },
   { name: 'GetObjectRetention', method: 'GET', on: 'object', action: 's3:GetObjectRetention', sub: 'retention', params: ['versionId'] },
   { name: 'GetObjectLegalHold', method: 'GET', on: 'object', action: 's3:GetObjectLegalHold', sub: 'legal-hold', params: ['versionId'] },
-  { name: 'PutObjectRetention', method: 'PUT', on: 'object', action: 's3:PutObjectRetention', sub: 'retention', params: ['versionId'] },
+  { name: 'PutObjectRetention', method: 'PUT', on: 'object', action: 's3:PutObjectRetention', sub: 'retention', params: ['versionId'], bypass: true },
   { name: 'PutObjectLegalHold', method: 'PUT', on: 'object', action: 's3:PutObjectLegalHold', sub: 'legal-hold', params: ['versionId'] },
-  { name: 'GetObjectAcl', method: 'GET', on: 'object', action: 's3:GetObjectAcl', sub: 'acl', params: ['versionId'] },
-  { name: 'GetObjectAttributes', method: 'GET', on: 'object', action: 's3:GetObjectAttributes', sub: 'attributes', params: ['versionId'] },
-  { name: 'GetObjectTagging', method: 'GET', on: 'object', action: 's3:GetObjectTagging', sub: 'tagging', params: ['versionId'] },
-  { name: 'GetObject', method: 'GET', on: 'object', action: 's3:GetObject', params: GET_OBJECT_PARAMS },
-  { name: 'HeadObject', method: 'HEAD', on: 'object', action: 's3:GetObject', params: GET_OBJECT_PARAMS },
-  { name: 'PutObjectAcl', method: 'PUT', on: 'object', action: 's3:PutObjectAcl', sub: 'acl', params: ['versionId'] },
-  { name: 'PutObjectTagging', method: 'PUT', on: 'object', action: 's3:PutObjectTagging', sub: 'tagging', params: ['versionId'] },
+  { name: 'GetObjectAcl', method: 'GET', on: 'object', action: 's3:GetObjectAcl', sub: 'acl', params: ['versionId'], versionAction: 's3:GetObjectVersionAcl' },
+  {
+    name: 'GetObjectAttributes',
+    method: 'GET',
+    on: 'object',
+    action: 's3:GetObjectAttributes',
+    sub: 'attributes',
+    params: ['versionId'],
+    versionAction: 's3:GetObjectVersionAttributes',
+  },
+  {
+    name: 'GetObjectTagging',
+    method: 'GET',
+    on: 'object',
+    action: 's3:GetObjectTagging',
+    sub: 'tagging',
+    params: ['versionId'],
+    versionAction: 's3:GetObjectVersionTagging',
+  },
+  { name: 'GetObject', method: 'GET', on: 'object', action: 's3:GetObject', params: GET_OBJECT_PARAMS, versionAction: 's3:GetObjectVersion' },
+  { name: 'HeadObject', method: 'HEAD', on: 'object', action: 's3:GetObject', params: GET_OBJECT_PARAMS, versionAction: 's3:GetObjectVersion' },
+  { name: 'PutObjectAcl', method: 'PUT', on: 'object', action: 's3:PutObjectAcl', sub: 'acl', params: ['versionId'], versionAction: 's3:PutObjectVersionAcl' },
+  {
+    name: 'PutObjectTagging',
+    method: 'PUT',
+    on: 'object',
+    action: 's3:PutObjectTagging',
+    sub: 'tagging',
+    params: ['versionId'],
+    versionAction: 's3:PutObjectVersionTagging',
+  },
   { name: 'UploadPartCopy', method: 'PUT', on: 'object', action: 's3:PutObject', sub: 'uploadId', header: 'x-amz-copy-source', params: ['partNumber'] },
   { name: 'UploadPart', method: 'PUT', on: 'object', action: 's3:PutObject', sub: 'uploadId', params: ['partNumber'] },
   // A partNumber without an uploadId is UploadPart's error (InvalidArgument), not an unknown sub-resource.
   { name: 'UploadPart', method: 'PUT', on: 'object', action: 's3:PutObject', sub: 'partNumber' },
-  { name: 'CopyObject', method: 'PUT', on: 'object', action: 's3:PutObject', header: 'x-amz-copy-source' },
-  { name: 'PutObject', method: 'PUT', on: 'object', action: 's3:PutObject' },
-  { name: 'CreateMultipartUpload', method: 'POST', on: 'object', action: 's3:PutObject', sub: 'uploads' },
+  { name: 'CopyObject', method: 'PUT', on: 'object', action: 's3:PutObject', header: 'x-amz-copy-source', locks: true },
+  { name: 'PutObject', method: 'PUT', on: 'object', action: 's3:PutObject', locks: true },
+  { name: 'CreateMultipartUpload', method: 'POST', on: 'object', action: 's3:PutObject', sub: 'uploads', locks: true },
   { name: 'CompleteMultipartUpload', method: 'POST', on: 'object', action: 's3:PutObject', sub: 'uploadId' },
   { name: 'AbortMultipartUpload', method: 'DELETE', on: 'object', action: 's3:AbortMultipartUpload', sub: 'uploadId' },
-  { name: 'DeleteObjectTagging', method: 'DELETE', on: 'object', action: 's3:DeleteObjectTagging', sub: 'tagging', params: ['versionId'] },
-  { name: 'DeleteObject', method: 'DELETE', on: 'object', action: 's3:DeleteObject', params: ['versionId'] },
+  {
+    name: 'DeleteObjectTagging',
+    method: 'DELETE',
+    on: 'object',
+    action: 's3:DeleteObjectTagging',
+    sub: 'tagging',
+    params: ['versionId'],
+    versionAction: 's3:DeleteObjectVersionTagging',
+  },
+  {
+    name: 'DeleteObject',
+    method: 'DELETE',
+    on: 'object',
+    action: 's3:DeleteObject',
+    params: ['versionId'],
+    versionAction: 's3:DeleteObjectVersion',
+    bypass: true,
+  },
 ] as const satisfies readonly OperationRow[]
 
 export type OperationName = (typeof OPERATIONS)[number]['name']
 
-/** Every IAM action an operation has: what a bucket policy's actions are checked against (#26). */
-export const ACTIONS: readonly string[] = [...new Set(OPERATIONS.map((o) => o.action as string))]
+const RETENTION = 's3:PutObjectRetention'
+const LEGAL_HOLD = 's3:PutObjectLegalHold'
+const BYPASS = 's3:BypassGovernanceRetention'
+
+/** Every IAM action a request can need: what a bucket policy's actions are checked against (#26). */
+export const ACTIONS: readonly string[] = [
+  ...new Set([
+    ...(OPERATIONS as readonly OperationRow[]).flatMap((o) => (o.versionAction === undefined ? [o.action] : [o.action, o.versionAction])),
+    RETENTION,
+    LEGAL_HOLD,
+    BYPASS,
+  ]),
+]
 
 /** Query parameters that never select an operation: signing (SigV4's, and SigV2's presigned three), the SDK's operation hint. */
 const NEUTRAL_PARAM = /^(X-Amz-|x-amz-|x-id$|AWSAccessKeyId$|Signature$|Expires$)/
@@ -178,6 +235,42 @@ export interface Operation {
   readonly name: OperationName
   readonly action: string
   readonly on: Scope
+}
+
+/** Each operation's row (UploadPart's two rows say the same). */
+const ROW_OF = new Map<string, OperationRow>((OPERATIONS as readonly OperationRow[]).map((r) => [r.name, r]))
+
+const headerOf = (headers: Record<string, string | string[] | undefined>, name: string) => {
+  const v = headers[name]
+  return Array.isArray(v) ? v.join(',') : v
+}
+
+/**
+ * The IAM actions a request needs, every one of them granted, as AWS authorizes it (Service
+ * Authorization Reference): its operation's action, or the version variant when it names a
+ * version (GetObject with `versionId` is s3:GetObjectVersion, DeleteObject with one
+ * s3:DeleteObjectVersion); a write asking for a retention (`x-amz-object-lock-mode`) needs
+ * s3:PutObjectRetention besides s3:PutObject, and one asking for a legal hold
+ * s3:PutObjectLegalHold; `x-amz-bypass-governance-retention: true` needs
+ * s3:BypassGovernanceRetention. `query` and `headers` are those of what the action is about (a
+ * POST form's fields are its headers; a copy's source query is the source's).
+ */
+export function requestActions(
+  operation: Pick<Operation, 'name' | 'action'>,
+  query: ReadonlyMap<string, string>,
+  headers: Record<string, string | string[] | undefined>,
+): string[] {
+  const row = ROW_OF.get(operation.name)
+  const actions = [row?.versionAction !== undefined && query.has('versionId') ? row.versionAction : operation.action]
+  if (row?.locks) {
+    if (headerOf(headers, 'x-amz-object-lock-mode') !== undefined || headerOf(headers, 'x-amz-object-lock-retain-until-date') !== undefined) {
+      actions.push(RETENTION)
+    }
+    if (headerOf(headers, 'x-amz-object-lock-legal-hold') !== undefined) actions.push(LEGAL_HOLD)
+  }
+  // Only `true` bypasses anything (the handlers read it so): any other value asks for nothing.
+  if (row?.bypass && headerOf(headers, 'x-amz-bypass-governance-retention')?.toLowerCase() === 'true') actions.push(BYPASS)
+  return actions
 }
 
 /**

@@ -32,6 +32,8 @@ const SUCCESS_STATUSES = new Set(['200', '201', '204'])
 
 /** Fields that are a request header of PutObject under another name. */
 const AS_HEADER: Record<string, string> = { acl: 'x-amz-acl' }
+/** A form's object lock fields (PutObject's headers of the same names). */
+const LOCK_FIELDS = ['x-amz-object-lock-mode', 'x-amz-object-lock-retain-until-date', 'x-amz-object-lock-legal-hold'] as const
 
 /** Verifies the form's signature of its policy and returns the tenant it proves. */
 function authenticateForm(core: Core, fields: ReadonlyMap<string, string>, policy: string): AuthenticatedTenant {
@@ -120,9 +122,16 @@ async function store(core: Core, request: FastifyRequest, bucket: string, fields
     policy = parsePostPolicy(policyText)
     checkPostPolicy(policy, form, core.clock.now())
   }
-  // Authorized as a PutObject of the key, with the form's acl field as its x-amz-acl (authorize.ts).
+  // Authorized as a PutObject of the key, with the form's acl field as its x-amz-acl and its object
+  // lock fields as those headers, which ask for s3:PutObjectRetention / s3:PutObjectLegalHold too
+  // (authorize.ts): the form's fields are what is stored, never the request's own headers.
   const acl = fields.get('acl')
-  const facts = { headers: { ...request.headers, ...(acl !== undefined ? { 'x-amz-acl': acl } : {}) }, ip: request.ip, protocol: request.protocol }
+  const lockFields = Object.fromEntries(LOCK_FIELDS.map((name) => [name, fields.get(name)]))
+  const facts = {
+    headers: { ...request.headers, ...(acl !== undefined ? { 'x-amz-acl': acl } : {}), ...lockFields },
+    ip: request.ip,
+    protocol: request.protocol,
+  }
   const principal: Principal = signer ? { kind: 'tenant', tenant: signer } : { kind: 'anonymous' }
   const { tenant, bucket: name } = authorize(
     core,
