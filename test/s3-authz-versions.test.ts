@@ -1,3 +1,4 @@
+// @suites: pg s3
 // S3 authorization decided on what a request does, as AWS decides it: a read naming a version
 // (GetObject / HeadObject with versionId, `null` included) is s3:GetObjectVersion on that version
 // and is granted by that version's own ACL, never the current one's; a write asking for an object
