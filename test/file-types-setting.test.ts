@@ -28,6 +28,7 @@ async function serve(t: Test, env: Record<string, string> = {}) {
   const dataDir = path.join(cwd, 'data')
   const server = await startCoffer(['serve', '--port', '0', '--s3-port', 'off', '--data-dir', dataDir, '--tenant-api-key', KEY], {
     cwd,
+    timeoutMs: 60_000,
     env: { COFFER_ADMIN_API_KEY: ADMIN, ...(await testDatabaseEnv(t, dataDir)), ...env },
   })
   t.teardown(() => void server.child.kill('SIGKILL'))
