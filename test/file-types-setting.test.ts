@@ -23,10 +23,10 @@ const ADMIN = 'file-types-admin-key-0123456789'
 const KEY = 'sk_live_filetypesfixturekey0123456789'
 
 /** A server on a new data dir whose tenant has the fixed key KEY (on the test's database), with `env`. */
-async function serve(t: Test, env: Record<string, string> = {}) {
+async function serve(t: Test, env: Record<string, string> = {}, flags: string[] = []) {
   const cwd = tempDir(t)
   const dataDir = path.join(cwd, 'data')
-  const server = await startCoffer(['serve', '--port', '0', '--s3-port', 'off', '--data-dir', dataDir, '--tenant-api-key', KEY], {
+  const server = await startCoffer(['serve', '--port', '0', '--s3-port', 'off', '--data-dir', dataDir, '--tenant-api-key', KEY, ...flags], {
     cwd,
     timeoutMs: 60_000,
     env: { COFFER_ADMIN_API_KEY: ADMIN, ...(await testDatabaseEnv(t, dataDir)), ...env },
@@ -57,7 +57,8 @@ t.test('coffer upload of a .txt: the spec INVALID_FILE_TYPE by default, stored a
   t.equal((await (await api(refused.url, '/api/v1/files')).json()).total, 0)
 
   for (const setting of ['*', 'text/plain']) {
-    const open = await serve(t, { COFFER_FILE_TYPES: setting })
+    // The setting from the environment, and as serve's flag.
+    const open = setting === '*' ? await serve(t, { COFFER_FILE_TYPES: setting }) : await serve(t, {}, ['--file-types', setting])
     const env = { COFFER_URL: open.url, COFFER_API_KEY: KEY }
     fs.writeFileSync(path.join(open.cwd, 'notes.txt'), text)
     const ok = coffer(['upload', 'notes.txt', '--json'], open.cwd, env)
