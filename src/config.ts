@@ -1,6 +1,8 @@
 import path from 'node:path'
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
+import { ANY_TYPE, MIME_TYPE } from './lib/file-types'
+import { parseSize } from './lib/sizes'
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
 
@@ -238,6 +240,29 @@ const OPTIONS = {
     hint: 'at least 16 characters',
     help: 'Bearer token GET /metrics requires (default: /metrics is open, like /health)',
   },
+  // What a newcomer stores: file types beyond the spec's six, and the quota of new tenants.
+  fileTypes: {
+    env: 'COFFER_FILE_TYPES',
+    flag: 'file-types',
+    def: undefined,
+    schema: Type.Array(Type.String({ pattern: `^(\\${ANY_TYPE}|${MIME_TYPE.source.slice(1, -1)})$` }), { minItems: 1, maxItems: 1000 }),
+    parse: (raw: string) =>
+      raw
+        .split(',')
+        .map((s) => s.trim().toLowerCase())
+        .filter((s) => s !== ''),
+    hint: 'lower-case MIME types separated by commas (text/plain,application/zip), or * for any type',
+    help: "MIME types the API accepts besides the spec's six (image/jpeg, image/png, image/webp, image/gif, image/avif, application/pdf), or * for any type",
+  },
+  defaultQuotaBytes: {
+    env: 'COFFER_DEFAULT_QUOTA_BYTES',
+    flag: 'default-quota-bytes',
+    def: undefined,
+    schema: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }),
+    parse: (raw: string) => parseSize(raw, { unlimited: true }) ?? raw,
+    hint: 'a number of bytes (1048576, 500MiB, 10GiB) or unlimited',
+    help: "Quota of a tenant created without one (default 524288000, the spec's; the --ephemeral fixture's tenant and a fixed-credentials first start: unlimited)",
+  },
   // Fixed credentials and seeded buckets of a CI fixture (#28): see src/cli/fixture.ts.
   tenantApiKey: {
     env: 'COFFER_TENANT_API_KEY',
@@ -413,7 +438,10 @@ const OPTIONS = {
     hint: 'a postgres:// or postgresql:// URL',
     help: 'Keep the metadata in this PostgreSQL database instead of <data-dir>/coffer.db (several nodes may share it)',
   },
-} satisfies Record<string, { env: string; flag: string | undefined; def: string | undefined; schema: TSchema; hint: string; help: string }>
+} satisfies Record<
+  string,
+  { env: string; flag: string | undefined; def: string | undefined; schema: TSchema; parse?: (raw: string) => unknown; hint: string; help: string }
+>
 
 /** Settings whose values are credentials: never echoed in an error message. */
 const SECRET_KEYS: ReadonlySet<string> = new Set([
@@ -469,7 +497,7 @@ export function loadConfig(env: Record<string, string | undefined>, flags: Recor
     const fromEnv = env[opt.env] === '' ? undefined : env[opt.env]
     const raw = fromFlag ?? fromEnv ?? opt.def
     if (raw === undefined) continue
-    const value = convert(opt.schema, raw)
+    const value = 'parse' in opt ? opt.parse(raw) : convert(opt.schema, raw)
     if (!Value.Check(opt.schema, value)) {
       const source = fromFlag !== undefined ? `--${opt.flag}` : fromEnv !== undefined ? opt.env : `default of ${opt.env}`
       const shown = SECRET_KEYS.has(key) ? '(hidden)' : JSON.stringify(raw)

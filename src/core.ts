@@ -66,6 +66,7 @@ import { FileVersions } from './services/file-versions'
 import { OverviewService } from './services/overview'
 import { WorkspaceObjects } from './services/workspace-objects'
 import { assertSharedSecret } from './services/server-secret'
+import { DEFAULT_TENANT_QUOTA, SupportedTypes } from './lib/file-types'
 
 /**
  * The composition root: every service built from one config, for the fronts (HTTP routes, CLI
@@ -85,6 +86,8 @@ export interface Core {
   readonly sqlite: DB | undefined
   readonly store: BlobStore
   readonly tenants: TenantsService
+  /** The file types the API accepts on this server (COFFER_FILE_TYPES beside the spec's six). */
+  readonly fileTypes: SupportedTypes
   readonly files: FilesService
   readonly uploads: UploadsService
   readonly workspaces: WorkspacesService
@@ -239,7 +242,14 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const objectLock = new ObjectLock({ db, clock, locks: new ObjectLocksRepo(db), versions: versionsRepo, configs: bucketConfigs })
   // A deleted tenant has no signing generation: it verifies no token (#13).
   const signer = new TokenSigner(serverSecret, (tenantId) => tenantsRepo.signingGeneration(tenantId))
-  const tenants = new TenantsService(db, tenantsRepo, clock, { files: filesRepo, workspaces: workspacesRepo, outbox, objectLock })
+  const fileTypes = new SupportedTypes(config.fileTypes)
+  const tenants = new TenantsService(
+    db,
+    tenantsRepo,
+    clock,
+    { files: filesRepo, workspaces: workspacesRepo, outbox, objectLock },
+    { fileTypes, defaultQuotaBytes: config.defaultQuotaBytes ?? DEFAULT_TENANT_QUOTA },
+  )
   const urls = new SignedUrls(signer, filesRepo, clock)
   const quotas = new Quotas(tenantsRepo, workspacesRepo)
   const workspaces = new WorkspacesService(db, workspacesRepo, filesRepo, clock, events, config.webhookAllowPrivate, objectLock)
@@ -270,7 +280,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     store,
     writes,
     urls,
-    settings: { uploadUrlTtlMs: config.uploadUrlTtlSeconds * 1000, webhookAllowPrivate: config.webhookAllowPrivate },
+    settings: { uploadUrlTtlMs: config.uploadUrlTtlSeconds * 1000, webhookAllowPrivate: config.webhookAllowPrivate, fileTypes },
     meter: metrics,
     encryption: bucketEncryption,
   })
@@ -359,6 +369,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     sqlite,
     store,
     tenants,
+    fileTypes,
     files,
     uploads,
     workspaces,

@@ -5,6 +5,7 @@ import { pipeline } from 'node:stream/promises'
 import { createHash, randomBytes } from 'node:crypto'
 import { detectType } from '../lib/sniff'
 import { FILE_TYPES, MAX_FILE_SIZE } from '../lib/file-types'
+import { contentTypeOf } from './content-types'
 import { escapeUnsafe, terminalJson, toFileName } from '../lib/text'
 import { ApiError, call, failure, json, remoteFrom, request, type Remote } from './client'
 import { OperatorError, parse, println, UsageError, type CliIO } from './io'
@@ -28,7 +29,10 @@ export const UPLOAD_HELP = `Usage: coffer upload FILE... [--workspace ID] [--con
 
 Uploads each FILE (handshake, then the bytes streamed to the presigned URL) and prints its file id,
 one per line (--json: a JSON array of the file objects). The type comes from the content (magic
-bytes), not the name: ${FILE_TYPES.join(', ')}. Large files show progress on a terminal.
+bytes) for ${FILE_TYPES.join(', ')}, else from the name's extension (.txt text/plain, .json
+application/json, …), else application/octet-stream; the server refuses a type it or the tenant
+does not allow (INVALID_FILE_TYPE: by default only the six above; COFFER_FILE_TYPES on the server
+widens them). Large files show progress on a terminal.
 Exit code 1 when any file failed (each failure is one line on stderr), 2 for a usage error or an
 unreachable server. ${REMOTE_HELP}`
 
@@ -91,6 +95,14 @@ export async function uploadCommand(args: string[], io: CliIO): Promise<number> 
   return failed === 0 ? 0 : 1
 }
 
+/**
+ * The type an upload declares: what the first bytes say (the spec's six, whose signature the server
+ * checks), else what the name's extension usually means, else application/octet-stream.
+ */
+export function fileTypeOf(file: string, head: Buffer): string {
+  return detectType(head) ?? contentTypeOf(path.basename(file)).split(';')[0]!.trim()
+}
+
 async function uploadOne(
   remote: Remote,
   io: CliIO,
@@ -117,8 +129,7 @@ async function uploadOne(
   }
   if (size === 0) throw new UsageError('the file is empty')
   if (size > MAX_FILE_SIZE) throw new UsageError(`${size} bytes is over the ${MAX_FILE_SIZE}-byte limit`)
-  const fileType = detectType(head)
-  if (fileType === undefined) throw new UsageError(`the content is none of the supported types (${FILE_TYPES.join(', ')})`)
+  const fileType = fileTypeOf(file, head)
   const body: Record<string, unknown> = { fileType, fileName: path.basename(file), fileSizeBytes: size }
   if (opts.context !== undefined) body.context = opts.context
   if (Object.keys(opts.tags).length > 0) body.tags = opts.tags

@@ -11,6 +11,7 @@ import type { SigningContext } from '../s3/sigv4'
 import { OperatorError } from './startup-errors'
 import { UsageError } from './io'
 import { contentTypeOf } from './content-types'
+import { UNLIMITED_QUOTA } from '../lib/file-types'
 
 /**
  * What a CI fixture (#28) is given instead of generating: the tenant's API key, its S3 pair, and
@@ -79,11 +80,17 @@ export function fixtureSettings(config: Config, bucketFlags: string[] | undefine
 export const hasFixture = (s: FixtureSettings): boolean => s.tenantApiKey !== undefined || s.s3 !== undefined || s.buckets.length > 0
 
 /**
+ * A fixture tenant's quota: unlimited, since a CI job's uploads are bounded by the job, not by a
+ * quota meant for tenants sharing a server; COFFER_DEFAULT_QUOTA_BYTES, when set, is used instead.
+ */
+const fixtureQuota = (core: Core): number => core.config.defaultQuotaBytes ?? UNLIMITED_QUOTA
+
+/**
  * The ephemeral instance's tenant: created with the given key and pair, or generated ones. The
  * S3 pair only when the S3 listener runs.
  */
 export function createEphemeralTenant(core: Core, settings: FixtureSettings, withS3: boolean): FixtureTenant & { apiKey: string } {
-  const { tenant, apiKey } = core.tenants.create({ name: 'ephemeral', keyKind: 'test' }, settings.tenantApiKey)
+  const { tenant, apiKey } = core.tenants.create({ name: 'ephemeral', keyKind: 'test', quotaBytes: fixtureQuota(core) }, settings.tenantApiKey)
   const s3 = withS3 ? core.s3Credentials.create(tenant.id, settings.s3) : undefined
   return { tenant: core.tenants.authenticate(apiKey)!, apiKey, ...(s3 ? { s3: { accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey } } : {}) }
 }
@@ -112,7 +119,7 @@ export function persistentTenant(core: Core, settings: FixtureSettings): Fixture
         `${names.join(' and ')} ${names.length > 1 ? 'are' : 'is'} not the data dir's (${dataDir}, which has tenants): fixed credentials are set at the first start of a new data dir only; give the values of its first start, drop them, or use an empty data dir`,
       )
     }
-    const { tenant, apiKey } = core.tenants.create({ name: 'default' }, tenantApiKey)
+    const { tenant, apiKey } = core.tenants.create({ name: 'default', quotaBytes: fixtureQuota(core) }, tenantApiKey)
     if (s3) core.s3Credentials.create(tenant.id, s3)
     return { tenant: core.tenants.authenticate(apiKey)!, apiKey, ...(s3 ? { s3 } : {}) }
   }

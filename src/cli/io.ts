@@ -42,8 +42,15 @@ export function println(stream: NodeJS.WritableStream, text = ''): void {
  * Runs `fn` on a core opened on the configured data dir and closes it after. `fn` returns the exit
  * code (0 when it returns nothing); a contract error becomes one line on stderr and exit code 1.
  */
-export async function withCore(io: CliIO, dataDir: string | undefined, fn: (core: Core) => void | number | Promise<void | number>): Promise<number> {
-  const config = loadConfig(io.env, dataDir === undefined ? {} : { 'data-dir': dataDir })
+export async function withCore(
+  io: CliIO,
+  dataDir: string | undefined,
+  fn: (core: Core) => void | number | Promise<void | number>,
+  /** Settings given as flags to the command (`tenant --file-types`), over the environment's. */
+  flags: Record<string, string | undefined> = {},
+): Promise<number> {
+  const given = Object.fromEntries(Object.entries(flags).filter(([, v]) => v !== undefined))
+  const config = loadConfig(io.env, dataDir === undefined ? given : { ...given, 'data-dir': dataDir })
   assertDataDir(config.dataDir, config.databaseUrl !== undefined)
   let core: Core
   try {

@@ -115,6 +115,9 @@ export async function serveCommand(args: string[], io: CliIO, proc: ServeProcess
     workers: { type: 'string' },
     // Metadata in PostgreSQL (#30).
     'database-url': { type: 'string' },
+    // What tenants may store: types beyond the spec's six, the quota of new tenants.
+    'file-types': { type: 'string' },
+    'default-quota-bytes': { type: 'string' },
   })
   const { help, ephemeral, bucket, 'write-env': envFile, 'json-file': jsonFile, detach: detachFlag, 'in-memory': inMemory, ...flags } = values
   if (help) {

@@ -4,12 +4,15 @@ import { createdTenantView, tenantSummaryView, type TenantSummary } from '../con
 import { checkTenantInput, type CreateTenantInput, type UpdateTenantInput } from '../services/tenants'
 import { DATA_DIR_OPTION, parse, println, UsageError, withCore, type CliIO } from './io'
 import { escapeUnsafe, terminalJson } from '../lib/text'
+import { parseSize, quotaText } from '../lib/sizes'
+import { SupportedTypes, UNLIMITED_QUOTA } from '../lib/file-types'
+import { ConfigError, loadConfig } from '../config'
 
 export const TENANT_HELP = `Usage:
-  coffer tenant create --name NAME [--quota-bytes BYTES] [--types TYPE,…] [--json]
+  coffer tenant create --name NAME [--quota-bytes BYTES] [--types TYPE,…] [--file-types TYPE,…] [--json]
   coffer tenant list [--json]
   coffer tenant show TENANT_ID [--json]
-  coffer tenant update TENANT_ID [--name NAME] [--quota-bytes BYTES] [--types TYPE,…] [--self-service-s3 on|off] [--json]
+  coffer tenant update TENANT_ID [--name NAME] [--quota-bytes BYTES] [--types TYPE,…] [--file-types TYPE,…] [--self-service-s3 on|off] [--json]
   coffer tenant delete TENANT_ID --yes
   coffer tenant regenerate-key TENANT_ID [--json]
   coffer tenant s3-credentials create|list TENANT_ID [--json]
@@ -19,21 +22,30 @@ Works offline on an existing data dir (--data-dir or COFFER_DATA_DIR, default ./
 PostgreSQL database COFFER_DATABASE_URL names, also while servers run; changes count at their next
 request. The API key is printed once:
 store it. BYTES is an integer, optionally with a unit: 500MiB, 10GiB, 1TB (KiB/MiB/GiB/TiB are
-powers of 1024, KB/MB/GB/TB of 1000). A quota below the usage is allowed: uploads are refused
-until usage drops. --self-service-s3 off stops the tenant creating, listing and revoking its own
+powers of 1024, KB/MB/GB/TB of 1000), or unlimited; without --quota-bytes a new tenant gets
+COFFER_DEFAULT_QUOTA_BYTES (default 524288000). A quota below the usage is allowed: uploads are
+refused until usage drops. --types are among the server's supported types: the spec's six, and
+those COFFER_FILE_TYPES (or --file-types here, as the servers are given it) adds; * allows every
+type the server supports. --self-service-s3 off stops the tenant creating, listing and revoking its own
 S3 credentials (on by default; the pairs it has keep working). delete is irreversible: the key and every signed URL stop at once, the files
 and workspaces are deleted (their content is collected after COFFER_DELETED_RETENTION_SECONDS),
 undelivered webhooks are dropped; it needs --yes.`
 
-const UNITS: Record<string, number> = { '': 1, b: 1, kb: 1e3, mb: 1e6, gb: 1e9, tb: 1e12, kib: 2 ** 10, mib: 2 ** 20, gib: 2 ** 30, tib: 2 ** 40 }
-
-/** `--quota-bytes` as a number of bytes: digits, optionally a unit; anything else is a usage error. */
+/** `--quota-bytes` as a number of bytes: digits, optionally a unit, or `unlimited`; anything else is a usage error. */
 export function parseBytes(flag: string, text: string): number {
-  const m = /^(\d+(?:\.\d+)?)\s*([a-z]*)$/i.exec(text.trim())
-  const unit = m ? UNITS[m[2]!.toLowerCase()] : undefined
-  const bytes = m && unit !== undefined ? Math.round(Number(m[1]) * unit) : NaN
-  if (!Number.isSafeInteger(bytes)) throw new UsageError(`${flag} must be a number of bytes, like 1048576, 500MiB or 10GiB (got ${JSON.stringify(text)})`)
+  const bytes = parseSize(text, { unlimited: true })
+  if (bytes === undefined) throw new UsageError(`${flag} must be a number of bytes, like 1048576, 500MiB or 10GiB, or unlimited (got ${JSON.stringify(text)})`)
   return bytes
+}
+
+/** The file types the data dir's servers accept, as this command's configuration says (COFFER_FILE_TYPES, --file-types). */
+function supportedTypes(io: CliIO, fileTypes: string | undefined): SupportedTypes {
+  try {
+    return new SupportedTypes(loadConfig(io.env, fileTypes === undefined ? {} : { 'file-types': fileTypes }).fileTypes)
+  } catch (err) {
+    if (err instanceof ConfigError) throw new UsageError(err.message)
+    throw err
+  }
 }
 
 /** A service's validation error, told in the flag the person typed. */
@@ -51,14 +63,21 @@ type TenantView = Static<typeof TenantSummary>
 function printTenant(io: CliIO, t: TenantView): void {
   println(io.stdout, `Tenant "${escapeUnsafe(t.name)}"`)
   println(io.stdout, `  id:          ${t.id}`)
-  println(io.stdout, `  used/quota:  ${t.usedBytes}/${t.quotaBytes} bytes (${percent(t)})`)
+  println(io.stdout, `  used/quota:  ${t.usedBytes}/${quotaText(t.quotaBytes)} bytes (${percent(t)})`)
   println(io.stdout, `  files:       ${t.fileCount}`)
   println(io.stdout, `  file types:  ${t.allowedFileTypes.join(', ')}`)
   println(io.stdout, `  self-service S3 credentials: ${t.selfServiceS3Credentials ? 'on' : 'off'}`)
   println(io.stdout, `  created:     ${t.createdAt}`)
 }
 
-const percent = (t: TenantView) => (t.quotaBytes === 0 ? (t.usedBytes > 0 ? 'over quota' : '0%') : `${((t.usedBytes / t.quotaBytes) * 100).toFixed(1)}%`)
+const percent = (t: TenantView) =>
+  t.quotaBytes >= UNLIMITED_QUOTA
+    ? 'no limit'
+    : t.quotaBytes === 0
+      ? t.usedBytes > 0
+        ? 'over quota'
+        : '0%'
+      : `${((t.usedBytes / t.quotaBytes) * 100).toFixed(1)}%`
 
 const FLAG_OF: Record<string, string> = { '/name': '--name', '/quotaBytes': '--quota-bytes', '/allowedFileTypes': '--types' }
 
@@ -70,7 +89,13 @@ export async function tenantCommand(args: string[], io: CliIO): Promise<number> 
     return sub === undefined ? 2 : 0
   }
   if (sub === 'create') {
-    const { values } = parse(rest, { ...opts, name: { type: 'string' }, 'quota-bytes': { type: 'string' }, types: { type: 'string' } })
+    const { values } = parse(rest, {
+      ...opts,
+      name: { type: 'string' },
+      'quota-bytes': { type: 'string' },
+      types: { type: 'string' },
+      'file-types': { type: 'string' },
+    })
     if (values.help) return (println(io.stdout, TENANT_HELP), 0)
     if (values.name === undefined) throw new UsageError('tenant create needs --name')
     const input: CreateTenantInput = { name: values.name }
@@ -81,25 +106,29 @@ export async function tenantCommand(args: string[], io: CliIO): Promise<number> 
         .split(',')
         .map((s) => s.trim())
         .filter(Boolean)
+    const fileTypes = values['file-types']
     // The service's own rules, checked before the data dir is opened, and reported by flag.
     try {
-      checkTenantInput(input)
+      checkTenantInput(input, supportedTypes(io, fileTypes))
     } catch (err) {
-      if (!(err instanceof AppError)) throw err
-      const first = (err.details.errors as { path: string; message: string }[])[0]!
-      throw new UsageError(`${FLAG_OF[first.path] ?? first.path}: ${first.message}`)
+      asFlagError(err)
     }
-    return withCore(io, values['data-dir'], (core) => {
-      const { tenant, apiKey } = core.tenants.create(input)
-      const out = createdTenantView(tenant, apiKey)
-      if (values.json) return println(io.stdout, JSON.stringify(out))
-      println(io.stdout, `Created tenant "${out.name}"`)
-      println(io.stdout, `  id:             ${out.id}`)
-      println(io.stdout, `  api key:        ${out.apiKey}   (shown only now: store it)`)
-      println(io.stdout, `  webhook secret: ${out.webhookSecret}`)
-      println(io.stdout, `  quota:          ${out.quotaBytes} bytes`)
-      println(io.stdout, `  file types:     ${out.allowedFileTypes.join(', ')}`)
-    })
+    return withCore(
+      io,
+      values['data-dir'],
+      (core) => {
+        const { tenant, apiKey } = core.tenants.create(input)
+        const out = createdTenantView(tenant, apiKey)
+        if (values.json) return println(io.stdout, JSON.stringify(out))
+        println(io.stdout, `Created tenant "${out.name}"`)
+        println(io.stdout, `  id:             ${out.id}`)
+        println(io.stdout, `  api key:        ${out.apiKey}   (shown only now: store it)`)
+        println(io.stdout, `  webhook secret: ${out.webhookSecret}`)
+        println(io.stdout, `  quota:          ${out.quotaBytes >= UNLIMITED_QUOTA ? 'unlimited' : `${out.quotaBytes} bytes`}`)
+        println(io.stdout, `  file types:     ${out.allowedFileTypes.join(', ')}`)
+      },
+      { 'file-types': fileTypes },
+    )
   }
   if (sub === 'list') {
     const { values } = parse(rest, opts)
@@ -120,7 +149,7 @@ export async function tenantCommand(args: string[], io: CliIO): Promise<number> 
           io.stdout,
           [
             r.id,
-            `${r.usedBytes}/${r.quotaBytes} (${percent(r)})`.padEnd(30),
+            `${r.usedBytes}/${quotaText(r.quotaBytes)} (${percent(r)})`.padEnd(30),
             String(r.fileCount).padStart(7),
             r.createdAt.padEnd(24),
             escapeUnsafe(r.name),
@@ -143,7 +172,14 @@ export async function tenantCommand(args: string[], io: CliIO): Promise<number> 
   if (sub === 'update') {
     const { values, positionals } = parse(
       rest,
-      { ...opts, name: { type: 'string' }, 'quota-bytes': { type: 'string' }, types: { type: 'string' }, 'self-service-s3': { type: 'string' } },
+      {
+        ...opts,
+        name: { type: 'string' },
+        'quota-bytes': { type: 'string' },
+        types: { type: 'string' },
+        'file-types': { type: 'string' },
+        'self-service-s3': { type: 'string' },
+      },
       1,
     )
     if (values.help) return (println(io.stdout, TENANT_HELP), 0)
@@ -163,16 +199,22 @@ export async function tenantCommand(args: string[], io: CliIO): Promise<number> 
       input.selfServiceS3Credentials = selfService === 'on'
     }
     if (Object.keys(input).length === 0) throw new UsageError('tenant update needs at least one of --name, --quota-bytes, --types, --self-service-s3')
+    const fileTypes = values['file-types']
     try {
-      checkTenantInput(input)
+      checkTenantInput(input, supportedTypes(io, fileTypes))
     } catch (err) {
       asFlagError(err)
     }
-    return withCore(io, values['data-dir'], (core) => {
-      const t = tenantSummaryView(core.tenants.update(id, input))
-      if (values.json) return println(io.stdout, terminalJson(t))
-      printTenant(io, t)
-    })
+    return withCore(
+      io,
+      values['data-dir'],
+      (core) => {
+        const t = tenantSummaryView(core.tenants.update(id, input))
+        if (values.json) return println(io.stdout, terminalJson(t))
+        printTenant(io, t)
+      },
+      { 'file-types': fileTypes },
+    )
   }
   if (sub === 'delete') {
     const { values, positionals } = parse(rest, { ...DATA_DIR_OPTION, yes: { type: 'boolean' } }, 1)

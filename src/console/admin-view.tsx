@@ -22,8 +22,10 @@ interface Secret {
 }
 
 function sizeOf(text: string): number {
+  // The API stores `unlimited` as the largest safe integer.
+  if (text.trim().toLowerCase() === 'unlimited') return Number.MAX_SAFE_INTEGER
   const bytes = parseSize(text)
-  if (bytes === null) throw new Error(`“${text}” is not a size: write it like 500 MiB or 10 GiB.`)
+  if (bytes === null) throw new Error(`“${text}” is not a size: write it like 500 MiB or 10 GiB, or unlimited.`)
   return bytes
 }
 
@@ -49,7 +51,7 @@ function TypesField(props: { value: string[]; onChange: (v: string[]) => void })
 function EditTenant(props: { apiKey: string; tenant: Tenant; onClose: () => void; onSaved: () => void }) {
   const t = props.tenant
   const [name, setName] = useState(t.name)
-  const [quota, setQuota] = useState(formatBytes(t.quotaBytes))
+  const [quota, setQuota] = useState(t.quotaBytes >= Number.MAX_SAFE_INTEGER ? 'unlimited' : formatBytes(t.quotaBytes))
   const [types, setTypes] = useState(t.allowedFileTypes)
   const [selfService, setSelfService] = useState(t.selfServiceS3Credentials)
   const [error, run] = useAction()
@@ -131,7 +133,7 @@ export function AdminView(props: { apiKey: string; onSignOut: () => void }) {
         <h2 id="new-h">New tenant</h2>
         <form class="stacked" onSubmit={create}>
           <TextField label="Tenant name" required maxLength={100} value={name} onValue={setName} />
-          <TextField label="Quota" value={quota} placeholder="500 MiB (default), or 10 GiB" onValue={setQuota} />
+          <TextField label="Quota" value={quota} placeholder="the server's default, 10 GiB or unlimited" onValue={setQuota} />
           <TypesField value={types} onChange={setTypes} />
           <div class="buttons">
             <button type="submit" class="primary" disabled={types.length === 0}>

@@ -197,7 +197,10 @@ export function Usage(props: { used: number; quota: number | null; label: string
     <>
       <meter id={props.id} min={0} max={Math.max(quota, 1)} high={quota * 0.9} value={used} aria-label={props.label} />
       <span class="usage">
-        {formatBytes(used)} of {formatBytes(quota)} used ({percent(used, quota)})
+        {/* An unlimited quota is stored as the largest safe integer. */}
+        {quota >= Number.MAX_SAFE_INTEGER
+          ? `${formatBytes(used)} used (no limit)`
+          : `${formatBytes(used)} of ${formatBytes(quota)} used (${percent(used, quota)})`}
       </span>
     </>
   )

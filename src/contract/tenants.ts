@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox'
-import { FileTypeSchema, IsoTime, NO_CONTROL, NO_CONTROL_MESSAGE, Uuid } from './common'
-import { FILE_TYPES } from '../lib/file-types'
+import { IsoTime, NO_CONTROL, NO_CONTROL_MESSAGE, Uuid } from './common'
+import { ANY_TYPE, MIME_TYPE, UNLIMITED_QUOTA } from '../lib/file-types'
 import type { AuthenticatedTenant, Tenant } from '../db/repos/tenants'
 import { isoTime } from '../lib/clock'
 
@@ -10,13 +10,42 @@ export const SelfServiceS3Credentials = Type.Boolean({
   'x-message': 'must be true or false',
 })
 
+/**
+ * A tenant's allowed types: MIME types the server supports (the spec's six unless COFFER_FILE_TYPES
+ * widens them), or `*` for any the server supports. The service checks them against the server's set.
+ */
+const AllowedFileTypes = (description: string) =>
+  Type.Array(
+    Type.String({
+      pattern: `^(\\${ANY_TYPE}|${MIME_TYPE.source.slice(1, -1)})$`,
+      'x-message': 'must be a lower-case MIME type (type/subtype) or *',
+    }),
+    { minItems: 1, maxItems: 1000, description },
+  )
+
+/**
+ * A quota as the admin API takes it: bytes, or `"unlimited"` (null too, as a workspace's quota takes
+ * it), stored as the largest safe integer. Answers always give a number of bytes.
+ */
+const QuotaInput = (description: string) =>
+  Type.Union([Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }), Type.Literal('unlimited'), Type.Null()], {
+    description,
+    'x-message': 'must be an integer of at least 0, or "unlimited"',
+  })
+
+/** A quota of the admin API's body in bytes (`unlimited` and null: UNLIMITED_QUOTA). */
+export const quotaBytesOf = (q: number | 'unlimited' | null | undefined): number | undefined =>
+  q === undefined ? undefined : q === null || q === 'unlimited' ? UNLIMITED_QUOTA : q
+
+const QUOTA_OUT = `Bytes; ${UNLIMITED_QUOTA} (the largest safe integer) when unlimited`
+
 export const TenantName = Type.String({ minLength: 1, maxLength: 100, pattern: NO_CONTROL, 'x-message': NO_CONTROL_MESSAGE })
 
 export const CreateTenantBody = Type.Object(
   {
     name: TenantName,
-    quotaBytes: Type.Optional(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER })),
-    allowedFileTypes: Type.Optional(Type.Array(FileTypeSchema, { minItems: 1, maxItems: FILE_TYPES.length * 4 })),
+    quotaBytes: Type.Optional(QuotaInput('Bytes, or "unlimited"; default: the server\'s default quota (COFFER_DEFAULT_QUOTA_BYTES, else 524288000)')),
+    allowedFileTypes: Type.Optional(AllowedFileTypes('Default: every type the server supports')),
     selfServiceS3Credentials: Type.Optional(SelfServiceS3Credentials),
   },
   { additionalProperties: false },
@@ -26,12 +55,8 @@ export type CreateTenantBody = Static<typeof CreateTenantBody>
 export const UpdateTenantBody = Type.Object(
   {
     name: Type.Optional(TenantName),
-    quotaBytes: Type.Optional(
-      Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'May be below the current usage: uploads are then refused until usage drops' }),
-    ),
-    allowedFileTypes: Type.Optional(
-      Type.Array(FileTypeSchema, { minItems: 1, maxItems: FILE_TYPES.length * 4, description: 'Files already stored keep their type' }),
-    ),
+    quotaBytes: Type.Optional(QuotaInput('Bytes, or "unlimited"; may be below the current usage: uploads are then refused until usage drops')),
+    allowedFileTypes: Type.Optional(AllowedFileTypes('Files already stored keep their type')),
     selfServiceS3Credentials: Type.Optional(SelfServiceS3Credentials),
   },
   { additionalProperties: false, minProperties: 1, 'x-message': 'must set at least one of name, quotaBytes, allowedFileTypes, selfServiceS3Credentials' },
@@ -41,7 +66,7 @@ export const UpdateTenantBody = Type.Object(
 export const TenantSummary = Type.Object({
   id: Uuid,
   name: Type.String(),
-  quotaBytes: Type.Integer(),
+  quotaBytes: Type.Integer({ description: QUOTA_OUT }),
   usedBytes: Type.Integer({ description: 'Bytes of completed files plus reservations of pending uploads' }),
   fileCount: Type.Integer({ description: 'Files not deleted, whatever their processingStatus' }),
   allowedFileTypes: Type.Array(Type.String()),
@@ -67,7 +92,7 @@ export const CreatedTenant = Type.Object({
   name: Type.String(),
   apiKey: Type.String({ description: 'Returned only here and at key regeneration' }),
   webhookSecret: Type.String({ description: 'Standard Webhooks signing secret (whsec_…)' }),
-  quotaBytes: Type.Integer(),
+  quotaBytes: Type.Integer({ description: QUOTA_OUT }),
   allowedFileTypes: Type.Array(Type.String()),
   createdAt: IsoTime,
 })
@@ -89,7 +114,7 @@ export const TenantInfo = Type.Object({
 })
 
 export const QuotaInfo = Type.Object({
-  quotaBytes: Type.Integer(),
+  quotaBytes: Type.Integer({ description: QUOTA_OUT }),
   usedBytes: Type.Integer(),
   availableBytes: Type.Integer(),
   usagePercent: Type.Number(),

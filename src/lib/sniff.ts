@@ -24,6 +24,11 @@ const SIGNATURES: Record<FileType, (head: Buffer) => boolean> = {
   'application/pdf': (h) => startsWith(h, '%PDF-'),
 }
 
+/** Whether `type` has a signature the first bytes must carry: the spec's six do; any other type is taken as declared. */
+export function hasKnownSignature(type: string): type is FileType {
+  return Object.hasOwn(SIGNATURES, type)
+}
+
 /** True when the first bytes of a file carry the signature ("magic bytes") of `type`. */
 export function hasSignature(type: FileType, head: Buffer): boolean {
   return SIGNATURES[type](head)

@@ -11,12 +11,13 @@ import type { QuotaInfo } from '../contract/tenants'
 import { NO_CONTROL, NO_CONTROL_MESSAGE } from '../contract/common'
 import { uuidv7, isUuid } from '../lib/ids'
 import { newApiKey, newWebhookSecret, sha256 } from '../lib/secrets'
-import { DEFAULT_TENANT_QUOTA, FILE_TYPES } from '../lib/file-types'
+import { DEFAULT_TENANT_QUOTA, SPEC_SUPPORTED, type SupportedTypes } from '../lib/file-types'
 import { hash, randomBytes, timingSafeEqual } from 'node:crypto'
 import { decodeCursor, encodeCursor } from './files'
 
 export interface CreateTenantInput {
   name: string
+  /** Bytes; UNLIMITED_QUOTA for `unlimited`; absent: the server's default for new tenants. */
   quotaBytes?: number
   allowedFileTypes?: string[]
   /** Whether the tenant manages its own S3 credentials (#31); default true. */
@@ -31,6 +32,14 @@ export interface UpdateTenantInput {
   allowedFileTypes?: string[]
   selfServiceS3Credentials?: boolean
 }
+
+/** What a server decides about tenants beyond their input: the file types it supports and the quota of a new tenant. */
+export interface TenantSettings {
+  fileTypes: SupportedTypes
+  defaultQuotaBytes: number
+}
+
+const SPEC_SETTINGS: TenantSettings = { fileTypes: SPEC_SUPPORTED, defaultQuotaBytes: DEFAULT_TENANT_QUOTA }
 
 /** A tenant with the number of its files (not deleted, whatever their status): what an operator lists. */
 export type TenantUsage = Tenant & { fileCount: number }
@@ -51,7 +60,7 @@ const NAME_TEXT = new RegExp(NO_CONTROL, 'u')
  * Checks a tenant's settings whichever front they came from (the admin API validates the same
  * rules with its schema first; the CLI relies on this). Paths are JSON pointers into the input.
  */
-export function checkTenantInput(input: UpdateTenantInput): void {
+export function checkTenantInput(input: UpdateTenantInput, supported: SupportedTypes = SPEC_SUPPORTED): void {
   if (input.name !== undefined) {
     if (input.name.length < 1 || input.name.length > 100) throw validationError('/name', 'must be 1 to 100 characters')
     if (!NAME_TEXT.test(input.name)) throw validationError('/name', NO_CONTROL_MESSAGE)
@@ -63,8 +72,11 @@ export function checkTenantInput(input: UpdateTenantInput): void {
   const types = input.allowedFileTypes
   if (types !== undefined) {
     if (types.length === 0) throw validationError('/allowedFileTypes', 'must list at least one file type')
-    const bad = types.find((t) => !(FILE_TYPES as readonly string[]).includes(t))
-    if (bad !== undefined) throw validationError('/allowedFileTypes', `must be among: ${FILE_TYPES.join(', ')} (not ${JSON.stringify(bad)})`)
+    const bad = supported.unsupported(types)
+    if (bad >= 0) {
+      const widen = supported.any ? '' : '; the server setting COFFER_FILE_TYPES (--file-types) widens them'
+      throw validationError(`/allowedFileTypes/${bad}`, `must be among: ${supported.describe()} (not ${JSON.stringify(types[bad])})${widen}`)
+    }
   }
 }
 
@@ -106,6 +118,7 @@ export class TenantsService {
     private readonly repo: TenantsRepo,
     private readonly clock: Clock,
     private readonly owned: TenantOwnedRepos,
+    private readonly settings: TenantSettings = SPEC_SETTINGS,
   ) {
     this.engine = engineOf(db)
   }
@@ -115,20 +128,20 @@ export class TenantsService {
    * `fixedApiKey`: the key a CI fixture's configuration names (#28) instead of a generated one.
    */
   create(input: CreateTenantInput, fixedApiKey?: string): { tenant: Tenant; apiKey: string } {
-    checkTenantInput(input)
+    const { fileTypes } = this.settings
+    checkTenantInput(input, fileTypes)
     if (fixedApiKey !== undefined && !API_KEY.test(fixedApiKey))
       throw new AppError('VALIDATION_ERROR', 'An API key is sk_live_ or sk_test_ and 20 to 100 characters A-Z a-z 0-9 _ -')
     const apiKey = fixedApiKey ?? newApiKey(input.keyKind ?? 'live')
-    const allowed = input.allowedFileTypes ?? [...FILE_TYPES]
-    // Keep the spec's order and drop duplicates.
-    const allowedFileTypes = FILE_TYPES.filter((t) => allowed.includes(t))
+    // Default: every type the server supports (`*` when it supports any). The spec's order, no duplicates.
+    const allowedFileTypes = fileTypes.normalise(input.allowedFileTypes ?? fileTypes.list)
     const row = {
       id: uuidv7(this.clock.now()),
       name: input.name,
       keyHash: sha256(apiKey),
       keyKind: fixedApiKey?.startsWith('sk_test_') ? ('test' as const) : fixedApiKey !== undefined ? ('live' as const) : (input.keyKind ?? 'live'),
       webhookSecret: newWebhookSecret(),
-      quotaBytes: input.quotaBytes ?? DEFAULT_TENANT_QUOTA,
+      quotaBytes: input.quotaBytes ?? this.settings.defaultQuotaBytes,
       allowedFileTypes,
       selfServiceS3Credentials: input.selfServiceS3Credentials ?? true,
       createdAt: this.clock.now(),
@@ -242,7 +255,8 @@ export class TenantsService {
    * uploads are refused until usage drops under it. Files already stored keep their type.
    */
   update(tenantId: string, input: UpdateTenantInput): TenantUsage {
-    checkTenantInput(input)
+    const { fileTypes } = this.settings
+    checkTenantInput(input, fileTypes)
     const taken = () => new AppError('CONFLICT', `A tenant named "${input.name}" already exists`, { field: 'name' })
     const updated = nameTaken(
       () =>
@@ -257,7 +271,7 @@ export class TenantsService {
             id: t.id,
             name: input.name ?? t.name,
             quotaBytes: input.quotaBytes ?? t.quotaBytes,
-            allowedFileTypes: allowed === undefined ? t.allowedFileTypes : FILE_TYPES.filter((type) => allowed.includes(type)),
+            allowedFileTypes: allowed === undefined ? t.allowedFileTypes : fileTypes.normalise(allowed),
             selfServiceS3Credentials: input.selfServiceS3Credentials ?? t.selfServiceS3Credentials,
           })
           return { ...this.repo.get(t.id)!, fileCount: this.repo.fileCount(t.id) }
@@ -313,6 +327,7 @@ export class TenantsService {
 
   quota(tenantId: string): Static<typeof QuotaInfo> {
     const t = this.get(tenantId)
+    // An unlimited quota is the largest safe integer: what is available stays a number, and the percentage rounds to 0.
     const available = Math.max(0, t.quotaBytes - t.usedBytes)
     const percent = t.quotaBytes === 0 ? (t.usedBytes > 0 ? 100 : 0) : (t.usedBytes / t.quotaBytes) * 100
     return { quotaBytes: t.quotaBytes, usedBytes: t.usedBytes, availableBytes: available, usagePercent: Math.round(percent * 100) / 100 }

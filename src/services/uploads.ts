@@ -5,8 +5,8 @@ import type { AuthenticatedTenant } from '../db/repos/tenants'
 import type { BlobStore, StagedBlob } from '../blobs/blob-store'
 import type { Clock } from '../lib/clock'
 import { uuidv7 } from '../lib/ids'
-import { FILE_TYPES, MAX_FILE_SIZE, type FileType } from '../lib/file-types'
-import { hasSignature } from '../lib/sniff'
+import { MAX_FILE_SIZE, type SupportedTypes } from '../lib/file-types'
+import { hasKnownSignature, hasSignature } from '../lib/sniff'
 import type { UploadMeter } from '../lib/metrics'
 import { parseWebhookUrl } from '../webhooks/url'
 import type { Quotas } from './quotas'
@@ -50,6 +50,8 @@ export interface ReceiveInput {
 export interface UploadSettings {
   uploadUrlTtlMs: number
   webhookAllowPrivate: boolean
+  /** The types the server accepts (COFFER_FILE_TYPES); a tenant's list narrows them. */
+  fileTypes: SupportedTypes
 }
 
 /** How long past its URL's expiry an abandoned pending upload keeps its reservation. */
@@ -88,7 +90,7 @@ export class UploadsService {
   /** Step one: checks the request, reserves the declared size and grants the PUT (the reservation's durability: UploadRecords.reserve). */
   async handshake(tenant: AuthenticatedTenant, input: HandshakeInput, headerWorkspaceId: string | undefined): Promise<{ file: FileRecord; grant: Grant }> {
     const { clock, records, settings } = this.deps
-    if (!(FILE_TYPES as readonly string[]).includes(input.fileType) || !tenant.allowedFileTypes.includes(input.fileType)) {
+    if (!settings.fileTypes.allows(tenant.allowedFileTypes, input.fileType)) {
       throw new AppError('INVALID_FILE_TYPE', `File type ${JSON.stringify(input.fileType)} is not allowed`, {
         fileType: input.fileType,
         allowedTypes: tenant.allowedFileTypes,
@@ -177,7 +179,7 @@ export class UploadsService {
   }
 
   private async receiveAuthorized(file: FileRecord, input: ReceiveInput): Promise<FileRecord> {
-    const type = file.fileType as FileType
+    const type = file.fileType
     // 1. What the client announced must fit what the handshake declared; a header that is not
     //    one media type fails the upload too, releasing its reservation (#12 item 11).
     if (input.contentType === null) {
@@ -222,7 +224,8 @@ export class UploadsService {
         },
         onOverflow: () => limit.overflow(input.contentLength ?? null),
         checkHead: (head) => {
-          if (head.length > 0 && !hasSignature(type, head)) {
+          // The spec's six must carry their signature; another type (COFFER_FILE_TYPES) is taken as declared.
+          if (head.length > 0 && hasKnownSignature(type) && !hasSignature(type, head)) {
             throw new AppError('INVALID_FILE_TYPE', `The content is not a valid ${type} file`, { fileType: type, allowedTypes: [type] })
           }
         },

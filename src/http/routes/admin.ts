@@ -10,6 +10,7 @@ import {
   TenantSummary,
   UpdateTenantBody,
   createdTenantView,
+  quotaBytesOf,
   tenantSummaryView,
 } from '../../contract/tenants'
 import { PathId } from '../../contract/common'
@@ -26,7 +27,9 @@ export async function adminRoutes(app: App, core: Core): Promise<void> {
     '/api/v1/admin/tenants',
     { schema: { tags: ['admin'], summary: 'Create a tenant', body: CreateTenantBody, response: withErrors({ 201: CreatedTenant }, 409, 413) } },
     async (request, reply) => {
-      const { tenant, apiKey } = core.tenants.create(request.body)
+      const { quotaBytes, ...rest } = request.body
+      const quota = quotaBytesOf(quotaBytes)
+      const { tenant, apiKey } = core.tenants.create({ ...rest, ...(quota !== undefined ? { quotaBytes: quota } : {}) })
       request.log.info({ tenantId: tenant.id }, 'tenant created')
       return reply.code(201).send(createdTenantView(tenant, apiKey))
     },
@@ -89,7 +92,9 @@ export async function adminRoutes(app: App, core: Core): Promise<void> {
       },
     },
     async (request) => {
-      const updated = core.tenants.update(request.params.tenantId, request.body)
+      const { quotaBytes, ...rest } = request.body
+      const quota = quotaBytesOf(quotaBytes)
+      const updated = core.tenants.update(request.params.tenantId, { ...rest, ...(quota !== undefined ? { quotaBytes: quota } : {}) })
       request.log.info({ tenantId: updated.id, changed: Object.keys(request.body) }, 'tenant updated')
       return tenantSummaryView(updated)
     },

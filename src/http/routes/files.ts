@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox'
 import type { FastifyRequest } from 'fastify'
 import type { App } from '../types'
 import type { Core } from '../../core'
-import { AppError } from '../../errors'
+import { AppError, validationError } from '../../errors'
 import { authenticateTenant } from '../auth'
 import { PathId, SuccessResponse } from '../../contract/common'
 import {
@@ -41,6 +41,8 @@ export async function filesRoutes(app: App, core: Core): Promise<void> {
       config: { inputPointer: '/query' },
     },
     async (request) => {
+      const type = request.query.fileType
+      if (type !== undefined && !core.fileTypes.supports(type)) throw validationError('/fileType', `must be one of: ${core.fileTypes.describe()}`)
       const page = core.files.list(request.tenant!, request.query, request.headers['x-workspace-id'])
       return { files: page.files.map(fileView), nextCursor: page.nextCursor, total: page.total }
     },
