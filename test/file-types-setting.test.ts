@@ -1,3 +1,4 @@
+// @suites: pg
 // COFFER_FILE_TYPES widens the API's supported types beyond the spec's six: the real `coffer upload`
 // stores a .txt only when the server allows it (the spec's INVALID_FILE_TYPE otherwise), tenants'
 // allowedFileTypes are chosen from the server's set (admin API and `coffer tenant update --types`),
