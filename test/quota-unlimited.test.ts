@@ -1,4 +1,4 @@
-// @suites: pg-all s3
+// @suites: pg-all
 // Quotas a newcomer does not trip over: `unlimited` wherever a quota is given (admin API, CLI),
 // stored as the largest safe integer so that every answer's quotaBytes stays a number; a default
 // for new tenants (COFFER_DEFAULT_QUOTA_BYTES); and a CI fixture's tenant unlimited unless told
