@@ -136,6 +136,14 @@ t.test('processes starting at once on a new data dir agree on one complete serve
       [],
       `round ${round}: all ${racers} processes started`,
     )
+    // The first start's tenant: one was made, by one of them, whose key its file holds.
+    const tenants = JSON.parse(runCoffer(['tenant', 'list', '--json', '--data-dir', 'data'], { cwd }).stdout) as { id: string; name: string }[]
+    t.same(
+      tenants.map((x) => x.name),
+      ['default'],
+      `round ${round}: one first tenant`,
+    )
+    t.match(fs.readFileSync(path.join(cwd, 'data', 'first-run.env'), 'utf8'), `COFFER_TENANT_ID=${tenants[0]?.id}`)
     const secret = path.join(cwd, 'data', 'secret')
     t.match(fs.readFileSync(secret, 'utf8'), /^[0-9a-f]{64}$/)
     t.equal(fs.statSync(secret).mode & 0o777, 0o600)

@@ -30,13 +30,17 @@ export function needsFirstRun(server: Server): boolean {
 }
 
 /**
- * Creates the first tenant and writes its credentials file. A file that cannot be written takes
+ * Creates the first tenant and writes its credentials file; undefined when another server made one
+ * in the meantime (its own start shows it). A file that cannot be written takes
  * the tenant back with it: a tenant whose key nobody saw would lock the next start out the same way.
  */
-export function firstRun(server: Server, logger: Logger): FirstRun {
+export function firstRun(server: Server, logger: Logger): FirstRun | undefined {
   const { core } = server
   const file = path.resolve(core.config.dataDir, FIRST_RUN_FILE)
-  const { tenant, apiKey } = core.tenants.create({ name: 'default' })
+  // Another server starting on the same new data dir (or database) may have made it first.
+  const made = core.tenants.createFirst({ name: 'default' })
+  if (made === undefined) return undefined
+  const { tenant, apiKey } = made
   try {
     const pair = server.s3 ? core.s3Credentials.create(tenant.id) : undefined
     const s3 = server.s3 && pair ? { endpoint: server.s3.url, region: core.config.s3Region, ...pair } : undefined

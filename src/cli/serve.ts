@@ -252,7 +252,7 @@ async function welcome(server: Server, logger: Logger, out: NodeJS.WritableStrea
   try {
     if (!needsFirstRun(server)) return
     const f = firstRun(server, logger)
-    if ((out as { isTTY?: boolean }).isTTY === true) printBanner(out, f)
+    if (f && (out as { isTTY?: boolean }).isTTY === true) printBanner(out, f)
   } catch (err) {
     await server.close()
     throw err

@@ -128,6 +128,25 @@ export class TenantsService {
    * `fixedApiKey`: the key a CI fixture's configuration names (#28) instead of a generated one.
    */
   create(input: CreateTenantInput, fixedApiKey?: string): { tenant: Tenant; apiKey: string } {
+    return this.insert(input, fixedApiKey, false)!
+  }
+
+  /**
+   * The first tenant of a data dir, made only while it has none, in the transaction that inserts
+   * it: of several servers starting at once on a new data dir, one makes it and the others get
+   * undefined (on PostgreSQL, where two transactions may both see none, the loser's insert meets
+   * the unique name and is told so the same way).
+   */
+  createFirst(input: CreateTenantInput): { tenant: Tenant; apiKey: string } | undefined {
+    try {
+      return this.insert(input, undefined, true)
+    } catch (err) {
+      if (err instanceof AppError && err.code === 'CONFLICT' && !this.none()) return undefined
+      throw err
+    }
+  }
+
+  private insert(input: CreateTenantInput, fixedApiKey: string | undefined, onlyFirst: boolean): { tenant: Tenant; apiKey: string } | undefined {
     const { fileTypes } = this.settings
     checkTenantInput(input, fileTypes)
     if (fixedApiKey !== undefined && !API_KEY.test(fixedApiKey))
@@ -148,19 +167,22 @@ export class TenantsService {
     }
     const taken = (name: string) =>
       new AppError('CONFLICT', `A tenant named "${name}" already exists (names are compared ignoring case and Unicode normalisation)`, { field: 'name' })
+    let inserted = false
     nameTaken(
       () =>
         this.engine.transaction(() => {
+          if (onlyFirst && !this.none()) return
           const same = this.repo.getByName(row.name)
           if (same) throw taken(same.name)
           this.repo.insert(row)
+          inserted = true
         }),
       () => {
         const same = this.repo.getByName(row.name)
         return same && taken(same.name)
       },
     )
-    return { tenant: this.repo.get(row.id)!, apiKey }
+    return inserted ? { tenant: this.repo.get(row.id)!, apiKey } : undefined
   }
 
   /** Whether the data dir has no live tenant yet: a CI fixture's first start (#28). */
