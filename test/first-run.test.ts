@@ -3,81 +3,19 @@
 // usable (a first tenant, its keys in a 0600 file, a banner on a terminal), logs readable lines on
 // a terminal and JSON otherwise, without a key in either; one process by default, each named in ps;
 // the --write-env file configures rclone.
-import t, { type Test } from 'tap'
+import t from 'tap'
 import fs from 'node:fs'
 import path from 'node:path'
 import readline from 'node:readline'
-import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { execFileSync, spawn, spawnSync } from 'node:child_process'
 import { ListBucketsCommand, S3Client } from '@aws-sdk/client-s3'
 import { BUNDLE, buildBundle, startCoffer } from './process-helper'
 import { tempDir } from './helper'
+import { bannerValue, PRETTY, serveOnTerminal, until } from './terminal'
 import { TEST_LOG_DIR } from './log-scan/secrets'
 import { createLogger, logFormatFor, prettyLine } from '../src/lib/logger'
 
 buildBundle()
-
-/** A server started under a pseudo-terminal (util-linux `script`): what a person at a terminal sees. */
-interface OnTerminal {
-  script: ChildProcess
-  /** The coffer process (script's child: `exec` replaces the shell). */
-  pid: number
-  /** Every line the terminal showed so far, without the carriage returns. */
-  lines: string[]
-  exited: Promise<number | string>
-}
-
-/** Waits until `pred` holds on the terminal's lines (polled), or fails after `ms`. */
-async function until(term: OnTerminal, pred: (lines: string[]) => boolean, what: string, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms
-  while (!pred(term.lines)) {
-    if (Date.now() > end) throw new Error(`${what} did not show within ${ms} ms:\n${term.lines.join('\n')}`)
-    await new Promise((r) => setTimeout(r, 50))
-  }
-}
-
-/** Runs `coffer serve ARGS` in `cwd` on a pseudo-terminal; stopped (SIGTERM) at the test's end. */
-async function serveOnTerminal(t: Test, cwd: string, args: string[], env: Record<string, string> = {}): Promise<OnTerminal> {
-  const words = [process.execPath, BUNDLE, 'serve', ...args].map((w) => `'${w.replace(/'/g, `'\\''`)}'`).join(' ')
-  // NODE_OPTIONS unset: tap's hooks in the child would write to the terminal too.
-  const script = spawn('script', ['-qfec', `unset NODE_OPTIONS; exec ${words}`, '/dev/null'], {
-    cwd,
-    env: { PATH: process.env.PATH ?? '', TERM: 'dumb', ...env },
-    stdio: ['pipe', 'pipe', 'pipe'],
-  })
-  const lines: string[] = []
-  readline.createInterface({ input: script.stdout! }).on('line', (l) => lines.push(l.replace(/\r/g, '')))
-  const exited = new Promise<number | string>((resolve) => script.once('exit', (code, signal) => resolve(code ?? signal ?? -1)))
-  let pid = 0
-  for (const end = Date.now() + 10_000; pid === 0 && Date.now() < end; await new Promise((r) => setTimeout(r, 50))) {
-    pid = Number(
-      spawnSync('pgrep', ['-P', String(script.pid)], { encoding: 'utf8' })
-        .stdout.trim()
-        .split('\n')[0] || 0,
-    )
-  }
-  if (pid === 0) throw new Error('script started no process')
-  const term = { script, pid, lines, exited }
-  t.teardown(async () => {
-    try {
-      process.kill(pid, 'SIGTERM')
-    } catch {
-      // gone already
-    }
-    await exited
-    script.stdin!.end()
-  })
-  return term
-}
-
-/** The value after `label` on the banner's line that starts with it. */
-function bannerValue(lines: string[], label: string): string {
-  const line = lines.find((l) => l.startsWith(`  ${label} `))
-  if (!line) throw new Error(`no "${label}" in the banner:\n${lines.join('\n')}`)
-  return line
-    .slice(label.length + 2)
-    .trim()
-    .split(/\s+/)[0]!
-}
 
 /** The NAME=value lines of an env file (comments skipped). */
 function readEnv(file: string): Record<string, string> {
@@ -88,9 +26,6 @@ function readEnv(file: string): Record<string, string> {
   }
   return out
 }
-
-/** A pretty log line: `12:00:01.123 INFO  …`. */
-const PRETTY = /^\d\d:\d\d:\d\d\.\d{3} (TRACE|DEBUG|INFO |WARN |ERROR|FATAL) /
 
 t.test('first start on a terminal: a banner with the console, the API key and the S3 keys, which work; readable logs without them', async (t) => {
   const cwd = tempDir(t, 'coffer-first-run-')
