@@ -396,6 +396,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
       clock,
       dataDir: dataDir.root,
       blobStore: config.blobStore,
+      fileTypes,
       blobs: blobsRepo,
       outbox,
       tenants,

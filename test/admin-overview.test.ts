@@ -1,7 +1,8 @@
 // @suites: pg-all
 // The admin overview (#31): GET /api/v1/admin/overview after known uploads, requests and webhook
-// events; the last minute's window; what each figure costs (query plans: nothing reads the files
-// table); bad input and keys as 4xx envelopes.
+// events; the last minute's window; the server's supported file types (what the console's tenant
+// forms offer); what each figure costs (query plans: nothing reads the files table); bad input and
+// keys as 4xx envelopes.
 import fs from 'node:fs'
 import t from 'tap'
 import { admin, createTenant, fileBytes, makeApp, sqliteOnly, upload } from './helper'
@@ -95,6 +96,24 @@ t.test(
     t.notMatch(plan("SELECT coalesce(sum(n), 0) FROM file_counts WHERE tenant_id = 'x'"), /SCAN/, 'file counts: a range of the maintained counts')
   },
 )
+
+t.test("the server's supported file types: what the console offers tenants (the six, the operator's, or any)", async (t) => {
+  const spec = ['image/jpeg', 'image/png', 'image/webp', 'image/gif', 'image/avif', 'application/pdf']
+  for (const [setting, expected] of [
+    [undefined, spec],
+    ['text/plain, application/zip,image/png', [...spec, 'text/plain', 'application/zip']],
+    ['*', ['*']],
+  ] as const) {
+    const { app } = await makeApp(t, setting === undefined ? {} : { COFFER_FILE_TYPES: setting })
+    const res = await app.inject({ url: URL, headers: admin })
+    t.equal(res.statusCode, 200, `COFFER_FILE_TYPES=${setting ?? '(unset)'}`)
+    t.same(res.json().server.supportedFileTypes, expected, `COFFER_FILE_TYPES=${setting ?? '(unset)'}`)
+    // Every listed type is one a tenant may be given on this server.
+    const created = await app.inject({ method: 'POST', url: '/api/v1/admin/tenants', headers: admin, payload: { name: 'all', allowedFileTypes: expected } })
+    t.equal(created.statusCode, 201)
+    t.same(created.json().allowedFileTypes, expected)
+  }
+})
 
 t.test('bad input and keys: 4xx envelopes', async (t) => {
   const { app } = await makeApp(t)

@@ -11,7 +11,7 @@ interface Counts {
 }
 /** GET /api/v1/admin/overview (src/contract/overview.ts). */
 export interface OverviewData {
-  server: { version: string; startedAt: string; uptimeSeconds: number; blobStore: 'disk' | 's3' }
+  server: { version: string; startedAt: string; uptimeSeconds: number; blobStore: 'disk' | 's3'; supportedFileTypes: string[] }
   dataDir: { path: string; totalBytes: number; freeBytes: number }
   blobs: { count: number; bytes: number }
   requests: { sinceStart: Counts; lastMinute: Counts & { requestsPerSecond: number; errorsPerSecond: number; windowSeconds: number } }
@@ -45,12 +45,20 @@ function Figure(props: { term: string; children: ComponentChildren }) {
   )
 }
 
-/** The admin overview (#31): the server at a glance, refreshed on demand. */
-export function Overview(props: { apiKey: string; refresh: number }) {
+/** The admin overview (#31): the server at a glance, refreshed on demand; onServer gets its server section (the tenant forms' file types). */
+export function Overview(props: { apiKey: string; refresh: number; onServer?: (server: OverviewData['server']) => void }) {
   const [data, setData] = useState<OverviewData | null>(null)
   const [version, setVersion] = useState(0)
   const [error, run] = useAction()
-  useEffect(() => void run(async () => setData(await api<OverviewData>(props.apiKey, 'GET', '/api/v1/admin/overview?limit=10'))), [version, props.refresh])
+  useEffect(
+    () =>
+      void run(async () => {
+        const o = await api<OverviewData>(props.apiKey, 'GET', '/api/v1/admin/overview?limit=10')
+        setData(o)
+        props.onServer?.(o.server)
+      }),
+    [version, props.refresh],
+  )
 
   const o = data
   return (

@@ -21,6 +21,10 @@ export const Overview = Type.Object({
     startedAt: IsoTime,
     uptimeSeconds: Type.Integer({ description: 'Since this process (with --workers N: this worker) started' }),
     blobStore: Type.Union([Type.Literal('disk'), Type.Literal('s3')]),
+    supportedFileTypes: Type.Array(Type.String(), {
+      description:
+        "The file types tenants' allowedFileTypes are chosen from: the spec's six, then the operator's additions (COFFER_FILE_TYPES / --file-types); [\"*\"] when the server takes any MIME type",
+    }),
   }),
   dataDir: Type.Object({
     path: Type.String(),

@@ -4,6 +4,7 @@ import type { OutboxRepo } from '../db/repos/outbox'
 import type { TenantsService, TenantUsage } from './tenants'
 import { isoTime, type Clock } from '../lib/clock'
 import { diskSpace } from '../lib/data-dir'
+import type { SupportedTypes } from '../lib/file-types'
 import type { RequestCounts } from '../lib/recent-requests'
 import { RecentRequests } from '../lib/recent-requests'
 
@@ -16,6 +17,7 @@ export interface OverviewDeps {
   clock: Clock
   dataDir: string
   blobStore: 'disk' | 's3'
+  fileTypes: Pick<SupportedTypes, 'list'>
   blobs: Pick<BlobsRepo, 'stats'>
   outbox: Pick<OutboxRepo, 'backlog'>
   tenants: Pick<TenantsService, 'topByUsage'>
@@ -24,7 +26,7 @@ export interface OverviewDeps {
 
 /** The overview's figures with tenants as the services give them (the route renders them). */
 export interface OverviewData {
-  server: { version: string; startedAt: string; uptimeSeconds: number; blobStore: 'disk' | 's3' }
+  server: { version: string; startedAt: string; uptimeSeconds: number; blobStore: 'disk' | 's3'; supportedFileTypes: string[] }
   dataDir: { path: string; totalBytes: number; freeBytes: number }
   blobs: { count: number; bytes: number }
   requests: {
@@ -63,7 +65,13 @@ export class OverviewService {
     const backlog = deps.outbox.backlog()
     const tenants = deps.tenants.topByUsage(limit)
     return {
-      server: { version, startedAt: isoTime(this.startedAt), uptimeSeconds: Math.floor(uptimeMs / 1000), blobStore: deps.blobStore },
+      server: {
+        version,
+        startedAt: isoTime(this.startedAt),
+        uptimeSeconds: Math.floor(uptimeMs / 1000),
+        blobStore: deps.blobStore,
+        supportedFileTypes: [...deps.fileTypes.list],
+      },
       dataDir: { path: deps.dataDir, ...diskSpace(deps.dataDir) },
       blobs: deps.blobs.stats(),
       requests: {
