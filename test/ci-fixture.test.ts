@@ -5,8 +5,8 @@ import t from 'tap'
 import fs from 'node:fs'
 import path from 'node:path'
 import { execFile, spawnSync } from 'node:child_process'
-import { BUNDLE, buildBundle, ROOT, runCoffer, startCoffer } from './process-helper'
-import { fileBytes, tempDir } from './helper'
+import { BUNDLE, buildBundle, runCoffer, startCoffer } from './process-helper'
+import { fileBytes, s3ClientsMissing, tempDir } from './helper'
 import { envLines } from '../src/cli/fixture-files'
 import { contentTypeOf } from '../src/cli/content-types'
 
@@ -15,16 +15,6 @@ buildBundle()
 
 const READY = /^\{"url":"(http:\/\/[^"]+)"/
 const SECRET = 'fixture/Secret+key=0123456789abcdefABCD'
-
-/** Installs the clients when missing (scripts/s3-clients.sh); a machine that cannot skips loudly, CI fails. */
-function ensureClients(): string | undefined {
-  const r = spawnSync('bash', [path.join(ROOT, 'scripts', 's3-clients.sh')], { encoding: 'utf8', timeout: 20 * 60_000 })
-  if (r.status === 0) return undefined
-  const why = `scripts/s3-clients.sh exited ${r.status}: ${(r.stderr ?? '').trim().split('\n').slice(-3).join(' | ')}`
-  if (process.env.CI === 'true') throw new Error(`S3 clients unavailable in CI: ${why}`)
-  console.error(`\n*** SKIPPING the real-client fixture test: ${why} ***\n`)
-  return why
-}
 
 /** The file as GitHub reads $GITHUB_ENV: NAME=value lines, the value as it stands. */
 function asGithub(file: string): Record<string, string> {
@@ -69,7 +59,7 @@ function fixturesDir(root: string): Record<string, Buffer> {
   return files
 }
 
-const missing = ensureClients()
+const missing = s3ClientsMissing('the real-client fixture test')
 
 t.test('--bucket fixtures=DIR and --write-env: the AWS CLI, boto3 and the AWS SDK v3 with only the environment file', { skip: missing ?? false }, async (t) => {
   const dir = tempDir(t)

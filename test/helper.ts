@@ -1,4 +1,5 @@
 import fs from 'node:fs'
+import { spawnSync } from 'node:child_process'
 import os from 'node:os'
 import path from 'node:path'
 import { Writable } from 'node:stream'
@@ -384,4 +385,18 @@ export function flipByte(file: string, offset: number): void {
   } finally {
     fs.closeSync(fd)
   }
+}
+
+/**
+ * The real S3 clients (AWS CLI, rclone, restic, s3cmd, botocore), installed by scripts/s3-clients.sh
+ * when missing: undefined when they are there. A machine that cannot install them (not root, no
+ * apt) gets the reason, said loudly for `what` so that its tests skip visibly; in CI it throws.
+ */
+export function s3ClientsMissing(what: string): string | undefined {
+  const r = spawnSync('bash', [path.join(__dirname, '..', 'scripts', 's3-clients.sh')], { encoding: 'utf8', timeout: 20 * 60_000 })
+  if (r.status === 0) return undefined
+  const why = `scripts/s3-clients.sh exited ${r.status}: ${(r.stderr ?? '').trim().split('\n').slice(-3).join(' | ')}`
+  if (process.env.CI === 'true') throw new Error(`S3 clients unavailable in CI: ${why}`)
+  console.error(`\n*** SKIPPING ${what}: ${why} ***\n`)
+  return why
 }

@@ -3,8 +3,8 @@ import t from 'tap'
 import fs from 'node:fs'
 import net from 'node:net'
 import path from 'node:path'
-import { spawn, spawnSync } from 'node:child_process'
-import { makeApp, tempDir } from './helper'
+import { spawn } from 'node:child_process'
+import { makeApp, s3ClientsMissing, tempDir } from './helper'
 import { ROOT, buildBundle, runCoffer } from './process-helper'
 import { configHelp } from '../src/config'
 import { OPERATIONS } from '../src/s3/operations'
@@ -186,95 +186,89 @@ t.test("README's reference is complete: every setting, command, route and S3 ope
   for (const op of new Set(OPERATIONS.map((o) => o.name))) t.match(table, `\`${op}\``, `S3's operations table lists ${op}`)
 })
 
-/** README's blocks drive the AWS CLI, rclone and restic: installed when missing (scripts/s3-clients.sh); a machine that cannot skips loudly, CI fails. */
-function clientsMissing(): string | undefined {
-  const r = spawnSync('bash', [path.join(ROOT, 'scripts', 's3-clients.sh')], { encoding: 'utf8', timeout: 20 * 60_000 })
-  if (r.status === 0) return undefined
-  const why = `scripts/s3-clients.sh exited ${r.status}: ${(r.stderr ?? '').trim().split('\n').slice(-3).join(' | ')}`
-  if (process.env.CI === 'true') throw new Error(`S3 clients unavailable in CI: ${why}`)
-  console.error(`\n*** SKIPPING README's runnable blocks: ${why} ***\n`)
-  return why
-}
-
-t.test("README's runnable shell blocks run as written, in order, against a fresh server", { skip: clientsMissing() ?? false }, async (t) => {
-  const blocks = runnableBlocks(README)
-  t.ok(blocks.length >= 8, `${blocks.length} runnable blocks`)
-  for (const b of blocks) {
-    for (const url of b.body.matchAll(/\bhttps?:\/\/([^/\s"'`:]+)/g)) t.equal(url[1], '127.0.0.1', `README.md:${b.line}: ${url[0]} stays on this machine`)
-  }
-
-  buildBundle()
-  const dir = tempDir(t, 'coffer-readme-')
-  fs.symlinkSync(path.join(ROOT, 'scripts'), path.join(dir, 'scripts'))
-  // curl reads ~/.curlrc: an HTTP error then fails the command (exit 22), so an example answered
-  // 401 or 404 fails its block instead of printing an error envelope and going on.
-  fs.writeFileSync(path.join(dir, '.curlrc'), '--fail\n')
-  const [api, s3] = [await freePort(), await freePort()]
-  // README's ports 8080 and 9000 move to free ones: in URLs, and for each `coffer serve` that
-  // takes the defaults (an --ephemeral one picks free ports itself).
-  const ports = (s: string) =>
-    s
-      .replace(/127\.0\.0\.1:8080\b/g, `127.0.0.1:${api}`)
-      .replace(/127\.0\.0\.1:9000\b/g, `127.0.0.1:${s3}`)
-      .replace(/^(\s*)coffer serve(?![^\n]*--(?:ephemeral|port|s3-port))/gm, `$1coffer serve --port ${api} --s3-port ${s3}`)
-  const script = [
-    'set -euo pipefail',
-    ...blocks.map((b, i) => `printf '\\n@@block ${i} start@@\\n'\n${ports(b.body)}\nprintf '\\n@@block ${i} end@@\\n'`),
-  ].join('\n')
-
-  const env: Record<string, string> = { HOME: dir, TMPDIR: process.env.TMPDIR ?? '/tmp', LANG: 'C.UTF-8', AWS_EC2_METADATA_DISABLED: 'true' }
-  for (const k of ['PATH', 'TERM']) if (process.env[k]) env[k] = process.env[k]
-  // One worker, as the other tests' servers.
-  env.COFFER_WORKERS = '1'
-
-  const child = spawn('bash', ['-c', script], { cwd: dir, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
-  // The blocks leave a server running: the whole process group goes when the run ends.
-  const killAll = () => {
-    try {
-      process.kill(-child.pid!, 'SIGKILL')
-    } catch {
-      // already gone
+t.test(
+  "README's runnable shell blocks run as written, in order, against a fresh server",
+  { skip: s3ClientsMissing("README's runnable blocks") ?? false },
+  async (t) => {
+    const blocks = runnableBlocks(README)
+    t.ok(blocks.length >= 8, `${blocks.length} runnable blocks`)
+    for (const b of blocks) {
+      for (const url of b.body.matchAll(/\bhttps?:\/\/([^/\s"'`:]+)/g)) t.equal(url[1], '127.0.0.1', `README.md:${b.line}: ${url[0]} stays on this machine`)
     }
-  }
-  t.teardown(killAll)
-  let stdout = ''
-  let stderr = ''
-  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()))
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
-  const began = Date.now()
-  const timer = setTimeout(killAll, DEADLINE_MS)
-  const code = await new Promise<number | string>((resolve) => child.once('exit', (c, s) => resolve(c ?? s ?? -1)))
-  clearTimeout(timer)
-  t.ok(Date.now() - began < DEADLINE_MS, `ended within ${DEADLINE_MS / 1000} s (${Date.now() - began} ms)`)
 
-  // The servers' logs join the scan for credentials after the run (test/log-scan/after.ts).
-  const logs = ['coffer.log', 'fixture.log'].map((f) => path.join(dir, f)).filter((f) => fs.existsSync(f))
-  fs.mkdirSync(TEST_LOG_DIR, { recursive: true })
-  for (const f of logs) {
-    const pino = fs
-      .readFileSync(f, 'utf8')
-      .split('\n')
-      .filter((l) => l.startsWith('{"level":'))
-    fs.writeFileSync(path.join(TEST_LOG_DIR, `readme-${child.pid}-${path.basename(f)}`), pino.map((l) => `${l}\n`).join(''))
-  }
-  const log = logs.length > 0 ? fs.readFileSync(logs[0]!, 'utf8').split('\n').slice(-20).join('\n') : ''
-  blocks.forEach((b, i) => {
-    const start = stdout.indexOf(`\n@@block ${i} start@@\n`)
-    const end = stdout.indexOf(`\n@@block ${i} end@@\n`)
-    const ran = start >= 0 && end > start
-    if (!ran) {
-      if (start >= 0) t.fail(`README.md:${b.line}: the block failed (exit ${code})`, { block: b.body, stdout: stdout.slice(start), stderr, log })
-      else t.fail(`README.md:${b.line}: the block did not run (an earlier one failed)`)
-      return
+    buildBundle()
+    const dir = tempDir(t, 'coffer-readme-')
+    fs.symlinkSync(path.join(ROOT, 'scripts'), path.join(dir, 'scripts'))
+    // curl reads ~/.curlrc: an HTTP error then fails the command (exit 22), so an example answered
+    // 401 or 404 fails its block instead of printing an error envelope and going on.
+    fs.writeFileSync(path.join(dir, '.curlrc'), '--fail\n')
+    const [api, s3] = [await freePort(), await freePort()]
+    // README's ports 8080 and 9000 move to free ones: in URLs, and for each `coffer serve` that
+    // takes the defaults (an --ephemeral one picks free ports itself).
+    const ports = (s: string) =>
+      s
+        .replace(/127\.0\.0\.1:8080\b/g, `127.0.0.1:${api}`)
+        .replace(/127\.0\.0\.1:9000\b/g, `127.0.0.1:${s3}`)
+        .replace(/^(\s*)coffer serve(?![^\n]*--(?:ephemeral|port|s3-port))/gm, `$1coffer serve --port ${api} --s3-port ${s3}`)
+    const script = [
+      'set -euo pipefail',
+      ...blocks.map((b, i) => `printf '\\n@@block ${i} start@@\\n'\n${ports(b.body)}\nprintf '\\n@@block ${i} end@@\\n'`),
+    ].join('\n')
+
+    const env: Record<string, string> = { HOME: dir, TMPDIR: process.env.TMPDIR ?? '/tmp', LANG: 'C.UTF-8', AWS_EC2_METADATA_DISABLED: 'true' }
+    for (const k of ['PATH', 'TERM']) if (process.env[k]) env[k] = process.env[k]
+    // One worker, as the other tests' servers.
+    env.COFFER_WORKERS = '1'
+
+    const child = spawn('bash', ['-c', script], { cwd: dir, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
+    // The blocks leave a server running: the whole process group goes when the run ends.
+    const killAll = () => {
+      try {
+        process.kill(-child.pid!, 'SIGKILL')
+      } catch {
+        // already gone
+      }
     }
-    t.pass(`README.md:${b.line}: the block exits 0`)
-    const out = stdout.slice(start + `\n@@block ${i} start@@\n`.length, end).split('\n')
-    let at = 0
-    for (const re of expectedOutput(ports(b.body))) {
-      const found = out.findIndex((l, j) => j >= at && re.test(l))
-      t.ok(found >= 0, `README.md:${b.line}: its output has a line ${re}`, found < 0 ? { output: out } : {})
-      if (found >= 0) at = found + 1
+    t.teardown(killAll)
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()))
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
+    const began = Date.now()
+    const timer = setTimeout(killAll, DEADLINE_MS)
+    const code = await new Promise<number | string>((resolve) => child.once('exit', (c, s) => resolve(c ?? s ?? -1)))
+    clearTimeout(timer)
+    t.ok(Date.now() - began < DEADLINE_MS, `ended within ${DEADLINE_MS / 1000} s (${Date.now() - began} ms)`)
+
+    // The servers' logs join the scan for credentials after the run (test/log-scan/after.ts).
+    const logs = ['coffer.log', 'fixture.log'].map((f) => path.join(dir, f)).filter((f) => fs.existsSync(f))
+    fs.mkdirSync(TEST_LOG_DIR, { recursive: true })
+    for (const f of logs) {
+      const pino = fs
+        .readFileSync(f, 'utf8')
+        .split('\n')
+        .filter((l) => l.startsWith('{"level":'))
+      fs.writeFileSync(path.join(TEST_LOG_DIR, `readme-${child.pid}-${path.basename(f)}`), pino.map((l) => `${l}\n`).join(''))
     }
-  })
-  t.equal(code, 0, 'the whole run exits 0')
-})
+    const log = logs.length > 0 ? fs.readFileSync(logs[0]!, 'utf8').split('\n').slice(-20).join('\n') : ''
+    blocks.forEach((b, i) => {
+      const start = stdout.indexOf(`\n@@block ${i} start@@\n`)
+      const end = stdout.indexOf(`\n@@block ${i} end@@\n`)
+      const ran = start >= 0 && end > start
+      if (!ran) {
+        if (start >= 0) t.fail(`README.md:${b.line}: the block failed (exit ${code})`, { block: b.body, stdout: stdout.slice(start), stderr, log })
+        else t.fail(`README.md:${b.line}: the block did not run (an earlier one failed)`)
+        return
+      }
+      t.pass(`README.md:${b.line}: the block exits 0`)
+      const out = stdout.slice(start + `\n@@block ${i} start@@\n`.length, end).split('\n')
+      let at = 0
+      for (const re of expectedOutput(ports(b.body))) {
+        const found = out.findIndex((l, j) => j >= at && re.test(l))
+        t.ok(found >= 0, `README.md:${b.line}: its output has a line ${re}`, found < 0 ? { output: out } : {})
+        if (found >= 0) at = found + 1
+      }
+    })
+    t.equal(code, 0, 'the whole run exits 0')
+  },
+)

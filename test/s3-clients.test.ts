@@ -1,33 +1,19 @@
 // @suites: pg s3
 // Real S3 clients, unmodified, with their default settings, from Debian's packages (installed by
 // scripts/s3-clients.sh when missing): the AWS CLI, rclone, restic and s3cmd against the S3 listener.
-import { execFile, spawnSync } from 'node:child_process'
+import { execFile } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import fs from 'node:fs'
 import path from 'node:path'
 import t, { type Test } from 'tap'
 import { CreateBucketCommand } from '@aws-sdk/client-s3'
 import { makeS3, pattern } from './s3-helper'
-import { tempDir } from './helper'
+import { s3ClientsMissing, tempDir } from './helper'
 
 // Longer than the suite's default per-file timeout: real clients and processes, bounded per step.
 t.setTimeout(900000)
 
-const ROOT = path.join(__dirname, '..')
-
-/** Installs the clients when missing; a machine that cannot (not root, no apt) skips loudly, CI fails. */
-function ensureClients(): string | undefined {
-  const r = spawnSync('bash', [path.join(ROOT, 'scripts', 's3-clients.sh')], { encoding: 'utf8', timeout: 20 * 60_000 })
-  if (r.status === 0) return undefined
-  const why = `scripts/s3-clients.sh exited ${r.status}: ${(r.stderr ?? '').trim().split('\n').slice(-3).join(' | ')}`
-  if (process.env.CI === 'true') throw new Error(`S3 clients unavailable in CI: ${why}`)
-  return why
-}
-
-const missing = ensureClients()
-if (missing) {
-  console.error(`\n*** SKIPPING the real-client S3 tests: ${missing} ***\n`)
-}
+const missing = s3ClientsMissing('the real-client S3 tests')
 
 interface Run {
   code: number

@@ -5,9 +5,8 @@
 // neither read another version, store a private object as public, write a part into another upload,
 // nor change the type an object is served with. The signatures come from those clients, never from
 // this implementation.
-import { execFile, spawnSync } from 'node:child_process'
+import { execFile } from 'node:child_process'
 import http from 'node:http'
-import path from 'node:path'
 import t, { type Test } from 'tap'
 import {
   CreateBucketCommand,
@@ -24,18 +23,11 @@ import {
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner'
 import { SignatureV4 } from '@smithy/signature-v4'
 import { makeS3, bodyOf, NodeSha256, type S3Context } from './s3-helper'
-import { tempDir } from './helper'
+import { s3ClientsMissing, tempDir } from './helper'
 
 t.setTimeout(600000)
 
-const ROOT = path.join(__dirname, '..')
-const setup = spawnSync('bash', [path.join(ROOT, 'scripts', 's3-clients.sh')], { encoding: 'utf8', timeout: 20 * 60_000 })
-const missing =
-  setup.status === 0 ? undefined : `scripts/s3-clients.sh exited ${setup.status}: ${(setup.stderr ?? '').trim().split('\n').slice(-3).join(' | ')}`
-if (missing) {
-  if (process.env.CI === 'true') throw new Error(`S3 clients unavailable in CI: ${missing}`)
-  console.error(`\n*** SKIPPING the SigV2 (botocore) tests: ${missing} ***\n`)
-}
+const missing = s3ClientsMissing('the SigV2 (botocore) tests')
 
 /**
  * botocore (Debian's python3-botocore) signing raw requests as AWS CLI v1 does with

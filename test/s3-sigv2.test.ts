@@ -10,21 +10,14 @@ import path from 'node:path'
 import t, { type Test } from 'tap'
 import { CreateBucketCommand, HeadObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3'
 import { makeS3, pattern, type S3Context } from './s3-helper'
-import { tempDir } from './helper'
+import { s3ClientsMissing, tempDir } from './helper'
 import { PassThrough } from 'node:stream'
 import { loadConfig } from '../src/config'
 import { serveCommand } from '../src/cli/serve'
 
 t.setTimeout(600000)
 
-const ROOT = path.join(__dirname, '..')
-const setup = spawnSync('bash', [path.join(ROOT, 'scripts', 's3-clients.sh')], { encoding: 'utf8', timeout: 20 * 60_000 })
-const missing =
-  setup.status === 0 ? undefined : `scripts/s3-clients.sh exited ${setup.status}: ${(setup.stderr ?? '').trim().split('\n').slice(-3).join(' | ')}`
-if (missing) {
-  if (process.env.CI === 'true') throw new Error(`S3 clients unavailable in CI: ${missing}`)
-  console.error(`\n*** SKIPPING the SigV2 client tests: ${missing} ***\n`)
-}
+const missing = s3ClientsMissing('the SigV2 client tests')
 
 /**
  * AWS CLI v1 (the `aws` whose version is 1.x): not in Debian, whose awscli is v2 and signs SigV4
