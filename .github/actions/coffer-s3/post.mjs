@@ -14,10 +14,14 @@ const alive = (p) => {
     return false
   }
 }
-/** Whether `p` is still the coffer main.mjs started, not another process that got its pid since. */
+/**
+ * Whether `p` is still the coffer main.mjs started, not another process that got its pid since: by
+ * the executable it runs (/proc/<pid>/exe), not by its command line, which Coffer rewrites into its
+ * process title (`coffer`).
+ */
 const isOurs = (p) => {
   try {
-    return fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0')[0] === path.join(dir, 'coffer')
+    return fs.readlinkSync(`/proc/${p}/exe`) === fs.realpathSync(path.join(dir, 'coffer'))
   } catch {
     return false
   }
