@@ -1,4 +1,6 @@
+import type { FastifyRequest } from 'fastify'
 import { AppError } from '../errors'
+import type { App } from './types'
 
 /**
  * The media type of a Content-Type header (RFC 9110 §8.3: `type/subtype` and optional
@@ -32,4 +34,25 @@ export function bodyError(err: unknown): AppError | undefined {
     return new AppError('VALIDATION_ERROR', 'The upload was cut off before the body ended', { errors: [{ path: '/body', message: 'was cut off' }] })
   }
   return undefined
+}
+
+/**
+ * Makes `scope` take request bodies as raw streams, whatever their Content-Type, and returns how a
+ * handler reads the Content-Type the request was sent with. Fastify refuses a malformed one
+ * (`image/png, text/html`, `;`) before the handler runs, with a message about JSON; set aside
+ * here, it is the handler's to judge (and to answer in the API's envelope).
+ */
+export function rawBodies(scope: App): (request: FastifyRequest) => string | undefined {
+  scope.removeAllContentTypeParsers()
+  scope.addContentTypeParser('*', (_request, _payload, done) => done(null, undefined))
+  const sent = new WeakMap<FastifyRequest, string>()
+  scope.addHook('onRequest', (request, _reply, done) => {
+    const type = request.headers['content-type']
+    if (type !== undefined) {
+      sent.set(request, type)
+      request.headers['content-type'] = 'application/octet-stream'
+    }
+    done()
+  })
+  return (request) => sent.get(request)
 }

@@ -1,12 +1,11 @@
 import { Type } from '@sinclair/typebox'
-import type { FastifyRequest } from 'fastify'
 import { AppError } from '../../errors'
 import type { App } from '../types'
 import type { Core } from '../../core'
 import { PathId } from '../../contract/common'
 import { FileSchema, HandshakeBody, HandshakeResponse, UploadQuery, WorkspaceHeader, fileView, handshakeView } from '../../contract/files'
 import { withErrors } from '../responses'
-import { bodyError, contentLength, mediaType } from '../upload-body'
+import { bodyError, contentLength, mediaType, rawBodies } from '../upload-body'
 
 /** Step one of an upload: the handshake (registered in the tenant-key scope). */
 export async function uploadRequestRoutes(app: App, core: Core): Promise<void> {
@@ -32,25 +31,12 @@ export async function uploadRequestRoutes(app: App, core: Core): Promise<void> {
 /** An unauthenticated body larger than this is not read to its end: the connection is closed instead. */
 const DRAIN_LIMIT_BYTES = 64 * 1024
 
-/** The Content-Type a PUT was sent with, as sent; the upload service judges it (see below). */
-const sentContentType = new WeakMap<FastifyRequest, string>()
-
 /** Step two: the PUT of the bytes, authorised by the presigned URL's token. The body is never parsed. */
 export async function uploadContentRoutes(app: App, core: Core): Promise<void> {
-  app.removeAllContentTypeParsers()
-  app.addContentTypeParser('*', (_request, _payload, done) => done(null, undefined))
-  // Fastify refuses a malformed Content-Type (`image/png, text/html`, `;`) before the handler
-  // runs, with a message about JSON, leaving the upload pending with its reservation held. The
-  // header is set aside here and judged by the upload service, which fails the upload, releases
-  // its reservation and says what was wrong (#12 item 11).
-  app.addHook('onRequest', (request, _reply, done) => {
-    const sent = request.headers['content-type']
-    if (sent !== undefined) {
-      sentContentType.set(request, sent)
-      request.headers['content-type'] = 'application/octet-stream'
-    }
-    done()
-  })
+  // A malformed Content-Type must not be refused by Fastify before the handler runs, which would
+  // leave the upload pending with its reservation held: the upload service judges it, fails the
+  // upload, releases its reservation and says what was wrong.
+  const sentContentType = rawBodies(app)
   app.put(
     '/api/v1/upload/:fileId',
     {
@@ -69,7 +55,7 @@ export async function uploadContentRoutes(app: App, core: Core): Promise<void> {
           fileId: request.params.fileId,
           expires: request.query.expires,
           token: request.query.token,
-          contentType: mediaType(sentContentType.get(request)),
+          contentType: mediaType(sentContentType(request)),
           contentLength: length,
           body: request.raw,
           bodyError,

@@ -14,7 +14,7 @@ import {
 import { withErrors } from '../responses'
 import { AppError, type ErrorCode } from '../../errors'
 import { S3Error } from '../../s3/errors'
-import { mediaType } from '../upload-body'
+import { mediaType, rawBodies } from '../upload-body'
 
 const Params = Type.Object({ workspaceId: PathId })
 
@@ -58,18 +58,8 @@ export async function workspaceObjectsRoutes(app: App, core: Core): Promise<void
 
 /** The bytes of a PUT are the object: no parser reads them, the S3 write streams them to the store. */
 async function objectPutRoute(scope: App, core: Core): Promise<void> {
-  scope.removeAllContentTypeParsers()
-  scope.addContentTypeParser('*', (_request, _payload, done) => done(null, undefined))
   // The Content-Type is the object's, whatever it is: set aside before Fastify judges it as a body's.
-  const sent = new WeakMap<object, string>()
-  scope.addHook('onRequest', (request, _reply, done) => {
-    const type = request.headers['content-type']
-    if (type !== undefined) {
-      sent.set(request, type)
-      request.headers['content-type'] = 'application/octet-stream'
-    }
-    done()
-  })
+  const sent = rawBodies(scope)
   scope.put(
     '/api/v1/workspaces/:workspaceId/objects',
     {
@@ -85,7 +75,7 @@ async function objectPutRoute(scope: App, core: Core): Promise<void> {
     async (request) => {
       const tenant = request.tenant!
       try {
-        const type = sent.get(request)
+        const type = sent(request)
         if (mediaType(type) === null) {
           throw new AppError('VALIDATION_ERROR', `Content-Type ${JSON.stringify(type)} is not a media type`, {
             errors: [{ path: '/headers/content-type', message: 'is not a media type' }],
