@@ -105,12 +105,16 @@ export async function killLoop(
   kills: number,
   work: (c: S3Client, stop: { now: boolean }) => Promise<void>,
   check: (kill: number, c: S3Client) => Promise<void>,
+  /** Before each kill, also wait (at most 60 s) until this says the round did enough work: a time
+   * alone gives a busy machine's few requests, and a test that counts them would fail by load. */
+  ready: () => boolean = () => true,
 ): Promise<void> {
   let c = crash.client()
   for (let kill = 1; kill <= kills; kill++) {
     const stop = { now: false }
     const workers = [work(c, stop), work(c, stop), work(c, stop)]
     await sleep(400 + rand(1600))
+    for (const until = Date.now() + 60_000; !ready() && Date.now() < until; ) await sleep(20)
     await crash.kill()
     stop.now = true
     await Promise.all(workers)
