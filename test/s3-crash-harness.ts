@@ -114,7 +114,7 @@ export async function killLoop(
     const stop = { now: false }
     const workers = [work(c, stop), work(c, stop), work(c, stop)]
     await sleep(400 + rand(1600))
-    for (const until = Date.now() + 60_000; !ready() && Date.now() < until; ) await sleep(20)
+    for (const until = Date.now() + 60_000; !ready() && Date.now() < until;) await sleep(20)
     await crash.kill()
     stop.now = true
     await Promise.all(workers)
