@@ -17,6 +17,10 @@ import { buildBundle, startCoffer } from './process-helper'
 import type { CheckpointOptions } from '../src/db/checkpoint'
 
 /** A WAL frame: a page and its 24-byte header. */
+// Several servers, one of them killed four times once it has acknowledged enough writes: on a
+// loaded 2-core machine that takes longer than tap's 120 s for a file.
+t.setTimeout(300_000)
+
 const FRAME = 4096 + 24
 const KiB = 1024
 
