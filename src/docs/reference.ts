@@ -106,7 +106,7 @@ const COMMAND_HELP: Record<string, string> = {
 function cliPage(): string {
   const table = (client: boolean) =>
     CLI_COMMANDS.filter((c) => !!c.client === client)
-      .map((c) => `| [\`coffer ${c.synopsis}\`](#coffer-${c.name}) | ${cell(c.summary)} |`)
+      .map((c) => `| [\`coffer ${cell(c.synopsis)}\`](#coffer-${c.name}) | ${cell(c.summary)} |`)
       .join('\n')
   const commands = CLI_COMMANDS.map((c) => {
     const help = COMMAND_HELP[c.name]
