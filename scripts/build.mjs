@@ -24,7 +24,7 @@ function newestInput() {
     }
   }
   walk(path.join(root, 'src'))
-  for (const f of ['package.json', 'package-lock.json', 'scripts/build.mjs', 'scripts/build-console.mjs']) {
+  for (const f of ['package.json', 'package-lock.json', 'scripts/build.mjs', 'scripts/build-console.mjs', 'README.md']) {
     if (fs.existsSync(path.join(root, f))) newest = Math.max(newest, fs.statSync(path.join(root, f)).mtimeMs)
   }
   return newest
@@ -56,10 +56,43 @@ const sqliteBindingPlugin = {
 const DOCS_FILES = JSON.parse(fs.readFileSync(path.join(root, 'src', 'lib', 'docs-files.json'), 'utf8'))
 const docsDir = () => path.dirname(require.resolve('swagger-ui-dist/package.json'))
 
-/** Swagger UI's files as assets of a single executable (`docs/<name>` → the file), for its SEA config. */
+const REFERENCE_PAGES = JSON.parse(fs.readFileSync(path.join(root, 'src', 'lib', 'reference-files.json'), 'utf8'))
+
+/**
+ * Swagger UI's files (`docs/<name>`) and the reference pages' Markdown (`reference/<page>`) as
+ * assets of a single executable (→ the file), for its SEA config.
+ */
 export function docsSeaAssets() {
-  return Object.fromEntries(Object.keys(DOCS_FILES).map((name) => [`docs/${name}`, path.join(docsDir(), name)]))
+  return {
+    ...Object.fromEntries(Object.keys(DOCS_FILES).map((name) => [`docs/${name}`, path.join(docsDir(), name)])),
+    ...Object.fromEntries(Object.entries(REFERENCE_PAGES).map(([name, file]) => [`reference/${name}`, path.join(root, file)])),
+  }
 }
+
+/**
+ * src/lib/reference-pages.ts reads the README and src/docs/*.md from the checkout, which neither
+ * the bundle nor the single executable has beside it: as for Swagger UI (below), the bundle gets
+ * them inlined and the executable reads them from its SEA assets at the first GET /docs/reference.
+ */
+const referencePagesPlugin = (docs) => ({
+  name: 'coffer-reference-pages',
+  setup(build) {
+    build.onResolve({ filter: /\/reference-pages$/ }, (args) =>
+      args.importer.includes(`${path.sep}src${path.sep}`) ? { path: 'reference-pages', namespace: 'coffer-reference' } : undefined,
+    )
+    build.onLoad({ filter: /.*/, namespace: 'coffer-reference' }, async () => {
+      const entries = Object.entries(REFERENCE_PAGES).map(([name, file]) =>
+        docs === 'sea'
+          ? `${JSON.stringify(name)}: Buffer.from(require('node:sea').getAsset(${JSON.stringify(`reference/${name}`)})).toString('utf8')`
+          : `${JSON.stringify(name)}: ${JSON.stringify(fs.readFileSync(path.join(root, file), 'utf8'))}`,
+      )
+      return {
+        contents: `exports.REFERENCE_PAGES = ${JSON.stringify(REFERENCE_PAGES)};\nexports.loadReferencePages = function () { return { ${entries.join(',\n')} }; };`,
+        loader: 'js',
+      }
+    })
+  },
+})
 
 /**
  * src/lib/docs-assets.ts reads Swagger UI's files from node_modules, which neither the bundle nor the
@@ -330,6 +363,7 @@ export async function build({ arch = process.arch, out = outFile, addonDest = ad
     plugins: [
       sqliteBindingPlugin,
       docsAssetsPlugin(docs),
+      referencePagesPlugin(docs),
       lazyRequirePlugin,
       pinoNoCallersPlugin,
       pgWorkerPlugin({ code: pgWorker.code, asset: pgWorkerAsset !== undefined }),

@@ -11,6 +11,7 @@ import { downloadCommand, lsCommand, rmCommand, uploadCommand } from './cli/file
 import { OperatorError, println, UsageError, type CliIO } from './cli/io'
 import { selfCommand } from './cli/self-command'
 import { settingsTable } from './cli/settings-table'
+import { CLI_COMMANDS, commandLines } from './cli/commands'
 import { waitCommand } from './cli/wait'
 import { healthCommand } from './cli/health'
 import { isWorker, leaveCluster } from './cli/workers'
@@ -25,29 +26,10 @@ const HELP = `coffer ${version}: multi-tenant file storage in one executable
 Usage: coffer <command> [options]
 
 Commands:
-  serve                    run the HTTP API and the S3 API (coffer serve --help)
-  tenant create|list|show|update|delete|regenerate-key
-                           manage tenants offline on the data dir (coffer tenant --help)
-  webhooks list|retry      inspect and re-drive webhook deliveries (coffer webhooks --help)
-  gc                       purge deleted files past retention and unreferenced blobs
-  verify                   check every blob and report missing or corrupt content (--read-data on S3)
-  backup DEST              consistent online copy of the data dir into DEST (coffer backup --help)
-  migrate-blobs --to s3|disk
-                           copy the content between the data dir and S3 storage (coffer migrate-blobs --help)
-  migrate-metadata --to postgres://…|--from postgres://… --to-data-dir DIR
-                           copy and verify the metadata between SQLite and PostgreSQL (coffer migrate-metadata --help)
-  encrypt-blobs            seal content stored before encryption was turned on (coffer encrypt-blobs --help)
-  rotate-key --new-key-file FILE
-                           wrap the data dir's key under a new master key (coffer rotate-key --help)
-  wait URL|ENV_FILE        wait until a coffer answers /health (coffer wait --help)
-  health                   exit 0 if the local coffer serve answers /health with 200, else 1 (coffer health --help)
-  version                  print the version (also -v, --version)
+${commandLines(CLI_COMMANDS.filter((c) => !c.client))}
 
 Client commands (talk to a running server; --url/--key or COFFER_URL/COFFER_API_KEY):
-  upload FILE...           upload files; the type comes from their content (coffer upload --help)
-  download FILE_ID         stream a file to disk (-o PATH) or stdout (-o -)
-  ls                       list files, newest first
-  rm FILE_ID...            delete files
+${commandLines(CLI_COMMANDS.filter((c) => c.client))}
 
 Configuration (flags override environment variables, which override defaults):
 ${settingsTable(configHelp())}

@@ -68,10 +68,10 @@ t.test('operations settings: shutdown bound, private webhooks, metrics token', a
   t.throws(() => loadConfig({ COFFER_METRICS_TOKEN: 'short-token' }), /^invalid configuration: COFFER_METRICS_TOKEN=\(hidden\) must be at least 16 characters$/)
 })
 
-t.test('the README configuration table lists every setting with its default', async (t) => {
-  const readme = fs.readFileSync(path.join(__dirname, '..', 'README.md'), 'utf8')
+t.test('the configuration reference (src/docs/configuration.md) lists every setting with its default', async (t) => {
+  const page = fs.readFileSync(path.join(__dirname, '..', 'src', 'docs', 'configuration.md'), 'utf8')
   for (const o of configHelp()) {
-    const row = readme.split('\n').find((l) => l.startsWith(`| \`${o.env}\` |`))
+    const row = page.split('\n').find((l) => l.startsWith(`| \`${o.env}\` |`))
     t.ok(row, `${o.env} has a row`)
     if (o.def !== undefined) t.ok(row?.includes(`| \`${o.def}\` |`), `${o.env} shows its default ${o.def}`)
   }

@@ -3,7 +3,8 @@ import t from 'tap'
 import fs from 'node:fs'
 import path from 'node:path'
 import { makeApp, tempDir } from './helper'
-import { BUNDLE, buildBundle, startCoffer } from './process-helper'
+import { BUNDLE, ROOT, buildBundle, startCoffer } from './process-helper'
+import { REFERENCE_PAGES } from '../src/lib/reference-pages'
 
 const DIST = path.dirname(require.resolve('swagger-ui-dist/package.json'))
 
@@ -66,6 +67,89 @@ t.test('the bundle serves /docs with no node_modules beside it: the assets are i
     t.ok(Buffer.from(await res.arrayBuffer()).equals(fs.readFileSync(path.join(DIST, name))), `${name}: the same bytes`)
   }
   t.equal((await fetch(`${server.url}/docs`)).status, 200)
+  // The reference pages too: their Markdown is in the bundle.
+  const cli = await fetch(`${server.url}/docs/reference/cli`)
+  t.equal(cli.status, 200)
+  t.match(await cli.text(), /<h1 id="command-line">Command line<\/h1>/)
+  t.match(await (await fetch(`${server.url}/docs/reference/`)).text(), '<a href="readme">')
   server.child.kill('SIGTERM')
   t.equal(await server.exited, 0)
+})
+
+t.test('GET /docs/reference/: the README and the reference pages as HTML, linked to each other, under the same strict policy', async (t) => {
+  const { app } = await makeApp(t)
+  const redirect = await app.inject({ url: '/docs/reference' })
+  t.equal(redirect.statusCode, 301)
+  t.equal(new URL(redirect.headers.location as string, 'http://x/docs/reference').pathname, '/docs/reference/')
+
+  const index = await app.inject({ url: '/docs/reference/' })
+  t.equal(index.statusCode, 200)
+  t.equal(index.headers['content-type'], 'text/html; charset=utf-8')
+  const csp = index.headers['content-security-policy'] as string
+  t.match(csp, /default-src 'self'/)
+  t.match(csp, /script-src 'none'/, 'no script at all')
+  t.match(csp, /frame-ancestors 'none'/)
+  t.notMatch(index.body, /<script|style="/, 'nothing inline')
+
+  // Every page of the list is on the index, answers, and shows its first heading.
+  const pages = Object.entries(REFERENCE_PAGES)
+  t.ok(pages.length >= 16, `${pages.length} pages`)
+  const html = new Map<string, string>()
+  for (const [name, file] of pages) {
+    t.match(index.body, `<a href="${name}">`, `the index links ${name}`)
+    const res = await app.inject({ url: `/docs/reference/${name}` })
+    t.equal(res.statusCode, 200, name)
+    t.equal(res.headers['content-type'], 'text/html; charset=utf-8')
+    t.equal(res.headers['content-security-policy'], csp)
+    t.equal(res.headers['x-content-type-options'], 'nosniff')
+    const heading = /^# (.*)$/m.exec(fs.readFileSync(path.join(ROOT, file), 'utf8'))![1]!.replace(/`/g, '')
+    t.match(res.body.replace(/<[^>]+>/g, ''), heading, `${name} shows its heading "${heading}"`)
+    t.notMatch(res.body, /<script|\son[a-z]+=|style="/, `${name}: nothing inline that the policy would refuse`)
+    html.set(name, res.body)
+  }
+  t.match(html.get('configuration'), '<td><code>COFFER_PORT</code></td>', 'tables are tables')
+  t.match(html.get('cli'), /<pre><code class="language-text">Usage: coffer serve/, 'code blocks are code')
+
+  // Every link of every page resolves: to a served page and one of its headings, to this page's own heading, or out.
+  const ids = (body: string) => new Set([...body.matchAll(/\sid="([^"]+)"/g)].map((m) => m[1]!))
+  let checked = 0
+  for (const [name, body] of html) {
+    for (const m of body.matchAll(/<a href="([^"]+)"/g)) {
+      const href = m[1]!.replace(/&amp;/g, '&')
+      if (/^https?:/.test(href)) continue
+      const url = new URL(href, `http://x/docs/reference/${name}`)
+      if (url.pathname === '/docs' || url.pathname === '/openapi.json') continue
+      const target = url.pathname.replace('/docs/reference/', '')
+      t.ok(html.has(target) || target === '', `${name}: ${href} is a page`)
+      if (url.hash && html.has(target)) t.ok(ids(html.get(target)!).has(decodeURIComponent(url.hash.slice(1))), `${name}: ${href} names a heading of ${target}`)
+      checked++
+    }
+  }
+  t.ok(checked > 150, `${checked} links checked`)
+  // What the server does not carry is text, not a broken link; the README's pictures are their descriptions.
+  t.notMatch(html.get('readme'), /<img|href="[^"]*\.md/, 'no picture and no link to a Markdown file')
+  t.match(html.get('readme'), /\(Picture: The console right after signing in/)
+
+  const css = await app.inject({ url: '/docs/reference/style.css' })
+  t.equal(css.statusCode, 200)
+  t.equal(css.headers['content-type'], 'text/css; charset=utf-8')
+  t.equal(
+    (
+      await app.inject({
+        url: '/docs/reference/cli',
+        headers: { 'if-none-match': html.has('cli') ? ((await app.inject({ url: '/docs/reference/cli' })).headers.etag as string) : '' },
+      })
+    ).statusCode,
+    304,
+  )
+  for (const url of [
+    '/docs/reference/nope',
+    '/docs/reference/index',
+    '/docs/reference/cli' + '.md' /* a file name, not a page name */,
+    '/docs/reference/..%2fpackage.json',
+  ]) {
+    const res = await app.inject({ url })
+    t.equal(res.statusCode, 404, url)
+    t.equal(res.json().error.code, 'NOT_FOUND')
+  }
 })

@@ -10,7 +10,7 @@ type Doc = {
   components: { schemas: Record<string, unknown>; securitySchemes: Record<string, unknown> }
 }
 
-/** Every documented operation: what the README's API section lists, nothing more, nothing less. */
+/** Every documented operation: what the API reference (src/docs/api.md) lists, nothing more, nothing less. */
 const OPERATIONS: Record<string, string[]> = {
   '/health': ['get'],
   '/ready': ['get'],

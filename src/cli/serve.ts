@@ -40,7 +40,7 @@ Flags override COFFER_* environment variables (see coffer --help).
              "accessKeyId","secretAccessKey"}}; logs go to stderr. Both ports are free ones
              (never 8080 or 9000) unless --port / --s3-port (COFFER_PORT / COFFER_S3_PORT) say.
 
-Fixed keys and buckets (#28), with --ephemeral or at the first start of a new data dir (a later
+Fixed keys and buckets, with --ephemeral or at the first start of a new data dir (a later
 start must give the same keys, or it refuses to start; buckets it lacks are created):
 --admin-api-key KEY          COFFER_ADMIN_API_KEY (16-512 characters)
 --tenant-api-key KEY         COFFER_TENANT_API_KEY (sk_test_ or sk_live_ + 20-100 of A-Z a-z 0-9 _ -)

@@ -5,7 +5,7 @@ import { parse, println, UsageError, type CliIO } from './io'
 export const WAIT_HELP = `Usage: coffer wait URL|ENV_FILE [--pid PID] [--timeout SECONDS]
 
 Waits until a coffer answers GET /health with 200 (exit 0), or the timeout passes (default 30 s;
-exit 1 with one line on stderr). Replaces the polling loop of a CI script (#28).
+exit 1 with one line on stderr). Replaces the polling loop of a CI script.
 
 URL        the server's base URL, e.g. http://127.0.0.1:8080
 ENV_FILE   the file of coffer serve --ephemeral --write-env: waits for it to appear, then for

@@ -3,6 +3,21 @@ import type { RouteOptions } from 'fastify'
 import type { App } from './types'
 import { version } from '../../package.json'
 
+/** The document's tags, each with the section of the API guide (src/docs/api-guide.md) that explains its routes. */
+export const API_TAGS: readonly { name: string; description: string; guide: { title: string; anchor: string } }[] = [
+  { name: 'health', description: 'Probes, no authentication', guide: { title: 'Health', anchor: 'health' } },
+  { name: 'admin', description: 'Tenants, with the admin key', guide: { title: 'Admin', anchor: 'admin' } },
+  { name: 'tenant', description: 'The calling tenant', guide: { title: 'Tenant', anchor: 'tenant' } },
+  {
+    name: 'upload',
+    description: 'Two-step upload: handshake, then PUT of the content',
+    guide: { title: 'Uploading: handshake, then PUT', anchor: 'uploading-handshake-then-put' },
+  },
+  { name: 'files', description: 'Listing, metadata, download, signed URLs, deletion', guide: { title: 'Files', anchor: 'files' } },
+  { name: 'workspaces', description: "Partitions of a tenant's files, with quotas", guide: { title: 'Workspaces', anchor: 'workspaces' } },
+  { name: 'webhooks', description: "The calling tenant's webhook deliveries", guide: { title: 'Webhooks', anchor: 'webhooks' } },
+]
+
 /** How a route authenticates, named in the document's `security` (OpenAPI 3.1, section 4.8.30). */
 export type SecurityScheme = 'tenantKey' | 'adminKey' | 'signedToken'
 
@@ -34,15 +49,13 @@ export async function registerOpenApi(app: App): Promise<void> {
           },
         },
       },
-      tags: [
-        { name: 'health', description: 'Probes, no authentication' },
-        { name: 'admin', description: 'Tenants, with the admin key' },
-        { name: 'tenant', description: 'The calling tenant' },
-        { name: 'upload', description: 'Two-step upload: handshake, then PUT of the content' },
-        { name: 'files', description: 'Listing, metadata, download, signed URLs, deletion' },
-        { name: 'workspaces', description: "Partitions of a tenant's files, with quotas" },
-        { name: 'webhooks', description: "The calling tenant's webhook deliveries" },
-      ],
+      // Each tag's guide (src/docs/api-guide.md), as the server serves it: relative to /openapi.json
+      // and to /docs alike, so Swagger UI links to it; the API reference (src/docs/api.md) links the same sections.
+      tags: API_TAGS.map(({ name, description, guide }) => ({
+        name,
+        description,
+        externalDocs: { description: guide.title, url: `docs/reference/api-guide#${guide.anchor}` },
+      })),
     },
     // Shared schemas (`ErrorResponse`) keep their $id as their name under components.schemas.
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
