@@ -139,6 +139,11 @@ t.test('BucketOwnerEnforced: only no ACL or the owner’s full control is taken,
     [[tenant.id, 'FULL_CONTROL']],
   )
   t.equal((await fetch(`${endpoint}/${tenant.id}:bkt/was-public`)).status, 403, 'ACLs disabled: the public-read ACL grants nothing')
+  // The API's object details tell what GetObjectAcl tells.
+  const ws = (await ctx.app.inject({ url: '/api/v1/workspaces', headers: tenant.headers })).json().workspaces.find((w: { slug: string }) => w.slug === 'bkt')
+    .id as string
+  const details = () => ctx.app.inject({ url: `/api/v1/workspaces/${ws}/objects/details?key=was-public`, headers: tenant.headers }).then((r) => r.json())
+  t.match(await details(), { acl: 'private', public: false }, 'the API details say so too')
   const raw = await sendSigned(ctx, { method: 'PUT', path: '/bkt/raw', headers: { 'x-amz-acl': 'public-read' }, payload: 'x' })
   t.equal(raw.status, 400)
   t.equal(code(raw.body), 'AccessControlListNotSupported')
@@ -146,6 +151,7 @@ t.test('BucketOwnerEnforced: only no ACL or the owner’s full control is taken,
   // Enabling ACLs again (deleting the controls) brings back what the object's ACL says.
   await client.send(new DeleteBucketOwnershipControlsCommand({ Bucket: 'bkt' }))
   t.equal((await fetch(`${endpoint}/${tenant.id}:bkt/was-public`)).status, 200)
+  t.match(await details(), { acl: 'public-read', public: true })
   await client.send(new PutObjectAclCommand({ Bucket: 'bkt', Key: 'none', ACL: 'private' }))
 })
 
