@@ -239,6 +239,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
   const bucketCache = new BucketCache({ workspaces: workspacesRepo, versions: versionsRepo, configs: bucketConfigsRepo }, bucketChanges)
   const versions = new ObjectVersions({ db, clock, versions: versionsRepo, files: filesRepo, events, cache: bucketCache })
   const bucketConfigs = new BucketConfigsService(bucketConfigsRepo, clock, bucketCache)
+  const publicAccess = new PublicAccessService(bucketConfigs, config.s3BlockPublicAccess)
   const objectLock = new ObjectLock({ db, clock, locks: new ObjectLocksRepo(db), versions: versionsRepo, configs: bucketConfigs })
   // A deleted tenant has no signing generation: it verifies no token (#13).
   const signer = new TokenSigner(serverSecret, (tenantId) => tenantsRepo.signingGeneration(tenantId))
@@ -387,7 +388,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     kms,
     sseS3,
     bucketCors: new BucketCorsService(bucketConfigs),
-    publicAccess: new PublicAccessService(bucketConfigs, config.s3BlockPublicAccess),
+    publicAccess,
     leases,
     objectLock,
     lifecycle,
@@ -402,7 +403,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
       tenants,
       metrics,
     }),
-    workspaceObjects: new WorkspaceObjects({ db, objects: objectsRepo, files: filesRepo, workspaces, versions, objectLock }),
+    workspaceObjects: new WorkspaceObjects({ db, objects: objectsRepo, files: filesRepo, workspaces, versions, objectLock, publicAccess }),
     close() {
       if (closed) return
       closed = true

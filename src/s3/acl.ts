@@ -171,14 +171,35 @@ export function aclXml(owner: { ID: string; DisplayName: string }, acl: CannedAc
 }
 
 /**
+ * An ACL a write asks for, and whether it is the bucket owner's full control alone: the one ACL a
+ * bucket with ACLs disabled (BucketOwnerEnforced) takes, as `bucket-owner-full-control` or as the
+ * grants (headers or an AccessControlPolicy body) that amount to it. `x-amz-acl: private` is not:
+ * AWS refuses it there (AccessControlListNotSupported).
+ */
+export interface AclWrite {
+  acl: CannedAcl
+  ownerFullControl: boolean
+}
+
+/** The ACL a write's headers ask for (requestedAcl), with whether it is the owner's full control alone. */
+export function requestedAclWrite(request: Pick<FastifyRequest, 'headers'>, ownerId: string): AclWrite | undefined {
+  const acl = requestedAcl(request, ownerId)
+  if (acl === undefined) return undefined
+  const raw = request.headers['x-amz-acl']
+  const canned = Array.isArray(raw) ? raw.join(',') : raw
+  // Without x-amz-acl the ACL came from x-amz-grant-* headers: `private` is then the owner's FULL_CONTROL alone.
+  return { acl, ownerFullControl: canned === undefined ? acl === 'private' : canned === 'bucket-owner-full-control' }
+}
+
+/**
  * Whether a bucket takes this ACL (#26): a public one is AccessDenied under BlockPublicAcls (the
  * bucket's or the server's), and with ACLs disabled (BucketOwnerEnforced) any but the owner's full
- * control is AccessControlListNotSupported, as AWS answers both.
+ * control alone is AccessControlListNotSupported, as AWS answers both.
  */
-export function checkAclWrite(publicAccess: PublicAccessService, workspaceId: string | undefined, acl: CannedAcl | undefined): void {
-  if (acl === undefined) return
-  if (isPublicAcl(acl) && publicAccess.block(workspaceId).blockPublicAcls) throw new S3Error('AccessDenied', 'Access Denied')
-  if (workspaceId !== undefined && publicAccess.aclsDisabled(workspaceId) && acl !== 'private' && acl !== 'bucket-owner-full-control') {
+export function checkAclWrite(publicAccess: PublicAccessService, workspaceId: string | undefined, write: AclWrite | undefined): void {
+  if (write === undefined) return
+  if (isPublicAcl(write.acl) && publicAccess.block(workspaceId).blockPublicAcls) throw new S3Error('AccessDenied', 'Access Denied')
+  if (workspaceId !== undefined && !write.ownerFullControl && publicAccess.aclsDisabled(workspaceId)) {
     throw new S3Error('AccessControlListNotSupported', 'The bucket does not allow ACLs')
   }
 }

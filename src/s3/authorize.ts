@@ -7,7 +7,7 @@ import type { BucketAcl, PublicAccessBlock } from '../services/public-access'
 import type { ObjectRow } from '../db/repos/objects'
 import { S3Error } from './errors'
 import { ACTIONS, requestActions, type Operation } from './operations'
-import { checkAclWrite, requestedAcl } from './acl'
+import { checkAclWrite, requestedAclWrite, type AclWrite } from './acl'
 import { conditionKeys, type RequestFacts } from './policy-keys'
 import { copySourceOf } from './copy-source'
 
@@ -54,6 +54,7 @@ const FOREIGN_OPS = new Set([
   'CreateMultipartUpload',
   'UploadPart',
   'UploadPartCopy',
+  'ListParts',
   'CompleteMultipartUpload',
   'AbortMultipartUpload',
 ])
@@ -61,6 +62,18 @@ const FOREIGN_OPS = new Set([
 const POLICY_OPS = new Set(['GetBucketPolicy', 'PutBucketPolicy', 'DeleteBucketPolicy'])
 /** Writes that take a canned ACL in their headers: BlockPublicAcls and ownership apply (#26). */
 const ACL_WRITES = new Set(['PutObject', 'PostObject', 'CopyObject', 'CreateMultipartUpload', 'PutBucketAcl', 'PutObjectAcl', 'CreateBucket'])
+
+/**
+ * The ACL a write asks for. A re-create of one's bucket sets no ACL (ops/buckets.ts): `private`
+ * there is what the bucket has, which a bucket with ACLs disabled does not refuse.
+ */
+function aclWriteOf(operation: Operation, request: RequestFacts, ownerId: string): AclWrite | undefined {
+  const write = requestedAclWrite(request, ownerId)
+  if (write && operation.name === 'CreateBucket' && (write.acl === 'private' || write.acl === 'bucket-owner-full-control')) {
+    return { ...write, ownerFullControl: true }
+  }
+  return write
+}
 
 const denied = () => new S3Error('AccessDenied', 'Access Denied')
 const noSuchBucket = (name: string) => new S3Error('NoSuchBucket', 'The specified bucket does not exist', { BucketName: name })
@@ -152,7 +165,7 @@ function authorizeOwner(
       }
     }
   }
-  if (ACL_WRITES.has(operation.name)) checkAclWrite(publicAccess, w?.id, requestedAcl(request, tenant.id))
+  if (ACL_WRITES.has(operation.name)) checkAclWrite(publicAccess, w?.id, aclWriteOf(operation, request, tenant.id))
   return { tenant, bucket: name }
 }
 
@@ -193,11 +206,13 @@ function authorizeOther(
   for (const action of requestActions(operation, target.query, request.headers)) {
     if (!grants(action, operation, aclGrants(bucketAcl, object, principal, action))) throw denied()
   }
+  // A write by someone else names its own ACL: BlockPublicAcls refuses a public one as the owner's
+  // would be, and a bucket with ACLs disabled any but the owner's full control, before anything is
+  // refused as not built (AWS's answer to the client's request comes first).
+  if (ACL_WRITES.has(operation.name)) checkAclWrite(publicAccess, w.id, aclWriteOf(operation, request, owner.id))
   if (!FOREIGN_OPS.has(operation.name)) {
     throw new S3Error('NotImplemented', `${operation.name} by anyone but the bucket owner is not implemented by Coffer (only objects are shared)`)
   }
-  // A write by someone else names its own ACL: BlockPublicAcls refuses a public one as the owner's would be.
-  if (ACL_WRITES.has(operation.name)) checkAclWrite(publicAccess, w.id, requestedAcl(request, owner.id))
 }
 
 /**

@@ -58,6 +58,7 @@ export const S3_ERRORS = {
   NoSuchLifecycleConfiguration: 404,
   NoSuchUpload: 404,
   NoSuchVersion: 404,
+  OwnershipControlsNotFoundError: 404,
   NotImplemented: 501,
   NotModified: 304,
   PreconditionFailed: 412,

@@ -72,7 +72,8 @@ export const OPERATIONS = [
   },
 
   // Buckets.
-  { name: 'HeadBucket', method: 'HEAD', on: 'bucket', action: 's3:ListBucket' },
+  // `read-stats=true` is Ceph RGW's: the answer adds the bucket's object count and bytes (ops/buckets.ts).
+  { name: 'HeadBucket', method: 'HEAD', on: 'bucket', action: 's3:ListBucket', params: ['read-stats'] },
   { name: 'GetBucketCors', method: 'GET', on: 'bucket', action: 's3:GetBucketCORS', sub: 'cors' },
   { name: 'GetBucketAcl', method: 'GET', on: 'bucket', action: 's3:GetBucketAcl', sub: 'acl' },
   { name: 'GetBucketLocation', method: 'GET', on: 'bucket', action: 's3:GetBucketLocation', sub: 'location' },
@@ -100,6 +101,7 @@ export const OPERATIONS = [
   { name: 'GetBucketPolicy', method: 'GET', on: 'bucket', action: 's3:GetBucketPolicy', sub: 'policy' },
   { name: 'GetBucketPolicyStatus', method: 'GET', on: 'bucket', action: 's3:GetBucketPolicyStatus', sub: 'policyStatus' },
   { name: 'GetPublicAccessBlock', method: 'GET', on: 'bucket', action: 's3:GetBucketPublicAccessBlock', sub: 'publicAccessBlock' },
+  { name: 'GetBucketOwnershipControls', method: 'GET', on: 'bucket', action: 's3:GetBucketOwnershipControls', sub: 'ownershipControls' },
   // `list-type` makes a listing V2 (its value must be 2: the handler says so); the IAM action is the same.
   { name: 'ListObjectsV2', method: 'GET', on: 'bucket', action: 's3:ListBucket', sub: 'list-type', params: LIST_PARAMS },
   // A browser form's success_action_redirect naming the bucket's own URL (PostObject) lands here
@@ -118,6 +120,7 @@ export const OPERATIONS = [
   { name: 'PutBucketPolicy', method: 'PUT', on: 'bucket', action: 's3:PutBucketPolicy', sub: 'policy' },
   { name: 'PutPublicAccessBlock', method: 'PUT', on: 'bucket', action: 's3:PutBucketPublicAccessBlock', sub: 'publicAccessBlock' },
   { name: 'PutObjectLockConfiguration', method: 'PUT', on: 'bucket', action: 's3:PutBucketObjectLockConfiguration', sub: 'object-lock' },
+  { name: 'PutBucketOwnershipControls', method: 'PUT', on: 'bucket', action: 's3:PutBucketOwnershipControls', sub: 'ownershipControls' },
   { name: 'CreateBucket', method: 'PUT', on: 'bucket', action: 's3:CreateBucket' },
   { name: 'DeleteBucketCors', method: 'DELETE', on: 'bucket', action: 's3:PutBucketCORS', sub: 'cors' },
   { name: 'DeleteBucketPolicy', method: 'DELETE', on: 'bucket', action: 's3:DeleteBucketPolicy', sub: 'policy' },
@@ -125,6 +128,8 @@ export const OPERATIONS = [
   { name: 'DeletePublicAccessBlock', method: 'DELETE', on: 'bucket', action: 's3:PutBucketPublicAccessBlock', sub: 'publicAccessBlock' },
   // IAM has no action of its own for the delete: it is s3:PutLifecycleConfiguration (Service Authorization Reference).
   { name: 'DeleteBucketLifecycle', method: 'DELETE', on: 'bucket', action: 's3:PutLifecycleConfiguration', sub: 'lifecycle' },
+  // Deleting them is authorized as putting them (Service Authorization Reference).
+  { name: 'DeleteBucketOwnershipControls', method: 'DELETE', on: 'bucket', action: 's3:PutBucketOwnershipControls', sub: 'ownershipControls' },
   { name: 'DeleteBucket', method: 'DELETE', on: 'bucket', action: 's3:DeleteBucket' },
   { name: 'DeleteObjects', method: 'POST', on: 'bucket', action: 's3:DeleteObject', sub: 'delete', bypass: true },
   // A browser's form upload (POST Object): authenticated by its form fields, not by the request (post-object.ts).

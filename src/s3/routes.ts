@@ -23,6 +23,7 @@ import { policyHandlers } from './ops/policy'
 import { objectLockHandlers } from './ops/object-lock'
 import { taggingHandlers } from './ops/tagging'
 import { lifecycleHandlers } from './ops/lifecycle'
+import { ownershipHandlers } from './ops/ownership'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -59,6 +60,7 @@ const HANDLERS = {
   ...objectLockHandlers,
   ...taggingHandlers,
   ...lifecycleHandlers,
+  ...ownershipHandlers,
   // PostObject is signed by its form, not the request: its handler authenticates it (ops/post-object.ts).
 } satisfies Record<Exclude<OperationName, 'PostObject'>, Handler>
 

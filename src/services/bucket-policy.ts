@@ -145,16 +145,31 @@ function actionsOf(value: unknown, known: readonly string[]): RegExp[] {
   })
 }
 
-function resourcesOf(value: unknown, bucket: string): RegExp[] {
+/**
+ * A policy's resources, each `arn:aws:s3:::<bucket>[/<key pattern>]` of this bucket. The bucket may
+ * be named as other tenants name it, `<tenant-id>:<bucket>` (Ceph RGW's form, which RGW also takes
+ * as `arn:aws:s3::<tenant-id>:<bucket>`), the owner's id only: it is the same bucket, so a policy
+ * written with the name its readers use means what it says.
+ */
+function resourcesOf(value: unknown, bucket: string, ownerId: string): RegExp[] {
   return strings(value, 'Resource').map((r) => {
     if (r.includes('${')) refuse(`Policy variables are not supported by Coffer: ${r}`)
-    if (!r.startsWith('arn:aws:s3:::')) refuse(`Policy has invalid resource: ${r}`)
-    const rest = r.slice('arn:aws:s3:::'.length)
+    const tenanted = /^arn:aws:s3::([^:]+):(.*)$/s.exec(r)
+    let rest: string
+    if (r.startsWith('arn:aws:s3:::')) rest = r.slice('arn:aws:s3:::'.length)
+    else if (tenanted && tenanted[1]!.toLowerCase() === ownerId.toLowerCase()) rest = tenanted[2]!
+    else return refuse(`Policy has invalid resource: ${r}`)
     const slash = rest.indexOf('/')
-    const bucketPart = slash < 0 ? rest : rest.slice(0, slash)
+    let bucketPart = slash < 0 ? rest : rest.slice(0, slash)
+    const colon = bucketPart.indexOf(':')
+    if (colon >= 0) {
+      // A bucket name has no colon: what precedes one is a tenant, which must be the owner.
+      if (bucketPart.slice(0, colon).toLowerCase() !== ownerId.toLowerCase()) refuse(`Policy has invalid resource: ${r} is not in bucket ${bucket}`)
+      bucketPart = bucketPart.slice(colon + 1)
+    }
     // As AWS: a bucket's policy may only name that bucket and its objects.
     if (!wildcard(bucketPart).test(bucket)) refuse(`Policy has invalid resource: ${r} is not in bucket ${bucket}`)
-    return wildcard(r)
+    return wildcard(`arn:aws:s3:::${bucketPart}${slash < 0 ? '' : rest.slice(slash)}`)
   })
 }
 
@@ -330,7 +345,7 @@ export function compilePolicy(text: string, bucket: string, ownerId: string, act
       effect: st.Effect as 'Allow' | 'Deny',
       principal: principalOf(st.Principal, ownerId),
       actions: { not: st.Action === undefined, patterns: actionsOf(st.Action ?? st.NotAction, actions) },
-      resources: { not: st.Resource === undefined, patterns: resourcesOf(st.Resource ?? st.NotResource, bucket) },
+      resources: { not: st.Resource === undefined, patterns: resourcesOf(st.Resource ?? st.NotResource, bucket, ownerId) },
       conditions: st.Condition === undefined ? [] : conditionsOf(st.Condition),
     }
   })

@@ -21,6 +21,7 @@ export const isPublicAcl = (acl: string | undefined): boolean => acl === 'public
 
 /** Object ownership (x-amz-object-ownership): BucketOwnerEnforced disables ACLs, as on AWS. */
 export type ObjectOwnership = 'BucketOwnerEnforced' | 'BucketOwnerPreferred' | 'ObjectWriter'
+export const OBJECT_OWNERSHIPS: readonly ObjectOwnership[] = ['BucketOwnerEnforced', 'BucketOwnerPreferred', 'ObjectWriter']
 
 /** The `acl` family's document. */
 export interface BucketAcl {
@@ -57,6 +58,20 @@ export class PublicAccessService {
 
   putBucketAcl(workspaceId: string, doc: BucketAcl): void {
     this.configs.put(workspaceId, 'acl', doc)
+  }
+
+  /**
+   * The bucket's ownership controls (PutBucketOwnershipControls, or CreateBucket's
+   * x-amz-object-ownership); undefined for a bucket that has none, whose ACLs are enabled.
+   */
+  ownership(workspaceId: string): ObjectOwnership | undefined {
+    return this.bucketAcl(workspaceId).ownership
+  }
+
+  /** Sets the bucket's ownership controls, or removes them (undefined), keeping its ACL. */
+  putOwnership(workspaceId: string, ownership: ObjectOwnership | undefined): void {
+    const { ownership: _old, ...doc } = this.bucketAcl(workspaceId)
+    this.putBucketAcl(workspaceId, ownership === undefined ? doc : { ...doc, ownership })
   }
 
   /** Whether ACLs are disabled on the bucket (BucketOwnerEnforced). */

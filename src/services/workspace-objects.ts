@@ -9,7 +9,7 @@ import { listPage } from '../s3/listing'
 import type { WorkspacesService } from './workspaces'
 import type { ObjectVersions } from './versions'
 import type { ObjectLock } from './object-lock'
-import { isPublicAcl } from './public-access'
+import { isPublicAcl, type PublicAccessService } from './public-access'
 import { tagsOf } from './tagging'
 
 /** The ETag the S3 front answers (s3/objects.ts etagOf): S3 writes record theirs, API uploads' is their SHA-256. */
@@ -39,6 +39,8 @@ export class WorkspaceObjects {
       workspaces: WorkspacesService
       versions: ObjectVersions
       objectLock: ObjectLock
+      /** Absent: no bucket has ACLs disabled. */
+      publicAccess?: Pick<PublicAccessService, 'aclsDisabled'>
     },
   ) {}
 
@@ -73,7 +75,8 @@ export class WorkspaceObjects {
     if (!o) throw new AppError('FILE_NOT_FOUND', 'No object with this key in the workspace', { key })
     const versionId = o.versionId ?? null
     const lock = versionId === null ? undefined : this.deps.objectLock.get(w.id, key, versionId)
-    const acl = o.info?.acl ?? 'private'
+    // With ACLs disabled (BucketOwnerEnforced) an object's ACL grants nothing and S3 shows it private.
+    const acl = this.deps.publicAccess?.aclsDisabled(w.id) ? 'private' : (o.info?.acl ?? 'private')
     // A sealed object's blob is hashed sealed: its plaintext hash is the one recorded beside its key, if any (#27).
     const sha256 = o.info?.sse ? (o.info.sse.sha256 ?? null) : o.sha256
     return {

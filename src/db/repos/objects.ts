@@ -223,6 +223,11 @@ export class ObjectsRepo {
            context, tags, @now, @now, @now, object_key, @info
          FROM files WHERE id = @from AND status = 'completed'`,
       ),
+      // Ceph RGW's HeadBucket read-stats: the objects a listing shows, counted over the workspace's index.
+      stats: db.prepare<[string], { objects: number | string; bytes: number | string }>(
+        `SELECT COUNT(*) AS objects, COALESCE(SUM(size_bytes), 0) AS bytes FROM files
+         WHERE workspace_id = ? AND deleted_at IS NULL AND object_key IS NOT NULL AND status = 'completed'`,
+      ),
       anyLive: db.pluck<[string], number>(`SELECT 1 FROM files WHERE workspace_id = ? AND deleted_at IS NULL AND status != 'failed' LIMIT 1`),
     }
   }
@@ -309,6 +314,12 @@ export class ObjectsRepo {
   /** Up to `limit` parts after part number `after`, in order (offsets not computed: 0). */
   partsPage(fileId: string, after: number, limit: number): ObjectPart[] {
     return this.stmts.partsPage.all(fileId, after, limit).map(toPart)
+  }
+
+  /** How many current objects the bucket holds, and their bytes. */
+  stats(workspaceId: string): { objects: number; bytes: number } {
+    const r = this.stmts.stats.get(workspaceId)
+    return { objects: Number(r?.objects ?? 0), bytes: Number(r?.bytes ?? 0) }
   }
 
   /** True when the workspace holds any live file (completed or still uploading). */

@@ -1,7 +1,7 @@
 import { readSmallBody } from '../ingest'
 import { MAX_XML_BODY_BYTES } from '../xml'
 import { S3Error } from '../errors'
-import { aclOfBodyListed, aclXml, checkAclWrite, requestedAcl } from '../acl'
+import { aclOfBodyListed, aclXml, checkAclWrite, requestedAclWrite } from '../acl'
 import type { CannedAcl } from '../../services/public-access'
 import type { Handlers, OpContext } from './context'
 
@@ -10,6 +10,8 @@ export const aclHandlers = {
   GetBucketAcl({ s3, core, tenant, bucket, reply }) {
     const w = s3.buckets.resolve(tenant, bucket)
     const doc = core.publicAccess.bucketAcl(w.id)
+    // With ACLs disabled, a read shows the owner's full control alone, whatever was stored before (AWS).
+    if (doc.ownership === 'BucketOwnerEnforced') return reply.type('application/xml').send(aclXml({ ID: tenant.id, DisplayName: tenant.name }, 'private'))
     return reply.type('application/xml').send(aclXml({ ID: tenant.id, DisplayName: tenant.name }, doc.acl, doc.listed !== false))
   },
 
@@ -23,7 +25,8 @@ export const aclHandlers = {
 
   GetObjectAcl(c) {
     const o = objectAclTarget(c)
-    const acl = (o.info?.acl ?? 'private') as CannedAcl
+    // With ACLs disabled, a read shows the owner's full control alone (an ACL set before grants nothing now).
+    const acl = c.core.publicAccess.aclsDisabled(o.workspaceId) ? 'private' : ((o.info?.acl ?? 'private') as CannedAcl)
     return c.reply.type('application/xml').send(aclXml({ ID: c.tenant.id, DisplayName: c.tenant.name }, acl))
   },
 
@@ -49,12 +52,14 @@ async function aclOfRequest(c: OpContext, workspaceId: string): Promise<CannedAc
 /** The same, and whether its grants are listed (an AccessControlPolicy body may revoke them all). */
 async function aclOfRequestListed(c: OpContext, workspaceId: string): Promise<{ acl: CannedAcl; listed: boolean }> {
   const body = await readSmallBody(c.body(), MAX_XML_BODY_BYTES)
-  const fromHeaders = requestedAcl(c.request, c.tenant.id)
+  const fromHeaders = requestedAclWrite(c.request, c.tenant.id)
   if (fromHeaders !== undefined && body.length > 0) throw new S3Error('UnexpectedContent', 'This request does not support content')
-  const given = fromHeaders !== undefined ? { acl: fromHeaders, listed: true } : body.length > 0 ? aclOfBodyListed(body, c.tenant.id) : undefined
-  if (given === undefined) throw new S3Error('MissingSecurityHeader', 'Your request was missing a required header', { MissingHeaderName: 'x-amz-acl' })
-  // The headers were checked by authorize(); a body's ACL is checked here, as it is only now known.
-  checkAclWrite(c.core.publicAccess, workspaceId, given.acl)
+  if (fromHeaders !== undefined) return { acl: fromHeaders.acl, listed: true }
+  if (body.length === 0) throw new S3Error('MissingSecurityHeader', 'Your request was missing a required header', { MissingHeaderName: 'x-amz-acl' })
+  const given = aclOfBodyListed(body, c.tenant.id)
+  // The headers were checked by authorize(); a body's ACL is checked here, as it is only now known:
+  // the owner's FULL_CONTROL alone is the body form of bucket-owner-full-control.
+  checkAclWrite(c.core.publicAccess, workspaceId, { acl: given.acl, ownerFullControl: given.acl === 'private' && given.listed })
   return given
 }
 
