@@ -369,6 +369,11 @@ export const S3_FAMILIES: readonly S3Family[] = [
     about: '[Public objects](s3-behaviour.md#public-objects-acls-and-bucket-policies)',
   },
   {
+    family: 'Ownership',
+    operations: '`PutBucketOwnershipControls`, `GetBucketOwnershipControls`, `DeleteBucketOwnershipControls`',
+    about: '[Public objects](s3-behaviour.md#public-objects-acls-and-bucket-policies)',
+  },
+  {
     family: 'Policies',
     operations:
       '`PutBucketPolicy`, `GetBucketPolicy`, `DeleteBucketPolicy`, `GetBucketPolicyStatus`, `PutPublicAccessBlock`, `GetPublicAccessBlock`, `DeletePublicAccessBlock`',
