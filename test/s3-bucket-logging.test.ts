@@ -167,6 +167,25 @@ t.test('both IAM actions are known to bucket policies', async (t) => {
   t.same(await s3Error(putLogging(client, 'pol', { TargetBucket: 'pol', TargetPrefix: '' })), { name: 'AccessDenied', status: 403 })
 })
 
+t.test("the target's log delivery policy AWS documents is accepted, and grants no request anything", async (t) => {
+  const { client, endpoint } = await makeS3(t, FAST)
+  await client.send(new CreateBucketCommand({ Bucket: 'target' }))
+  const statement = (Principal: unknown) => ({
+    Effect: 'Allow',
+    Principal,
+    Action: ['s3:PutObject'],
+    Resource: 'arn:aws:s3:::target/log/*',
+    Condition: { ArnLike: { 'aws:SourceArn': 'arn:aws:s3:::src' }, StringEquals: { 'aws:SourceAccount': '123456789012' } },
+  })
+  const put = (Principal: unknown) =>
+    client.send(new PutBucketPolicyCommand({ Bucket: 'target', Policy: JSON.stringify({ Version: '2012-10-17', Statement: [statement(Principal)] }) }))
+  await put({ Service: 'logging.s3.amazonaws.com' })
+  const anonymous = await fetch(`${endpoint}/target/log/x`, { method: 'PUT', body: 'x' })
+  t.equal(anonymous.status, 403, 'no request is the log delivery service')
+  t.same(await s3Error(put({ Service: 'cloudtrail.amazonaws.com' })), { name: 'MalformedPolicy', status: 400 })
+  t.same(await s3Error(put({ Service: 'logging.s3.amazonaws.com', AWS: '*' })), { name: 'MalformedPolicy', status: 400 })
+})
+
 t.test('PUT, GET, HEAD, DELETE and a failed GET are delivered as AWS records into the target, under a SimplePrefix key', async (t) => {
   const ctx = await makeS3(t, FAST)
   const { client, tenant } = ctx
