@@ -7,6 +7,7 @@ import t from 'tap'
 import {
   CreateBucketCommand,
   DeleteObjectCommand,
+  DeleteObjectsCommand,
   GetBucketLoggingCommand,
   GetObjectCommand,
   HeadObjectCommand,
@@ -380,4 +381,24 @@ t.test('a delivery that fails (its target gone) never fails a request nor the se
   await client.send(new CreateBucketCommand({ Bucket: 'gone' }))
   t.equal((await logObjects(client, 'gone', '', 1, 15_000)).length, 1)
   t.equal((await client.send(new GetObjectCommand({ Bucket: 'src', Key: 'k' }))).$metadata.httpStatusCode, 200)
+})
+
+t.test('DeleteObjects is one REST.POST.MULTI_OBJECT_DELETE record and a BATCH.DELETE.OBJECT record per key deleted, as AWS logs it', async (t) => {
+  const { client } = await makeS3(t, FAST)
+  await client.send(new CreateBucketCommand({ Bucket: 'src' }))
+  await client.send(new CreateBucketCommand({ Bucket: 'logs' }))
+  await client.send(new PutObjectCommand({ Bucket: 'src', Key: 'a', Body: '1' }))
+  await client.send(new PutObjectCommand({ Bucket: 'src', Key: 'b/c', Body: '2' }))
+  await putLogging(client, 'src', { TargetBucket: 'logs', TargetPrefix: '' })
+  await client.send(new DeleteObjectsCommand({ Bucket: 'src', Delete: { Objects: [{ Key: 'a' }, { Key: 'b/c' }] } }))
+  const records = await recordsOf(client, 'logs', await logObjects(client, 'logs', ''))
+  t.same(
+    records.filter((r) => r.Operation !== 'REST.PUT.LOGGING_STATUS').map((r) => [r.Operation, r.Key, r.HTTPStatus]),
+    [
+      ['REST.POST.MULTI_OBJECT_DELETE', '-', '200'],
+      ['BATCH.DELETE.OBJECT', 'a', '204'],
+      ['BATCH.DELETE.OBJECT', 'b/c', '204'],
+    ],
+  )
+  t.equal(new Set(records.map((r) => r.RequestID)).size, 2, 'the batch records carry their request’s id')
 })

@@ -16,6 +16,8 @@ declare module 'fastify' {
     s3ErrorCode?: string
     /** When the response's first byte was ready (ms since the request began): the turn-around time. */
     s3TurnAround?: number
+    /** The keys a DeleteObjects deleted: AWS logs one BATCH.DELETE.OBJECT record for each. */
+    s3BatchDeleted?: { key: string; versionId: string | undefined }[]
   }
 }
 
@@ -114,11 +116,18 @@ const bytes = (v: string | undefined): string => (v !== undefined && /^\d+$/.tes
  * order (Amazon S3 User Guide, "Amazon S3 server access log format"). Coffer serves plain HTTP
  * (TLS is a proxy's), has no access points and no ACL-only grants to report: those fields are `-`.
  */
-export function formatRecord(request: FastifyRequest, reply: FastifyReply, source: { ownerId: string; bucket: string }, now: number): string {
+export function formatRecord(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  source: { ownerId: string; bucket: string },
+  now: number,
+  /** One key of a DeleteObjects: its BATCH.DELETE.OBJECT record. */
+  batchDeleted?: { key: string; versionId: string | undefined },
+): string {
   const operation = request.s3Operation
   const name = operation === undefined || operation instanceof S3Error ? undefined : operation.name
   const auth = request.s3Auth
-  const key = request.s3Target?.key
+  const key = batchDeleted ? batchDeleted.key : request.s3Target?.key
   const totalMs = Math.max(0, Math.round(reply.elapsedTime))
   const sentLength = request.method === 'HEAD' ? undefined : headerText(reply.getHeader('content-length'))
   let objectSize: string | undefined
@@ -129,7 +138,7 @@ export function formatRecord(request: FastifyRequest, reply: FastifyReply, sourc
     objectSize = range?.slice(range.lastIndexOf('/') + 1) ?? headerText(reply.getHeader('content-length'))
   }
   const turnAround = request.s3TurnAround === undefined ? undefined : Math.max(0, Math.round(request.s3TurnAround))
-  const version = headerText(reply.getHeader('x-amz-version-id'))
+  const version = batchDeleted ? batchDeleted.versionId : headerText(reply.getHeader('x-amz-version-id'))
   return [
     field(source.ownerId),
     field(source.bucket),
@@ -137,12 +146,12 @@ export function formatRecord(request: FastifyRequest, reply: FastifyReply, sourc
     field(request.ip),
     field(auth?.principal.id),
     field(String(request.id)),
-    field(name === undefined ? `REST.${request.method}.UNKNOWN` : OPERATION_FIELD[name]),
+    field(batchDeleted ? 'BATCH.DELETE.OBJECT' : name === undefined ? `REST.${request.method}.UNKNOWN` : OPERATION_FIELD[name]),
     field(key === undefined ? undefined : keyField(key)),
     quoted(`${request.method} ${redactUrl(request.raw.url ?? '/')} HTTP/${request.raw.httpVersion}`),
-    field(reply.statusCode),
-    field(request.s3ErrorCode),
-    bytes(sentLength),
+    field(batchDeleted ? 204 : reply.statusCode),
+    field(batchDeleted ? undefined : request.s3ErrorCode),
+    bytes(batchDeleted ? undefined : sentLength),
     bytes(objectSize),
     field(totalMs),
     field(turnAround),
@@ -246,8 +255,9 @@ export class AccessLogDelivery {
       const config = core.bucketLogging.get(workspaceId)
       if (config === undefined) return
       const now = core.clock.now()
-      const line = formatRecord(request, reply, { ownerId: source.tenant.id, bucket: source.bucket }, now)
-      const size = Buffer.byteLength(line) + 1
+      const src = { ownerId: source.tenant.id, bucket: source.bucket }
+      const lines = [formatRecord(request, reply, src, now), ...(request.s3BatchDeleted ?? []).map((d) => formatRecord(request, reply, src, now, d))]
+      const size = lines.reduce((n, l) => n + Buffer.byteLength(l) + 1, 0)
       if (this.buffered + size > MAX_BUFFERED_BYTES) {
         if (this.dropped++ === 0) this.log.warn('S3 access log buffer full: records are dropped until deliveries catch up')
         return
@@ -260,7 +270,7 @@ export class AccessLogDelivery {
         batch = { tenantId: source.tenant.id, sourceBucket: source.bucket, config, lines: [], bytes: 0, openedAt: now, dueAt: now + rollMs, attempts: 0 }
         this.batches.set(k, batch)
       }
-      batch.lines.push(line)
+      batch.lines.push(...lines)
       batch.bytes += size
       this.buffered += size
       if (batch.bytes >= MAX_BATCH_BYTES) batch.dueAt = now
