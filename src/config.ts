@@ -262,6 +262,14 @@ const OPTIONS = {
     hint: 'a positive integer',
     help: "How often the lifecycle pass applies buckets' lifecycle rules",
   },
+  s3LoggingRollSeconds: {
+    env: 'COFFER_S3_LOGGING_ROLL_SECONDS',
+    flag: undefined,
+    def: '300',
+    schema: Type.Integer({ minimum: 1, maximum: 86400 }),
+    hint: 'an integer from 1 to 86400',
+    help: 'How long S3 server access log records are gathered before they are delivered as one object to the target bucket',
+  },
   metricsToken: {
     env: 'COFFER_METRICS_TOKEN',
     flag: undefined,

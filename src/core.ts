@@ -61,6 +61,7 @@ import { PublicAccessService } from './services/public-access'
 import { LeasesRepo } from './db/repos/leases'
 import { Leases } from './services/leases'
 import { LifecycleService } from './services/lifecycle'
+import { BucketLoggingService } from './services/bucket-logging'
 import { LifecycleRepo } from './db/repos/lifecycle'
 import { FileVersions } from './services/file-versions'
 import { OverviewService } from './services/overview'
@@ -125,6 +126,8 @@ export interface Core {
   readonly objectLock: ObjectLock
   /** Buckets' lifecycle rules and the pass that applies them (#25). */
   readonly lifecycle: LifecycleService
+  /** Buckets' server access logging configurations (the 'logging' configuration document). */
+  readonly bucketLogging: BucketLoggingService
   /** A file's versions through the API and the console: list, restore, deleted keys (#25). */
   readonly fileVersions: FileVersions
   /** The admin overview (#31): version, uptime, disk, blobs, request rates, webhook backlog, usage. */
@@ -392,6 +395,7 @@ export function createCore(config: Config, options: CoreOptions = {}): Core {
     leases,
     objectLock,
     lifecycle,
+    bucketLogging: new BucketLoggingService(bucketConfigs),
     fileVersions,
     overview: new OverviewService({
       clock,

@@ -36,6 +36,7 @@ export const S3_ERRORS = {
   InvalidRequest: 400,
   InvalidRetentionPeriod: 400,
   InvalidTag: 400,
+  InvalidTargetBucketForLogging: 400,
   KeyTooLongError: 400,
   MalformedACLError: 400,
   MalformedPolicy: 400,

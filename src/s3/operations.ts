@@ -98,6 +98,7 @@ export const OPERATIONS = [
     sub: 'uploads',
     params: ['prefix', 'delimiter', 'max-uploads', 'key-marker', 'upload-id-marker', 'encoding-type'],
   },
+  { name: 'GetBucketLogging', method: 'GET', on: 'bucket', action: 's3:GetBucketLogging', sub: 'logging' },
   { name: 'GetBucketPolicy', method: 'GET', on: 'bucket', action: 's3:GetBucketPolicy', sub: 'policy' },
   { name: 'GetBucketPolicyStatus', method: 'GET', on: 'bucket', action: 's3:GetBucketPolicyStatus', sub: 'policyStatus' },
   { name: 'GetPublicAccessBlock', method: 'GET', on: 'bucket', action: 's3:GetBucketPublicAccessBlock', sub: 'publicAccessBlock' },
@@ -117,6 +118,7 @@ export const OPERATIONS = [
   { name: 'DeleteBucketEncryption', method: 'DELETE', on: 'bucket', action: 's3:PutEncryptionConfiguration', sub: 'encryption' },
   { name: 'PutBucketLifecycleConfiguration', method: 'PUT', on: 'bucket', action: 's3:PutLifecycleConfiguration', sub: 'lifecycle' },
   { name: 'PutBucketVersioning', method: 'PUT', on: 'bucket', action: 's3:PutBucketVersioning', sub: 'versioning' },
+  { name: 'PutBucketLogging', method: 'PUT', on: 'bucket', action: 's3:PutBucketLogging', sub: 'logging' },
   { name: 'PutBucketPolicy', method: 'PUT', on: 'bucket', action: 's3:PutBucketPolicy', sub: 'policy' },
   { name: 'PutPublicAccessBlock', method: 'PUT', on: 'bucket', action: 's3:PutBucketPublicAccessBlock', sub: 'publicAccessBlock' },
   { name: 'PutObjectLockConfiguration', method: 'PUT', on: 'bucket', action: 's3:PutBucketObjectLockConfiguration', sub: 'object-lock' },
@@ -132,6 +134,9 @@ export const OPERATIONS = [
   { name: 'DeleteBucketOwnershipControls', method: 'DELETE', on: 'bucket', action: 's3:PutBucketOwnershipControls', sub: 'ownershipControls' },
   { name: 'DeleteBucket', method: 'DELETE', on: 'bucket', action: 's3:DeleteBucket' },
   { name: 'DeleteObjects', method: 'POST', on: 'bucket', action: 's3:DeleteObject', sub: 'delete', bypass: true },
+  // Ceph RGW's extension: delivers the bucket's pending access log records now (ops/logging.ts); RGW
+  // authorizes it as s3:PutBucketLogging.
+  { name: 'PostBucketLogging', method: 'POST', on: 'bucket', action: 's3:PutBucketLogging', sub: 'logging' },
   // A browser's form upload (POST Object): authenticated by its form fields, not by the request (post-object.ts).
   { name: 'PostObject', method: 'POST', on: 'bucket', action: 's3:PutObject', locks: true },
 

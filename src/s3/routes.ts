@@ -24,6 +24,7 @@ import { objectLockHandlers } from './ops/object-lock'
 import { taggingHandlers } from './ops/tagging'
 import { lifecycleHandlers } from './ops/lifecycle'
 import { ownershipHandlers } from './ops/ownership'
+import { loggingHandlers } from './ops/logging'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -61,6 +62,7 @@ const HANDLERS = {
   ...taggingHandlers,
   ...lifecycleHandlers,
   ...ownershipHandlers,
+  ...loggingHandlers,
   // PostObject is signed by its form, not the request: its handler authenticates it (ops/post-object.ts).
 } satisfies Record<Exclude<OperationName, 'PostObject'>, Handler>
 
@@ -213,6 +215,8 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
       if (!auth && operation.name === 'ListBuckets') return anonymousListBuckets(reply)
       // The tenant whose bucket it is, and the bucket's name within it (a `<tenant-id>:` qualifier removed).
       const { tenant, bucket } = authorize(core, request, principal, operation, target)
+      // The bucket's server access log may record it, once answered (access-log.ts).
+      if (target.bucket !== undefined) request.s3LogSource = { tenant, bucket }
       checkSseHeader(request, operation.name, core.kms, tenant.id)
       const context: OpContext = {
         core,

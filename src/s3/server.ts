@@ -10,6 +10,7 @@ import { registerRequestLifecycle, type Front } from '../http/request-lifecycle'
 import { S3Error, fromAppError } from './errors'
 import { xmlDocument } from './xml'
 import { s3Routes } from './routes'
+import { AccessLogDelivery } from './access-log'
 
 export type S3App = FastifyInstance
 
@@ -55,6 +56,7 @@ export function sendS3Error(request: FastifyRequest, reply: FastifyReply, err: S
       reply.removeHeader(name)
     }
   }
+  request.s3ErrorCode = err.code
   reply.code(err.status)
   if (err.retryAfterSeconds !== undefined) reply.header('retry-after', String(err.retryAfterSeconds))
   for (const [name, value] of Object.entries(err.headers ?? {})) reply.header(name, value)
@@ -146,6 +148,20 @@ export async function buildS3App(core: Core, opts: { logger: FastifyBaseLogger }
   app.addContentTypeParser('*', (_request, _payload, done) => done(null, undefined))
 
   registerRequestLifecycle(app, core.metrics, opts.logger, s3Front)
+
+  // Server access logging: a logged bucket's request is recorded once answered, off its path; the
+  // records still buffered are delivered when the listener closes, before the database does.
+  const accessLogs = new AccessLogDelivery(core, opts.logger)
+  app.decorate('s3AccessLogs', accessLogs)
+  app.addHook('onSend', (request, reply, _payload, done) => {
+    if (request.s3LogSource !== undefined) request.s3TurnAround = reply.elapsedTime
+    done()
+  })
+  app.addHook('onResponse', (request, reply, done) => {
+    accessLogs.record(request, reply)
+    done()
+  })
+  app.addHook('onClose', () => accessLogs.close())
 
   app.setErrorHandler((error, request, reply) => {
     let s3: S3Error

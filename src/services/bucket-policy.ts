@@ -14,8 +14,31 @@ export class MalformedPolicyError extends Error {
   override name = 'MalformedPolicyError'
 }
 
-/** Who a statement is about: everyone (`*`, anonymous included) or the bucket owner's tenant only. */
-type Principal = 'any' | 'owner'
+/**
+ * Who a statement is about: everyone (`*`, anonymous included), the bucket owner's tenant only, or
+ * no request at all (the log delivery service, whose writes are the owner's own, never a request).
+ */
+type Principal = 'any' | 'owner' | 'none'
+
+/** The service principal AWS's server access log delivery grant names (S3 User Guide, "Permissions for log delivery"). */
+const LOG_DELIVERY = 'logging.s3.amazonaws.com'
+
+/**
+ * A statement about `{"Service": "logging.s3.amazonaws.com"}` only, as AWS documents granting log
+ * delivery into a target bucket. Coffer delivers access logs as the bucket owner (bucket-logging.ts),
+ * so the grant is not needed: accepted, so that the policy AWS asks for can be put, and applied to
+ * no request. Any other service principal is refused.
+ */
+function isLogDeliveryPrincipal(value: unknown): boolean {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false
+  const entries = Object.entries(value as Record<string, unknown>)
+  if (!entries.some(([kind]) => kind === 'Service')) return false
+  for (const [kind, ids] of entries) {
+    if (kind !== 'Service') refuse('A Service principal beside other principals is not supported by Coffer')
+    for (const id of strings(ids, 'Principal')) if (id !== LOG_DELIVERY) refuse(`Principal Service ${id} is not supported by Coffer`)
+  }
+  return true
+}
 
 interface Condition {
   /** The operator without its IfExists suffix, e.g. `StringLike`. */
@@ -341,6 +364,19 @@ export function compilePolicy(text: string, bucket: string, ownerId: string, act
     if (st.Principal === undefined) refuse('Missing required field Principal')
     if ((st.Action === undefined) === (st.NotAction === undefined)) refuse('A statement needs exactly one of Action and NotAction')
     if ((st.Resource === undefined) === (st.NotResource === undefined)) refuse('A statement needs exactly one of Resource and NotResource')
+    if (isLogDeliveryPrincipal(st.Principal)) {
+      // Its conditions (aws:SourceArn, aws:SourceAccount) are about requests that never come: not compiled.
+      if (st.Condition !== undefined && (st.Condition === null || typeof st.Condition !== 'object' || Array.isArray(st.Condition))) {
+        refuse('Condition must be an object')
+      }
+      return {
+        effect: st.Effect as 'Allow' | 'Deny',
+        principal: 'none',
+        actions: { not: st.Action === undefined, patterns: actionsOf(st.Action ?? st.NotAction, actions) },
+        resources: { not: st.Resource === undefined, patterns: resourcesOf(st.Resource ?? st.NotResource, bucket) },
+        conditions: [],
+      }
+    }
     return {
       effect: st.Effect as 'Allow' | 'Deny',
       principal: principalOf(st.Principal, ownerId),
@@ -398,7 +434,7 @@ function conditionHolds(c: Condition, keys: ReadonlyMap<string, string>): boolea
 }
 
 function applies(s: Statement, r: PolicyRequest): boolean {
-  if (s.principal === 'owner' && r.principal !== 'owner') return false
+  if (s.principal === 'none' || (s.principal === 'owner' && r.principal !== 'owner')) return false
   const action = s.actions.patterns.some((p) => p.test(r.action)) !== s.actions.not
   if (!action) return false
   const resource = s.resources.patterns.some((p) => p.test(r.resource)) !== s.resources.not

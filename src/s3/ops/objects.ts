@@ -138,6 +138,9 @@ export const objectHandlers = {
     for (const i of items) (i as DeleteConditions).bypassGovernance = bypassGovernance
     const result = s3.objects.deleteVersions(tenant, bucket, items as ({ key: string } & DeleteConditions & { versionId?: string | undefined })[])
     request.log.debug({ deleted: result.deleted.length }, 'objects deleted')
+    // A logged bucket's access log records each key deleted too (access-log.ts).
+    if (request.s3LogSource !== undefined)
+      request.s3BatchDeleted = result.deleted.map((d) => ({ key: d.key, versionId: d.versionId ?? d.deleteMarkerVersionId }))
     return xml(reply, 'DeleteResult', {
       Deleted: quiet
         ? []
