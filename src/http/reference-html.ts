@@ -4,7 +4,7 @@ import { REFERENCE_PAGES } from '../lib/reference-pages'
 /**
  * The repository's Markdown pages (the README and src/docs/) as the HTML GET /docs/reference/:page
  * serves. Links between the pages become links between the served pages, headings get GitHub's
- * ids so that every `page.md#anchor` lands, and what the server does not serve (a script, a test
+ * ids so that every link to a page and its `#anchor` lands, and what the server does not serve (a script, a test
  * screenshot, a folder) is shown as text. The pages are the repository's own, never a user's.
  */
 

@@ -379,6 +379,11 @@ export const S3_FAMILIES: readonly S3Family[] = [
     about: '[Public objects](s3-behaviour.md#public-objects-acls-and-bucket-policies)',
   },
   {
+    family: 'Logging',
+    operations: "`PutBucketLogging`, `GetBucketLogging`, and Ceph RGW's flush `PostBucketLogging` (`POST /bucket?logging`)",
+    about: '[Server access logging](s3-behaviour.md#server-access-logging)',
+  },
+  {
     family: 'Policies',
     operations:
       '`PutBucketPolicy`, `GetBucketPolicy`, `DeleteBucketPolicy`, `GetBucketPolicyStatus`, `PutPublicAccessBlock`, `GetPublicAccessBlock`, `DeletePublicAccessBlock`',

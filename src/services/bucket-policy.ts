@@ -373,7 +373,7 @@ export function compilePolicy(text: string, bucket: string, ownerId: string, act
         effect: st.Effect as 'Allow' | 'Deny',
         principal: 'none',
         actions: { not: st.Action === undefined, patterns: actionsOf(st.Action ?? st.NotAction, actions) },
-        resources: { not: st.Resource === undefined, patterns: resourcesOf(st.Resource ?? st.NotResource, bucket) },
+        resources: { not: st.Resource === undefined, patterns: resourcesOf(st.Resource ?? st.NotResource, bucket, ownerId) },
         conditions: [],
       }
     }
