@@ -10,7 +10,8 @@ buildBundle()
 
 t.test('the bundle is one CommonJS file without dynamic requires, the addon beside it', async (t) => {
   const code = fs.readFileSync(BUNDLE, 'utf8')
-  t.notMatch(code, /\brequire\((?!["'`])/, 'every require() takes a string literal')
+  // `require(\'…` is text inside a string (the docs pages' Markdown is inlined, and one shows Node code).
+  t.notMatch(code, /\brequire\((?!\\?["'`])/, 'every require() takes a string literal')
   t.notMatch(code, /require\.resolve\(/)
   t.ok(fs.existsSync(path.join(path.dirname(BUNDLE), 'better_sqlite3.node')))
 })
