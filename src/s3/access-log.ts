@@ -10,8 +10,10 @@ import type { OperationName } from './operations'
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** The bucket whose server access log may record the request, set once it is authorized (routes.ts). */
-    s3LogSource?: { tenant: AuthenticatedTenant; bucket: string }
+    /** The logged bucket the request is on and its logging configuration, set once it is authorized (routes.ts). */
+    s3LogSource?: LogSource
+    /** A PutBucketLogging's bucket: its log is read once it is answered, so that the put that turns logging on is its first record. */
+    s3LogAfter?: { tenant: AuthenticatedTenant; bucket: string }
     /** The S3 error code the request was answered with (the log record's error code field). */
     s3ErrorCode?: string
     /** When the response's first byte was ready (ms since the request began): the turn-around time. */
@@ -19,6 +21,31 @@ declare module 'fastify' {
     /** The keys a DeleteObjects deleted: AWS logs one BATCH.DELETE.OBJECT record for each. */
     s3BatchDeleted?: { key: string; versionId: string | undefined }[]
   }
+}
+
+/** A request's bucket whose server access log records it. */
+export interface LogSource {
+  tenant: AuthenticatedTenant
+  bucket: string
+  workspaceId: string
+  config: LoggingConfig
+}
+
+/**
+ * The request's bucket and its logging configuration when it logs, else undefined. Read as the
+ * request is authorized, beside its other reads of the bucket, so that a request on a bucket that
+ * does not log pays no read of its own for logging.
+ */
+export function logSourceOf(core: Core, tenant: AuthenticatedTenant, bucket: string): LogSource | undefined {
+  let workspaceId: string
+  try {
+    workspaceId = core.s3.buckets.resolve(tenant, bucket).id
+  } catch {
+    // Not there (CreateBucket, a NoSuchBucket): nothing logs it.
+    return undefined
+  }
+  const config = core.bucketLogging.get(workspaceId)
+  return config === undefined ? undefined : { tenant, bucket, workspaceId, config }
 }
 
 /** The operation field of a record: AWS's REST.<method>.<resource type> names. */
@@ -244,19 +271,12 @@ export class AccessLogDelivery {
 
   /** Called once a response finished: records it when its bucket logs. Never throws. */
   record(request: FastifyRequest, reply: FastifyReply): void {
-    const source = request.s3LogSource
+    const after = request.s3LogAfter
+    const source = request.s3LogSource ?? (after && logSourceOf(this.core, after.tenant, after.bucket))
     if (source === undefined || this.closed) return
     try {
       const { core } = this
-      let workspaceId: string
-      try {
-        workspaceId = core.s3.buckets.resolve(source.tenant, source.bucket).id
-      } catch {
-        // Gone (DeleteBucket) or never there: nothing logs it.
-        return
-      }
-      const config = core.bucketLogging.get(workspaceId)
-      if (config === undefined) return
+      const { workspaceId, config } = source
       const now = core.clock.now()
       const src = { ownerId: source.tenant.id, bucket: source.bucket }
       const lines = [formatRecord(request, reply, src, now), ...(request.s3BatchDeleted ?? []).map((d) => formatRecord(request, reply, src, now, d))]

@@ -25,6 +25,7 @@ import { taggingHandlers } from './ops/tagging'
 import { lifecycleHandlers } from './ops/lifecycle'
 import { ownershipHandlers } from './ops/ownership'
 import { loggingHandlers } from './ops/logging'
+import { logSourceOf } from './access-log'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -216,7 +217,10 @@ export async function s3Routes(app: FastifyInstance, core: Core): Promise<void> 
       // The tenant whose bucket it is, and the bucket's name within it (a `<tenant-id>:` qualifier removed).
       const { tenant, bucket } = authorize(core, request, principal, operation, target)
       // The bucket's server access log may record it, once answered (access-log.ts).
-      if (target.bucket !== undefined) request.s3LogSource = { tenant, bucket }
+      if (target.bucket !== undefined) {
+        if (operation.name === 'PutBucketLogging') request.s3LogAfter = { tenant, bucket }
+        else request.s3LogSource = logSourceOf(core, tenant, bucket)
+      }
       checkSseHeader(request, operation.name, core.kms, tenant.id)
       const context: OpContext = {
         core,
