@@ -271,10 +271,11 @@ export class AccessLogDelivery {
 
   /** Called once a response finished: records it when its bucket logs. Never throws. */
   record(request: FastifyRequest, reply: FastifyReply): void {
-    const after = request.s3LogAfter
-    const source = request.s3LogSource ?? (after && logSourceOf(this.core, after.tenant, after.bucket))
-    if (source === undefined || this.closed) return
+    if (this.closed) return
     try {
+      const after = request.s3LogAfter
+      const source = request.s3LogSource ?? (after && logSourceOf(this.core, after.tenant, after.bucket))
+      if (source === undefined) return
       const { core } = this
       const { workspaceId, config } = source
       const now = core.clock.now()
